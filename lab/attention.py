@@ -1,0 +1,200 @@
+"""Sparse Fibonacci attention: one function, four exact paths.
+
+Inputs are already rotated by RoPE at their true positions.  Shapes (GQA, G = H / KV):
+
+    q        (B, H,  T, D)        query head h reads KV head h // G (repeat-interleave grouping)
+    k, v     (B, KV, T, D)
+    output   (B, H,  T, D)
+
+Paths
+-----
+``shift``   integer offsets (fixed / staggered / coprime / pow2 models).  One score column per
+            attended distance d, computed from aligned slices q[d:]·k[:T−d]; one softmax over the
+            C columns; outputs accumulated from aligned slices of v.  Memory is O(B·H·T·C): no
+            (T, T) tensor and no (T, C, D) stack of gathered keys is ever built.
+``interp``  learned α.  Rung k reads the interpolated key (1−frac)·k[t−lo] + frac·k[t−lo−1]
+            (lo = floor(α·f_k), the lo+1 row clamped at position 0).  Because the score and the
+            output are linear in the key and value, an interpolated column is a blend of two
+            shifted integer columns, so it runs on the same machinery and stays O(T) in memory;
+            d(loss)/dα flows through frac (non-zero even when α·f is an integer).
+``mask``    a boolean (T, T) mask through scaled_dot_product_attention: the paper's fused path,
+            O(T²), kept as an oracle and for comparison.
+``dense``   plain causal attention, the dense baseline.
+
+Every query attends at least itself (distance 0), so no row is empty; masked logits are −inf and
+receive exactly zero probability.
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+import torch.nn.functional as F
+
+from lab.offsets import (Base, attended_distances, check_alpha, check_window, interp_columns,
+                         resolve_base)
+
+PATHS = ("auto", "shift", "interp", "mask", "dense")
+_NEG_INF = float("-inf")
+
+
+# --------------------------------------------------------------------------------------------
+# input checks
+# --------------------------------------------------------------------------------------------
+def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, int, int, int, int]:
+    """Validate shapes; return (B, H, KV, T, D)."""
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(x, torch.Tensor) or x.dim() != 4:
+            got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"{name} must be a 4-D tensor (B, heads, T, head_dim); got {got}")
+    B, H, T, D = q.shape
+    if k.shape != v.shape:
+        raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must have the same shape")
+    Bk, KV, Tk, Dk = k.shape
+    if (Bk, Tk, Dk) != (B, T, D):
+        raise ValueError(f"k/v shape {tuple(k.shape)} does not match q {tuple(q.shape)} in batch, "
+                         f"length or head_dim")
+    if KV < 1 or H % KV != 0:
+        raise ValueError(f"n_heads={H} must be a multiple of n_kv_heads={KV}")
+    return B, H, KV, T, D
+
+
+# --------------------------------------------------------------------------------------------
+# the column plan: which distances a query reads, integer or interpolated
+# --------------------------------------------------------------------------------------------
+def column_plan(alpha, window: int, seq_len: int, base: Base = "fib", rungs: int = 15,
+                rounding: str = "round", reach: int | None = None,
+                interpolate: bool = False) -> list[tuple[int, torch.Tensor | None]]:
+    """Columns as (distance lo, frac) pairs; frac is None for an exact integer column.
+
+    With ``interpolate=False`` (float α) the columns are the integer attended set.  With
+    ``interpolate=True`` (α a 0-d tensor) the window is exact and each kept rung carries
+    frac = α·f − floor(α·f) as a tensor attached to α's graph.  Rung decisions need the values
+    of α·f on the host: one transfer per call, not one per rung.
+    """
+    check_window(window)
+    if not interpolate:
+        return [(d, None) for d in attended_distances(alpha, window, seq_len, base, rungs,
+                                                      rounding, reach)]
+    reach_ = seq_len if reach is None else reach
+    f = torch.tensor(resolve_base(base, rungs, max(reach_, 2)), dtype=alpha.dtype,
+                     device=alpha.device)
+    targets = alpha.reshape(()) * f                                           # (K,)
+    cols: list[tuple[int, torch.Tensor | None]] = [(d, None) for d in range(min(window, seq_len - 1) + 1)]
+    for kk, lo in interp_columns(targets.detach().cpu().tolist(), window, seq_len, reach):
+        cols.append((lo, targets[kk] - lo))
+    return cols
+
+
+# --------------------------------------------------------------------------------------------
+# the shift machinery shared by `shift` and `interp`
+# --------------------------------------------------------------------------------------------
+def _scores_at(qg: torch.Tensor, k: torch.Tensor, d: int) -> torch.Tensor:
+    """q[t]·k[t−d] for t ≥ d. qg (B,KV,G,T,D), k (B,KV,T,D) -> (B,KV,G,T−d)."""
+    T = qg.shape[-2]
+    return (qg[..., d:, :] * k[:, :, None, : T - d, :]).sum(-1)
+
+
+def _add_values_at(out: torch.Tensor, w: torch.Tensor, v: torch.Tensor, d: int) -> None:
+    """out[t] += w[t]·v[t−d] for t ≥ d. out (B,KV,G,T,D), w (B,KV,G,T−d), v (B,KV,T,D)."""
+    T = out.shape[-2]
+    out[..., d:, :] += w[..., None] * v[:, :, None, : T - d, :]
+
+
+def _shifted_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                       cols: list[tuple[int, torch.Tensor | None]], scale: float) -> torch.Tensor:
+    B, H, KV, T, D = check_qkv(q, k, v)
+    G = H // KV
+    qg = q.reshape(B, KV, G, T, D)                                           # no K/V repeat
+    scores = []
+    for d, frac in cols:
+        s = _scores_at(qg, k, d)                                             # (B,KV,G,T−d)
+        if frac is not None and d + 1 < T:
+            # at t = d the lo+1 row clamps to position 0, i.e. the lo row: no blend there
+            s_hi = _scores_at(qg, k, d + 1)                                  # (B,KV,G,T−d−1)
+            s = s + frac * F.pad(s_hi - s[..., 1:], (1, 0))
+        scores.append(F.pad(s * scale, (d, 0), value=_NEG_INF))             # (B,KV,G,T)
+    logits = torch.stack(scores, dim=-1)                                     # (B,KV,G,T,C)
+    acc = torch.promote_types(logits.dtype, torch.float32)                  # fp32 at least
+    probs = torch.softmax(logits.to(acc), dim=-1).to(v.dtype)
+    out = torch.zeros(B, KV, G, T, D, dtype=v.dtype, device=v.device)
+    for c, (d, frac) in enumerate(cols):
+        p = probs[..., d:, c]                                                # (B,KV,G,T−d)
+        if frac is not None and d + 1 < T:
+            w_hi = p[..., 1:] * frac
+            _add_values_at(out, p - F.pad(w_hi, (1, 0)), v, d)
+            _add_values_at(out, w_hi, v, d + 1)
+        else:
+            _add_values_at(out, p, v, d)
+    return out.reshape(B, H, T, D)
+
+
+# --------------------------------------------------------------------------------------------
+# mask and dense paths
+# --------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=16)
+def _bool_mask_cpu(seq_len: int, distances: tuple[int, ...]) -> torch.Tensor:
+    t = torch.arange(seq_len)
+    delta = t[:, None] - t[None, :]                                          # (T, T)
+    return torch.isin(delta, torch.tensor(distances))
+
+
+def bool_mask(seq_len: int, distances, device=None) -> torch.Tensor:
+    """(T, T) boolean mask, True where query i may attend key j, i.e. (i − j) ∈ distances."""
+    return _bool_mask_cpu(seq_len, tuple(int(d) for d in distances)).to(device)
+
+
+def dense_attention(q, k, v, scale: float | None = None) -> torch.Tensor:
+    """Plain causal attention with GQA (the dense baseline)."""
+    _, H, KV, _, _ = check_qkv(q, k, v)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale,
+                                          enable_gqa=H != KV)
+
+
+# --------------------------------------------------------------------------------------------
+# public entry point
+# --------------------------------------------------------------------------------------------
+def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, alpha, window: int,
+                     base: Base = "fib", rungs: int = 15, rounding: str = "round",
+                     path: str = "auto", reach: int | None = None,
+                     scale: float | None = None) -> torch.Tensor:
+    """Attention over {0..W} ∪ scaled rungs.  Returns (B, H, T, D).
+
+    alpha   a Python float selects the integer attended set (rounded by ``rounding``); a 0-d
+            tensor selects the interpolated gather and carries the gradient to α.
+    path    "auto" (float → shift, tensor → interp), "shift", "interp", "mask" or "dense".
+    reach   the length the rung set is computed for (default: the input length T).  Pass the
+            training length to freeze the rung set when running a model at a longer length.
+    """
+    B, H, KV, T, D = check_qkv(q, k, v)
+    if path not in PATHS:
+        raise ValueError(f"path={path!r} is unknown: use one of {PATHS}")
+    scale = 1.0 / math.sqrt(D) if scale is None else scale
+    if path == "dense":
+        return dense_attention(q, k, v, scale)
+    check_window(window)
+    is_tensor = isinstance(alpha, torch.Tensor)
+    if is_tensor:
+        if alpha.numel() != 1:
+            raise ValueError(f"alpha tensor must hold one value (0-d); got shape "
+                             f"{tuple(alpha.shape)}")
+        check_alpha(float(alpha.detach()))
+        if path in ("shift", "mask"):
+            raise ValueError(f"path={path!r} uses integer offsets and carries no gradient to a "
+                             f"tensor alpha: pass alpha as a float, or use path='interp'")
+        path = "interp"
+    else:
+        check_alpha(alpha)
+        path = "shift" if path == "auto" else path
+    if path == "mask":
+        dists = attended_distances(alpha, window, T, base, rungs, rounding, reach)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bool_mask(T, dists, q.device),
+                                              scale=scale, enable_gqa=H != KV)
+    if path == "interp":
+        a = alpha if is_tensor else torch.tensor(float(alpha), dtype=torch.float64)
+        cols = column_plan(a.to(q.device), window, T, base, rungs, rounding, reach,
+                           interpolate=True)
+    else:
+        cols = column_plan(alpha, window, T, base, rungs, rounding, reach)
+    return _shifted_attention(q, k, v, cols, scale)

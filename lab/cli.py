@@ -1,0 +1,185 @@
+"""`fiblab` command line.
+
+    fiblab selfcheck [--preset paper-60m] [--seq-len 1024]   build the model, run every path
+    fiblab offsets --alpha 0.5 --window 8 [--base pow2] [--rounding floor] [--interp]
+    fiblab schedule stagger --layers 16 [--window 8] [--seq-len 1024] [--sets]
+    fiblab params [--preset paper-60m] [--schedule learned]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import torch
+
+
+def _base_arg(text: str):
+    if text in ("fib", "pow2"):
+        return text
+    try:
+        return tuple(float(x) if "." in x else int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"base {text!r}: use fib, pow2 or a comma list like 1,3,9")
+
+
+def _schedule_arg(text: str):
+    if "," in text:
+        return tuple(float(x) for x in text.split(","))
+    return text
+
+
+# --------------------------------------------------------------------------------------------
+def cmd_selfcheck(args) -> int:
+    from lab.model import build_model
+    torch.manual_seed(0)
+    ref = build_model(args.preset)
+    cfg = ref.cfg
+    T = args.seq_len or cfg.seq_len
+    print(f"preset {args.preset}: d={cfg.d_model} L={cfg.n_layers} heads={cfg.n_heads}/"
+          f"{cfg.n_kv_heads}kv vocab={cfg.vocab_size} seq_len={cfg.seq_len} W={cfg.window}")
+    print(f"parameters: {ref.num_params():,} (non-embedding {ref.num_params(True):,}); "
+          f"learned alpha adds {cfg.n_layers} theta scalars")
+    ids = torch.randint(0, cfg.vocab_size, (1, T + 1), generator=torch.Generator().manual_seed(1))
+    x, y = ids[:, :-1], ids[:, 1:]
+    variants = [
+        ("dense", dict(attention="dense")),
+        ("fixed / mask", dict(path="mask")),
+        ("fixed / shift", dict(path="shift")),
+        ("fixed / interp", dict(path="interp")),
+        ("stagger / mask", dict(schedule="stagger", path="mask")),
+        ("stagger / shift", dict(schedule="stagger", path="shift")),
+        ("coprime / shift", dict(schedule="coprime", path="shift")),
+        ("pow2 stagger / shift", dict(base="pow2", schedule="stagger", path="shift")),
+        ("learned / interp", dict(schedule="learned")),
+    ]
+    state = ref.state_dict()
+    losses = {}
+    print(f"\nforward + backward, B=1, T={T}:")
+    print(f"{'variant':<22}{'loss':>10}{'grad norm':>12}{'seconds':>10}")
+    for name, over in variants:
+        model = build_model(args.preset, **over)
+        model.load_state_dict(state, strict=False)
+        t0 = time.perf_counter()
+        _, loss = model(x, y)
+        loss.backward()
+        dt = time.perf_counter() - t0
+        gn = torch.norm(torch.stack([p.grad.norm() for p in model.parameters()
+                                     if p.grad is not None]))
+        if not (torch.isfinite(loss) and torch.isfinite(gn)):
+            print(f"FAILED: {name} gave a non-finite loss or gradient")
+            return 1
+        losses[name] = loss.item()
+        extra = ""
+        if model.cfg.learned:
+            g = [b.attn.theta.grad.item() for b in model.blocks]
+            extra = f"   dL/dtheta layer0={g[0]:+.2e}"
+        print(f"{name:<22}{loss.item():>10.5f}{gn.item():>12.4f}{dt:>10.2f}{extra}")
+    checks = [("fixed / mask", "fixed / shift"), ("fixed / mask", "fixed / interp"),
+              ("stagger / mask", "stagger / shift")]
+    for a, b in checks:
+        diff = abs(losses[a] - losses[b])
+        ok = diff < 1e-4
+        print(f"{'OK ' if ok else 'BAD'} {a} vs {b}: |dloss| = {diff:.2e}")
+        if not ok:
+            return 1
+    print("\nselfcheck passed")
+    return 0
+
+
+def cmd_offsets(args) -> int:
+    from lab.attention import column_plan
+    from lab.offsets import attended_distances
+    if args.interp:
+        cols = column_plan(torch.tensor(args.alpha, dtype=torch.float64), args.window,
+                           args.seq_len, args.base, args.rungs, reach=args.reach, interpolate=True)
+        print(f"interpolated columns (alpha={args.alpha}, W={args.window}, T={args.seq_len}, "
+              f"paper's skip rule): {len(cols)}")
+        for lo, frac in cols[args.window + 1:]:
+            print(f"  lo={lo:<6} frac={float(frac):.4f}")
+        return 0
+    d = attended_distances(args.alpha, args.window, args.seq_len, args.base, args.rungs,
+                           args.rounding, args.reach)
+    print(f"attended distances (alpha={args.alpha}, W={args.window}, T={args.seq_len}, "
+          f"base={args.base}, rounding={args.rounding}, window counted): {len(d)}")
+    print(" ".join(map(str, d)))
+    return 0
+
+
+def cmd_schedule(args) -> int:
+    from lab.offsets import attended_distances
+    from lab.schedules import coprime_stride, layer_alphas
+    alphas = layer_alphas(args.schedule, args.layers, stride=args.stride)
+    if args.schedule in ("coprime", "hdc"):
+        print(f"coprime stride S = {args.stride or coprime_stride(args.layers)}")
+    union: set[int] = set()
+    for ell, a in enumerate(alphas):
+        d = attended_distances(a, args.window, args.seq_len, args.base, args.rungs, args.rounding)
+        union.update(d)
+        line = f"layer {ell:>2}  alpha={a:.4f}  |set|={len(d)}"
+        if args.sets:
+            line += "  rungs: " + " ".join(str(x) for x in d if x > args.window)
+        print(line)
+    print(f"union over layers: {len(union)} distinct distances (window counted; "
+          f"{len([u for u in union if u > args.window])} beyond it), rounding={args.rounding}")
+    return 0
+
+
+def cmd_params(args) -> int:
+    from lab.model import build_model
+    over = {"schedule": args.schedule} if args.schedule else {}
+    m = build_model(args.preset, **over)
+    print(f"{m.num_params():,} parameters ({m.num_params(True):,} non-embedding)")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="fiblab", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    s = sub.add_parser("selfcheck", help="build a model, forward/backward through every path")
+    s.add_argument("--preset", default="paper-60m")
+    s.add_argument("--seq-len", type=int, default=None, help="input length (default: preset's)")
+    s.set_defaults(fn=cmd_selfcheck)
+
+    def set_args(sp):
+        sp.add_argument("--window", "-W", type=int, default=8)
+        sp.add_argument("--seq-len", "-T", type=int, default=1024)
+        sp.add_argument("--base", type=_base_arg, default="fib")
+        sp.add_argument("--rungs", "-K", type=int, default=15)
+        sp.add_argument("--rounding", choices=["round", "floor", "ceil"], default="round")
+
+    s = sub.add_parser("offsets", help="the attended distances of one layer")
+    s.add_argument("--alpha", type=float, default=1.0)
+    s.add_argument("--reach", type=int, default=None, help="freeze rungs at this length")
+    s.add_argument("--interp", action="store_true", help="show interpolated columns instead")
+    set_args(s)
+    s.set_defaults(fn=cmd_offsets)
+
+    s = sub.add_parser("schedule", help="per-layer alpha and attended sets of a schedule")
+    s.add_argument("schedule", type=_schedule_arg, help="fixed|stagger|coprime|a,comma,list")
+    s.add_argument("--layers", "-L", type=int, default=16)
+    s.add_argument("--stride", type=int, default=None, help="coprime stride S")
+    s.add_argument("--sets", action="store_true", help="print each layer's rungs")
+    set_args(s)
+    s.set_defaults(fn=cmd_schedule)
+
+    s = sub.add_parser("params", help="parameter count of a preset")
+    s.add_argument("--preset", default="paper-60m")
+    s.add_argument("--schedule", default=None)
+    s.set_defaults(fn=cmd_params)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except ValueError as e:
+        print(f"fiblab: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

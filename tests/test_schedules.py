@@ -1,0 +1,51 @@
+"""Per-layer α schedules against SPEC §2.7's table (copied here)."""
+import pytest
+
+from lab.schedules import coprime_order, coprime_stride, layer_alphas
+
+LINEAR16 = [0.5, .5667, .6333, .7, .7667, .8333, .9, .9667, 1.0333, 1.1, 1.1667, 1.2333, 1.3,
+            1.3667, 1.4333, 1.5]
+HDC16 = [0.5, .9667, 1.4333, .8333, 1.3, .7, 1.1667, .5667, 1.0333, 1.5, .9, 1.3667, .7667,
+         1.2333, .6333, 1.1]
+
+
+def test_linear_and_coprime_at_16_layers():
+    assert [round(a, 4) for a in layer_alphas("stagger", 16)] == LINEAR16
+    assert coprime_stride(16) == 7 and coprime_stride(8) == 3
+    assert coprime_order(16) == [0, 7, 14, 5, 12, 3, 10, 1, 8, 15, 6, 13, 4, 11, 2, 9]
+    assert [round(a, 4) for a in layer_alphas("coprime", 16)] == HDC16
+    assert sorted(layer_alphas("coprime", 16)) == layer_alphas("stagger", 16)
+
+
+def test_fixed_and_learned_init():
+    assert layer_alphas("fixed", 16) == [1.0] * 16
+    assert layer_alphas("learned", 4) == [1.0] * 4
+    # a staggered start is clamped into [0.55, 1.45] as the paper's probes did
+    assert layer_alphas("learned", 2, init="stagger") == [0.55, 1.45]
+    with pytest.raises(ValueError, match="1.5"):
+        layer_alphas("learned", 2, init=[0.7, 1.5])
+
+
+def test_small_depths():
+    assert layer_alphas("stagger", 1) == [1.0] and layer_alphas("coprime", 1) == [1.0]
+    assert layer_alphas("stagger", 2) == [0.5, 1.5] == layer_alphas("coprime", 2)
+    assert coprime_stride(4) == 1 and layer_alphas("coprime", 4) == layer_alphas("stagger", 4)
+    assert layer_alphas("coprime", 5) == [layer_alphas("stagger", 5)[(2 * i) % 5] for i in range(5)]
+
+
+def test_stride_settable_and_checked():
+    assert coprime_order(16, stride=3) == [(3 * i) % 16 for i in range(16)]
+    with pytest.raises(ValueError, match="S=4"):
+        layer_alphas("coprime", 16, stride=4)
+
+
+def test_custom_lists_validated():
+    assert layer_alphas([0.5, 1.0, 1.5], 3) == [0.5, 1.0, 1.5]
+    with pytest.raises(ValueError, match="2 values"):
+        layer_alphas([1.0, 1.0], 3)
+    with pytest.raises(ValueError, match="1.6"):
+        layer_alphas([1.0, 1.6, 1.0], 3)
+    with pytest.raises(ValueError, match="'zigzag'"):
+        layer_alphas("zigzag", 3)
+    with pytest.raises(ValueError, match="n_layers=0"):
+        layer_alphas("fixed", 0)
