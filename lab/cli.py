@@ -4,10 +4,13 @@
     fiblab offsets --alpha 0.5 --window 8 [--base pow2] [--rounding floor] [--interp]
     fiblab schedule stagger --layers 16 [--window 8] [--seq-len 1024] [--sets]
     fiblab params [--preset paper-60m] [--schedule learned]
+    fiblab coverage --layers 16 --window 8 --rungs 15 --seq-len 1024 --schedule stagger [--json]
+    fiblab receptive-field --layers 16 --schedule coprime [--residual 0.5] [--json]
 """
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 
@@ -133,6 +136,66 @@ def cmd_params(args) -> int:
     return 0
 
 
+def cmd_coverage(args) -> int:
+    from probes.coverage import describe, schedule_coverage
+    report = schedule_coverage(args.alphas or args.schedule, args.layers, args.window,
+                               args.seq_len, args.base, args.rungs, args.rounding, args.band,
+                               args.stride)
+    if args.json:
+        if not args.full:
+            for key in ("layers_per_distance", "per_layer_sets"):
+                report.pop(key)
+        print(json.dumps(report))
+        return 0
+    print(describe(report))
+    for ell, (a, n, b) in enumerate(zip(report["alphas"], report["per_layer"],
+                                        report["band_coverage_per_layer"])):
+        extra = report["beyond_reach"][ell]
+        print(f"  layer {ell:>2} alpha={a:.4f} |set|={n:>3} band={100 * b:5.1f}%"
+              + (f"  untrained at longer T: {extra}" if extra else ""))
+    g = report["gaps"]
+    print(f"gaps outside the ±{args.band if args.band is not None else args.window} band: "
+          f"{len(g)}" + (f" (first: {g[:5]})" if g else ""))
+    return 0
+
+
+def cmd_receptive_field(args) -> int:
+    from probes.coverage import layer_sets
+    from probes.receptive_field import compare, receptive_report, scheme_sets
+    from lab.schedules import layer_alphas
+    schemes = args.schemes or [args.schedule]
+    out = {}
+    for name in schemes:
+        if args.alphas:
+            sets = layer_sets(layer_alphas(args.alphas, args.layers), args.window, args.seq_len,
+                              args.base, args.rungs, args.rounding)
+        elif args.base == "pow2" and not name.startswith("pow2") and name != "dense":
+            sets = layer_sets(layer_alphas(name, args.layers), args.window, args.seq_len,
+                              "pow2", args.rungs, args.rounding)
+        else:
+            sets = scheme_sets(name, args.layers, args.window, args.seq_len, args.rungs,
+                               args.rounding)
+        out[name] = receptive_report(sets, args.seq_len, args.residual)
+    convention = dict(layers=args.layers, window=args.window, rungs=args.rungs,
+                      seq_len=args.seq_len, base=args.base, rounding=args.rounding,
+                      residual=args.residual)
+    if args.json:
+        if len(out) == 1:
+            print(json.dumps({"scheme": schemes[0], "convention": convention,
+                              **next(iter(out.values()))}))
+        else:
+            print(json.dumps({"convention": convention, "schemes": out}))
+        return 0
+    print(f"convention: {convention}")
+    print(f"{'scheme':<14}" + "".join(f"{'l' + str(i + 1):>7}" for i in range(args.layers))
+          + f"{'max hops':>10}{'mean dist':>11}")
+    for name, r in out.items():
+        print(f"{name:<14}" + "".join(f"{f:>7.3f}" for f in r["reachable_fraction"])
+              + f"{r['max_min_hops']:>10}{r['effective_mean_distance']:>11.1f}")
+    print("(reachable share of distances 0..T-1 after each layer)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fiblab", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -164,6 +227,28 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--sets", action="store_true", help="print each layer's rungs")
     set_args(s)
     s.set_defaults(fn=cmd_schedule)
+
+    s = sub.add_parser("coverage", help="distinct-distance and band coverage of a schedule")
+    s.add_argument("--schedule", default="stagger", help="fixed|stagger|coprime")
+    s.add_argument("--alphas", type=_schedule_arg, default=None, help="custom a,b,c per layer")
+    s.add_argument("--layers", "-L", type=int, default=16)
+    s.add_argument("--stride", type=int, default=None, help="coprime stride S")
+    s.add_argument("--band", type=int, default=None, help="soft band half-width (default W)")
+    s.add_argument("--json", action="store_true", help="one JSON object")
+    s.add_argument("--full", action="store_true", help="with --json: include per-distance data")
+    set_args(s)
+    s.set_defaults(fn=cmd_coverage)
+
+    s = sub.add_parser("receptive-field", help="reachable distances through the stack")
+    s.add_argument("--schedule", default="stagger",
+                   help="fixed|stagger|coprime|pow2|pow2-stagger|dense")
+    s.add_argument("--schemes", nargs="+", default=None, help="compare several schemes")
+    s.add_argument("--alphas", type=_schedule_arg, default=None, help="custom a,b,c per layer")
+    s.add_argument("--layers", "-L", type=int, default=16)
+    s.add_argument("--residual", type=float, default=0.0, help="weight kept on staying put")
+    s.add_argument("--json", action="store_true")
+    set_args(s)
+    s.set_defaults(fn=cmd_receptive_field)
 
     s = sub.add_parser("params", help="parameter count of a preset")
     s.add_argument("--preset", default="paper-60m")
