@@ -6,6 +6,7 @@
     fiblab params [--preset paper-60m] [--schedule learned]
     fiblab coverage --layers 16 --window 8 --rungs 15 --seq-len 1024 --schedule stagger [--json]
     fiblab receptive-field --layers 16 --schedule coprime [--residual 0.5] [--json]
+    fiblab probe marked --depths 2 4 8 --init uniform staggered --seeds 0 1 [--scale quick]
 """
 from __future__ import annotations
 
@@ -196,6 +197,31 @@ def cmd_receptive_field(args) -> int:
     return 0
 
 
+def cmd_probe(args) -> int:
+    from dataclasses import replace as dc_replace
+    from probes import retrieval as R
+    settings = R.SCALES[args.scale]
+    over = {k: v for k, v in (("steps", args.steps), ("batch", args.batch), ("lr", args.lr))
+            if v is not None}
+    settings = dc_replace(settings, **over)
+    cells = R.grid(args.mechanisms, args.depths, args.init, args.seeds, args.task)
+    out = args.out or f"runs/probes/{args.task}-{args.scale}.jsonl"
+    records = R.run_grid(cells, settings, out, progress=not args.no_progress)
+    if args.json:
+        for rec in records:
+            print(json.dumps({k: rec[k] for k in ("key", "mechanism", "depth", "init", "seed",
+                                                  "alphas", "acc", "seconds")}))
+        return 0
+    print(f"results: {out}  ({len(records)} cells, settings: steps={settings.steps} "
+          f"batch={settings.batch} lr={settings.lr})")
+    for mech in args.mechanisms:
+        rows = R.table2(records, mech)
+        if rows:
+            print(f"\nmechanism {mech}" + (" (paper's Table 2 beside it)" if mech == "blur" else ""))
+            print(R.format_table2(rows))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fiblab", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -249,6 +275,22 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     set_args(s)
     s.set_defaults(fn=cmd_receptive_field)
+
+    s = sub.add_parser("probe", help="retrieval probes (the paper's Table 2 grid)")
+    s.add_argument("task", choices=["marked"])
+    s.add_argument("--mechanisms", nargs="+", default=["blur"],
+                   help="dense fib-fixed pow2 fib-stagger learned blur")
+    s.add_argument("--depths", type=int, nargs="+", default=[2, 4, 8])
+    s.add_argument("--init", nargs="+", default=["uniform", "staggered"])
+    s.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    s.add_argument("--scale", choices=["paper", "quick", "tiny"], default="paper")
+    s.add_argument("--steps", type=int, default=None)
+    s.add_argument("--batch", type=int, default=None)
+    s.add_argument("--lr", type=float, default=None)
+    s.add_argument("--out", default=None, help="results JSONL (resumable); default runs/probes/")
+    s.add_argument("--json", action="store_true", help="one JSON record per cell on stdout")
+    s.add_argument("--no-progress", action="store_true")
+    s.set_defaults(fn=cmd_probe)
 
     s = sub.add_parser("params", help="parameter count of a preset")
     s.add_argument("--preset", default="paper-60m")

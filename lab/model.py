@@ -48,7 +48,7 @@ class ModelConfig:
     learned_init: Union[str, tuple] = "fixed" # start of a learned schedule
     coprime_stride: int | None = None         # S; default = largest s ≤ L/2 coprime with L
     rounding: str = "round"                   # integer sets: round (half-to-even) | floor | ceil
-    path: str = "auto"                        # auto | shift | mask | interp
+    path: str = "auto"                        # auto | shift | mask | interp | blur (probes)
     rung_policy: str = "recompute"            # at a longer seq_len: recompute rungs or freeze
     train_seq_len: int | None = None          # length the rungs are frozen at (None: seq_len)
     alpha_min: float = offsets.ALPHA_MIN
@@ -71,8 +71,11 @@ class ModelConfig:
             raise ValueError(f"rung_policy={self.rung_policy!r} must be one of {RUNG_POLICIES}")
         if self.rounding not in offsets.ROUNDINGS:
             raise ValueError(f"rounding={self.rounding!r} must be one of {offsets.ROUNDINGS}")
-        if self.path not in ("auto", "shift", "mask", "interp"):
-            raise ValueError(f"path={self.path!r} must be auto, shift, mask or interp")
+        if self.path not in ("auto", "shift", "mask", "interp", "blur"):
+            raise ValueError(f"path={self.path!r} must be auto, shift, mask, interp or blur")
+        if self.path == "blur" and not (self.learned and self.base == "fib"):
+            raise ValueError("path='blur' (the retrieval probe's annealed Gaussian gather) needs "
+                             "schedule='learned' and base='fib'")
         if self.learned and self.path in ("shift", "mask"):
             raise ValueError(f"a learned schedule needs path 'interp' (or 'auto'); path="
                              f"{self.path!r} has integer offsets and no gradient to alpha")
@@ -187,6 +190,7 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(cfg.n_heads * hd, d, bias=False)
         self.o_proj.residual = True
         self.fixed_alpha = float(alpha)
+        self.blur_width = 40.0                   # path="blur" only; annealed by the probe runner
         if cfg.learned:
             theta = offsets.theta_from_alpha(alpha, cfg.alpha_min, cfg.alpha_span)
             self.theta = nn.Parameter(torch.tensor(theta))                   # 0-d
@@ -208,6 +212,11 @@ class Attention(nn.Module):
         v = self.v_proj(x).view(B, T, cfg.n_kv_heads, cfg.head_dim).transpose(1, 2)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         path = "dense" if cfg.attention == "dense" else cfg.path
+        if path == "blur":
+            from lab.blur import blur_attention
+            y = blur_attention(q, k, v, alpha=self.alpha, window=cfg.window,
+                               width=self.blur_width, rungs=cfg.rungs)
+            return self.o_proj(y.transpose(1, 2).reshape(B, T, cfg.n_heads * cfg.head_dim))
         y = sparse_attention(q, k, v, alpha=self.alpha, window=cfg.window, base=cfg.base,
                              rungs=cfg.rungs, rounding=cfg.rounding, path=path,
                              reach=cfg.rung_reach)                           # (B,H,T,D)
@@ -294,6 +303,11 @@ class FibLM(nn.Module):
             return [math.nan] * self.cfg.n_layers
         return [float(b.attn.alpha.detach()) if b.attn.theta is not None else b.attn.alpha
                 for b in self.blocks]
+
+    def set_blur_width(self, width: float) -> None:
+        """Set the Gaussian width of every blur-gather layer (path="blur")."""
+        for b in self.blocks:
+            b.attn.blur_width = float(width)
 
     def with_seq_len(self, seq_len: int, rung_policy: str | None = None) -> "FibLM":
         """A copy rebuilt at another length with the same weights (no length-dependent

@@ -1,0 +1,262 @@
+"""Retrieval probes: train small models on synthetic copy tasks and watch α.
+
+A *cell* is (task, mechanism, depth, init, seed).  Mechanisms on the `probe-small` model
+(d=256, 4 heads, 2 KV heads, W=8, K=15):
+
+    dense          causal attention
+    fib-fixed      Fibonacci rungs at α=1 (integer shift path)
+    pow2           reach-matched power-of-2 rungs at α=1
+    fib-stagger    the fixed linear stagger 0.5 → 1.5 over depth (unclamped)
+    learned        learned α through the LM's interpolated gather
+    blur           learned α through the annealed Gaussian blur gather (the paper's Table 2;
+                   width 40 → 0.5 over the first 80 % of steps)
+
+Learned mechanisms start uniform (α=1) or staggered (the stagger clamped to [0.55, 1.45]).
+Defaults are the paper's marked-task settings: T=512, vocab 512, batch 2, 2,500 steps, AdamW
+lr 1e-3 (torch defaults otherwise), no schedule, no clipping.  The `quick` scale (400 steps) is a
+fast look, not a reproduction; `tiny` (T=48, distances 5 and 13, d=64) runs in seconds.
+
+Every cell records each layer's α every `log_every` steps, the loss curve, accuracy per distance
+on a fresh evaluation batch, and seconds.  `run_grid` appends one JSON line per finished cell and
+skips cells already in the file, so an interrupted grid resumes where it stopped.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field, replace
+
+import torch
+import torch.nn.functional as F
+
+from lab.blur import blur_width
+from lab.model import build_model
+from probes.tasks import MarkedCopy, marked_copy_accuracy, marked_copy_batch
+
+MECHANISMS = {
+    "dense": dict(attention="dense"),
+    "fib-fixed": dict(schedule="fixed"),
+    "pow2": dict(base="pow2", schedule="fixed"),
+    "fib-stagger": dict(schedule="stagger"),
+    "learned": dict(schedule="learned"),
+    "blur": dict(schedule="learned", path="blur"),
+}
+LEARNED = {"learned", "blur"}
+INITS = ("uniform", "staggered")
+
+# the paper's Table 2 (blur mechanism, marked task, mean over seeds 0 and 1)
+PAPER_TABLE2 = {  # (depth, init): (alpha_min, alpha_max, acc@200, acc@350)
+    (2, "uniform"): (0.93, 1.03, 0.38, 0.23), (2, "staggered"): (0.56, 1.39, 0.99, 0.00),
+    (4, "uniform"): (0.96, 1.01, 0.00, 0.00), (4, "staggered"): (0.55, 1.45, 0.88, 0.17),
+    (8, "uniform"): (0.97, 1.02, 0.00, 0.00), (8, "staggered"): (0.55, 1.45, 0.04, 0.00),
+}
+
+
+@dataclass
+class ProbeSettings:
+    steps: int = 2500
+    lr: float = 1e-3
+    batch: int = 2
+    eval_batch: int = 8
+    log_every: int = 50
+    window: int = 8
+    rungs: int = 15
+    d_model: int = 256
+    blur_w0: float = 40.0
+    task: MarkedCopy = field(default_factory=MarkedCopy)
+
+
+SCALES = {
+    "paper": ProbeSettings(),
+    "quick": ProbeSettings(steps=400, log_every=20),
+    # seconds, for tests and smoke runs: T=48, distances (5, 13), 16 payload ids, d=64
+    "tiny": ProbeSettings(steps=150, log_every=25, batch=8, lr=3e-3, eval_batch=16, d_model=64,
+                          window=2, rungs=6, blur_w0=4.0,
+                          task=MarkedCopy(seq_len=48, vocab=32, n_payload=16, distances=(5, 13))),
+}
+
+
+@dataclass(frozen=True)
+class Cell:
+    mechanism: str
+    depth: int
+    init: str
+    seed: int
+    task: str = "marked"
+
+    def key(self, settings: ProbeSettings) -> str:
+        return (f"{self.task}/{self.mechanism}/d{self.depth}/{self.init}/s{self.seed}/"
+                f"n{settings.steps}/b{settings.batch}/lr{settings.lr:g}/w{settings.window}")
+
+
+def build_probe_model(cell: Cell, settings: ProbeSettings):
+    if cell.mechanism not in MECHANISMS:
+        raise ValueError(f"mechanism={cell.mechanism!r} is unknown: use one of {list(MECHANISMS)}")
+    if cell.mechanism in LEARNED and cell.init not in INITS:
+        raise ValueError(f"init={cell.init!r} must be one of {INITS}")
+    over = dict(MECHANISMS[cell.mechanism])
+    if cell.mechanism in LEARNED:
+        over["learned_init"] = "stagger" if cell.init == "staggered" else "fixed"
+    torch.manual_seed(cell.seed)
+    return build_model("probe-small", n_layers=cell.depth, window=settings.window,
+                       rungs=settings.rungs, d_model=settings.d_model,
+                       vocab_size=settings.task.vocab, seq_len=settings.task.seq_len, **over)
+
+
+def run_cell(cell: Cell, settings: ProbeSettings, progress: bool = True) -> dict:
+    """Train one cell and return its record (JSON-serialisable)."""
+    model = build_probe_model(cell, settings)
+    opt = torch.optim.AdamW(model.parameters(), lr=settings.lr)
+    gen = torch.Generator().manual_seed(cell.seed)
+    is_blur = cell.mechanism == "blur"
+    trajectory, losses = [], []
+    t0 = time.perf_counter()
+    model.train()
+    for step in range(settings.steps):
+        if is_blur:
+            model.set_blur_width(blur_width(step, settings.steps, w0=settings.blur_w0))
+        if step % settings.log_every == 0:
+            trajectory.append({"step": step, "alphas": model.alphas()})
+        x, y = marked_copy_batch(settings.batch, settings.task, gen)
+        logits, _ = model(x)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1),
+                               ignore_index=-100)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if step % settings.log_every == 0:
+            losses.append({"step": step, "loss": loss.item()})
+        if progress and (step % 25 == 0 or step == settings.steps - 1):
+            _bar(cell, step + 1, settings.steps, loss.item(), time.perf_counter() - t0)
+    trajectory.append({"step": settings.steps, "alphas": model.alphas()})
+    model.eval()
+    with torch.no_grad():
+        eval_gen = torch.Generator().manual_seed(10_000 + cell.seed)
+        x, _ = marked_copy_batch(settings.eval_batch, settings.task, eval_gen)
+        acc = marked_copy_accuracy(model(x)[0], x, settings.task)
+    if progress:
+        sys.stderr.write("\n")
+    return {"key": cell.key(settings), **asdict(cell), "steps": settings.steps,
+            "alphas": model.alphas(), "acc": {str(settings.task.distances[j]): float(a) for j, a in acc.items()},
+            "seconds": time.perf_counter() - t0, "trajectory": trajectory, "loss": losses,
+            "settings": {k: v for k, v in asdict(settings).items() if k != "task"}}
+
+
+def _bar(cell: Cell, done: int, total: int, loss: float, secs: float) -> None:
+    width = 24
+    filled = int(width * done / total)
+    eta = secs / done * (total - done)
+    sys.stderr.write(f"\r{cell.mechanism:>11} depth {cell.depth} {cell.init:<9} seed {cell.seed} "
+                     f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} loss {loss:.3f} "
+                     f"{secs:.0f}s eta {eta:.0f}s")
+    sys.stderr.flush()
+
+
+def load_records(path: str) -> list[dict]:
+    """Records of a results file; a truncated last line (a killed run) is ignored."""
+    if not os.path.exists(path):
+        return []
+    out = []
+    with open(path) as f:
+        for line in f:
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return out
+
+
+def append_record(path: str, rec: dict) -> None:
+    """Append one JSON line durably; a torn last line left by a killed run is closed first."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "ab+") as f:
+        f.seek(0, os.SEEK_END)
+        if f.tell():
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b"\n":
+                f.write(b"\n")
+        f.write((json.dumps(rec) + "\n").encode())
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def run_grid(cells: list[Cell], settings: ProbeSettings, out_path: str | None = None,
+             progress: bool = True, on_record=None) -> list[dict]:
+    """Run every cell not already in `out_path` (appending one JSON line each)."""
+    done = {r["key"]: r for r in load_records(out_path)} if out_path else {}
+    records = []
+    for cell in cells:
+        key = cell.key(settings)
+        if key in done:
+            records.append(done[key])
+            continue
+        rec = run_cell(cell, settings, progress)
+        if out_path:
+            append_record(out_path, rec)
+        records.append(rec)
+        if on_record:
+            on_record(rec)
+    return records
+
+
+def grid(mechanisms, depths, inits, seeds, task: str = "marked") -> list[Cell]:
+    cells = []
+    for mech, depth, init, seed in itertools.product(mechanisms, depths, inits, seeds):
+        if mech not in LEARNED and init != inits[0]:
+            continue                                     # init only matters for learned α
+        cells.append(Cell(mech, depth, init if mech in LEARNED else "-", seed, task))
+    return cells
+
+
+def table2(records: list[dict], mechanism: str = "blur") -> list[dict]:
+    """Table-2-shaped rows (mean over seeds), with the paper's values where they apply."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in records:
+        if r["mechanism"] == mechanism:
+            groups.setdefault((r["depth"], r["init"]), []).append(r)
+    rows = []
+    for (depth, init), rs in sorted(groups.items()):
+        alphas = [a for r in rs for a in r["alphas"] if not math.isnan(a)]
+        dists = list(rs[0]["acc"])
+        row = {"depth": depth, "init": init, "seeds": len(rs),
+               "alpha_min": min(alphas, default=math.nan),
+               "alpha_max": max(alphas, default=math.nan),
+               "acc": {d: sum(r["acc"][d] for r in rs) / len(rs) for d in dists},
+               "seconds": sum(r["seconds"] for r in rs) / len(rs)}
+        paper = PAPER_TABLE2.get((depth, init))
+        if paper and mechanism == "blur" and dists == ["200", "350"]:
+            row["paper"] = {"alpha_min": paper[0], "alpha_max": paper[1],
+                            "acc": {"200": paper[2], "350": paper[3]}}
+        rows.append(row)
+    return rows
+
+
+def format_table2(rows: list[dict]) -> str:
+    if not rows:
+        return "(no cells)"
+    dists = list(rows[0]["acc"])
+    accs = "".join(f"{'acc@' + d:>9}" for d in dists)
+    lines = [f"{'depth':>5} {'init':<10}{'seeds':>6} {'alpha range':>13}{accs}   | "
+             f"{'paper alpha':>11}{accs}{'s/cell':>8}"]
+    for r in rows:
+        ours = "".join(f"{r['acc'][d]:>9.3f}" for d in dists)
+        if "paper" in r:
+            p = r["paper"]
+            theirs = f"{p['alpha_min']:>5.2f}-{p['alpha_max']:<5.2f}" + "".join(
+                f"{p['acc'][d]:>9.2f}" for d in dists)
+        else:
+            theirs = f"{'-':>11}" + "".join(f"{'-':>9}" for _ in dists)
+        lines.append(f"{r['depth']:>5} {r['init']:<10}{r['seeds']:>6} "
+                     f"{r['alpha_min']:>6.3f}-{r['alpha_max']:<6.3f}{ours}   | {theirs}"
+                     f"{r['seconds']:>8.0f}")
+    return "\n".join(lines)
+
+
+def alpha_drift(record: dict) -> float:
+    """Largest |α_final − α_initial| over layers."""
+    first, last = record["trajectory"][0]["alphas"], record["alphas"]
+    return max((abs(a - b) for a, b in zip(first, last) if not math.isnan(a)), default=0.0)

@@ -1,0 +1,201 @@
+"""The Gaussian blur gather (retrieval probe) against independent oracles.
+
+* output vs a brute-force float64 loop per query position, with the rung rule, the clamped taps
+  and the Gaussian weights re-implemented here in plain Python;
+* dLoss/dα vs central finite differences;
+* the width annealing schedule;
+* the narrow-width limit vs the integer shift path on the same rung set (a bound, not equality:
+  at the width floor 0.25 the two neighbour taps keep relative weight e^-8 each);
+* no (T, T) or (T, M, D) sized tensor, forward and backward;
+* input validation.
+"""
+import math
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from lab.attention import sparse_attention
+from lab.blur import blur_attention, blur_centres, blur_width
+from lab.offsets import fibonacci, rung_distances
+
+
+def make_qkv(B, H, KV, T, D, seed=0, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(B, H, T, D, generator=g, dtype=dtype),
+            torch.randn(B, KV, T, D, generator=g, dtype=dtype),
+            torch.randn(B, KV, T, D, generator=g, dtype=dtype))
+
+
+def oracle_blur(q, k, v, alpha, window, width, rungs=15):
+    """Per query position: window keys, then each kept rung's blurred key summed tap by tap."""
+    B, H, T, D = q.shape
+    KV = k.shape[1]
+    w = max(width, 0.25)
+    R = math.ceil(2.5 * w)
+    cols = []                                           # (c, [(tap, weight), ...]) per kept rung
+    for f in fibonacci(rungs):
+        if f <= window:
+            continue
+        dk = alpha * f
+        c = round(dk)
+        if c <= window or c > T - 1:
+            continue
+        taps = [min(max(j, 1), T - 1) for j in range(c - R, c + R + 1)]
+        g = [math.exp(-0.5 * ((j - dk) / w) ** 2) for j in taps]
+        cols.append((c, [(j, gj / sum(g)) for j, gj in zip(taps, g)]))
+    out = torch.zeros_like(q)
+    for h in range(H):
+        kv = h // (H // KV)
+        for t in range(T):
+            keys, vals = [], []                                  # each (B, D)
+            for d in range(min(window, T - 1) + 1):
+                if d <= t:
+                    keys.append(k[:, kv, t - d])
+                    vals.append(v[:, kv, t - d])
+            for c, taps in cols:
+                if c <= t:
+                    keys.append(sum(gj * k[:, kv, max(t - j, 0)] for j, gj in taps))
+                    vals.append(sum(gj * v[:, kv, max(t - j, 0)] for j, gj in taps))
+            s = torch.stack(keys, 1) @ q[:, h, t, :, None] / math.sqrt(D)   # (B, C, 1)
+            out[:, h, t] = (s.softmax(1) * torch.stack(vals, 1)).sum(1)
+    return out
+
+
+# (alpha, width, W, T, H, KV): widths 6 and 9 make taps clamp at 1 (W = 0, 1: c = 1, 2) and at
+# T − 1 (a rung centred near the end of the sequence).
+CASES = [
+    (1.0, 2.0, 8, 40, 2, 2),
+    (0.73, 6.0, 0, 30, 4, 2),      # R = 15; f = 1 → c = 1: taps clamp at 1; f = 34 → c = 25: at 29
+    (1.37, 9.0, 1, 36, 4, 1),      # R = 23; f = 2 → c = 3 and f = 21 → c = 29: clamp at 1 and 35
+    (0.55, 0.1, 3, 48, 6, 3),      # width floored to 0.25
+]
+
+
+@pytest.mark.parametrize("alpha,width,W,T,H,KV", CASES)
+def test_matches_bruteforce(alpha, width, W, T, H, KV):
+    q, k, v = make_qkv(2, H, KV, T, 4, seed=T)
+    got = blur_attention(q, k, v, alpha=torch.tensor(alpha, dtype=torch.float64), window=W,
+                         width=width)
+    want = oracle_blur(q, k, v, alpha, W, width)
+    assert got.shape == q.shape
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_cases_exercise_clamping():
+    """The CASES above really hit both clamp boundaries (so the oracle tests cover them)."""
+    hit_lo = hit_hi = False
+    for alpha, width, W, T, _, _ in CASES:
+        R = math.ceil(2.5 * max(width, 0.25))
+        for c in blur_centres(alpha, W, T):
+            hit_lo |= c - R < 1
+            hit_hi |= c + R > T - 1
+    assert hit_lo and hit_hi
+
+
+def test_alpha_gradient_matches_finite_differences():
+    q, k, v = make_qkv(1, 4, 2, 64, 4, seed=3)
+    wgt = torch.randn(q.shape, generator=torch.Generator().manual_seed(9), dtype=torch.float64)
+    a0, W, width, eps = 0.81, 4, 3.0, 1e-6
+    # no α·f within eps of a half-integer: the rounded centres stay put across the stencil
+    assert all(abs((a0 * f) % 1 - 0.5) > 1e-3 for f in fibonacci(15))
+
+    def loss(a):
+        return (blur_attention(q, k, v, alpha=a, window=W, width=width) * wgt).sum()
+
+    a = torch.tensor(a0, dtype=torch.float64, requires_grad=True)
+    loss(a).backward()
+    with torch.no_grad():
+        fd = (loss(torch.tensor(a0 + eps, dtype=torch.float64))
+              - loss(torch.tensor(a0 - eps, dtype=torch.float64))) / (2 * eps)
+    assert abs(fd.item()) > 1e-3
+    assert abs(a.grad.item() - fd.item()) <= 0.01 * abs(fd.item())
+
+
+def test_gradcheck_qkv_and_alpha():
+    q, k, v = make_qkv(1, 2, 1, 14, 3, seed=5)
+    a = torch.tensor(0.93, dtype=torch.float64)          # no α·f at a half-integer (0.9·5 is)
+    for x in (q, k, v, a):
+        x.requires_grad_(True)
+    assert torch.autograd.gradcheck(
+        lambda q_, k_, v_, a_: blur_attention(q_, k_, v_, alpha=a_, window=1, width=2.0),
+        (q, k, v, a), fast_mode=True)
+
+
+def test_width_schedule():
+    assert blur_width(0, 1000) == 40.0
+    assert blur_width(400, 1000) == pytest.approx(20.25, abs=1e-12)
+    assert blur_width(800, 1000) == pytest.approx(0.5, abs=1e-12)
+    assert blur_width(1000, 1000) == pytest.approx(0.5, abs=1e-12)
+    assert blur_width(5000, 1000) == pytest.approx(0.5, abs=1e-12)
+    ws = [blur_width(s, 1000) for s in range(0, 1001, 50)]
+    assert all(a >= b for a, b in zip(ws, ws[1:]))
+    with pytest.raises(ValueError, match="steps=0"):
+        blur_width(0, 0)
+    with pytest.raises(ValueError, match="step=-1"):
+        blur_width(-1, 10)
+
+
+@pytest.mark.parametrize("alpha", [1.0, 2.0])
+def test_narrow_width_approaches_integer_shift(alpha):
+    """Not exact by construction, so checked as a bound.  With α·f integer the rung set equals
+    the shift path's on the same base (f > W) exactly; at w = 0.25 each blurred key/value is
+    (1−ε)·row[t−c] + ε·(mean of rows t−c±1) with ε = 2e^-8/(1+2e^-8), so the output differs
+    from the shift path by at most, to first order, 2·ε·vmax·(1 + scale·|q|·2|k|)."""
+    W, T, D = 8, 300, 8
+    q, k, v = make_qkv(1, 4, 2, T, D, seed=11)
+    base = [f for f in fibonacci(15) if f > W]
+    assert blur_centres(alpha, W, T) == rung_distances(alpha, W, T, base=base)   # exact
+    ref = sparse_attention(q, k, v, alpha=alpha, window=W, base=base, path="shift")
+    a = torch.tensor(alpha, dtype=torch.float64)
+    err_narrow = (blur_attention(q, k, v, alpha=a, window=W, width=0.25) - ref).abs().max()
+    err_wide = (blur_attention(q, k, v, alpha=a, window=W, width=1.0) - ref).abs().max()
+    eps = 2 * math.exp(-8) / (1 + 2 * math.exp(-8))
+    qn, kn, vmax = q.norm(dim=-1).max(), k.norm(dim=-1).max(), v.abs().max()
+    bound = 2 * eps * vmax * (1 + qn * 2 * kn / math.sqrt(D))
+    assert 0 < err_narrow < bound
+    assert err_narrow < err_wide / 100
+
+
+class MaxNumel(TorchDispatchMode):
+    """Records the largest tensor any op produces (forward and backward)."""
+    def __init__(self):
+        super().__init__()
+        self.max_numel = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in (out if isinstance(out, (tuple, list)) else (out,)):
+            if isinstance(t, torch.Tensor):
+                self.max_numel = max(self.max_numel, t.numel())
+        return out
+
+
+def test_no_quadratic_or_band_tensor():
+    B, H, KV, T, D, W, width = 1, 2, 1, 512, 4, 4, 40.0
+    M = 2 * math.ceil(2.5 * width) + 1                                       # 201 taps
+    q, k, v = make_qkv(B, H, KV, T, D, dtype=torch.float32)
+    for x in (q, k, v):
+        x.requires_grad_(True)
+    a = torch.tensor(1.0, requires_grad=True)
+    C = W + 1 + len(blur_centres(1.0, W, T))
+    with MaxNumel() as m:
+        blur_attention(q, k, v, alpha=a, window=W, width=width).sum().backward()
+    assert a.grad is not None and a.grad.item() != 0.0
+    linear = max(B * H * T * C, B * KV * D * (T + M))                        # logits / gathered rows
+    assert m.max_numel <= linear
+    assert m.max_numel < T * T // 4 and m.max_numel < T * M * D // 16
+
+
+def test_validation():
+    q, k, v = make_qkv(1, 2, 1, 16, 4)
+    a = torch.tensor(1.0)
+    for width in (0, 0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="width="):
+            blur_attention(q, k, v, alpha=a, window=2, width=width)
+    with pytest.raises(ValueError, match=r"0-d.*\(1,\)"):
+        blur_attention(q, k, v, alpha=torch.tensor([1.0]), window=2, width=1.0)
+    with pytest.raises(ValueError, match="W=-1"):
+        blur_attention(q, k, v, alpha=a, window=-1, width=1.0)
+    with pytest.raises(ValueError, match="alpha=-0.5"):
+        blur_attention(q, k, v, alpha=torch.tensor(-0.5), window=2, width=1.0)
