@@ -102,32 +102,113 @@ def _add_values_at(out: torch.Tensor, w: torch.Tensor, v: torch.Tensor, d: int) 
     out[..., d:, :] += w[..., None] * v[:, :, None, : T - d, :]
 
 
+def _dot_at(a: torch.Tensor, b: torch.Tensor, d: int) -> torch.Tensor:
+    """a[t]·b[t−d] for t ≥ d. a (B,KV,G,T,D), b (B,KV,T,D) -> (B,KV,G,T−d)."""
+    return _scores_at(a, b, d)
+
+
+def _group_sum_at(out: torch.Tensor, w: torch.Tensor, a: torch.Tensor, d: int) -> None:
+    """out[s] += Σ_g w[g, s+d]·a[g, s+d] for s < T−d. out (B,KV,T,D), w (B,KV,G,T−d),
+    a (B,KV,G,T,D): the scatter back to the key/value row a query at distance d read."""
+    T = a.shape[-2]
+    out[:, :, : T - d, :] += (w[..., None] * a[..., d:, :]).sum(2)
+
+
+class _ShiftedAttention(torch.autograd.Function):
+    """Softmax attention over C columns, each one or two shifted key/value rows.
+
+    Column c reads distance d_c; an interpolated column (frac f) reads, for t > d_c, the blend
+    (1−f)·row[t−d_c] + f·row[t−d_c−1] (at t = d_c the lo+1 row clamps to 0, i.e. the lo row).
+    Forward and backward are written out with aligned slices and in-place accumulation, so no
+    (T, T) or (T, C, D) tensor exists and autograd records one node, not one per slice; the only
+    saved activations are q, k, v and the (B, KV, G, T, C) probabilities.
+    """
+
+    @staticmethod
+    def forward(ctx, q, k, v, fracs, dists, frac_idx, scale):
+        B, H, T, D = q.shape
+        KV = k.shape[1]
+        G = H // KV
+        qg = q.reshape(B, KV, G, T, D)
+        acc = torch.promote_types(q.dtype, torch.float32)
+        logits = q.new_full((B, KV, G, T, len(dists)), _NEG_INF, dtype=acc)
+        for c, (d, fi) in enumerate(zip(dists, frac_idx)):
+            s = _dot_at(qg, k, d)                                            # (B,KV,G,T−d)
+            if fi >= 0 and d + 1 < T:
+                s[..., 1:] += fracs[fi] * (_dot_at(qg, k, d + 1) - s[..., 1:])
+            logits[..., d:, c] = s * scale
+        probs = torch.softmax(logits, dim=-1)                                # (B,KV,G,T,C)
+        out = torch.zeros(B, KV, G, T, D, dtype=v.dtype, device=v.device)
+        for c, (d, fi) in enumerate(zip(dists, frac_idx)):
+            p = probs[..., d:, c].to(v.dtype)                                # (B,KV,G,T−d)
+            if fi >= 0 and d + 1 < T:
+                w_hi = p[..., 1:] * fracs[fi]
+                p = p.clone()
+                p[..., 1:] -= w_hi
+                _add_values_at(out, w_hi, v, d + 1)
+            _add_values_at(out, p, v, d)
+        ctx.save_for_backward(q, k, v, fracs, probs)
+        ctx.dists, ctx.frac_idx, ctx.scale = dists, frac_idx, scale
+        return out.reshape(B, H, T, D)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        q, k, v, fracs, probs = ctx.saved_tensors
+        dists, frac_idx, scale = ctx.dists, ctx.frac_idx, ctx.scale
+        B, H, T, D = q.shape
+        KV = k.shape[1]
+        G = H // KV
+        qg = q.reshape(B, KV, G, T, D)
+        dog = grad_out.reshape(B, KV, G, T, D).to(v.dtype)
+        # dP[t, c] = dO[t]·V_c[t]; kept per column with the raw lo/hi value dots for d(frac)
+        dprobs = torch.zeros_like(probs)
+        vdots = {}
+        for c, (d, fi) in enumerate(zip(dists, frac_idx)):
+            dp = _dot_at(dog, v, d)
+            if fi >= 0 and d + 1 < T:
+                hi = _dot_at(dog, v, d + 1)
+                vdots[c] = (dp[..., 1:].clone(), hi)
+                dp[..., 1:] += fracs[fi] * (hi - dp[..., 1:])
+            dprobs[..., d:, c] = dp
+        dlogits = probs * (dprobs - (probs * dprobs).sum(-1, keepdim=True))  # masked: P = 0
+        dq = torch.zeros_like(qg)
+        dk = torch.zeros_like(k)
+        dv = torch.zeros_like(v)
+        dfracs = torch.zeros_like(fracs)
+        for c, (d, fi) in enumerate(zip(dists, frac_idx)):
+            g = (dlogits[..., d:, c] * scale).to(q.dtype)                    # (B,KV,G,T−d)
+            p = probs[..., d:, c].to(v.dtype)
+            if fi >= 0 and d + 1 < T:
+                f = fracs[fi]
+                lo_q, hi_q = _dot_at(qg, k, d)[..., 1:], _dot_at(qg, k, d + 1)
+                lo_v, hi_v = vdots[c]
+                dfracs[fi] += (g[..., 1:] * (hi_q - lo_q)).sum() + (p[..., 1:] * (hi_v - lo_v)).sum()
+                g_hi, p_hi = g[..., 1:] * f, p[..., 1:] * f
+                g, p = g.clone(), p.clone()
+                g[..., 1:] -= g_hi
+                p[..., 1:] -= p_hi
+                _add_values_at(dq, g_hi, k, d + 1)
+                _group_sum_at(dk, g_hi, qg, d + 1)
+                _group_sum_at(dv, p_hi, dog, d + 1)
+            _add_values_at(dq, g, k, d)
+            _group_sum_at(dk, g, qg, d)
+            _group_sum_at(dv, p, dog, d)
+        return dq.reshape(B, H, T, D), dk, dv, dfracs, None, None, None
+
+
 def _shifted_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                        cols: list[tuple[int, torch.Tensor | None]], scale: float) -> torch.Tensor:
-    B, H, KV, T, D = check_qkv(q, k, v)
-    G = H // KV
-    qg = q.reshape(B, KV, G, T, D)                                           # no K/V repeat
-    scores = []
-    for d, frac in cols:
-        s = _scores_at(qg, k, d)                                             # (B,KV,G,T−d)
-        if frac is not None and d + 1 < T:
-            # at t = d the lo+1 row clamps to position 0, i.e. the lo row: no blend there
-            s_hi = _scores_at(qg, k, d + 1)                                  # (B,KV,G,T−d−1)
-            s = s + frac * F.pad(s_hi - s[..., 1:], (1, 0))
-        scores.append(F.pad(s * scale, (d, 0), value=_NEG_INF))             # (B,KV,G,T)
-    logits = torch.stack(scores, dim=-1)                                     # (B,KV,G,T,C)
-    acc = torch.promote_types(logits.dtype, torch.float32)                  # fp32 at least
-    probs = torch.softmax(logits.to(acc), dim=-1).to(v.dtype)
-    out = torch.zeros(B, KV, G, T, D, dtype=v.dtype, device=v.device)
-    for c, (d, frac) in enumerate(cols):
-        p = probs[..., d:, c]                                                # (B,KV,G,T−d)
-        if frac is not None and d + 1 < T:
-            w_hi = p[..., 1:] * frac
-            _add_values_at(out, p - F.pad(w_hi, (1, 0)), v, d)
-            _add_values_at(out, w_hi, v, d + 1)
-        else:
-            _add_values_at(out, p, v, d)
-    return out.reshape(B, H, T, D)
+    """Attention over a column plan (see `column_plan`); differentiable in q, k, v and α."""
+    check_qkv(q, k, v)
+    interp = [frac for _, frac in cols if frac is not None]
+    fracs = (torch.stack([f.reshape(()) for f in interp]).to(q.dtype) if interp
+             else q.new_zeros(0))
+    frac_idx, n = [], 0
+    for _, frac in cols:
+        frac_idx.append(n if frac is not None else -1)
+        n += frac is not None
+    dists = tuple(d for d, _ in cols)
+    return _ShiftedAttention.apply(q, k, v, fracs, dists, tuple(frac_idx), scale)
 
 
 # --------------------------------------------------------------------------------------------
