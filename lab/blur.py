@@ -34,21 +34,29 @@ One softmax (at least fp32) over the W+1 window columns and the kept rung column
 
 Cost
 ----
-Per rung the M clamped taps are folded into one weight per distinct offset o ∈ [lo, hi]
-(scatter_add, differentiable), L = hi − lo + 1 ≤ M.  kb and vb are then a causal depthwise
-convolution over time of k / v (conv1d, kernel length L) computed for t ≥ c only, on rows gathered
-with index max(·, 0) — which is the "replicate row 0 on the left" padding.  Time
-O(B·KV·D·T·M) per rung for k and v plus O(B·H·T·D) for the score and the value update; memory
-O(B·H·T·(D + C)): no (T, T) tensor and no (T, M, D) band of gathered keys is built.
+The M clamped taps of every kept rung are folded into one weight per offset o (scatter_add
+into a zero (r, n) tensor, differentiable; r = kept rungs).  kb and vb are then a causal
+convolution over time of k / v with that weight vector, done by FFT: k and v are stacked
+time-last, P copies of row 0 are put on the left (the "replicate row 0" padding; P = the largest
+hi − c, ≤ R), one rfft of length n ≥ T + P (n = s·2^a, s ∈ {1,3,5,9,15}) for k and v together,
+one rfft for all rungs' weights, then per rung a product of spectra and one irfft, whose rows
+P+c .. P+T−1 are kb / vb for t = c..T−1 (no row read wraps around the circle: P ≥ hi − c).
+The FFT runs in at least fp32 (float64 stays float64); autograd takes d(loss)/dα through the
+weight spectra.  Time O(B·KV·D·n·log n) per rung, independent of the width.
+
+The attention over the C = W+1+r columns (`_Columns`) is written out by hand, forward and
+backward, time-last: per column a dot product over D of aligned slices for the score and in-place
+multiply-adds for the output and the gradients; logits / probabilities are (B, KV, G, C, T).
+Memory O(B·H·T·(D + C) + r·B·KV·D·n) (the per-rung blurred rows are kept for backward): no
+(T, T) tensor and no (T, M, D) band of gathered keys is built.
 """
 from __future__ import annotations
 
 import math
 
 import torch
-import torch.nn.functional as F
 
-from lab.attention import _add_values_at, _scores_at, check_qkv
+from lab.attention import check_qkv
 from lab.offsets import check_alpha, check_window, fibonacci
 
 WIDTH_MIN = 0.25          # w = max(width, WIDTH_MIN)
@@ -116,37 +124,99 @@ def blur_centres(alpha: float, window: int, seq_len: int, rungs: int = 15) -> li
                                 seq_len)]
 
 
-def _offset_weights(d: torch.Tensor, c: int, w: float, seq_len: int) -> tuple[int, torch.Tensor]:
-    """Gaussian tap weights folded per distinct clamped offset.
+def _fast_len(n: int) -> int:
+    """Smallest s·2^a >= n with s in {1, 3, 5, 9, 15}: a length the FFT handles fast."""
+    best = []
+    for s in (1, 3, 5, 9, 15):
+        while s < n:
+            s *= 2
+        best.append(s)
+    return min(best)
 
-    d is the 0-d continuous centre α·f (on α's graph).  Returns (lo, weights) with weights (L,)
-    the summed normalised g_j of the taps clamped to offset lo + i, L = hi − lo + 1.
+
+def _tap_weights(d: torch.Tensor, centres: list[int], w: float, seq_len: int,
+                 n: int) -> torch.Tensor:
+    """Gaussian tap weights of every kept rung, folded per clamped offset: (r, n).
+
+    d (r,) the continuous centres α·f of the kept rungs (on α's graph), centres their rounded c.
+    Row i holds at column o the summed normalised g_j of rung i's taps clamped to offset o
+    (scatter_add, differentiable); offsets outside [1, T−1] stay zero.
     """
     R = math.ceil(RADIUS_SIGMAS * w)
-    lo, hi = max(c - R, 1), min(c + R, seq_len - 1)
-    taps = torch.arange(c - R, c + R + 1, device=d.device).clamp_(1, seq_len - 1)  # (M,)
-    g = torch.exp(-0.5 * ((taps.to(d.dtype) - d) / w) ** 2)                         # (M,)
-    g = g / g.sum()
-    weights = torch.zeros(hi - lo + 1, dtype=d.dtype, device=d.device)               # (L,)
-    return lo, weights.scatter_add(0, taps - lo, g)
+    c = torch.tensor(centres, device=d.device)
+    taps = (c[:, None] + torch.arange(-R, R + 1, device=d.device)).clamp_(1, seq_len - 1)  # (r,M)
+    g = torch.exp(-0.5 * ((taps.to(d.dtype) - d[:, None]) / w) ** 2)                       # (r,M)
+    g = g / g.sum(-1, keepdim=True)
+    return torch.zeros(len(centres), n, dtype=d.dtype, device=d.device).scatter_add(1, taps, g)
 
 
-def _blurred_rows(x: torch.Tensor, lo: int, weights: torch.Tensor, c: int) -> torch.Tensor:
-    """xb[t] = Σ_i weights[i]·x[max(t − lo − i, 0)] for t = c .. T−1.
+class _Columns(torch.autograd.Function):
+    """The attention over the columns, forward and backward by hand (time-last layout).
 
-    x (B,KV,T,D) -> (B,KV,T−c,D).  A causal depthwise conv1d over time: the rows
-    max(t − hi, 0) .. t − lo for t ∈ [c, T) are gathered once (index clamped at 0 = left
-    replicate padding of row 0), then correlated with the flipped weights.
+    qT (B,KV,G,D,T); kvT (2,B,KV,D,T) = the keys and values; blurred: one (2,B,KV,D,T−c) tensor
+    per kept rung (its blurred keys / values for t = c..T−1).  Window column d reads
+    kvT[..., t−d], rung column reads its blurred rows.  Returns outT (B,KV,G,D,T).
+
+    Written out instead of left to autograd: every column costs a few in-place passes over a
+    (B,KV,G,D,T) slice instead of padded copies, a stacked copy and CopySlices' clone + zero-fill
+    of the whole gradient per column.  The largest tensors are the logits / probabilities
+    (B,KV,G,C,T) and (B,KV,G,D,T) ones.
     """
-    B, KV, T, D = x.shape
-    L = weights.shape[0]
-    hi = lo + L - 1
-    idx = torch.arange(c - hi, T - lo, device=x.device).clamp_(min=0)       # (T−c+L−1,)
-    rows = x.index_select(2, idx)                                            # (B,KV,T−c+L−1,D)
-    rows = rows.permute(0, 1, 3, 2).reshape(B, KV * D, -1)                   # (B,KV·D,T−c+L−1)
-    kern = weights.flip(0).to(x.dtype).reshape(1, 1, L).expand(KV * D, 1, L)  # (KV·D,1,L)
-    out = F.conv1d(rows, kern, groups=KV * D)                                # (B,KV·D,T−c)
-    return out.reshape(B, KV, D, T - c).permute(0, 1, 3, 2)                  # (B,KV,T−c,D)
+
+    @staticmethod
+    def forward(ctx, qT, kvT, scale, window_cols, centres, *blurred):
+        T = qT.shape[-1]
+        cols = [(d, kvT[..., : T - d]) for d in window_cols] \
+            + [(c, kvb) for c, kvb in zip(centres, blurred)]                 # (s0, (2,…,T−s0))
+        B, KV, G, D, _ = qT.shape
+        acc = torch.promote_types(qT.dtype, torch.float32)                  # fp32 at least
+        logits = qT.new_full((B, KV, G, len(cols), T), _NEG_INF, dtype=acc)  # (B,KV,G,C,T)
+        for j, (s0, kv) in enumerate(cols):
+            s = torch.linalg.vecdot(qT[..., s0:], kv[0][:, :, None], dim=-2)  # (B,KV,G,T−s0)
+            logits[..., j, s0:] = s * scale
+        probs = torch.softmax(logits, dim=-2).to(kvT.dtype)                 # (B,KV,G,C,T)
+        del logits
+        out = qT.new_zeros((B, KV, G, D, T), dtype=kvT.dtype)
+        for j, (s0, kv) in enumerate(cols):
+            out[..., s0:].addcmul_(probs[..., j, None, s0:], kv[1][:, :, None])
+        ctx.save_for_backward(qT, kvT, probs, *blurred)
+        ctx.scale, ctx.window_cols, ctx.centres = scale, window_cols, centres
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, gout):
+        qT, kvT, probs, *blurred = ctx.saved_tensors
+        scale, window_cols, centres = ctx.scale, ctx.window_cols, ctx.centres
+        T, G = qT.shape[-1], qT.shape[2]
+        cols = [(d, kvT[..., : T - d]) for d in window_cols] \
+            + [(c, kvb) for c, kvb in zip(centres, blurred)]
+        gout = gout.contiguous()                                             # (B,KV,G,D,T)
+        acc = torch.promote_types(qT.dtype, torch.float32)
+        # dL/dp per column (zero where t < start: p is exactly 0 there), softmax backward
+        dp = torch.zeros(probs.shape, dtype=acc, device=probs.device)       # (B,KV,G,C,T)
+        for j, (s0, kv) in enumerate(cols):
+            dp[..., j, s0:] = torch.linalg.vecdot(gout[..., s0:], kv[1][:, :, None], dim=-2)
+        pa = probs.to(acc)
+        dlog = pa * (dp - (pa * dp).sum(-2, keepdim=True))
+        del dp, pa
+        dlog = dlog.to(qT.dtype) * scale                                     # (B,KV,G,C,T)
+        dq = torch.zeros_like(qT)
+        dkv = torch.zeros_like(kvT)                                          # (2,B,KV,D,T)
+        dblurred = []
+        for j, (s0, kv) in enumerate(cols):
+            dl = dlog[..., j, None, s0:]                                     # (B,KV,G,1,T−s0)
+            p = probs[..., j, None, s0:]
+            dq[..., s0:].addcmul_(dl, kv[0][:, :, None])
+            if j < len(window_cols):                                         # rows t − d of k, v
+                dst = dkv[..., : T - s0]
+            else:                                                            # the blurred rows
+                dst = kv.new_zeros(kv.shape)
+                dblurred.append(dst)
+            for g in range(G):                                               # Σ over the group
+                dst[0].addcmul_(dl[:, :, g], qT[:, :, g, :, s0:])
+                dst[1].addcmul_(p[:, :, g], gout[:, :, g, :, s0:])
+        return dq, dkv, None, None, None, *dblurred
 
 
 # --------------------------------------------------------------------------------------------
@@ -178,33 +248,32 @@ def blur_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, alpha, 
         a = torch.tensor(float(alpha), dtype=torch.float64, device=q.device)
     a = a.to(torch.promote_types(a.dtype, torch.float32))                    # taps in ≥ fp32
     scale = 1.0 / math.sqrt(D) if scale is None else scale
+    dtype = torch.promote_types(torch.promote_types(q.dtype, k.dtype), v.dtype)
 
     fs = blur_rung_bases(window, rungs)
     targets = a * torch.tensor(fs, dtype=a.dtype, device=a.device)          # (K',) d_k = α·f_k
     kept = _kept(targets.detach().cpu().tolist(), window, T)                 # one host transfer
+    centres = [c for _, c in kept]
 
-    qg = q.reshape(B, KV, G, T, D)                                           # no K/V repeat
-    window_cols = list(range(min(window, T - 1) + 1))
-    scores = []
-    for d in window_cols:
-        s = _scores_at(qg, k, d)                                             # (B,KV,G,T−d)
-        scores.append(F.pad(s * scale, (d, 0), value=_NEG_INF))             # (B,KV,G,T)
+    qT = q.to(dtype).reshape(B, KV, G, T, D).transpose(-1, -2).contiguous()  # (B,KV,G,D,T)
+    kv = torch.stack((k.to(dtype), v.to(dtype))).transpose(-1, -2)          # (2,B,KV,D,T) view
     blurred = []
-    for i, c in kept:
-        lo, wts = _offset_weights(targets[i], c, w, T)                       # (L,)
-        kb = _blurred_rows(k, lo, wts, c)                                    # (B,KV,T−c,D)
-        vb = _blurred_rows(v, lo, wts, c)                                    # (B,KV,T−c,D)
-        s = (qg[..., c:, :] * kb[:, :, None]).sum(-1)                        # (B,KV,G,T−c)
-        scores.append(F.pad(s * scale, (c, 0), value=_NEG_INF))             # (B,KV,G,T)
-        blurred.append((c, vb))
-    logits = torch.stack(scores, dim=-1)                                     # (B,KV,G,T,C)
-    acc = torch.promote_types(logits.dtype, torch.float32)                  # fp32 at least
-    probs = torch.softmax(logits.to(acc), dim=-1).to(v.dtype)               # (B,KV,G,T,C)
-
-    out = torch.zeros(B, KV, G, T, D, dtype=v.dtype, device=v.device)       # (B,KV,G,T,D)
-    for col, d in enumerate(window_cols):
-        _add_values_at(out, probs[..., d:, col], v, d)
-    for j, (c, vb) in enumerate(blurred):
-        p = probs[..., c:, len(window_cols) + j]                             # (B,KV,G,T−c)
-        out[..., c:, :] += p[..., None] * vb[:, :, None]
-    return out.reshape(B, H, T, D)
+    if centres:
+        R = math.ceil(RADIUS_SIGMAS * w)
+        P = max(min(R, T - 1 - c) for c in centres)                         # max over rungs hi−c
+        n = _fast_len(T + P)
+        kvp = torch.cat((kv[..., :1].expand(*kv.shape[:-1], P), kv), -1)   # (2,B,KV,D,T+P)
+        kvT = kvp[..., P:]                                                   # (2,B,KV,D,T)
+        fdt = torch.promote_types(dtype, torch.float32)                      # FFT in ≥ fp32
+        spec = torch.fft.rfft(kvp.to(fdt), n=n)                              # (2,B,KV,D,n/2+1)
+        idx = torch.tensor([i for i, _ in kept], device=a.device)
+        wts = _tap_weights(targets[idx], centres, w, T, n)                   # (r, n)
+        wspec = torch.fft.rfft(wts.to(fdt), n=n)                             # (r, n/2+1)
+        for i, c in enumerate(centres):
+            y = torch.fft.irfft(spec * wspec[i], n=n)                        # (2,B,KV,D,n)
+            blurred.append(y[..., P + c: P + T].to(dtype))                   # (2,B,KV,D,T−c)
+    else:
+        kvT = kv.contiguous()
+    window_cols = list(range(min(window, T - 1) + 1))
+    outT = _Columns.apply(qT, kvT, scale, window_cols, centres, *blurred)   # (B,KV,G,D,T)
+    return outT.transpose(-1, -2).reshape(B, H, T, D)

@@ -199,3 +199,29 @@ def test_validation():
         blur_attention(q, k, v, alpha=a, window=-1, width=1.0)
     with pytest.raises(ValueError, match="alpha=-0.5"):
         blur_attention(q, k, v, alpha=torch.tensor(-0.5), window=2, width=1.0)
+
+
+def test_matches_bruteforce_width_beyond_sequence():
+    """R = 100 > T: most taps clamp at 1 or T − 1 (the FFT padding P is then T − 1 − c)."""
+    q, k, v = make_qkv(1, 2, 1, 40, 3, seed=41)
+    got = blur_attention(q, k, v, alpha=torch.tensor(1.1, dtype=torch.float64), window=2,
+                         width=40.0)
+    want = oracle_blur(q, k, v, 1.1, 2, 40.0)
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("width", [40.0, 0.5])
+def test_float32_agrees_with_float64(width):
+    """Output and all gradients in float32 (FFT in float32) stay close to the float64 result."""
+    q, k, v = make_qkv(2, 4, 2, 300, 16, seed=13)
+    wgt = torch.randn(q.shape, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    res = {}
+    for dtype in (torch.float32, torch.float64):
+        xs = [x.to(dtype).requires_grad_(True) for x in (q, k, v)]
+        a = torch.tensor(0.93, dtype=torch.float64, requires_grad=True)   # same α in both runs
+        out = blur_attention(*xs, alpha=a, window=8, width=width)
+        (out * wgt.to(dtype)).sum().backward()
+        res[dtype] = [out] + [x.grad for x in xs] + [a.grad]
+    for lo, hi in zip(res[torch.float32], res[torch.float64]):
+        scale = 1 + hi.abs().max().item()
+        assert (lo.double() - hi).abs().max().item() <= 1e-5 * scale

@@ -139,6 +139,8 @@ def test_recomputed_rungs_at_4x_are_spec_list():
     (dict(base=(0, 2)), "0"),
     (dict(schedule="learned", path="mask"), "interp"),
     (dict(rung_policy="grow"), "grow"),
+    (dict(path="blur"), "learned"),
+    (dict(path="blur", schedule="learned", base="pow2"), "base='fib'"),
     (dict(colour="red"), "colour"),
 ])
 def test_bad_config(overrides, needle):
