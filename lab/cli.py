@@ -207,6 +207,11 @@ def cmd_probe(args) -> int:
     cells = R.grid(args.mechanisms, args.depths, args.init, args.seeds, args.task)
     out = args.out or f"runs/probes/{args.task}-{args.scale}.jsonl"
     records = R.run_grid(cells, settings, out, progress=not args.no_progress)
+    if args.store:
+        from lab.store import Store
+        with Store(args.store) as store:
+            for rec in records:
+                store.log_probe(rec)                         # upsert: re-logging replaces
     if args.json:
         for rec in records:
             print(json.dumps({k: rec[k] for k in ("key", "mechanism", "depth", "init", "seed",
@@ -290,6 +295,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default=None, help="results JSONL (resumable); default runs/probes/")
     s.add_argument("--json", action="store_true", help="one JSON record per cell on stdout")
     s.add_argument("--no-progress", action="store_true")
+    s.add_argument("--store", default="runs/fiblab.db",
+                   help="experiment store to log the records into ('' to skip)")
     s.set_defaults(fn=cmd_probe)
 
     s = sub.add_parser("params", help="parameter count of a preset")

@@ -67,9 +67,15 @@ def test_cli_probe_json(tmp_path, capsys):
     out = tmp_path / "p.jsonl"
     assert cli_main(["probe", "marked", "--scale", "tiny", "--steps", "4", "--depths", "2",
                      "--init", "uniform", "--seeds", "0", "--mechanisms", "dense", "blur",
-                     "--out", str(out), "--json", "--no-progress"]) == 0
+                     "--out", str(out), "--json", "--no-progress",
+                     "--store", str(tmp_path / "store.db")]) == 0
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert [(r["mechanism"], r["depth"], r["init"], r["seed"]) for r in lines] == [
         ("dense", 2, "-", 0), ("blur", 2, "uniform", 0)]
     assert all({"alphas", "acc", "seconds"} <= set(r) for r in lines)
     assert len(lines[1]["alphas"]) == 2
+    from lab.store import Store
+    with Store(tmp_path / "store.db") as st:
+        probes = st.probes()
+        assert set(probes["mechanism"]) == {"dense", "blur"} and len(probes) == 4  # 2 distances
+        assert len(st.alphas()) > 0
