@@ -7,6 +7,7 @@
     fiblab coverage --layers 16 --window 8 --rungs 15 --seq-len 1024 --schedule stagger [--json]
     fiblab receptive-field --layers 16 --schedule coprime [--residual 0.5] [--json]
     fiblab probe marked --depths 2 4 8 --init uniform staggered --seeds 0 1 [--scale quick]
+    fiblab train --preset cpu-stagger [--data bible] [--steps N] [--override key=value ...] [--resume]
 """
 from __future__ import annotations
 
@@ -227,6 +228,29 @@ def cmd_probe(args) -> int:
     return 0
 
 
+def cmd_train(args) -> int:
+    from lab.train import TrainingDiverged, make_config, train
+    overrides = {}
+    for item in args.override or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"override {item!r}: write key=value (model fields as model.key)")
+        overrides[key] = value
+    for key in ("steps", "data", "name", "seed"):
+        if getattr(args, key) is not None:
+            overrides[key] = getattr(args, key)
+    cfg = make_config(args.preset, overrides)
+    try:
+        out = train(cfg, resume=args.resume, store_path=args.store or None, quiet=args.quiet)
+    except TrainingDiverged as e:
+        print(f"fiblab: training stopped: {e}", file=sys.stderr)
+        return 3
+    if out["final_ppl"]:
+        print(f"{out['name']}: final held-out perplexity " + ", ".join(
+            f"{k} {v:.3f}" for k, v in out["final_ppl"].items()) + f"  (run dir {out['run_dir']})")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fiblab", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -298,6 +322,20 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--store", default="runs/fiblab.db",
                    help="experiment store to log the records into ('' to skip)")
     s.set_defaults(fn=cmd_probe)
+
+    s = sub.add_parser("train", help="train a language model (paper recipe or a CPU preset)")
+    s.add_argument("--preset", required=True, help="e.g. fib-stagger-w12, dense, cpu-stagger")
+    s.add_argument("--data", default=None, help="bible (default), a file/folder/.jsonl/.parquet/"
+                   ".bin, or a mixture name=source@weight,...")
+    s.add_argument("--steps", type=int, default=None)
+    s.add_argument("--seed", type=int, default=None)
+    s.add_argument("--name", default=None, help="run name (default: the preset)")
+    s.add_argument("--override", nargs="*", metavar="KEY=VALUE",
+                   help="any TrainConfig field, or model.<ModelConfig field>")
+    s.add_argument("--resume", action="store_true", help="continue from the last good checkpoint")
+    s.add_argument("--store", default="runs/fiblab.db", help="experiment store ('' to skip)")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.set_defaults(fn=cmd_train)
 
     s = sub.add_parser("params", help="parameter count of a preset")
     s.add_argument("--preset", default="paper-60m")

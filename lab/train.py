@@ -1,0 +1,526 @@
+"""The paper's training recipe, exactly resumable, on one process or under torchrun.
+
+    AdamW β=(0.9, 0.95), eps 1e-8, weight decay 0.1 on ≥2-D tensors only (norm gains and θ
+    excluded); peak LR 3e-4, 300 linear warm-up steps, cosine decay to 10 % of peak at the last
+    step; global grad-norm clip 1.0; gradient accumulation to 32,768 tokens per optimizer step;
+    bf16 autocast on CUDA (float32 on CPU); seed 42; 13,000 steps.
+
+Exact resume: the batch of (step, micro-batch) is a pure function of the seed (`lab.data`), and a
+checkpoint holds the model, the optimizer, the step and every RNG state, so a run killed at any
+moment and resumed from its last good checkpoint reproduces the uninterrupted loss curve bit for
+bit on CPU.  Checkpoints are written to a temporary file and renamed, with a SHA-256 sidecar
+written last; a checkpoint whose sidecar is missing or does not match is skipped on resume.
+
+Under ``torchrun --nproc_per_node=N`` the same entry point runs DistributedDataParallel (gloo on
+CPU, NCCL on GPUs); each rank takes every N-th micro-batch of the global step, so N processes see
+exactly the samples one process would.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import random
+import time
+from dataclasses import asdict, dataclass, field, replace
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from lab.model import FibLM, ModelConfig, config_for
+
+# --------------------------------------------------------------------------------------------
+# configuration and presets
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class TrainConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    steps: int = 13_000
+    tokens_per_step: int = 32_768
+    micro_batch: int = 8
+    lr: float = 3e-4
+    min_lr_frac: float = 0.1
+    warmup: int = 300
+    betas: tuple = (0.9, 0.95)
+    eps: float = 1e-8
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    seed: int = 42
+    data: str = "bible"                    # a lab.data source spec
+    vocab_size: int | None = None          # tokenizer size (default: the model's vocab)
+    val_tokens: int | None = None          # held-out tokens per domain (None: min(5 %, 500K))
+    eval_every: int = 500                  # light eval cadence (0: only the final full eval)
+    eval_light_tokens: int = 262_144
+    eval_batch: int = 8
+    alpha_every: int = 50                  # learned-α logging cadence
+    ckpt_every: int = 500
+    keep_ckpts: int = 3
+    log_every: int = 10
+    run_dir: str = "runs"
+    name: str = ""
+
+    @property
+    def accum(self) -> int:
+        """Micro-batches per optimizer step summed over all ranks."""
+        per = self.micro_batch * self.model.seq_len
+        if self.tokens_per_step % per:
+            raise ValueError(f"tokens_per_step={self.tokens_per_step} is not a multiple of "
+                             f"micro_batch × seq_len = {per}: change one of them")
+        return self.tokens_per_step // per
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["model"] = self.model.to_dict()
+        return d
+
+
+def _matrix_presets() -> dict[str, dict]:
+    out = {"dense": dict(model=dict(attention="dense"))}
+    for w in (6, 8, 10, 12):
+        for sched in ("fixed", "learned", "stagger", "coprime"):
+            over = dict(schedule=sched, window=w)
+            out[f"fib-{sched}-w{w}"] = dict(model=over, **({"micro_batch": 4}
+                                                           if sched == "learned" else {}))
+        out[f"pow2-stagger-w{w}"] = dict(model=dict(base="pow2", schedule="stagger", window=w))
+    out["pow2-fixed-w8"] = dict(model=dict(base="pow2", schedule="fixed", window=8))
+    return out
+
+
+# small presets: cpu-small model (d=128, 4 layers, T=256, vocab 2048), minutes on 2 cores
+_CPU = dict(steps=300, tokens_per_step=4096, micro_batch=16, lr=1e-3, warmup=30,
+            eval_every=100, eval_light_tokens=16_384, val_tokens=50_000, alpha_every=10,
+            ckpt_every=100, log_every=10)
+TRAIN_PRESETS: dict[str, dict] = {
+    **{k: {"preset": "paper-60m", **v} for k, v in _matrix_presets().items()},
+    **{f"cpu-{s}": {"preset": "cpu-small", **_CPU,
+                    "model": ({"attention": "dense"} if s == "dense" else {"schedule": s})}
+       for s in ("dense", "fixed", "stagger", "coprime", "learned")},
+    "tiny": {"preset": "tiny", "steps": 12, "tokens_per_step": 512, "micro_batch": 4,
+             "lr": 3e-3, "warmup": 3, "eval_every": 6, "eval_light_tokens": 1024,
+             "val_tokens": 2048, "alpha_every": 2, "ckpt_every": 4, "log_every": 1,
+             "model": {"schedule": "learned", "vocab_size": 512}},
+}
+
+
+def _coerce(value: str, current):
+    """Parse a CLI override string to the type of the field's current value."""
+    if isinstance(current, bool):
+        return value.lower() in ("1", "true", "yes")
+    if isinstance(current, int) and not isinstance(current, bool):
+        return int(value)
+    if isinstance(current, float):
+        return float(value)
+    if isinstance(current, tuple):
+        return tuple(float(x) for x in value.split(","))
+    if current is None:
+        for cast in (int, float):
+            try:
+                return cast(value)
+            except ValueError:
+                pass
+    return value
+
+
+def make_config(preset: str, overrides: dict | None = None) -> TrainConfig:
+    """A TrainConfig from a preset name and overrides ("steps": 10, "model.window": 12, …).
+
+    The seed suffix "-s43" on a preset name selects another seed (fib-stagger-w12-s43).
+    """
+    seed = None
+    name = preset
+    if preset not in TRAIN_PRESETS and "-s" in preset:
+        base, _, s = preset.rpartition("-s")
+        if base in TRAIN_PRESETS and s.isdigit():
+            preset, seed = base, int(s)
+    if preset not in TRAIN_PRESETS:
+        raise ValueError(f"training preset {preset!r} is unknown: use one of "
+                         f"{sorted(TRAIN_PRESETS)} (optionally with -s<seed>)")
+    spec = dict(TRAIN_PRESETS[preset])
+    model_over = dict(spec.pop("model", {}))
+    model_preset = spec.pop("preset")
+    train_over: dict = {}
+    for key, value in (overrides or {}).items():
+        if key.startswith("model."):
+            mkey = key[len("model."):]
+            if mkey not in ModelConfig.__dataclass_fields__:
+                raise ValueError(f"override {key!r}: ModelConfig has no field {mkey!r}")
+            current = getattr(config_for(model_preset, **model_over), mkey)
+            model_over[mkey] = _coerce(value, current) if isinstance(value, str) else value
+        elif key in TrainConfig.__dataclass_fields__ and key != "model":
+            current = getattr(TrainConfig(), key)
+            train_over[key] = _coerce(value, current) if isinstance(value, str) else value
+        else:
+            raise ValueError(f"override {key!r} names no training field; use one of "
+                             f"{sorted(f for f in TrainConfig.__dataclass_fields__ if f != 'model')}"
+                             f" or model.<field>")
+    cfg = TrainConfig(model=config_for(model_preset, **model_over), **{**spec, **train_over})
+    if seed is not None and "seed" not in train_over:
+        cfg.seed = seed
+    if not cfg.name:
+        cfg.name = name if seed is None or name.endswith(f"-s{seed}") else f"{name}-s{seed}"
+    cfg.accum                                                           # validates
+    return cfg
+
+
+# --------------------------------------------------------------------------------------------
+# the recipe's pure pieces
+# --------------------------------------------------------------------------------------------
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    """LR for optimizer step s = 1..steps: linear warm-up, then cosine to min_lr_frac·peak."""
+    if step < cfg.warmup:
+        return cfg.lr * step / cfg.warmup
+    p = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+    lo = cfg.min_lr_frac
+    return cfg.lr * (lo + (1 - lo) * 0.5 * (1 + math.cos(math.pi * p)))
+
+
+def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """Weight decay on ≥2-D tensors only; norm gains and θ (0-d/1-d) are excluded."""
+    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
+    other = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
+    return [{"params": decay, "weight_decay": weight_decay},
+            {"params": other, "weight_decay": 0.0}]
+
+
+# --------------------------------------------------------------------------------------------
+# checkpoints
+# --------------------------------------------------------------------------------------------
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _atomic_write(path: str, write) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "wb") as f:
+        write(f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def save_checkpoint(run_dir: str, step: int, state: dict, keep: int) -> str:
+    """Write ckpt_<step>.pt atomically, then its checksum sidecar; keep the newest `keep`."""
+    os.makedirs(run_dir, exist_ok=True)
+    path = os.path.join(run_dir, f"ckpt_{step:07d}.pt")
+    _atomic_write(path, lambda f: torch.save(state, f))
+    meta = json.dumps({"step": step, "sha256": _sha256(path)}).encode()
+    _atomic_write(path + ".json", lambda f: f.write(meta))
+    for old in list_checkpoints(run_dir)[:-keep]:
+        for p in (old, old + ".json"):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(p)
+    return path
+
+
+def list_checkpoints(run_dir: str) -> list[str]:
+    if not os.path.isdir(run_dir):
+        return []
+    return sorted(os.path.join(run_dir, f) for f in os.listdir(run_dir)
+                  if f.startswith("ckpt_") and f.endswith(".pt"))
+
+
+class CorruptCheckpoint(ValueError):
+    pass
+
+
+def load_checkpoint(path: str) -> dict:
+    """Load a checkpoint after checking its SHA-256 sidecar."""
+    side = path + ".json"
+    if not os.path.exists(side):
+        raise CorruptCheckpoint(f"checkpoint {path} has no checksum sidecar {side}: it was not "
+                                f"completely written; resume from an earlier one")
+    with open(side) as f:
+        want = json.load(f)["sha256"]
+    got = _sha256(path)
+    if got != want:
+        raise CorruptCheckpoint(f"checkpoint {path} is corrupt (sha256 {got[:12]}… != "
+                                f"{want[:12]}…): delete it to resume from an earlier one")
+    return torch.load(path, map_location="cpu", weights_only=False)
+
+
+def latest_good_checkpoint(run_dir: str, log=print) -> dict | None:
+    """The newest checkpoint that passes its checksum; corrupt ones are reported and skipped."""
+    for path in reversed(list_checkpoints(run_dir)):
+        try:
+            return load_checkpoint(path)
+        except (CorruptCheckpoint, OSError, RuntimeError, EOFError) as e:
+            log(f"skipping {path}: {e}")
+    return None
+
+
+def rng_state() -> dict:
+    state = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(),
+             "python": random.getstate()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+# --------------------------------------------------------------------------------------------
+# distributed helpers
+# --------------------------------------------------------------------------------------------
+@dataclass
+class DistInfo:
+    rank: int = 0
+    world: int = 1
+    device: torch.device = torch.device("cpu")
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+def init_distributed() -> DistInfo:
+    """torchrun sets RANK / WORLD_SIZE / LOCAL_RANK; without them this is a single process."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    cuda = torch.cuda.is_available()
+    if world <= 1:
+        return DistInfo(device=torch.device("cuda" if cuda else "cpu"))
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if cuda else "gloo")
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    device = torch.device(f"cuda:{local}") if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(device)
+    return DistInfo(rank=dist.get_rank(), world=dist.get_world_size(), device=device)
+
+
+class TrainingDiverged(RuntimeError):
+    pass
+
+
+# --------------------------------------------------------------------------------------------
+# evaluation
+# --------------------------------------------------------------------------------------------
+@torch.no_grad()
+def evaluate(model: FibLM, batches, device: torch.device = torch.device("cpu")) -> tuple[float, int]:
+    """Mean NLL per scored token over (x, y) batches, and the number of tokens actually scored."""
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    for x, y in batches:
+        x, y = x.to(device), y.to(device)
+        with _autocast(device):
+            logits, _ = model(x)
+        total += torch.nn.functional.cross_entropy(
+            logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="sum").item()
+        count += y.numel()
+    model.train(was_training)
+    if count == 0:
+        raise ValueError("no complete evaluation window: the held-out split is shorter than "
+                         "seq_len + 1 tokens; lower seq_len or raise val_tokens")
+    return total / count, count
+
+
+def _autocast(device: torch.device):
+    if device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+# --------------------------------------------------------------------------------------------
+# data
+# --------------------------------------------------------------------------------------------
+def load_data(cfg: TrainConfig):
+    """The prepared corpus of `cfg.data`: a lab.data source spec, or a mixture written as
+    ``name=spec@weight,name=spec@weight`` (each domain keeps its own held-out split)."""
+    from lab import data as D
+    vocab = cfg.vocab_size or cfg.model.vocab_size
+    cache = os.path.join(cfg.run_dir, "data")
+    if "=" in cfg.data:
+        domains = {}
+        for part in cfg.data.split(","):
+            name, _, rest = part.partition("=")
+            spec, _, weight = rest.rpartition("@")
+            if not (name and spec and weight):
+                raise ValueError(f"mixture part {part!r}: write name=source@weight")
+            domains[name] = (spec, float(weight))
+        data = D.Mixture.prepare(domains, vocab_size=vocab, cache_dir=cache,
+                                 val_tokens=cfg.val_tokens)
+    else:
+        data = D.prepare(cfg.data, vocab_size=vocab, cache_dir=cache, val_tokens=cfg.val_tokens)
+    if data.vocab_size > cfg.model.vocab_size:
+        raise ValueError(f"the tokenizer has {data.vocab_size} ids but the model's vocab_size is "
+                         f"{cfg.model.vocab_size}: raise model.vocab_size")
+    return data
+
+
+def eval_sets(data, seq_len: int, batch: int, device, name: str = "val") -> dict:
+    """{dataset name: fn(limit_windows) -> iterator of (x, y) batches} for every held-out split
+    (one per mixture domain, else one called `name`)."""
+    if hasattr(data, "domains"):
+        return {n: (lambda lim, n=n: data.eval_windows(n, seq_len, "val", batch, lim, device))
+                for n in data.names}
+    return {name: lambda lim: data.eval_windows("val", seq_len, batch, lim, device)}
+
+
+def dataset_name(spec: str) -> str:
+    """Short name of a single-source spec: 'bible', or the file / folder name without suffix."""
+    base = os.path.basename(spec.rstrip("/").split(":")[0]) or spec
+    return os.path.splitext(base)[0] or base
+
+
+# --------------------------------------------------------------------------------------------
+# the loop
+# --------------------------------------------------------------------------------------------
+def train(cfg: TrainConfig, *, resume: bool = False, store_path: str | None = None,
+          quiet: bool = False, data=None) -> dict:
+    """Train (or resume) one run; returns a summary dict.  See the module docstring."""
+    di = init_distributed()
+    accum = cfg.accum
+    if accum % di.world:
+        raise ValueError(f"{accum} micro-batches per step do not split over {di.world} ranks: "
+                         f"choose tokens_per_step / (micro_batch × seq_len) divisible by "
+                         f"--nproc_per_node")
+    local_accum = accum // di.world
+    run_dir = os.path.join(cfg.run_dir, cfg.name)
+    log = (lambda *a: None) if (quiet or not di.main) else print
+    if di.main and list_checkpoints(run_dir) and not resume:
+        raise ValueError(f"run {cfg.name!r} already has checkpoints in {run_dir}: pass --resume "
+                         f"to continue it, or --name to start another")
+    if data is None:
+        if di.world > 1 and not di.main:
+            dist.barrier()                           # rank 0 tokenises first, the others reuse
+        data = load_data(cfg)
+        if di.world > 1 and di.main:
+            dist.barrier()
+
+    torch.manual_seed(cfg.seed)
+    model = FibLM(cfg.model).to(di.device)
+    opt = torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas,
+                            eps=cfg.eps)
+    start = 0
+    ckpt = latest_good_checkpoint(run_dir, log) if resume else None
+    if ckpt is not None:
+        model.load_state_dict(ckpt["model"])
+        opt.load_state_dict(ckpt["optimizer"])
+        set_rng_state(ckpt["rng"])
+        start = ckpt["step"]
+        log(f"resuming {cfg.name} from step {start}")
+    ddp = (torch.nn.parallel.DistributedDataParallel(model, device_ids=[di.device] if
+           di.device.type == "cuda" else None) if di.world > 1 else model)
+
+    store = None
+    if di.main and store_path:
+        from lab.store import Store
+        store = Store(store_path)
+        store.start_run(cfg.name, cfg.to_dict(), kind="lm", seed=cfg.seed, run_dir=run_dir)
+        store.log_event(cfg.name, "resume" if start else "start", f"step {start}")
+    if di.main:
+        os.makedirs(run_dir, exist_ok=True)
+        with open(os.path.join(run_dir, "config.json"), "w") as f:
+            json.dump(cfg.to_dict(), f, indent=1, default=str)
+    sets = eval_sets(data, cfg.model.seq_len, cfg.eval_batch, di.device, dataset_name(cfg.data))
+
+    def run_eval(step: int, kind: str, limit_tokens: int | None) -> dict:
+        out = {}
+        limit = None if limit_tokens is None else max(1, limit_tokens // cfg.model.seq_len)
+        for name, batches in sets.items():
+            loss, tokens = evaluate(model, batches(limit), di.device)
+            out[name] = math.exp(loss)
+            if store:
+                store.log_eval(cfg.name, step, name, cfg.model.seq_len, loss, tokens, kind=kind)
+        log(f"step {step} {kind} eval: " + ", ".join(f"{k} ppl {v:.2f}" for k, v in out.items()))
+        return out
+
+    losses: dict[int, float] = {}
+    tokens_per_step = cfg.tokens_per_step
+    bar = None
+    if di.main and not quiet:
+        from tqdm import tqdm
+        bar = tqdm(total=cfg.steps, initial=start, desc=cfg.name, unit="step", dynamic_ncols=True)
+    t_last = time.perf_counter()
+    model.train()
+    status = "failed"
+    try:
+        for step in range(start + 1, cfg.steps + 1):
+            lr = lr_at(step, cfg)
+            for group in opt.param_groups:
+                group["lr"] = lr
+            loss_sum = torch.zeros((), device=di.device)
+            for m in range(local_accum):
+                g = m * di.world + di.rank               # global micro-batch index
+                x, y = data.get_batch("train", cfg.micro_batch, cfg.model.seq_len, cfg.seed,
+                                      step, micro=g, rank=0, device=di.device)
+                sync = contextlib.nullcontext() if (di.world == 1 or m == local_accum - 1) \
+                    else ddp.no_sync()
+                with sync, _autocast(di.device):
+                    _, loss = ddp(x, y)
+                    (loss / local_accum).backward()
+                loss_sum += loss.detach()
+            if di.world > 1:
+                dist.all_reduce(loss_sum)
+            step_loss = (loss_sum / accum).item()
+            gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            if not (math.isfinite(step_loss) and math.isfinite(gnorm.item())):
+                raise TrainingDiverged(
+                    f"step {step}: loss {step_loss} / grad norm {gnorm.item()} is not finite; "
+                    f"the last good checkpoint in {run_dir} is kept: lower the LR or resume "
+                    f"from it")
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            losses[step] = step_loss
+            now = time.perf_counter()
+            tok_s = tokens_per_step / max(now - t_last, 1e-9)
+            t_last = now
+            if store and (step % cfg.log_every == 0 or step == cfg.steps):
+                store.log_metrics(cfg.name, step, {"loss": step_loss, "lr": lr,
+                                                   "grad_norm": gnorm.item(), "tokens_per_s": tok_s})
+            if store and cfg.model.learned and (step % cfg.alpha_every == 0 or step == 1):
+                store.log_alphas(cfg.name, step, model.alphas())
+            if bar:
+                bar.update(1)
+                bar.set_postfix(loss=f"{step_loss:.4f}", lr=f"{lr:.2e}", tok_s=f"{tok_s:.0f}")
+            if di.main and cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
+                run_eval(step, "light", cfg.eval_light_tokens)
+                t_last = time.perf_counter()             # tokens/s counts training only
+            if di.main and (step % cfg.ckpt_every == 0 or step == cfg.steps):
+                save_checkpoint(run_dir, step, {
+                    "model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
+                    "rng": rng_state(), "config": cfg.to_dict()}, cfg.keep_ckpts)
+                _maybe_kill_for_test(step)
+            if di.world > 1 and step % cfg.ckpt_every == 0:
+                dist.barrier()
+        final = run_eval(cfg.steps, "full", None) if di.main else {}
+        status = "done"
+    except BaseException as e:
+        if store:
+            kind = "diverged" if isinstance(e, TrainingDiverged) else "interrupted"
+            with contextlib.suppress(Exception):
+                store.log_event(cfg.name, kind, str(e) or type(e).__name__)
+                store.set_status(cfg.name, "failed", f"{kind}: {e}")
+        raise
+    finally:
+        if bar:
+            bar.close()
+        if store:
+            if status == "done":
+                store.set_status(cfg.name, "done")
+            store.close()
+    return {"name": cfg.name, "losses": losses, "final_ppl": final, "run_dir": run_dir,
+            "alphas": model.alphas()}
+
+
+def _maybe_kill_for_test(step: int) -> None:
+    """Tests set FIBLAB_KILL_AT_STEP to SIGKILL the process right after a checkpoint."""
+    at = os.environ.get("FIBLAB_KILL_AT_STEP")
+    if at and int(at) == step:
+        import signal
+        os.kill(os.getpid(), signal.SIGKILL)
