@@ -427,6 +427,8 @@ def train(cfg: TrainConfig, *, resume: bool = False, store_path: str | None = No
         os.makedirs(run_dir, exist_ok=True)
         with open(os.path.join(run_dir, "config.json"), "w") as f:
             json.dump(cfg.to_dict(), f, indent=1, default=str)
+        if getattr(data, "tokenizer", None) is not None:          # the run's artefacts together
+            data.tokenizer.save(os.path.join(run_dir, "tokenizer.json"))
     sets = eval_sets(data, cfg.model.seq_len, cfg.eval_batch, di.device, dataset_name(cfg.data))
 
     def run_eval(step: int, kind: str, limit_tokens: int | None) -> dict:
