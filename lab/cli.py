@@ -1,5 +1,6 @@
 """`fiblab` command line.
 
+    fiblab demo [--steps 150]                                 the main job (see README)
     fiblab selfcheck [--preset paper-60m] [--seq-len 1024]   build the model, run every path
     fiblab offsets --alpha 0.5 --window 8 [--base pow2] [--rounding floor] [--interp]
     fiblab schedule stagger --layers 16 [--window 8] [--seq-len 1024] [--sets]
@@ -251,10 +252,45 @@ def cmd_train(args) -> int:
     return 0
 
 
+def cmd_demo(args) -> int:
+    """The main job: self-check the paper model, then train fixed vs staggered CPU models on the
+    embedded corpus and compare them (a later issue turns this into the full reproduction)."""
+    from lab.train import make_config, train
+    from probes.coverage import describe, schedule_coverage
+    print("== 1. the paper's model through every attention path")
+    rc = cmd_selfcheck(argparse.Namespace(preset="paper-60m", seq_len=args.seq_len))
+    if rc:
+        return rc
+    print("\n== 2. distinct distances (paper model, L=16, K=15, W=8)")
+    for sched in ("fixed", "stagger", "coprime"):
+        print("  " + describe(schedule_coverage(sched, 16)))
+    print(f"\n== 3. fixed vs staggered vs learned alpha, CPU scale, {args.steps} steps each, "
+          f"embedded corpus")
+    results = {}
+    for preset in ("cpu-fixed", "cpu-stagger", "cpu-learned"):
+        cfg = make_config(preset, {"steps": args.steps, "eval_every": 0,
+                                   "name": f"demo-{preset}-{args.steps}"})
+        out = train(cfg, resume=True, store_path=args.store or None, quiet=args.quiet)
+        results[preset] = out
+    print(f"\n{'run':<14}{'held-out ppl':>14}   alpha per layer")
+    for preset, out in results.items():
+        ppl = next(iter(out["final_ppl"].values()))
+        print(f"{preset:<14}{ppl:>14.3f}   " + " ".join(f"{a:.3f}" for a in out["alphas"]))
+    print(f"\nresults: store {args.store or '(not kept)'}, runs under runs/demo-*")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fiblab", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
+
+    s = sub.add_parser("demo", help="the main job: self-check, coverage, a short CPU comparison")
+    s.add_argument("--steps", type=int, default=150, help="training steps per CPU model")
+    s.add_argument("--seq-len", type=int, default=512, help="self-check input length")
+    s.add_argument("--store", default="runs/fiblab.db")
+    s.add_argument("--quiet", action="store_true")
+    s.set_defaults(fn=cmd_demo)
 
     s = sub.add_parser("selfcheck", help="build a model, forward/backward through every path")
     s.add_argument("--preset", default="paper-60m")

@@ -10,7 +10,8 @@ import math
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+
+from memtrace import MaxNumel
 
 from lab.attention import sparse_attention
 from lab.offsets import attended_distances, fibonacci, powers_of_two
@@ -184,20 +185,6 @@ def test_first_position_attends_only_itself():
         a = torch.tensor(0.8) if path == "interp" else 0.8
         out = sparse_attention(q, k, v, alpha=a, window=0, rungs=6, path=path)
         assert torch.allclose(out[:, :, 0], v[:, 0:1, 0].expand(1, 2, 4), atol=1e-6)
-
-
-class MaxNumel(TorchDispatchMode):
-    """Records the largest tensor any op produces (forward and backward)."""
-    def __init__(self):
-        super().__init__()
-        self.max_numel = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        for t in (out if isinstance(out, (tuple, list)) else (out,)):
-            if isinstance(t, torch.Tensor):
-                self.max_numel = max(self.max_numel, t.numel())
-        return out
 
 
 @pytest.mark.parametrize("learned", [False, True])

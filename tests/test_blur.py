@@ -13,7 +13,8 @@ import math
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+
+from memtrace import MaxNumel
 
 from lab.attention import sparse_attention
 from lab.blur import blur_attention, blur_centres, blur_width
@@ -155,20 +156,6 @@ def test_narrow_width_approaches_integer_shift(alpha):
     bound = 2 * eps * vmax * (1 + qn * 2 * kn / math.sqrt(D))
     assert 0 < err_narrow < bound
     assert err_narrow < err_wide / 100
-
-
-class MaxNumel(TorchDispatchMode):
-    """Records the largest tensor any op produces (forward and backward)."""
-    def __init__(self):
-        super().__init__()
-        self.max_numel = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        for t in (out if isinstance(out, (tuple, list)) else (out,)):
-            if isinstance(t, torch.Tensor):
-                self.max_numel = max(self.max_numel, t.numel())
-        return out
 
 
 def test_no_quadratic_or_band_tensor():
