@@ -306,14 +306,20 @@ class Store:
         return conn
 
     def _check_schema(self, conn: sqlite3.Connection) -> None:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        # one read transaction: another process may be creating the schema right now, and the
+        # version and the table list must come from the same snapshot
+        conn.execute("BEGIN")
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            tables = [r[0] for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' "
+                "AND name NOT LIKE 'sqlite_%'")]
+        finally:
+            conn.execute("COMMIT")
         if version > SCHEMA_VERSION:
             raise ValueError(f"{self.path} has store schema version {version}, newer than this "
                              f"fiblab's {SCHEMA_VERSION}; update fiblab to read it")
         if version == 0:
-            tables = [r[0] for r in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' "
-                "AND name NOT LIKE 'sqlite_%'")]
             if tables:
                 raise self._reject(f"is an SQLite database of something else (tables "
                                    f"{sorted(tables)[:5]}, no fiblab schema version)")
