@@ -52,6 +52,7 @@ import os
 import sqlite3
 import subprocess
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import asdict, is_dataclass
 from datetime import datetime, timezone
@@ -280,6 +281,18 @@ class Store:
         if head and head != _SQLITE_HEADER:
             raise self._reject(f"is not an SQLite database (it starts with {head[:8]!r})")
 
+    def _set_wal(self, conn: sqlite3.Connection) -> str:
+        """Switch to WAL.  The switch needs an exclusive lock and SQLite does not always run the
+        busy handler for it (two processes opening a new file at once), so retry until timeout."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                return conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+
     def _open(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None,
                                check_same_thread=False)
@@ -287,7 +300,7 @@ class Store:
             conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
             self._check_schema(conn)       # read-only checks, before anything is written
             if not self._memory:
-                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                mode = self._set_wal(conn)
                 if str(mode).lower() != "wal":
                     raise ValueError(f"{self.path}: SQLite could not switch to WAL journal mode "
                                      f"(got {mode!r}); put the store on a local filesystem")
