@@ -202,11 +202,14 @@ def cmd_receptive_field(args) -> int:
 def cmd_probe(args) -> int:
     from dataclasses import replace as dc_replace
     from probes import retrieval as R
-    settings = R.SCALES[args.scale]
+    settings = R.TASK_SCALES[args.task][args.scale]
     over = {k: v for k, v in (("steps", args.steps), ("batch", args.batch), ("lr", args.lr))
             if v is not None}
     settings = dc_replace(settings, **over)
-    cells = R.grid(args.mechanisms, args.depths, args.init, args.seeds, args.task)
+    if args.task == "shift" and not args.distances:
+        raise ValueError("probe shift needs --distances (the trained distances, e.g. 89 233 350)")
+    cells = R.grid(args.mechanisms, args.depths, args.init, args.seeds, args.task,
+                   args.distances or (None,))
     out = args.out or f"runs/probes/{args.task}-{args.scale}.jsonl"
     records = R.run_grid(cells, settings, out, progress=not args.no_progress)
     if args.store:
@@ -221,6 +224,12 @@ def cmd_probe(args) -> int:
         return 0
     print(f"results: {out}  ({len(records)} cells, settings: steps={settings.steps} "
           f"batch={settings.batch} lr={settings.lr})")
+    if args.task != "marked":
+        for rec in records:
+            accs = " ".join(f"{d}:{a:.2f}" for d, a in rec["acc"].items())
+            print(f"{rec['key']:<55} alpha {min(rec['alphas']):.3f}-{max(rec['alphas']):.3f}"
+                  f"  acc {accs}")
+        return 0
     for mech in args.mechanisms:
         rows = R.table2(records, mech)
         if rows:
@@ -342,7 +351,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_receptive_field)
 
     s = sub.add_parser("probe", help="retrieval probes (the paper's Table 2 grid)")
-    s.add_argument("task", choices=["marked"])
+    s.add_argument("task", choices=["marked", "shift", "kv"])
+    s.add_argument("--distances", type=int, nargs="+", default=None,
+                   help="shift: trained distances (one cell each)")
     s.add_argument("--mechanisms", nargs="+", default=["blur"],
                    help="dense fib-fixed pow2 fib-stagger learned blur")
     s.add_argument("--depths", type=int, nargs="+", default=[2, 4, 8])

@@ -16,6 +16,10 @@ Defaults are the paper's marked-task settings: T=512, vocab 512, batch 2, 2,500 
 lr 1e-3 (torch defaults otherwise), no schedule, no clipping.  The `quick` scale (400 steps) is a
 fast look, not a reproduction; `tiny` (T=48, distances 5 and 13, d=64) runs in seconds.
 
+Tasks: ``marked`` (the paper's Table 2), ``shift`` (single-distance shift copy, one trained
+distance per cell, evaluated there and at control distances) and ``kv`` (key–value retrieval with
+distractors, distances drawn per batch, forced-choice accuracy per evaluation distance).
+
 Every cell records each layer's α every `log_every` steps, the loss curve, accuracy per distance
 on a fresh evaluation batch, and seconds.  `run_grid` appends one JSON line per finished cell and
 skips cells already in the file, so an interrupted grid resumes where it stopped.
@@ -35,7 +39,10 @@ import torch.nn.functional as F
 
 from lab.blur import blur_width
 from lab.model import build_model
-from probes.tasks import MarkedCopy, marked_copy_accuracy, marked_copy_batch
+from probes.tasks import (EVAL_DISTANCES, KVRetrieval, MarkedCopy, ShiftCopy,
+                          forced_choice_accuracy, kv_retrieval_batch, marked_copy_accuracy,
+                          marked_copy_batch, sample_distance, shift_copy_accuracy,
+                          shift_copy_batch)
 
 MECHANISMS = {
     "dense": dict(attention="dense"),
@@ -67,7 +74,10 @@ class ProbeSettings:
     rungs: int = 15
     d_model: int = 256
     blur_w0: float = 40.0
-    task: MarkedCopy = field(default_factory=MarkedCopy)
+    task: MarkedCopy | ShiftCopy | KVRetrieval = field(default_factory=MarkedCopy)
+    controls: tuple = (128, 233, 350, 377, 512, 700)   # shift: extra evaluation distances
+    sampler: str = "coverage"                           # kv: training-distance sampler
+    eval_batches: int = 1                               # kv: evaluation batches per distance
 
 
 SCALES = {
@@ -79,6 +89,31 @@ SCALES = {
                           task=MarkedCopy(seq_len=48, vocab=32, n_payload=16, distances=(5, 13))),
 }
 
+# the other two probe families (SPEC §6.1–6.2), same scale names
+TASK_SCALES = {
+    "marked": SCALES,
+    # single-distance shift copy: T=1024, ids [0, 256), vocab 512, batch 8, 3000 steps, lr 1e-3
+    "shift": {
+        "paper": ProbeSettings(steps=3000, batch=8, task=ShiftCopy()),
+        "quick": ProbeSettings(steps=400, batch=8, log_every=20, task=ShiftCopy()),
+        "tiny": ProbeSettings(steps=120, log_every=20, batch=8, lr=3e-3, eval_batch=8,
+                              d_model=64, window=2, rungs=6, blur_w0=4.0, controls=(3, 8),
+                              task=ShiftCopy(seq_len=48, vocab=32, n_tokens=16)),
+    },
+    # key-value retrieval with 4 distractors at T=1024: batch 32, 4000 steps, lr 3e-4,
+    # loss at the last position only, forced choice among the 5 values present (chance 0.2)
+    "kv": {
+        "paper": ProbeSettings(steps=4000, batch=32, lr=3e-4, eval_batch=32, eval_batches=4,
+                               task=KVRetrieval()),
+        "quick": ProbeSettings(steps=400, batch=32, lr=3e-4, eval_batch=32, log_every=20,
+                               task=KVRetrieval()),
+        "tiny": ProbeSettings(steps=30, log_every=10, batch=4, lr=3e-3, eval_batch=4,
+                              d_model=32, window=2, rungs=6, blur_w0=4.0, sampler="coverage",
+                              task=KVRetrieval(seq_len=1024, vocab=512, filler=(0, 256),
+                                               keys=(256, 384), values=(384, 512))),
+    },
+}
+
 
 @dataclass(frozen=True)
 class Cell:
@@ -87,9 +122,15 @@ class Cell:
     init: str
     seed: int
     task: str = "marked"
+    distance: int | None = None          # shift: the trained distance
 
     def key(self, settings: ProbeSettings) -> str:
-        return (f"{self.task}/{self.mechanism}/d{self.depth}/{self.init}/s{self.seed}/"
+        task = self.task
+        if self.task == "shift":
+            task = f"shift@{self.distance}"
+        elif self.task == "kv":
+            task = f"kv@{settings.sampler}"
+        return (f"{task}/{self.mechanism}/d{self.depth}/{self.init}/s{self.seed}/"
                 f"n{settings.steps}/b{settings.batch}/lr{settings.lr:g}/w{settings.window}")
 
 
@@ -121,10 +162,7 @@ def run_cell(cell: Cell, settings: ProbeSettings, progress: bool = True) -> dict
             model.set_blur_width(blur_width(step, settings.steps, w0=settings.blur_w0))
         if step % settings.log_every == 0:
             trajectory.append({"step": step, "alphas": model.alphas()})
-        x, y = marked_copy_batch(settings.batch, settings.task, gen)
-        logits, _ = model(x)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1),
-                               ignore_index=-100)
+        loss = _task_loss(model, cell, settings, gen)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -135,15 +173,59 @@ def run_cell(cell: Cell, settings: ProbeSettings, progress: bool = True) -> dict
     trajectory.append({"step": settings.steps, "alphas": model.alphas()})
     model.eval()
     with torch.no_grad():
-        eval_gen = torch.Generator().manual_seed(10_000 + cell.seed)
-        x, _ = marked_copy_batch(settings.eval_batch, settings.task, eval_gen)
-        acc = marked_copy_accuracy(model(x)[0], x, settings.task)
+        acc = _task_accuracy(model, cell, settings)
     if progress:
         sys.stderr.write("\n")
     return {"key": cell.key(settings), **asdict(cell), "steps": settings.steps,
-            "alphas": model.alphas(), "acc": {str(settings.task.distances[j]): float(a) for j, a in acc.items()},
+            "alphas": model.alphas(), "acc": acc,
             "seconds": time.perf_counter() - t0, "trajectory": trajectory, "loss": losses,
-            "settings": {k: v for k, v in asdict(settings).items() if k != "task"}}
+            "settings": json.loads(json.dumps({k: v for k, v in asdict(settings).items()
+                                               if k != "task"}))}
+
+
+def _task_loss(model, cell: Cell, settings: ProbeSettings, gen: torch.Generator):
+    """One training batch of the cell's task and its loss."""
+    if cell.task == "marked":
+        x, y = marked_copy_batch(settings.batch, settings.task, gen)
+    elif cell.task == "shift":
+        x, y = shift_copy_batch(settings.batch, cell.distance, settings.task, gen)
+    elif cell.task == "kv":                             # one distance per batch, last position
+        kb = kv_retrieval_batch(settings.batch, sample_distance(settings.sampler, gen),
+                                settings.task, gen)
+        logits, _ = model(kb.x)
+        return F.cross_entropy(logits[:, -1], kb.answer)
+    else:
+        raise ValueError(f"task={cell.task!r} is unknown: use marked, shift or kv")
+    logits, _ = model(x)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1),
+                           ignore_index=-100)
+
+
+def _task_accuracy(model, cell: Cell, settings: ProbeSettings) -> dict[str, float]:
+    """Accuracy per evaluated distance on fresh seeded batches."""
+    gen = torch.Generator().manual_seed(10_000 + cell.seed)
+    task = settings.task
+    if cell.task == "marked":
+        x, _ = marked_copy_batch(settings.eval_batch, task, gen)
+        acc = marked_copy_accuracy(model(x)[0], x, task)
+        return {str(task.distances[j]): float(a) for j, a in acc.items()}
+    if cell.task == "shift":
+        out = {}
+        for d in [cell.distance] + [c for c in settings.controls if c != cell.distance]:
+            if d < task.seq_len:
+                x, _ = shift_copy_batch(settings.eval_batch, d, task, gen)
+                out[str(d)] = float(shift_copy_accuracy(model(x)[0], x, d))
+        return out
+    out = {}
+    for d in EVAL_DISTANCES[settings.sampler]:
+        if d <= task.seq_len - 2:
+            accs = []
+            for _ in range(settings.eval_batches):
+                kb = kv_retrieval_batch(settings.eval_batch, d, task, gen)
+                accs.append(forced_choice_accuracy(model(kb.x)[0][:, -1], kb.candidates,
+                                                   kb.answer_index))
+            out[str(d)] = float(sum(accs) / len(accs))
+    return out
 
 
 def _bar(cell: Cell, done: int, total: int, loss: float, secs: float) -> None:
@@ -203,12 +285,14 @@ def run_grid(cells: list[Cell], settings: ProbeSettings, out_path: str | None = 
     return records
 
 
-def grid(mechanisms, depths, inits, seeds, task: str = "marked") -> list[Cell]:
+def grid(mechanisms, depths, inits, seeds, task: str = "marked",
+         distances=(None,)) -> list[Cell]:
     cells = []
-    for mech, depth, init, seed in itertools.product(mechanisms, depths, inits, seeds):
+    for mech, depth, init, seed, dist in itertools.product(mechanisms, depths, inits, seeds,
+                                                           distances):
         if mech not in LEARNED and init != inits[0]:
             continue                                     # init only matters for learned α
-        cells.append(Cell(mech, depth, init if mech in LEARNED else "-", seed, task))
+        cells.append(Cell(mech, depth, init if mech in LEARNED else "-", seed, task, dist))
     return cells
 
 

@@ -79,3 +79,21 @@ def test_cli_probe_json(tmp_path, capsys):
         probes = st.probes()
         assert set(probes["mechanism"]) == {"dense", "blur"} and len(probes) == 4  # 2 distances
         assert len(st.alphas()) > 0
+
+
+def test_shift_task_learns_and_reports_controls():
+    from probes.retrieval import TASK_SCALES
+    settings = TASK_SCALES["shift"]["tiny"]
+    rec = run_cell(Cell("dense", 2, "-", 0, "shift", 8), settings, progress=False)
+    assert list(rec["acc"]) == ["8", "3"]                    # trained distance first, then controls
+    assert rec["acc"]["8"] > 0.5                             # chance is 1/16
+    assert rec["key"].startswith("shift@8/dense/")
+
+
+def test_kv_task_runs_with_forced_choice():
+    from probes.retrieval import TASK_SCALES
+    settings = type(TINY)(**{**TASK_SCALES["kv"]["tiny"].__dict__, "steps": 3})
+    rec = run_cell(Cell("fib-fixed", 1, "-", 0, "kv"), settings, progress=False)
+    assert list(rec["acc"]) == [str(d) for d in range(40, 881, 40)]
+    assert all(0.0 <= a <= 1.0 for a in rec["acc"].values())
+    assert rec["key"].startswith("kv@coverage/fib-fixed/")
