@@ -356,6 +356,15 @@ def load_data(cfg: TrainConfig):
                                  val_tokens=cfg.val_tokens)
     else:
         data = D.prepare(cfg.data, vocab_size=vocab, cache_dir=cache, val_tokens=cfg.val_tokens)
+    T = cfg.model.seq_len
+    parts = data.domains.items() if hasattr(data, "domains") else [(cfg.data, data)]
+    for name, part in parts:
+        for split in ("train", "val"):
+            n = len(part.tokens(split))
+            if n <= T + 1:
+                raise ValueError(f"the {split} split of {name!r} has {n} tokens, not more than "
+                                 f"seq_len + 1 = {T + 1}: use more text, a shorter "
+                                 f"model.seq_len, or a different val_tokens")
     if data.vocab_size > cfg.model.vocab_size:
         raise ValueError(f"the tokenizer has {data.vocab_size} ids but the model's vocab_size is "
                          f"{cfg.model.vocab_size}: raise model.vocab_size")

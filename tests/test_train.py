@@ -142,3 +142,14 @@ def test_missing_corpus_fails_before_training(tmp_path):
     with pytest.raises(ValueError, match="nope.txt"):
         train(cfg, quiet=True)
     assert not (tmp_path / "tiny").exists() or not list_checkpoints(tmp_path / "tiny")
+
+
+def test_sequence_longer_than_data_fails_before_training(tmp_path):
+    import numpy as np
+    from lab.data import write_tokens
+    tokens = tmp_path / "short.bin"
+    write_tokens(tokens, np.arange(60) % 500, 512)             # 60 tokens; tiny has seq_len 64
+    cfg = make_config("tiny", {"data": str(tokens), "run_dir": str(tmp_path), "val_tokens": 10})
+    with pytest.raises(ValueError, match="seq_len"):
+        train(cfg, quiet=True)
+    assert not list_checkpoints(tmp_path / "tiny")
