@@ -1,0 +1,287 @@
+"""Figures for the paper's results: each function takes tables or plain data, returns a matplotlib
+``Figure`` and, given ``path``, also writes it as a PNG (parent folders are created).
+
+Figures are built with ``matplotlib.figure.Figure`` directly, not through ``pyplot``: nothing is
+drawn on screen, no global figure list grows, and saving works headless (Agg) with any backend
+selected. In a notebook, ``display(fig)`` (or the figure as a cell's last value under the inline
+backend) shows it.
+
+Functions
+---------
+``perplexity_vs_window(table1)``      perplexity against W, one line per base/schedule
+``extrapolation(table3)``             perplexity against evaluation length, both rung policies
+``position_bins(table4)``             NLL per position bin, one line per schedule; gap rows apart
+``alpha_trajectories(traj)``          α against step, one line per layer, one panel per run
+``rung_heatmap(sets)``                layers × distance: which distances each layer attends
+``coverage_curves(sets_by_scheme)``   distinct attended distances ≤ δ, against δ
+``receptive_field_curves(fractions)`` share of distances reachable after each layer
+"""
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+__all__ = ["perplexity_vs_window", "extrapolation", "position_bins", "alpha_trajectories",
+           "rung_heatmap", "coverage_curves", "receptive_field_curves", "CONFIG_COLORS"]
+
+#: A fixed colour per configuration, so that a config looks the same in every figure.
+CONFIG_COLORS = {
+    "dense": "#4d4d4d",
+    "fib/fixed": "#1f77b4",
+    "fib/learned": "#ff7f0e",
+    "fib/stagger": "#2ca02c",
+    "fib/coprime": "#d62728",
+    "pow2/fixed": "#9467bd",
+    "pow2/stagger": "#8c564b",
+}
+_CYCLE = ["#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a"]
+
+
+def _color(label: str, i: int) -> str:
+    return CONFIG_COLORS.get(str(label), _CYCLE[i % len(_CYCLE)])
+
+
+def _figure(nrows: int = 1, ncols: int = 1, size=(6.4, 4.2)):
+    fig = Figure(figsize=(size[0] * ncols, size[1] * nrows), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    return fig, axes
+
+
+def _save(fig: Figure, path) -> Figure:
+    if path is not None:
+        folder = os.path.dirname(os.fspath(path))
+        if folder:
+            os.makedirs(folder, exist_ok=True)
+        fig.savefig(path, dpi=120, format="png")
+    return fig
+
+
+def _need(df: pd.DataFrame, cols, who: str) -> None:
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise ValueError(f"{who}: the frame lacks columns {missing} (it has {list(df.columns)})")
+
+
+def perplexity_vs_window(table: pd.DataFrame, dataset: str = "fineweb_edu", path=None,
+                         title: str | None = None) -> Figure:
+    """Perplexity on ``dataset`` against the window W, one line per (base, schedule).
+
+    ``table`` is Table-1-shaped (``base``, ``schedule``, ``W`` and a column per dataset:
+    :func:`analysis.tables.table1`, :func:`~analysis.tables.table1_from_store` or
+    :func:`analysis.paper.perplexity`). Lines are labelled ``base/schedule``, points sorted by W.
+    """
+    _need(table, ["base", "schedule", "W", dataset], "perplexity_vs_window")
+    fig, ax = _figure()
+    ax = ax[0, 0]
+    for i, ((base, sched), g) in enumerate(table.groupby(["base", "schedule"], sort=False)):
+        g = g.sort_values("W")
+        label = f"{base}/{sched}"
+        ax.plot(g["W"].to_numpy(dtype=float), g[dataset].to_numpy(dtype=float), marker="o",
+                label=label, color=_color(label, i))
+    ax.set_xlabel("window W")
+    ax.set_ylabel(f"{dataset} perplexity")
+    ax.set_title(title or f"Held-out perplexity against window ({dataset})")
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+_MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
+_PPL = re.compile(r"^(?P<frozen>frozen_)?ppl_T(?P<L>\d+)$")
+
+
+def extrapolation(table: pd.DataFrame, path=None, relative: bool = False,
+                  title: str | None = None) -> Figure:
+    """Perplexity against evaluation length, one colour per row of a Table-3 frame
+    (:func:`analysis.tables.table3_from_store`, :func:`~analysis.tables.table3_from_lenextrap` or
+    :func:`analysis.paper.length_extrapolation`).
+
+    The recomputed-rung curve (``ppl_T{L}``, the paper's policy) is solid; the frozen-rung curve
+    (``frozen_ppl_T{L}``, drawn from the row's shortest length, where both policies agree) is
+    dashed. Colour follows the configuration, the marker the window W. ``relative`` divides each curve by its value at the shortest length. Log-2 x axis.
+    """
+    _need(table, ["model"], "extrapolation")
+    full = sorted((int(m["L"]), c) for c in table.columns if (m := _PPL.match(c))
+                  and not m["frozen"])
+    frozen = sorted((int(m["L"]), c) for c in table.columns if (m := _PPL.match(c))
+                    and m["frozen"])
+    if not full:
+        raise ValueError("extrapolation: the table has no ppl_T{L} columns (is it Table 3?)")
+    fig, ax = _figure()
+    ax = ax[0, 0]
+    windows = sorted({int(w) for w in table["W"].dropna()}) if "W" in table.columns else []
+    for i, r in enumerate(table.to_dict("records")):
+        has_w = "W" in r and not pd.isna(r["W"])
+        label = str(r["model"]) + (f" W={r['W']}" if has_w else "")
+        color = _color(r["model"], i)
+        marker = _MARKERS[windows.index(int(r["W"])) % len(_MARKERS)] if has_w else "o"
+        pts = [(L, float(r[c])) for L, c in full if not pd.isna(r[c])]
+        if not pts:
+            continue
+        x0, y0 = pts[0]
+        scale = y0 if relative else 1.0
+        ax.plot([p[0] for p in pts], [p[1] / scale for p in pts], marker=marker, color=color,
+                label=label)
+        fz = [(L, float(r[c])) for L, c in frozen if not pd.isna(r[c]) and L > x0]
+        if fz:
+            ax.plot([x0] + [p[0] for p in fz], [y0 / scale] + [p[1] / scale for p in fz],
+                    marker=marker, linestyle="--", color=color, label=f"{label} (frozen rungs)")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("evaluation length (tokens)")
+    ax.set_ylabel("perplexity / perplexity at training length" if relative else "perplexity")
+    ax.set_title(title or "Length extrapolation (solid: rungs recomputed, dashed: frozen)")
+    ax.legend(fontsize="x-small")
+    ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+def position_bins(table: pd.DataFrame, path=None, title: str | None = None) -> Figure:
+    """Mean NLL per position bin, one line per row of a Table-4 frame
+    (:func:`analysis.tables.table4_from_store`, :func:`analysis.paper.position_nll`, …). Gap
+    rows (``schedule`` of the form ``"a - b"``) go to a second panel below."""
+    _need(table, ["schedule"], "position_bins")
+    bins = sorted((int(c[1:]), c) for c in table.columns if re.fullmatch(r"b\d+", c))
+    if not bins:
+        raise ValueError("position_bins: the table has no b0, b1, … columns (is it Table 4?)")
+    is_gap = table["schedule"].astype(str).str.contains(" - ", regex=False)
+    fig, axes = _figure(2 if is_gap.any() else 1, 1)
+    x = np.array([b for b, _ in bins])
+    for panel, rows in enumerate([table[~is_gap], table[is_gap]][: 1 + int(is_gap.any())]):
+        ax = axes[panel, 0]
+        for i, r in enumerate(rows.to_dict("records")):
+            label = str(r["schedule"]) + ("" if "W" not in r or pd.isna(r["W"])
+                                          else f" W={r['W']}")
+            ax.plot(x, [float(r[c]) for _, c in bins], marker="o", label=label,
+                    color=_color(r["schedule"], i))
+        ax.set_xticks(x)
+        ax.set_xticklabels([c for _, c in bins])
+        ax.set_ylabel("NLL (nats)" if panel == 0 else "NLL difference (nats)")
+        if panel == 1:
+            ax.axhline(0.0, color="black", linewidth=0.8)
+        ax.legend(fontsize="small")
+        ax.grid(alpha=0.3)
+    axes[-1, 0].set_xlabel("position bin (b0 = earliest positions)")
+    axes[0, 0].set_title(title or "Loss by position in the window")
+    return _save(fig, path)
+
+
+def alpha_trajectories(traj: pd.DataFrame, runs=None, path=None, show_init: bool = True,
+                       title: str | None = None) -> Figure:
+    """α against training step, one line per layer, one panel per run.
+
+    ``traj`` is a trajectory frame (:func:`analysis.trajectories.from_store` /
+    :func:`~analysis.trajectories.from_records`: ``run``, ``step``, ``layer``, ``alpha``, and
+    ``alpha_init``); ``runs`` picks runs (default: all). ``show_init`` marks each layer's start
+    with a dotted line in its colour.
+    """
+    _need(traj, ["run", "step", "layer", "alpha"], "alpha_trajectories")
+    names = list(dict.fromkeys(traj["run"])) if runs is None else (
+        [runs] if isinstance(runs, str) else list(runs))
+    unknown = [r for r in names if r not in set(traj["run"])]
+    if unknown or not names:
+        raise ValueError(f"alpha_trajectories: no trajectory for runs {unknown or names}; the "
+                         f"frame has {sorted(set(traj['run']))[:10]}")
+    fig, axes = _figure(len(names), 1, size=(7.0, 3.4))
+    for ax, name in zip(axes[:, 0], names):
+        g = traj[traj["run"] == name]
+        layers = sorted(g["layer"].unique())
+        colors = [f"C{i % 10}" for i in range(len(layers))]
+        for layer, color in zip(layers, colors):
+            gl = g[g["layer"] == layer].sort_values("step")
+            ax.plot(gl["step"].to_numpy(), gl["alpha"].to_numpy(dtype=float), color=color,
+                    label=f"layer {layer}")
+            if show_init and "alpha_init" in gl.columns and gl["alpha_init"].notna().any():
+                ax.axhline(float(gl["alpha_init"].iloc[0]), color=color, linestyle=":",
+                           linewidth=0.8)
+        ax.set_title(name, fontsize="small")
+        ax.set_ylabel("α")
+        ax.grid(alpha=0.3)
+        if len(layers) <= 16:
+            ax.legend(fontsize="x-small", ncol=2 if len(layers) > 8 else 1, loc="best")
+    axes[-1, 0].set_xlabel("step")
+    if title:
+        fig.suptitle(title)
+    return _save(fig, path)
+
+
+def rung_heatmap(sets: Sequence[Sequence[int]], seq_len: int | None = None, path=None,
+                 title: str | None = None, labels: Sequence[str] | None = None) -> Figure:
+    """Which distances each layer attends: an image with one row per layer (layer 0 at the top)
+    and one column per distance 0 … seq_len−1, 1 where attended (distances ≥ seq_len are
+    ignored). ``sets`` is a list of per-layer distance lists (``ModelConfig.attended_sets()``,
+    ``probes.coverage.layer_sets``); ``seq_len`` defaults to the largest distance + 1."""
+    sets = [list(s) for s in sets]
+    if not sets:
+        raise ValueError("rung_heatmap: no layers given (sets is empty)")
+    T = seq_len if seq_len is not None else max((max(s) for s in sets if s), default=0) + 1
+    if T < 1:
+        raise ValueError(f"rung_heatmap: seq_len={seq_len!r} must be at least 1")
+    grid = np.zeros((len(sets), T))
+    for i, s in enumerate(sets):
+        for d in s:
+            if 0 <= d < T:
+                grid[i, d] = 1.0
+    fig, ax = _figure(size=(9.0, 0.35 * len(sets) + 1.6))
+    ax = ax[0, 0]
+    ax.imshow(grid, aspect="auto", interpolation="nearest", cmap="Greys", vmin=0, vmax=1,
+              extent=(-0.5, T - 0.5, len(sets) - 0.5, -0.5))
+    ax.set_yticks(range(len(sets)))
+    ax.set_yticklabels(list(labels) if labels is not None else [str(i) for i in range(len(sets))],
+                       fontsize="x-small")
+    ax.set_xlabel("distance")
+    ax.set_ylabel("layer")
+    ax.set_title(title or f"Attended distances per layer ({len(sets)} layers, T={T})")
+    return _save(fig, path)
+
+
+def coverage_curves(sets_by_scheme: Mapping[str, Sequence[Sequence[int]]], seq_len: int,
+                    path=None, title: str | None = None) -> Figure:
+    """Distinct-distance coverage: for each scheme, the number of distinct distances in
+    0 … δ that some layer attends, against δ (a step curve ending at the union size). ``sets_by_
+    scheme`` maps a name to its per-layer distance lists (e.g. ``probes.receptive_field.
+    scheme_sets``)."""
+    if not sets_by_scheme:
+        raise ValueError("coverage_curves: no schemes given")
+    fig, ax = _figure()
+    ax = ax[0, 0]
+    x = np.arange(seq_len)
+    for i, (name, sets) in enumerate(sets_by_scheme.items()):
+        hit = np.zeros(seq_len, dtype=bool)
+        for s in sets:
+            idx = [d for d in s if 0 <= d < seq_len]
+            hit[idx] = True
+        y = np.cumsum(hit)
+        ax.step(x, y, where="post", label=f"{name} ({int(y[-1])})",
+                color=_color(name, i))
+    ax.set_xlabel("distance δ")
+    ax.set_ylabel("distinct attended distances ≤ δ")
+    ax.set_title(title or f"Distinct-distance coverage (T={seq_len}, window counted)")
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+def receptive_field_curves(fractions: Mapping[str, Sequence[float]], path=None,
+                           title: str | None = None) -> Figure:
+    """Share of distances 0 … T−1 reachable after layers 1 … L, one line per scheme
+    (``fractions`` maps a name to ``probes.receptive_field.reachable_fraction(...)`` or a
+    ``receptive_report``'s ``reachable_fraction``)."""
+    if not fractions:
+        raise ValueError("receptive_field_curves: no schemes given")
+    fig, ax = _figure()
+    ax = ax[0, 0]
+    for i, (name, fr) in enumerate(fractions.items()):
+        y = np.asarray(list(fr), dtype=float)
+        ax.plot(np.arange(1, len(y) + 1), y, marker="o", label=name, color=_color(name, i))
+    ax.set_xlabel("layers")
+    ax.set_ylabel("share of distances reachable")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title(title or "Receptive field through the stack")
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    return _save(fig, path)

@@ -1,0 +1,168 @@
+"""Learned-α trajectories: how far each layer's spacing scalar moves from where it started.
+
+Sources: our store (``Store.alphas()``: LM runs log every layer's α every ``alpha_every`` steps,
+probe runs their per-step trajectory) and probe records (``trajectory: [{step, alphas}]``, as
+``probes.retrieval.run_cell`` returns and the probe JSONL files hold). Both become one long frame
+with columns ``run``, ``kind`` (``lm`` | ``probe``), ``step``, ``layer``, ``alpha``,
+``alpha_init``. Layers without an α (NaN: dense layers) are dropped.
+
+``alpha_init`` is the layer's α at step 0 when the trajectory has a step 0 (probes log one); for
+an LM run, whose first logged step is 1 (after one optimizer step), it is the schedule's start
+computed from the run's config (``lab.schedules.layer_alphas`` with the model's schedule,
+``learned_init``, ``coprime_stride``, ``alpha_min``, ``alpha_span``); NaN when neither is known.
+
+Summaries: :func:`final_range` (the α range at each run's last step), :func:`drift` (per run and
+layer, the largest |α − α_init| over steps) and :func:`inert` (is every layer within a tolerance
+of its start? the paper's "stays within 0.05 of α = 1").
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+
+from lab.schedules import layer_alphas
+
+__all__ = ["COLUMNS", "initial_alphas", "from_store", "from_records", "final_range", "drift",
+           "inert"]
+
+#: Columns of a trajectory frame.
+COLUMNS = ["run", "kind", "step", "layer", "alpha", "alpha_init"]
+
+
+def initial_alphas(config: dict, n_layers: int | None = None) -> list[float] | None:
+    """The per-layer α a run starts from, from its config (a ``TrainConfig.to_dict()`` with the
+    model under ``"model"``, or a flat model dict); ``None`` for a dense run or when the config
+    does not say (no schedule, or no layer count and no ``n_layers``)."""
+    model = config.get("model") if isinstance(config.get("model"), dict) else config
+    if model.get("attention", "sparse") == "dense" or "schedule" not in model:
+        return None
+    layers = model.get("n_layers", n_layers)
+    if layers is None:
+        return None
+    schedule = model["schedule"]
+    init = model.get("learned_init", "fixed")
+    kw = {k: model[k] for k in ("alpha_min", "alpha_span") if model.get(k) is not None}
+    return layer_alphas(schedule if isinstance(schedule, str) else list(schedule), int(layers),
+                        stride=model.get("coprime_stride"),
+                        init=init if isinstance(init, str) else list(init), **kw)
+
+
+def _finish(df: pd.DataFrame, starts: dict) -> pd.DataFrame:
+    """Drop NaN α, fill ``alpha_init`` (step-0 value, else ``starts[run]``), sort, type."""
+    df = df[df["alpha"].notna()].copy()
+    first = (df[df["step"] == 0].drop_duplicates(["run", "layer"])
+             .set_index(["run", "layer"])["alpha"])
+    from_config = pd.Series(
+        {(run, layer): float(a) for run, s in starts.items() if s is not None
+         for layer, a in enumerate(s)}, dtype=float)
+    known = pd.concat([first, from_config[~from_config.index.isin(first.index)]])
+    keys = pd.MultiIndex.from_arrays([df["run"], df["layer"]])
+    df["alpha_init"] = known.reindex(keys).to_numpy(dtype=float) if len(known) else math.nan
+    df = df.sort_values(["run", "step", "layer"], kind="stable").reset_index(drop=True)
+    df["step"] = df["step"].astype("int64")
+    df["layer"] = df["layer"].astype("int64")
+    df["alpha"] = df["alpha"].astype(float)
+    return df[COLUMNS]
+
+
+def from_store(store, runs=None, kinds=("lm", "probe")) -> pd.DataFrame:
+    """Every α logged in a :class:`lab.store.Store` for runs of ``kinds`` (optionally only the
+    names in ``runs``; named runs of other kinds are skipped, a name the store lacks raises
+    ``ValueError``), as a trajectory frame (:data:`COLUMNS`)."""
+    info = store.runs()
+    if runs is not None:
+        runs = [runs] if isinstance(runs, str) else list(runs)
+        unknown = sorted(set(runs) - set(info["name"]))
+        if unknown:
+            raise ValueError(f"from_store: the store has no runs named {unknown}")
+        info = info[info["name"].isin(runs)]
+    info = info[info["kind"].isin(list(kinds))]
+    al = store.alphas(list(info["name"])) if len(info) else store.alphas([])
+    kind = dict(zip(info["name"], info["kind"]))
+    starts = {}
+    for name, cfg in zip(info["name"], info["config_json"]):
+        try:
+            config = json.loads(cfg) if cfg else {}
+            n = int(al.loc[al["run"] == name, "layer"].max() + 1) if (al["run"] == name).any() \
+                else None
+            starts[name] = initial_alphas(config, n)
+        except (ValueError, TypeError, json.JSONDecodeError):
+            starts[name] = None            # an unusual config: only a step-0 value can serve
+    df = al.assign(kind=al["run"].map(kind))
+    return _finish(df, starts)
+
+
+def from_records(records) -> pd.DataFrame:
+    """Trajectory frame (:data:`COLUMNS`, kind ``probe``) of probe records. A record names its
+    run by ``key`` (else ``record{i}``); without a ``trajectory`` its final ``alphas`` at
+    ``steps`` is its only point."""
+    rows = []
+    for i, rec in enumerate(records):
+        run = rec.get("key") or f"record{i}"
+        traj = list(rec.get("trajectory") or [])
+        if not traj and rec.get("alphas") is not None:
+            traj = [{"step": rec.get("steps", 0), "alphas": rec["alphas"]}]
+        for point in traj:
+            for layer, a in enumerate(point["alphas"]):
+                rows.append((run, "probe", int(point["step"]), layer,
+                             math.nan if a is None else float(a)))
+    df = pd.DataFrame(rows, columns=["run", "kind", "step", "layer", "alpha"])
+    return _finish(df, {})
+
+
+def _check(traj: pd.DataFrame, who: str) -> None:
+    missing = [c for c in COLUMNS if c not in traj.columns]
+    if missing:
+        raise ValueError(f"{who}: not a trajectory frame, missing columns {missing} (build one "
+                         f"with from_store or from_records)")
+
+
+def final_range(traj: pd.DataFrame) -> pd.DataFrame:
+    """Per run, the α at its last logged step: ``run``, ``kind``, ``step``, ``layers``,
+    ``alpha_min``, ``alpha_max``, ``init_min``, ``init_max`` (the starting range)."""
+    _check(traj, "final_range")
+    last = traj[traj["step"] == traj.groupby("run")["step"].transform("max")]
+    out = last.groupby(["run", "kind"], sort=False).agg(
+        step=("step", "max"), layers=("layer", "nunique"), alpha_min=("alpha", "min"),
+        alpha_max=("alpha", "max"), init_min=("alpha_init", "min"),
+        init_max=("alpha_init", "max")).reset_index()
+    return out
+
+
+def drift(traj: pd.DataFrame) -> pd.DataFrame:
+    """Per run and layer: ``alpha_init``, ``alpha_final`` (at the last logged step),
+    ``max_drift`` = max over logged steps of |α − α_init| and ``final_drift`` = |α_final −
+    α_init| (NaN where the start is unknown)."""
+    _check(traj, "drift")
+    df = traj.assign(_d=(traj["alpha"] - traj["alpha_init"]).abs())
+    df = df.sort_values(["run", "layer", "step"], kind="stable")
+    g = df.groupby(["run", "kind", "layer"], sort=False)
+    out = g.agg(alpha_init=("alpha_init", "first"), alpha_final=("alpha", "last"),
+                max_drift=("_d", lambda s: s.max(skipna=False))).reset_index()
+    out["final_drift"] = (out["alpha_final"] - out["alpha_init"]).abs()
+    return out
+
+
+def inert(traj: pd.DataFrame, tol: float = 0.05) -> pd.DataFrame:
+    """The inertness check per run: ``run``, ``kind``, ``layers``, ``max_drift`` (largest
+    |α − α_init| over layers and steps), ``worst_layer`` (where it happened) and ``inert``
+    (True when every layer stayed within ``tol`` of its start at every logged step; ``<NA>``
+    when a start is unknown)."""
+    if not tol >= 0:
+        raise ValueError(f"tol={tol!r} must be a non-negative number (e.g. 0.05)")
+    d = drift(traj)
+    rows = []
+    for (run, kind), g in d.groupby(["run", "kind"], sort=False):
+        unknown = g["max_drift"].isna().any()
+        worst = g.loc[g["max_drift"].idxmax()] if not unknown else None
+        rows.append({"run": run, "kind": kind, "layers": len(g),
+                     "max_drift": math.nan if unknown else float(worst["max_drift"]),
+                     "worst_layer": pd.NA if unknown else int(worst["layer"]),
+                     "inert": pd.NA if unknown else bool(worst["max_drift"] <= tol)})
+    out = pd.DataFrame(rows, columns=["run", "kind", "layers", "max_drift", "worst_layer",
+                                      "inert"])
+    out["worst_layer"] = out["worst_layer"].astype("Int64")
+    out["inert"] = out["inert"].astype("boolean")
+    return out
