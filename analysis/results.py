@@ -18,7 +18,7 @@ from analysis import paper, plots, tables, trajectories
 from analysis.report import Report
 
 __all__ = ["build_report", "demo_report", "lm_sections", "probe_section",
-           "probe_section_from_records", "coverage_section", "claims_section"]
+           "probe_section_from_records", "coverage_section", "claims_section", "paper_db_section"]
 
 
 def _try(report: Report, what: str, fn) -> None:
@@ -168,13 +168,36 @@ def claims_section(report: Report, claims: list[dict]) -> None:
                                 "here": c["evidence"]} for c in claims]))
 
 
+def paper_db_section(report: Report, db_path: str) -> None:
+    """The paper's tables rebuilt from the authors' released results database (SPEC §7), each
+    beside the published numbers: a check that the published tables follow from the data."""
+    from analysis import paperdb
+    report.heading("The authors' results database, rebuilt")
+    report.text(f"Read from `{db_path}`. Columns `_paper` hold the published value and `_diff` "
+                f"ours − published.")
+    fp = paperdb.load_final_ppl(db_path)
+    t1 = tables.with_paper(tables.table1(fp, decimals=2), tables.published(1))
+    report.table(t1, decimals=2, caption="Table 1: final held-out perplexity at step 13,000")
+    report.figure(plots.perplexity_vs_window(tables.table1(fp), title="FineWeb-Edu perplexity vs "
+                                                                      "W (authors' database)"),
+                  "paperdb-ppl-vs-W")
+    _try(report, "Table 5", lambda: report.table(
+        tables.with_paper(tables.table5_from_final_ppl(fp, decimals=2), tables.published(5)),
+        decimals=2, caption="Table 5: seed replication at W=12 (FineWeb-Edu)"))
+    _try(report, "Table 2", lambda: report.table(
+        tables.table2_from_paperdb(paperdb.load_retrieval(db_path)), decimals=3,
+        caption="Table 2 from the database's marked-probe rows"))
+
+
 # --------------------------------------------------------------------------------------------
 # whole reports
 # --------------------------------------------------------------------------------------------
 def build_report(store, runs=None, probe_records: list[dict] | None = None,
-                 title: str = "fiblab report", dataset: str | None = None) -> Report:
+                 title: str = "fiblab report", dataset: str | None = None,
+                 paper_db: str | None = None) -> Report:
     """Every table and figure for the chosen LM runs (default: all finished) and probe records
-    (default: the probe cells in the store)."""
+    (default: the probe cells in the store); with ``paper_db`` (the authors' fib.db) also the
+    paper's tables rebuilt from it."""
     r = Report(title)
     lm_sections(r, store, runs, dataset)
     if probe_records is not None:
@@ -184,6 +207,8 @@ def build_report(store, runs=None, probe_records: list[dict] | None = None,
         if len(probes):
             probe_section(r, tables.probe_cells_from_store(probes),
                           trajectories.from_store(store, kinds=("probe",)))
+    if paper_db:
+        paper_db_section(r, paper_db)
     return r
 
 

@@ -293,8 +293,11 @@ def cmd_report(args) -> int:
                 raise ValueError(f"probe results file {path!r} does not exist")
             records += load_records(path)
     with Store(args.store) as st:
+        if args.paper_db and not os.path.exists(args.paper_db):
+            raise ValueError(f"--paper-db {args.paper_db!r} does not exist (the authors' "
+                             f"database; a copy ships at ../shared/reference/fib.db)")
         rep = build_report(st, args.runs or None, records, title=args.title,
-                           dataset=args.dataset)
+                           dataset=args.dataset, paper_db=args.paper_db)
         paths = rep.write(args.out)
     print(f"report: {paths['report.md']} and {paths['report.html']}")
     return 0
@@ -321,6 +324,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="probe result JSONL files (default: the probe cells in the store)")
     s.add_argument("--dataset", default=None, help="held-out domain (default: the only one)")
     s.add_argument("--title", default="fiblab report")
+    s.add_argument("--paper-db", default=None,
+                   help="also rebuild the paper's tables from the authors' fib.db")
     s.add_argument("--out", required=True, help="report folder, e.g. reports/NAME")
     s.set_defaults(fn=cmd_report)
 

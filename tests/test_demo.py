@@ -80,3 +80,15 @@ def test_report_command_on_the_demo_store(demo):
 def test_report_names_a_missing_store(tmp_path, capsys):
     assert main(["report", "--store", str(tmp_path / "none.db"), "--out", str(tmp_path)]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_report_rebuilds_the_paper_tables_from_a_database(demo, tmp_path):
+    from test_paperdb import build_fixture
+    d, _ = demo
+    db = build_fixture(tmp_path / "fib.db")
+    out = tmp_path / "rep"
+    assert main(["report", "--store", str(d / "runs" / "store.db"), "--out", str(out),
+                 "--paper-db", str(db)]) == 0
+    md = (out / "report.md").read_text()
+    assert "## The authors' results database, rebuilt" in md
+    assert "fineweb_edu_paper" in md
