@@ -22,7 +22,8 @@ Tables (schema version in ``PRAGMA user_version``; see ``SCHEMA_VERSION`` and ``
 ``evaluations``
     ``(run, step, dataset, context_len, kind) -> loss, perplexity, tokens``: ``loss`` is the mean
     NLL per scored token (nats), ``perplexity = exp(loss)``, ``tokens`` the tokens actually
-    scored, ``kind`` e.g. 'light', 'full', 'posmatched'.
+    scored, ``kind`` 'full' / 'frozen' (whole windows, rung set recomputed / frozen),
+    'full:block{j}' / 'frozen:block{j}' (position-matched), 'bin{b}', 'light' (lab/evaluate.py).
 ``alphas``
     ``(run, step, layer) -> alpha``, long format; a NaN α (dense layers) is stored as NULL.
 ``probe_results``
