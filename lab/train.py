@@ -14,6 +14,11 @@ written last; a checkpoint whose sidecar is missing or does not match is skipped
 Under ``torchrun --nproc_per_node=N`` the same entry point runs DistributedDataParallel (gloo on
 CPU, NCCL on GPUs); each rank takes every N-th micro-batch of the global step, so N processes see
 exactly the samples one process would.
+
+Stop requests: a file named ``STOP`` in the run folder (``request_stop(run_dir)``, or
+``touch runs/<name>/STOP``) ends the run after the step in progress: a checkpoint of that step is
+written, the request file is removed, the store records a ``stopped`` event and the run's status,
+and `train` returns normally (``summary["status"] == "stopped"``).  ``resume=True`` continues it.
 """
 from __future__ import annotations
 
@@ -307,6 +312,42 @@ class TrainingDiverged(RuntimeError):
 
 
 # --------------------------------------------------------------------------------------------
+# stop requests
+# --------------------------------------------------------------------------------------------
+STOP_FILE = "STOP"
+
+
+def request_stop(run_dir: str) -> str:
+    """Ask the run writing to ``run_dir`` to stop after its current step; returns the file."""
+    os.makedirs(run_dir, exist_ok=True)
+    path = os.path.join(run_dir, STOP_FILE)
+    with open(path, "w") as f:
+        f.write(f"stop requested at {time.time():.3f}\n")
+    return path
+
+
+def stop_requested(run_dir: str, di: DistInfo | None = None) -> bool:
+    """True when ``run_dir/STOP`` exists (under torchrun: on any rank, so all ranks agree)."""
+    flag = os.path.exists(os.path.join(run_dir, STOP_FILE))
+    if di is not None and di.world > 1:
+        t = torch.tensor([1.0 if flag else 0.0], device=di.device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        flag = bool(t.item())
+    return flag
+
+
+def _mark_stopped(store, name: str, step: int) -> None:
+    """Record a requested stop: a 'stopped' event and status 'stopped' (or 'pending', with the
+    same message, while the store's schema does not know 'stopped')."""
+    msg = f"stopped by request at step {step}; resume to continue"
+    store.log_event(name, "stopped", msg)
+    try:
+        store.set_status(name, "stopped", msg)
+    except ValueError:
+        store.set_status(name, "pending", msg)
+
+
+# --------------------------------------------------------------------------------------------
 # evaluation
 # --------------------------------------------------------------------------------------------
 @torch.no_grad()
@@ -460,6 +501,7 @@ def train(cfg: TrainConfig, *, resume: bool = False, store_path: str | None = No
     t_last = time.perf_counter()
     model.train()
     status = "failed"
+    stopped_at = None
     try:
         for step in range(start + 1, cfg.steps + 1):
             lr = lr_at(step, cfg)
@@ -502,15 +544,28 @@ def train(cfg: TrainConfig, *, resume: bool = False, store_path: str | None = No
             if di.main and cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
                 run_eval(step, "light", cfg.eval_light_tokens)
                 t_last = time.perf_counter()             # tokens/s counts training only
-            if di.main and (step % cfg.ckpt_every == 0 or step == cfg.steps):
+            stop = step < cfg.steps and stop_requested(run_dir, di)
+            if di.main and (step % cfg.ckpt_every == 0 or step == cfg.steps or stop):
                 save_checkpoint(run_dir, step, {
                     "model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
                     "rng": rng_state(), "config": cfg.to_dict()}, cfg.keep_ckpts)
                 _maybe_kill_for_test(step)
-            if di.world > 1 and step % cfg.ckpt_every == 0:
+            if di.world > 1 and (step % cfg.ckpt_every == 0 or stop):
                 dist.barrier()
-        final = run_eval(cfg.steps, "full", None) if di.main else {}
-        status = "done"
+            if stop:
+                stopped_at = step
+                break
+        if stopped_at is None:
+            final = run_eval(cfg.steps, "full", None) if di.main else {}
+            status = "done"
+        else:
+            final = {}
+            status = "stopped"
+            log(f"{cfg.name}: stopped by request at step {stopped_at} (checkpoint kept; "
+                f"resume to continue)")
+            if di.main:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(os.path.join(run_dir, STOP_FILE))     # the request is served
     except BaseException as e:
         if store:
             kind = "diverged" if isinstance(e, TrainingDiverged) else "interrupted"
@@ -524,9 +579,11 @@ def train(cfg: TrainConfig, *, resume: bool = False, store_path: str | None = No
         if store:
             if status == "done":
                 store.set_status(cfg.name, "done")
+            elif status == "stopped":
+                _mark_stopped(store, cfg.name, stopped_at)
             store.close()
     return {"name": cfg.name, "losses": losses, "final_ppl": final, "run_dir": run_dir,
-            "alphas": model.alphas()}
+            "alphas": model.alphas(), "status": status, "stopped_at": stopped_at}
 
 
 def _maybe_kill_for_test(step: int) -> None:

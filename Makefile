@@ -1,0 +1,29 @@
+# fiblab — common commands.  `make lab` starts JupyterLab from the project's virtual environment
+# (created by scripts/setup.sh on first use) on 127.0.0.1, with ipywidgets 8 working out of the
+# box (prebuilt extension: no build step).  PORT=8899 make lab picks another port; LAB_ARGS adds
+# JupyterLab options (e.g. LAB_ARGS=--no-browser on a remote machine, then an SSH tunnel).
+
+PORT ?= 8888
+LAB_ARGS ?=
+PY := .venv/bin/python
+# JupyterLab refuses to run as root without --allow-root (containers, CI machines)
+ALLOW_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
+
+.PHONY: lab venv test test-notebooks strip-notebooks
+
+venv:
+	bash scripts/setup.sh
+
+lab: venv
+	$(PY) -m jupyterlab --ip=127.0.0.1 --port=$(PORT) $(ALLOW_ROOT) \
+		--ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/notebooks $(LAB_ARGS)
+
+test: venv
+	$(PY) -m pytest -q
+
+test-notebooks: venv
+	$(PY) -m pytest -q tests/test_notebooks.py tests/test_ui.py tests/test_browser.py
+
+# notebooks are committed without outputs (tests/test_notebooks.py checks it)
+strip-notebooks: venv
+	$(PY) -m lab.ui.nbstrip notebooks/*.ipynb

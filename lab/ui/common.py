@@ -1,0 +1,121 @@
+"""Shared pieces of the notebook widgets: paths, the smoke switch, errors shown in the UI, PNGs.
+
+ipywidgets swallows exceptions raised in observers and ``on_click`` handlers (at best a traceback
+lands in the browser console), so every handler here goes through `guarded`: the exception's
+message is written into an error widget (CSS class ``fib-error``) and kept in ``obj.error``,
+where tests and users can see it; the UI keeps its last good outputs.
+
+Environment variables read by the notebooks:
+
+    FIBLAB_SMOKE=1     smoke scale: every notebook runs top to bottom in seconds (the tests)
+    FIBLAB_STORE       the experiment store (default <project>/runs/fiblab.db)
+    FIBLAB_RUNS        the runs folder (default <project>/runs)
+"""
+from __future__ import annotations
+
+import functools
+import html
+import io
+import os
+from pathlib import Path
+
+import ipywidgets as W
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def smoke() -> bool:
+    """True when FIBLAB_SMOKE is set to 1 / true / yes (the notebooks' smoke scale)."""
+    return os.environ.get("FIBLAB_SMOKE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def store_path() -> str:
+    """The experiment store the notebooks use (FIBLAB_STORE, default runs/fiblab.db)."""
+    return os.environ.get("FIBLAB_STORE") or str(ROOT / "runs" / "fiblab.db")
+
+
+def runs_dir() -> str:
+    """The runs folder the notebooks use (FIBLAB_RUNS, default runs/)."""
+    return os.environ.get("FIBLAB_RUNS") or str(ROOT / "runs")
+
+
+def error_widget() -> W.HTML:
+    """An empty HTML widget with class ``fib-error`` that `guarded` writes messages into."""
+    w = W.HTML(value="")
+    w.add_class("fib-error")
+    return w
+
+
+def show_error(target, exc: BaseException | str | None) -> None:
+    """Set ``target.error`` (str or None) and its ``error_box`` widget."""
+    msg = None if exc is None else (exc if isinstance(exc, str) else
+                                    f"{type(exc).__name__}: {exc}" if not isinstance(
+                                        exc, ValueError) else str(exc))
+    target.error = msg
+    target.error_box.value = "" if msg is None else (
+        f"<div style='color:#b00020;font-weight:bold'>⚠ {html.escape(msg)}</div>")
+
+
+def guarded(method):
+    """Decorate a handler: an exception is shown in the object's error widget (and kept in
+    ``obj.error``) instead of being raised into ipywidgets, which would swallow it."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as e:                     # noqa: BLE001 - surfaced in the UI
+            show_error(self, e)
+            return None
+    return wrapper
+
+
+def parse_numbers(text: str, what: str, cast=float) -> list:
+    """Comma/space separated numbers; a ValueError names the bad item and the fix."""
+    items = [t for t in text.replace(",", " ").split() if t]
+    if not items:
+        raise ValueError(f"{what} is empty: write numbers separated by commas, e.g. 1, 3, 9")
+    out = []
+    for t in items:
+        try:
+            v = cast(t)
+        except ValueError:
+            raise ValueError(f"{what}: {t!r} is not a number; write numbers separated by "
+                             f"commas, e.g. 1, 3, 9") from None
+        out.append(v)
+    return out
+
+
+def png(fig) -> bytes:
+    """Render a matplotlib Figure (Agg, no pyplot state) to PNG bytes."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def image_widget() -> W.Image:
+    """A PNG Image widget, hidden until `set_png` gives it content (no broken-image icon)."""
+    return W.Image(format="png", layout=W.Layout(display="none"))
+
+
+def set_png(image: W.Image, data: bytes) -> None:
+    """Show ``data`` (PNG bytes) in ``image`` and make it visible."""
+    image.value = data
+    image.layout.display = None
+
+
+def figure(width: float, height: float, dpi: int = 80, layout: str | None = None):
+    """A pyplot-free Agg figure (no global state, safe from threads)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=(width, height), dpi=dpi, layout=layout)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def html_table(header: list[str], rows: list[list], cls: str = "") -> str:
+    """A small HTML table (cells escaped)."""
+    head = "".join(f"<th style='padding:2px 8px'>{html.escape(str(h))}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td style='padding:1px 8px;text-align:right'>"
+                                    f"{html.escape(str(c))}</td>" for c in r) + "</tr>"
+                   for r in rows)
+    return f"<table class='{cls}' style='border-collapse:collapse'><tr>{head}</tr>{body}</table>"
