@@ -261,6 +261,10 @@ def cmd_train(args) -> int:
     except TrainingDiverged as e:
         print(f"fiblab: training stopped: {e}", file=sys.stderr)
         return 3
+    if out.get("status") == "stopped":
+        print(f"{out['name']}: stopped at step {out.get('stopped_at')} by request; continue it "
+              f"with the same command and --resume")
+        return 0
     if out["final_ppl"]:
         print(f"{out['name']}: final held-out perplexity " + ", ".join(
             f"{k} {v:.3f}" for k, v in out["final_ppl"].items()) + f"  (run dir {out['run_dir']})")

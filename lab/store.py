@@ -67,7 +67,7 @@ __all__ = ["Store", "UnknownRunError", "git_revision", "STATUSES", "SCHEMA_VERSI
            "DEFAULT_PATH"]
 
 DEFAULT_PATH = "runs/fiblab.db"
-STATUSES = ("pending", "running", "done", "failed")
+STATUSES = ("pending", "running", "done", "failed", "stopped")
 BUSY_TIMEOUT_S = 30.0
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _TABLES = ("runs", "metrics", "evaluations", "alphas", "probe_results", "events")
@@ -154,6 +154,33 @@ _MIGRATIONS: list[str] = [
     BEGIN
         SELECT RAISE(ABORT, 'events is an append-only log');
     END;
+    """,
+    # 1 -> 2: status 'stopped' (a run stopped on request, resumable).  SQLite cannot alter a CHECK
+    # constraint, so the runs table is rebuilt (SQLite's documented 12-step procedure; foreign
+    # keys are off while migrations run, so dropping the old table cascades nothing and the
+    # other tables' references resolve to the new one).
+    """
+    CREATE TABLE runs_v2 (
+        id          INTEGER PRIMARY KEY,
+        name        TEXT    NOT NULL UNIQUE CHECK (length(name) > 0),
+        kind        TEXT    NOT NULL DEFAULT 'lm',
+        status      TEXT    NOT NULL DEFAULT 'pending'
+                            CHECK (status IN ('pending', 'running', 'done', 'failed', 'stopped')),
+        config_json TEXT    NOT NULL DEFAULT '{}',
+        preset      TEXT,
+        seed        INTEGER,
+        git_rev     TEXT,
+        run_dir     TEXT,
+        message     TEXT,
+        created_at  TEXT    NOT NULL,
+        started_at  TEXT,
+        finished_at TEXT
+    );
+    INSERT INTO runs_v2 SELECT id, name, kind, status, config_json, preset, seed, git_rev, run_dir,
+                               message, created_at, started_at, finished_at FROM runs;
+    DROP TABLE runs;
+    ALTER TABLE runs_v2 RENAME TO runs;
+    CREATE INDEX runs_kind_status ON runs (kind, status);
     """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -306,8 +333,8 @@ class Store:
                     raise ValueError(f"{self.path}: SQLite could not switch to WAL journal mode "
                                      f"(got {mode!r}); put the store on a local filesystem")
                 conn.execute("PRAGMA synchronous = NORMAL")   # WAL: durable against crashes
+            self._migrate(conn)                # with foreign keys off: see _MIGRATIONS[1]
             conn.execute("PRAGMA foreign_keys = ON")
-            self._migrate(conn)
         except sqlite3.OperationalError:   # locked, unreadable, …: not a verdict on the file
             conn.close()
             raise
@@ -348,6 +375,9 @@ class Store:
                 for statement in _split_sql(_MIGRATIONS[i]):
                     conn.execute(statement)
                 conn.execute(f"PRAGMA user_version = {i + 1}")
+            bad = conn.execute("PRAGMA foreign_key_check").fetchall()
+            if bad:
+                raise sqlite3.DatabaseError(f"store migration left dangling references: {bad[:3]}")
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:

@@ -337,14 +337,10 @@ def stop_requested(run_dir: str, di: DistInfo | None = None) -> bool:
 
 
 def _mark_stopped(store, name: str, step: int) -> None:
-    """Record a requested stop: a 'stopped' event and status 'stopped' (or 'pending', with the
-    same message, while the store's schema does not know 'stopped')."""
+    """Record a requested stop: a 'stopped' event and status 'stopped'."""
     msg = f"stopped by request at step {step}; resume to continue"
     store.log_event(name, "stopped", msg)
-    try:
-        store.set_status(name, "stopped", msg)
-    except ValueError:
-        store.set_status(name, "pending", msg)
+    store.set_status(name, "stopped", msg)
 
 
 # --------------------------------------------------------------------------------------------

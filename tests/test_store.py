@@ -365,3 +365,33 @@ def test_snapshot_holds_one_view_across_reader_calls(tmp_path):
             with pytest.raises(RuntimeError, match="snapshot"):
                 reader.log_event("a", "x", "y")
         assert len(reader.metrics()) == 2 and len(reader.alphas()) == 1
+
+
+def test_version_1_store_migrates_keeping_rows_and_learns_stopped(tmp_path):
+    """A store written by schema version 1 (no 'stopped' status) is rebuilt in place: every row
+    survives, references still cascade, and 'stopped' becomes a valid status."""
+    from lab.store import _MIGRATIONS, _split_sql
+    path = tmp_path / "v1.db"
+    con = sqlite3.connect(path, isolation_level=None)
+    for stmt in _split_sql(_MIGRATIONS[0]):
+        con.execute(stmt)
+    con.execute("PRAGMA user_version = 1")
+    con.execute("INSERT INTO runs (name, kind, status, created_at) "
+                "VALUES ('a', 'lm', 'done', '2026-11-30T00:00:00Z')")
+    con.execute("INSERT INTO metrics (run_id, step, name, value) VALUES (1, 5, 'loss', 2.5)")
+    con.execute("INSERT INTO alphas (run_id, step, layer, alpha) VALUES (1, 5, 0, 0.9)")
+    with pytest.raises(sqlite3.IntegrityError):      # version 1 refuses the new status
+        con.execute("UPDATE runs SET status = 'stopped'")
+    con.close()
+    with Store(path) as st:
+        assert st.schema_version == SCHEMA_VERSION >= 2
+        assert list(st.runs()["name"]) == ["a"]
+        assert st.metrics("a")["value"].tolist() == [2.5]
+        assert st.alphas("a")["alpha"].tolist() == [0.9]
+        st.set_status("a", "stopped", "stopped by request at step 5")
+        assert st.runs()["status"].tolist() == ["stopped"]
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA foreign_keys = ON")
+    con.execute("DELETE FROM runs WHERE name = 'a'")   # the children still follow their run
+    assert con.execute("SELECT count(*) FROM metrics").fetchone()[0] == 0
+    con.close()
