@@ -15,7 +15,7 @@ WIDGET = "application/vnd.jupyter.widget-view+json"
 def test_the_front_door_notebooks_exist():
     names = {p.name for p in NOTEBOOKS}
     assert {"01_coverage_explorer.ipynb", "02_retrieval_probes.ipynb",
-            "03_train_lm.ipynb"} <= names
+            "03_train_lm.ipynb", "04_alpha_trajectories.ipynb", "05_results.ipynb"} <= names
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -70,7 +70,7 @@ def test_runs_top_to_bottom_at_smoke_scale(path, smoke_env):
     stderr = "".join(o.get("text", "") for o in outputs
                      if o.output_type == "stream" and o.name == "stderr")
     assert "Traceback" not in stderr and "Error" not in stderr, stderr[-2000:]
-    if path.name.startswith(("01_", "02_", "03_")):        # the front door displays its widgets
+    if path.name.startswith(("01_", "02_", "03_", "04_", "05_")):     # each displays its panel
         assert any(WIDGET in o.get("data", {}) for o in outputs), "no widget displayed"
     if path.name.startswith("02_"):
         from lab.store import Store
