@@ -279,7 +279,29 @@ def position_claims(lms: list[dict]) -> list[dict]:
                    "fixed − stagger NLL per bin (nats): " + ", ".join(f"{g:+.3f}" for g in gap))]
 
 
+def battery_claims(lms: list[dict]) -> list[dict]:
+    sec = "auxiliary battery"
+    rows = [(lm_label(lm), lm["battery"]) for lm in lms
+            if lm.get("battery") and "skipped" not in lm["battery"]]
+    if not rows:
+        return []
+    out = []
+    for task, name, paper in (("ruler_vt", "RULER variable tracking", "0.097–0.131, chance 0.111"),
+                              ("lego", "LEGO (Z/2)", "0.494–0.506, chance 0.5")):
+        accs = {f"{lab} #{i}": b[task]["acc"] for i, (lab, b) in enumerate(rows)}
+        ch = rows[0][1][task]["chance"]
+        n = rows[0][1][task]["n"]
+        # within 3 binomial standard errors of chance (n items over all chain lengths)
+        tol = 3 * math.sqrt(ch * (1 - ch) / n)
+        near = all(abs(a - ch) <= tol for a in accs.values())
+        out.append(_claim(sec, f"{name} stays at chance for language models this small",
+                          paper, accs, "held" if near else "did not hold",
+                          f"accuracy {min(accs.values()):.3f}–{max(accs.values()):.3f} vs chance "
+                          f"{ch:.3f} (±{tol:.3f} = 3 standard errors)"))
+    return out
+
+
 def demo_claims(cov: dict, records: list[dict], lms: list[dict], scale=None) -> list[dict]:
     """Every claim the main job can check, in report order."""
     return (coverage_claims(cov) + probe_claims(records) + lm_claims(lms)
-            + extrapolation_claims(lms) + position_claims(lms))
+            + extrapolation_claims(lms) + position_claims(lms) + battery_claims(lms))

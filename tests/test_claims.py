@@ -94,3 +94,18 @@ def test_extrapolation_and_position_claims():
     # the last bin has fixed below stagger (3.6 < 3.7): not every bin
     assert pos["verdict"] == "did not hold"
     assert pos["ours"][0] == pytest.approx(0.1) and pos["ours"][-1] == pytest.approx(-0.1)
+
+
+def test_battery_claim_uses_three_standard_errors():
+    from analysis.claims import battery_claims
+
+    def lm(r, g):
+        x = _lm("fixed", 40.0)
+        x["battery"] = {"ruler_vt": {"acc": r, "chance": 1 / 9, "n": 900},
+                        "lego": {"acc": g, "chance": 0.5, "n": 900}}
+        return x
+    # 3 σ at n=900: RULER 3·sqrt((1/9)(8/9)/900) = 0.0314, LEGO 3·0.5/30 = 0.05
+    v = [c["verdict"] for c in battery_claims([lm(0.14, 0.54)])]
+    assert v == ["held", "held"]
+    v = [c["verdict"] for c in battery_claims([lm(0.15, 0.56)])]
+    assert v == ["did not hold", "did not hold"]
