@@ -23,6 +23,14 @@ Paths
 
 Every query attends at least itself (distance 0), so no row is empty; masked logits are −inf and
 receive exactly zero probability.
+
+Implementations of shift / interp (``impl``)
+--------------------------------------------
+Both paths reduce to one low-level operation, ``lab.kernels.columns_attention`` (C columns, each a
+distance and a fraction).  ``_ShiftedAttention`` below is its pure-PyTorch reference
+(``impl="torch"``); ``impl="cpp"`` is the fused C++ kernel (CPU), ``impl="triton"`` the fused
+Triton kernel (CUDA), and ``impl="auto"`` (the default) picks the fastest available one for the
+device, falling back to the reference with a warning.  ``FIBLAB_ATTN_IMPL`` overrides "auto".
 """
 from __future__ import annotations
 
@@ -32,6 +40,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from lab import kernels
 from lab.offsets import (Base, attended_distances, check_alpha, check_window, interp_columns,
                          resolve_base)
 
@@ -211,6 +220,62 @@ def _shifted_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     return _ShiftedAttention.apply(q, k, v, fracs, dists, tuple(frac_idx), scale)
 
 
+def columns_attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                                dists: torch.Tensor, fracs: torch.Tensor, scale: float, *,
+                                interpolated=None) -> torch.Tensor:
+    """`lab.kernels.columns_attention` in pure PyTorch (``impl="torch"``): `_ShiftedAttention`
+    over the columns (dists (C,) int, fracs (C,) float; see `lab.kernels`).  Columns with a
+    distance ≥ T are read by no query and dropped (their dfrac is 0).  Needs a column at
+    distance 0 (every query must read a key; the fused kernels return zeros where none does)."""
+    T = check_qkv(q, k, v)[3]
+    dl = [int(d) for d in dists.detach().cpu().tolist()]
+    if 0 not in dl:
+        raise ValueError(f"dists {dl} has no distance 0: the pure-PyTorch reference needs one "
+                         f"(every query must read a key); add a column at distance 0")
+    if interpolated is None:
+        interp = ([True] * len(dl) if fracs.requires_grad
+                  else [x != 0 for x in fracs.detach().cpu().tolist()])
+    else:
+        interp = [bool(x) for x in torch.as_tensor(interpolated).cpu().tolist()]
+    keep = [c for c, d in enumerate(dl) if d < T]
+    kept_fracs = fracs.to(q.dtype)[torch.tensor(keep, device=fracs.device)]
+    frac_idx = tuple(i if interp[c] else -1 for i, c in enumerate(keep))
+    return _ShiftedAttention.apply(q, k, v, kept_fracs, tuple(dl[c] for c in keep), frac_idx,
+                                   scale)
+
+
+def _interp_column_tensors(alpha: torch.Tensor, window: int, seq_len: int, base: Base,
+                           rungs: int, reach: int | None):
+    """`column_plan(..., interpolate=True)` as kernel inputs: (dists (C,) int64 on CPU, fracs
+    (C,) on α's graph, interpolated (C,) bool).  Same rule and the same α·f values; the
+    fractions come from two tensor ops, α·F − LO, instead of one graph node per rung."""
+    check_window(window)
+    reach_ = seq_len if reach is None else reach
+    f = torch.tensor(resolve_base(base, rungs, max(reach_, 2)), dtype=alpha.dtype,
+                     device=alpha.device)
+    targets = (alpha.detach().reshape(()) * f).cpu().tolist()                # one transfer
+    n_win = min(window, seq_len - 1) + 1
+    kept = interp_columns(targets, window, seq_len, reach)                   # [(rung, lo)]
+    dists = list(range(n_win)) + [lo for _, lo in kept]
+    scale_f = [0.0] * n_win + [float(f[kk]) for kk, _ in kept]
+    fracs = (alpha.reshape(()) * torch.tensor(scale_f, dtype=alpha.dtype, device=alpha.device)
+             - torch.tensor([0] * n_win + [lo for _, lo in kept], dtype=alpha.dtype,
+                            device=alpha.device))
+    interp = torch.tensor([False] * n_win + [True] * len(kept))
+    return torch.tensor(dists, dtype=torch.int64), fracs, interp
+
+
+def _columns(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+             cols: list[tuple[int, torch.Tensor | None]], scale: float, impl: str) -> torch.Tensor:
+    """An integer column plan (see `column_plan`) through `lab.kernels.columns_attention`."""
+    if any(frac is not None for _, frac in cols):
+        raise ValueError("_columns takes integer columns; interpolated ones go through "
+                         "_interp_column_tensors")
+    dists = torch.tensor([d for d, _ in cols], dtype=torch.int64)
+    return kernels.columns_attention(q, k, v, dists, q.new_zeros(len(cols)), scale, impl,
+                                     interpolated=torch.zeros(len(cols), dtype=torch.bool))
+
+
 # --------------------------------------------------------------------------------------------
 # mask and dense paths
 # --------------------------------------------------------------------------------------------
@@ -239,7 +304,7 @@ def dense_attention(q, k, v, scale: float | None = None) -> torch.Tensor:
 def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, alpha, window: int,
                      base: Base = "fib", rungs: int = 15, rounding: str = "round",
                      path: str = "auto", reach: int | None = None,
-                     scale: float | None = None) -> torch.Tensor:
+                     scale: float | None = None, impl: str = "auto") -> torch.Tensor:
     """Attention over {0..W} ∪ scaled rungs.  Returns (B, H, T, D).
 
     alpha   a Python float selects the integer attended set (rounded by ``rounding``); a 0-d
@@ -247,10 +312,15 @@ def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, alpha
     path    "auto" (float → shift, tensor → interp), "shift", "interp", "mask" or "dense".
     reach   the length the rung set is computed for (default: the input length T).  Pass the
             training length to freeze the rung set when running a model at a longer length.
+    impl    how shift / interp run: "auto" (fused kernel for the device, else PyTorch; the
+            FIBLAB_ATTN_IMPL environment variable overrides it), "torch", "cpp" or "triton" —
+            see `lab.kernels`.  The mask and dense paths ignore it.
     """
     B, H, KV, T, D = check_qkv(q, k, v)
     if path not in PATHS:
         raise ValueError(f"path={path!r} is unknown: use one of {PATHS}")
+    if impl not in kernels.IMPLS:
+        raise ValueError(f"impl={impl!r} is unknown: use one of {kernels.IMPLS}")
     scale = 1.0 / math.sqrt(D) if scale is None else scale
     if path == "dense":
         return dense_attention(q, k, v, scale)
@@ -274,8 +344,9 @@ def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, alpha
                                               scale=scale, enable_gqa=H != KV)
     if path == "interp":
         a = alpha if is_tensor else torch.tensor(float(alpha), dtype=torch.float64)
-        cols = column_plan(a.to(q.device), window, T, base, rungs, rounding, reach,
-                           interpolate=True)
-    else:
-        cols = column_plan(alpha, window, T, base, rungs, rounding, reach)
-    return _shifted_attention(q, k, v, cols, scale)
+        dists, fracs, interp = _interp_column_tensors(a.to(q.device), window, T, base, rungs,
+                                                      reach)
+        return kernels.columns_attention(q, k, v, dists, fracs.to(q.dtype), scale, impl,
+                                         interpolated=interp)
+    cols = column_plan(alpha, window, T, base, rungs, rounding, reach)
+    return _columns(q, k, v, cols, scale, impl)

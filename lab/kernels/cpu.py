@@ -1,0 +1,269 @@
+"""The fused CPU kernel for column attention: a C++ extension behind a PyTorch custom op.
+
+    cpp_columns_attention(q, k, v, dists, fracs, scale, *, interpolated=None) -> (B, H, T, D)
+
+computes, for every query t, one softmax over C columns; column c reads distance lo_c =
+dists[c] (masked for t < lo_c) and, with f = fracs[c], the key/value blend
+(1 − f)·row[t − lo_c] + f·row[max(t − lo_c − 1, 0)] — the math of `lab.attention`'s
+`_ShiftedAttention`, which stays the reference.  Shapes (GQA, query head h reads KV head
+h // (H/KV)): q (B, H, T, D); k, v (B, KV, T, D).  Differentiable in q, k, v and fracs.
+
+The C++ sources (``csrc/columns_attention.cpp``, the binding, and ``csrc/columns_kernel.h``,
+the kernels) are compiled on first use with
+`torch.utils.cpp_extension.load` (-O3 -march=native, OpenMP through PyTorch's at::parallel_for)
+and cached under TORCH_EXTENSIONS_DIR (default ~/.cache/torch_extensions).  The cache entry's
+name carries a hash of the source, the flags, the torch version and this CPU's model and
+feature flags, so a build made for one CPU is never loaded on another.  Compilation failures
+are remembered for the process: `load()` raises `KernelUnavailable` with the reason.
+
+Autograd: two `torch.library.custom_op`s (``fiblab::cpu_columns_fwd`` / ``_bwd``, wrapping the
+extension's ``torch.ops.fiblab_cpu.forward`` / ``backward``) with `register_autograd` and fake
+(meta) kernels, so the op composes with the rest of the model and with torch.compile.  The
+forward saves q, k, v and the probabilities P (B, H, T, C); the backward needs only per-task
+halo rows (at most B·KV·T·D·2 values) for its scatter — and dS (B, H, T, C) on the generic
+path (float64, or head dims / group sizes the vectorised kernels do not cover).  Memory is
+O(B·H·T·C) beyond the inputs, outputs and gradients; no gathered (T, C, D) keys exist.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import sys
+import threading
+from collections.abc import Sequence
+
+import torch
+
+CSRC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc")
+SOURCES = (os.path.join(CSRC_DIR, "columns_attention.cpp"),      # the binding (compiled)
+           os.path.join(CSRC_DIR, "columns_kernel.h"))        # the kernels (included)
+_NATIVE_FLAGS = ["-O3", "-march=native", "-fopenmp"]
+_PORTABLE_FLAGS = ["-O3", "-fopenmp"]
+DTYPES = (torch.float32, torch.float64)
+
+
+class KernelUnavailable(RuntimeError):
+    """The C++ extension cannot be built or loaded here (the message says why)."""
+
+
+# --------------------------------------------------------------------------------------------
+# build and load (once per process; the build itself is cached on disk)
+# --------------------------------------------------------------------------------------------
+def cpu_signature() -> str:
+    """A string that identifies this CPU's model and instruction-set features."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            text = f.read()
+        fields = {}
+        for line in text.split("\n\n")[0].splitlines():
+            key, _, val = line.partition(":")
+            fields[key.strip()] = val.strip()
+        return " ".join(fields.get(k, "") for k in ("vendor_id", "model name", "flags",
+                                                     "Features", "CPU part"))
+    except OSError:
+        return f"{platform.machine()} {platform.processor()}"
+
+
+def extension_name(flags: Sequence[str]) -> str:
+    """Cache name for the extension built with `flags` on this CPU and torch version."""
+    h = hashlib.sha256()
+    srcs = []
+    for path in SOURCES:
+        with open(path, "rb") as f:
+            srcs.append(f.read())
+    for part in (*srcs, " ".join(flags).encode(), torch.__version__.encode(),
+                 cpu_signature().encode(), sys.version.encode()):
+        h.update(part)
+        h.update(b"\0")
+    return f"fiblab_cpu_{h.hexdigest()[:16]}"
+
+
+def _compile(flags: Sequence[str]):
+    """Build (or reuse the cached build of) the extension with `flags`, load it into this
+    process and return its operator namespace, ``torch.ops.fiblab_cpu``."""
+    from torch.utils import cpp_extension
+    name = extension_name(flags)
+    try:
+        build_dir = cpp_extension._get_build_directory(name, False)
+        cached = os.path.exists(os.path.join(build_dir, f"{name}.so"))
+    except Exception:                                    # private helper: best effort only
+        build_dir, cached = "TORCH_EXTENSIONS_DIR", False
+    if not cached:
+        print(f"fiblab: compiling the CPU attention kernel ({' '.join(flags)}) into {build_dir} "
+              f"— once, then cached", file=sys.stderr, flush=True)
+    cpp_extension.load(name=name, sources=[SOURCES[0]], extra_cflags=list(flags),
+                       extra_ldflags=["-fopenmp"], extra_include_paths=[CSRC_DIR],
+                       is_python_module=False, verbose=False)
+    return torch.ops.fiblab_cpu
+
+
+def _build():
+    """The extension's operators: native flags first, then portable ones if the compiler
+    refuses them."""
+    try:
+        return _compile(_NATIVE_FLAGS)
+    except Exception as native_err:                      # e.g. a compiler without -march=native
+        try:
+            return _compile(_PORTABLE_FLAGS)
+        except Exception:
+            raise native_err from None
+
+
+_STATE: dict = {}
+_LOCK = threading.Lock()
+
+
+def load():
+    """The compiled extension's operators (``torch.ops.fiblab_cpu``).  Raises
+    `KernelUnavailable` (and remembers it for the process) when it cannot be built — e.g. no
+    C++ compiler or no ninja.  Tests simulate that by replacing `_build`."""
+    with _LOCK:
+        if "module" in _STATE:
+            return _STATE["module"]
+        if "error" in _STATE:
+            raise KernelUnavailable(_STATE["error"])
+        try:
+            _STATE["module"] = _build()
+        except Exception as err:                         # compiler missing, build failed, …
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            _STATE["error"] = f"the C++ extension could not be built: {first[:300]}"
+            raise KernelUnavailable(_STATE["error"]) from err
+        return _STATE["module"]
+
+
+def status() -> bool | str:
+    """True when the kernel is usable here, else the reason (builds it on first call)."""
+    try:
+        load()
+        return True
+    except KernelUnavailable as err:
+        return str(err)
+
+
+# --------------------------------------------------------------------------------------------
+# the custom ops
+# --------------------------------------------------------------------------------------------
+Tensor = torch.Tensor
+
+
+@torch.library.custom_op("fiblab::cpu_columns_fwd", mutates_args=(), device_types="cpu")
+def _fwd_op(q: Tensor, k: Tensor, v: Tensor, dists: Tensor, fracs: Tensor, grad_cols: Tensor,
+            scale: float) -> tuple[Tensor, Tensor]:
+    """(out (B,H,T,D), P (B,H,T,C)).  grad_cols is only kept for the backward."""
+    out, probs = load().forward(q, k, v, dists, fracs, scale)
+    return out, probs
+
+
+@_fwd_op.register_fake
+def _(q, k, v, dists, fracs, grad_cols, scale):
+    B, H, T, _ = q.shape
+    return torch.empty_like(q), q.new_empty(B, H, T, dists.shape[0])
+
+
+@torch.library.custom_op("fiblab::cpu_columns_bwd", mutates_args=(), device_types="cpu")
+def _bwd_op(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, probs: Tensor, dists: Tensor,
+            fracs: Tensor, grad_cols: Tensor, scale: float
+            ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """(dq, dk, dv, dfracs); dfracs is computed for the columns grad_cols marks (empty: none)."""
+    dq, dk, dv, dfracs = load().backward(dout, q, k, v, probs, dists, fracs, grad_cols, scale)
+    return dq, dk, dv, dfracs
+
+
+@_bwd_op.register_fake
+def _(dout, q, k, v, probs, dists, fracs, grad_cols, scale):
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v), torch.empty_like(fracs)
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, dists, fracs, grad_cols, scale = inputs
+    ctx.save_for_backward(q, k, v, dists, fracs, grad_cols, output[1])
+    ctx.scale = scale
+    ctx.set_materialize_grads(False)                     # P's gradient is never used
+
+
+def _backward(ctx, dout, _dprobs):
+    q, k, v, dists, fracs, grad_cols, probs = ctx.saved_tensors
+    if dout is None:
+        return None, None, None, None, None, None, None
+    want_frac = ctx.needs_input_grad[4]
+    cols = grad_cols if want_frac else grad_cols.new_zeros(0)
+    dq, dk, dv, dfracs = _bwd_op(dout, q, k, v, probs, dists, fracs, cols, ctx.scale)
+    return dq, dk, dv, None, dfracs if want_frac else None, None, None
+
+
+_fwd_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+# --------------------------------------------------------------------------------------------
+# public entry point
+# --------------------------------------------------------------------------------------------
+def check_columns(q, k, v, dists, fracs, scale) -> None:
+    """Validate the shared low-level interface's arguments (clear errors naming the fix)."""
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(x, torch.Tensor) or x.dim() != 4:
+            got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"{name} must be a 4-D tensor (B, heads, T, head_dim); got {got}")
+    B, H, T, D = q.shape
+    if k.shape != v.shape:
+        raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must have the same shape")
+    Bk, KV, Tk, Dk = k.shape
+    if (Bk, Tk, Dk) != (B, T, D):
+        raise ValueError(f"k/v shape {tuple(k.shape)} does not match q {tuple(q.shape)} in batch, "
+                         f"length or head_dim")
+    if KV < 1 or H % KV != 0:
+        raise ValueError(f"n_heads={H} must be a multiple of n_kv_heads={KV}")
+    if not isinstance(dists, torch.Tensor) or dists.dim() != 1 or dists.numel() < 1:
+        raise ValueError("dists must be a 1-D int64 tensor of C >= 1 distances")
+    if dists.dtype.is_floating_point or dists.dtype.is_complex or dists.dtype == torch.bool:
+        raise ValueError(f"dists must hold integers (int64); got {dists.dtype}")
+    if not isinstance(fracs, torch.Tensor) or fracs.shape != dists.shape:
+        got = tuple(fracs.shape) if isinstance(fracs, torch.Tensor) else type(fracs).__name__
+        raise ValueError(f"fracs must be a float tensor of shape {tuple(dists.shape)} (one per "
+                         f"column); got {got}")
+    if not fracs.dtype.is_floating_point:
+        raise ValueError(f"fracs must be a float tensor; got {fracs.dtype}")
+    if not isinstance(scale, (int, float)) or not float(scale) == float(scale):
+        raise ValueError(f"scale must be a finite number; got {scale!r}")
+
+
+def cpp_columns_attention(q: Tensor, k: Tensor, v: Tensor, dists: Tensor, fracs: Tensor,
+                          scale: float, *,
+                          interpolated: Tensor | Sequence[bool] | None = None) -> Tensor:
+    """Column attention with the fused C++ kernel.  Returns (B, H, T, D).
+
+    q (B, H, T, D); k, v (B, KV, T, D), float32 or float64 on CPU; dists (C,) int64 ≥ 0;
+    fracs (C,) float (0 for integer columns), differentiable — the gradient to α.
+    interpolated  bool (C,): the columns that may read a second row and get d/dfrac.  Default:
+                  every column when fracs requires grad, else those with f ≠ 0.  A column not
+                  marked must have f = 0; its dfrac is 0.  Marking only the rungs (not the
+                  window) saves the second-row work where no gradient is wanted.
+    """
+    check_columns(q, k, v, dists, fracs, scale)
+    if q.device.type != "cpu" or k.device.type != "cpu" or v.device.type != "cpu":
+        raise ValueError(f"the C++ kernel runs on CPU tensors; got q on {q.device}: use "
+                         f"impl='triton' or 'torch' for other devices")
+    if not (q.dtype == k.dtype == v.dtype) or q.dtype not in DTYPES:
+        raise ValueError(f"the C++ kernel needs q, k, v in one of float32 / float64; got "
+                         f"{q.dtype}, {k.dtype}, {v.dtype}: cast them, or use impl='torch'")
+    C = dists.numel()
+    fr = fracs.to(device="cpu", dtype=q.dtype)
+    host = fracs.detach().to("cpu", torch.float64)
+    if not bool(torch.isfinite(host).all()):
+        raise ValueError(f"fracs must be finite; got {host.tolist()}")
+    d = dists.detach().to("cpu", torch.int64)
+    if int(d.min()) < 0:
+        raise ValueError(f"dists must be >= 0 (a query reads only the past); got {d.tolist()}")
+    if interpolated is None:
+        cols = (torch.ones(C, dtype=torch.bool) if fracs.requires_grad else host != 0)
+    else:
+        cols = torch.as_tensor(interpolated).to("cpu")
+        if cols.shape != (C,) or cols.dtype != torch.bool:
+            raise ValueError(f"interpolated must be a bool mask of shape ({C},); got "
+                             f"{cols.dtype} {tuple(cols.shape)}")
+        bad = ((host != 0) & ~cols).nonzero().flatten().tolist()
+        if bad:
+            raise ValueError(f"columns {bad} have non-zero fracs {host[bad].tolist()} but are not "
+                             f"marked interpolated: mark them, or pass fracs 0 there")
+    out, _ = _fwd_op(q, k, v, d, fr, cols, float(scale))
+    return out
