@@ -105,6 +105,15 @@ class PositionNLL:
     for i < L−1, the token after the window for i = L−1) from tokens 0…i."""
     sums: np.ndarray          # (L,) float64
     windows: int
+    window_sums: np.ndarray | None = field(default=None, repr=False)   # (windows,) float64
+
+    def windows_mean(self, index) -> "Perplexity":
+        """Mean NLL per token over the windows `index` (needs `window_sums`)."""
+        if self.window_sums is None:
+            raise ValueError("this measurement kept no per-window sums (per_window=False)")
+        idx = np.asarray(index, dtype=np.int64)
+        n = len(idx) * self.seq_len
+        return Perplexity(float(self.window_sums[idx].sum() / n), n)
 
     @property
     def seq_len(self) -> int:
@@ -155,6 +164,9 @@ class ExtrapolationCell:
     context_len: int
     whole: Perplexity | None = None
     blocks: list[Perplexity] = field(default_factory=list)   # block j, positions [jT, (j+1)T)
+    # the same tokens as block j, scored in training-length windows (windows k·m + j at 1×): the
+    # only difference from block j is the jT tokens of extra context (no sampling difference)
+    same_tokens: list[Perplexity] = field(default_factory=list)
     windows: int = 0
     new_rungs: list[list[int]] | None = None   # per layer: distances attended at L, not at T
     skipped: str | None = None
@@ -170,6 +182,7 @@ class ExtrapolationCell:
                 **(self.whole.to_dict() if self.whole else
                    {"loss": None, "tokens": 0, "ppl": None}),
                 "blocks": [b.to_dict() for b in self.blocks],
+                "same_tokens": [b.to_dict() for b in self.same_tokens],
                 "new_rungs": self.new_rungs, "skipped": self.skipped}
 
 
@@ -209,7 +222,7 @@ def n_windows(n_tokens: int, seq_len: int, limit_windows: int | None = None) -> 
 @torch.no_grad()
 def position_nll(model: torch.nn.Module, tokens, seq_len: int | None = None,
                  batch_size: int = 8, limit_windows: int | None = None,
-                 device=None) -> PositionNLL:
+                 device=None, per_window: bool = False) -> PositionNLL:
     """Summed per-position cross-entropy of `model` over the non-overlapping windows of `tokens`.
 
     model: returns logits (B, L, V) (or a tuple whose first item is them) for ids (B, L) and
@@ -227,6 +240,7 @@ def position_nll(model: torch.nn.Module, tokens, seq_len: int | None = None,
     was_training = model.training
     model.eval()
     sums = torch.zeros(L, dtype=torch.float64)
+    per = np.zeros(count, dtype=np.float64) if per_window else None
     offs = np.arange(L + 1)
     try:
         for a in range(0, count, batch_size):
@@ -242,9 +256,11 @@ def position_nll(model: torch.nn.Module, tokens, seq_len: int | None = None,
             nll = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1),
                                   reduction="none").view(y.shape)               # (B, L)
             sums += nll.double().sum(0).cpu()
+            if per is not None:
+                per[starts // L] = nll.double().sum(1).cpu().numpy()
     finally:
         model.train(was_training)
-    return PositionNLL(sums.numpy(), count)
+    return PositionNLL(sums.numpy(), count, per)
 
 
 def heldout_perplexity(model: torch.nn.Module, tokens, seq_len: int | None = None,
@@ -323,6 +339,7 @@ def length_extrapolation(model: FibLM, tokens, factors: Sequence[int] = DEFAULT_
     factor 1 both policies are the same model and share one measurement."""
     tokens = _as_token_array(tokens)
     factors = [_check_positive(f, "factor") for f in factors]
+    factors.sort(key=lambda f: f != 1)          # 1× first: the longer factors compare with it
     policies = list(policies)
     for p in policies:
         if p not in RUNG_POLICIES:
@@ -348,13 +365,19 @@ def length_extrapolation(model: FibLM, tokens, factors: Sequence[int] = DEFAULT_
             if m == 1 and 1 in shared:                       # same model under both policies
                 src = shared[1]
                 cell.whole, cell.blocks, cell.windows = src.whole, src.blocks, src.windows
+                cell.same_tokens = src.same_tokens
                 cell.new_rungs, cell.positions = src.new_rungs, src.positions
                 continue
             long = model.with_seq_len(L, rung_policy=policy).to(device)
             limit = None if limit_windows is None else max(1, limit_windows // m)
-            pos = position_nll(long, tokens, L, max(1, batch_size // m), limit, device)
+            pos = position_nll(long, tokens, L, max(1, batch_size // m), limit, device,
+                               per_window=(m == 1))
             cell.positions, cell.windows = pos, pos.windows
             cell.whole, cell.blocks = pos.whole(), pos.blocks(T)
+            base = shared.get(1)
+            if base is not None and base.positions.windows >= m * pos.windows:
+                k = np.arange(pos.windows) * m
+                cell.same_tokens = [base.positions.windows_mean(k + j) for j in range(m)]
             cell.new_rungs = new_rungs(reference, long)
             del long
             if m == 1:

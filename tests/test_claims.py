@@ -1,6 +1,8 @@
 """The main job's claim checks, on hand-made results whose verdicts are known."""
 import math
 
+import numpy as np
+
 import pandas as pd
 import pytest
 
@@ -14,10 +16,12 @@ def _rec(depth, init, acc, alphas, start, seed=0):
             "trajectory": [{"step": 0, "alphas": start}, {"step": 10, "alphas": alphas}]}
 
 
-def _lm(label, ppl, cells=(), bins=None, alphas=(1.0,)):
+def _lm(label, ppl, cells=(), bins=None, alphas=(1.0,), same=None):
     attention = "dense" if label == "dense" else "sparse"
     cell_dicts = [{"factor": f, "policy": p, "ppl": v, "skipped": None,
-                   "blocks": [{"ppl": b} for b in blocks]} for f, p, v, blocks in cells]
+                   "blocks": [{"ppl": b} for b in blocks],
+                   "same_tokens": [{"ppl": b} for b in (same or {}).get((f, p), [])]}
+                  for f, p, v, blocks in cells]
     return {"name": f"{label}-{ppl}", "train": {"alphas": list(alphas)},
             "eval": {"attention": attention, "schedule": None if label == "dense" else label,
                      "datasets": {"x": {"perplexity": {"ppl": ppl}, "cells": cell_dicts,
@@ -72,11 +76,13 @@ def test_lm_claims_use_welch_over_seeds():
 
 def test_extrapolation_and_position_claims():
     lms = [_lm("dense", 30.0, [(1, "recompute", 30.0, [30.0]),
-                               (4, "recompute", 90.0, [30.0, 80, 110, 140])]),
+                               (4, "recompute", 90.0, [30.0, 80, 110, 140])],
+               same={(4, "recompute"): [30.0, 40.0, 50.0, 60.0]}),
            _lm("stagger", 40.0, [(1, "recompute", 40.0, [40.0]),
                                  (4, "recompute", 39.0, [40.0, 39, 38.5, 38.5]),
                                  (4, "freeze", 39.1, [40.0, 39, 38.6, 38.8])],
-               bins=[4.0, 3.9, 3.8, 3.8, 3.7, 3.7, 3.7, 3.7]),
+               bins=[4.0, 3.9, 3.8, 3.8, 3.7, 3.7, 3.7, 3.7],
+               same={(4, "recompute"): [40.0, 39.5, 38.0, 38.5]}),
            _lm("fixed", 41.0, [(1, "recompute", 41.0, [41.0]),
                                (4, "recompute", 40.5, [41.0, 40.5, 40.2, 40.3])],
                bins=[4.1, 4.0, 3.9, 3.9, 3.8, 3.8, 3.8, 3.6])]
@@ -86,8 +92,13 @@ def test_extrapolation_and_position_claims():
     assert keep["verdict"] == "held"
     assert keep["ours"]["dense"] == pytest.approx(200.0)          # 90 / 30 − 1
     assert keep["ours"]["stagger"] == pytest.approx(-2.5)         # 39 / 40 − 1
-    avg = [c for k, c in ex.items() if k.startswith("a flat sparse curve")][0]
-    assert avg["ours"]["stagger"] == pytest.approx(-1.5) and avg["verdict"] == "held"
+    same = [c for k, c in ex.items() if k.startswith("scored on the same tokens")][0]
+    # stagger blocks 1–3: 39/39.5, 38.5/38, 38.5/38.5 → mean of −1.27 %, +1.32 %, 0 %
+    want = 100 * np.mean([39 / 39.5 - 1, 38.5 / 38 - 1, 0.0])
+    assert same["ours"]["stagger"] == pytest.approx(want)
+    assert same["ours"]["dense"] == pytest.approx(100 * np.mean([80 / 40 - 1, 110 / 50 - 1,
+                                                                 140 / 60 - 1]))
+    assert same["verdict"] == "held"                       # every sparse model under 1 %
     frz = [c for k, c in ex.items() if k.startswith("the never-trained rungs")][0]
     assert frz["ours"]["stagger"] == pytest.approx(100 * (39.0 / 39.1 - 1))
     pos = position_claims(lms)[0]

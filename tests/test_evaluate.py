@@ -157,6 +157,13 @@ def test_position_matched_blocks_against_training_length_windows(stagger):
         assert c.whole.tokens == 2 * 4 * T
     # frozen: block j ≥ 1 differs from recompute only through the new rungs (82 ∈ block 1)
     assert res.cell(4, "freeze").blocks[1].loss != res.cell(4, "recompute").blocks[1].loss
+    # the same tokens at 1×: block j of window k is training window 4k + j, scored alone
+    c = res.cell(4, "freeze")
+    for j in range(4):
+        alone = _direct_window_nll(stagger, toks, T, [j * T, (4 + j) * T])
+        assert c.same_tokens[j].loss == pytest.approx(alone.mean(), rel=1e-5)
+        assert c.same_tokens[j].tokens == 2 * T
+    assert c.same_tokens[0].loss == pytest.approx(c.blocks[0].loss, rel=1e-5)   # same context
 
 
 def test_skips_are_explained(stagger):
