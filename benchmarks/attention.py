@@ -38,6 +38,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from lab import kernels  # noqa: E402
+from lab.efficiency import _status_kib  # noqa: E402  (VmRSS / VmHWM in KiB)
 from lab.attention import sparse_attention  # noqa: E402
 
 ROWS = {
@@ -126,14 +127,6 @@ def peak_memory_child(name: str, T: int, device: str) -> None:
     base = _status_kib("VmRSS")
     run_once(name, q, k, v, True)
     print((_status_kib("VmHWM") - base) * 1024)
-
-
-def _status_kib(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"{field} not in /proc/self/status")
 
 
 def peak_memory(name: str, T: int, device: str, threads: int) -> int:

@@ -35,6 +35,8 @@ from collections.abc import Sequence
 
 import torch
 
+from lab.kernels.shapes import check_qkv
+
 CSRC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc")
 SOURCES = (os.path.join(CSRC_DIR, "columns_attention.cpp"),      # the binding (compiled)
            os.path.join(CSRC_DIR, "columns_kernel.h"))        # the kernels (included)
@@ -200,19 +202,7 @@ _fwd_op.register_autograd(_backward, setup_context=_setup_context)
 # --------------------------------------------------------------------------------------------
 def check_columns(q, k, v, dists, fracs, scale) -> None:
     """Validate the shared low-level interface's arguments (clear errors naming the fix)."""
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(x, torch.Tensor) or x.dim() != 4:
-            got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-            raise ValueError(f"{name} must be a 4-D tensor (B, heads, T, head_dim); got {got}")
-    B, H, T, D = q.shape
-    if k.shape != v.shape:
-        raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must have the same shape")
-    Bk, KV, Tk, Dk = k.shape
-    if (Bk, Tk, Dk) != (B, T, D):
-        raise ValueError(f"k/v shape {tuple(k.shape)} does not match q {tuple(q.shape)} in batch, "
-                         f"length or head_dim")
-    if KV < 1 or H % KV != 0:
-        raise ValueError(f"n_heads={H} must be a multiple of n_kv_heads={KV}")
+    check_qkv(q, k, v)
     if not isinstance(dists, torch.Tensor) or dists.dim() != 1 or dists.numel() < 1:
         raise ValueError("dists must be a 1-D int64 tensor of C >= 1 distances")
     if dists.dtype.is_floating_point or dists.dtype.is_complex or dists.dtype == torch.bool:

@@ -45,6 +45,8 @@ import torch
 import triton
 import triton.language as tl
 
+from lab.kernels.shapes import check_qkv
+
 __all__ = ["triton_columns_attention", "plan_tensors", "available", "interpreted",
            "default_launch"]
 
@@ -321,19 +323,7 @@ class _ColumnsAttention(torch.autograd.Function):
 # public entry points
 # --------------------------------------------------------------------------------------------
 def _check_inputs(q, k, v, dists, fracs, scale):
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(x, torch.Tensor) or x.dim() != 4:
-            got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-            raise ValueError(f"{name} must be a 4-D tensor (B, heads, T, head_dim); got {got}")
-    B, H, T, D = q.shape
-    if k.shape != v.shape:
-        raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must have the same shape")
-    Bk, KV, Tk, Dk = k.shape
-    if (Bk, Tk, Dk) != (B, T, D):
-        raise ValueError(f"k/v shape {tuple(k.shape)} does not match q {tuple(q.shape)} in batch, "
-                         f"length or head_dim")
-    if KV < 1 or H % KV != 0:
-        raise ValueError(f"n_heads={H} must be a multiple of n_kv_heads={KV}")
+    B, H, KV, T, D = check_qkv(q, k, v)
     if min(B, H, T, D) < 1:
         raise ValueError(f"q {tuple(q.shape)} has an empty dimension")
     if not (q.dtype == k.dtype == v.dtype) or q.dtype not in _DTYPES:
