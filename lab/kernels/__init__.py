@@ -37,6 +37,7 @@ from collections.abc import Sequence
 import torch
 
 from lab.kernels import cpu
+from lab.kernels.shapes import check_columns
 
 IMPLS = ("auto", "torch", "cpp", "triton")
 ENV = "FIBLAB_ATTN_IMPL"
@@ -127,7 +128,7 @@ def columns_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dists: 
                       fracs: torch.Tensor, scale: float, impl: str = "auto", *,
                       interpolated: torch.Tensor | Sequence[bool] | None = None) -> torch.Tensor:
     """Softmax attention over C columns (see the module docstring).  Returns (B, H, T, D)."""
-    cpu.check_columns(q, k, v, dists, fracs, scale)
+    check_columns(q, k, v, dists, fracs, scale)
     which = resolve(impl, q.device, q.dtype)
     if which == "cpp":
         return cpu.cpp_columns_attention(q, k, v, dists, fracs, scale, interpolated=interpolated)

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 
 import torch
 
-from lab.kernels.shapes import check_qkv
+from lab.kernels.shapes import check_columns
 
 CSRC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc")
 SOURCES = (os.path.join(CSRC_DIR, "columns_attention.cpp"),      # the binding (compiled)
@@ -200,23 +200,6 @@ _fwd_op.register_autograd(_backward, setup_context=_setup_context)
 # --------------------------------------------------------------------------------------------
 # public entry point
 # --------------------------------------------------------------------------------------------
-def check_columns(q, k, v, dists, fracs, scale) -> None:
-    """Validate the shared low-level interface's arguments (clear errors naming the fix)."""
-    check_qkv(q, k, v)
-    if not isinstance(dists, torch.Tensor) or dists.dim() != 1 or dists.numel() < 1:
-        raise ValueError("dists must be a 1-D int64 tensor of C >= 1 distances")
-    if dists.dtype.is_floating_point or dists.dtype.is_complex or dists.dtype == torch.bool:
-        raise ValueError(f"dists must hold integers (int64); got {dists.dtype}")
-    if not isinstance(fracs, torch.Tensor) or fracs.shape != dists.shape:
-        got = tuple(fracs.shape) if isinstance(fracs, torch.Tensor) else type(fracs).__name__
-        raise ValueError(f"fracs must be a float tensor of shape {tuple(dists.shape)} (one per "
-                         f"column); got {got}")
-    if not fracs.dtype.is_floating_point:
-        raise ValueError(f"fracs must be a float tensor; got {fracs.dtype}")
-    if not isinstance(scale, (int, float)) or not float(scale) == float(scale):
-        raise ValueError(f"scale must be a finite number; got {scale!r}")
-
-
 def cpp_columns_attention(q: Tensor, k: Tensor, v: Tensor, dists: Tensor, fracs: Tensor,
                           scale: float, *,
                           interpolated: Tensor | Sequence[bool] | None = None) -> Tensor:

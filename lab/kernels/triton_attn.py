@@ -45,7 +45,7 @@ import torch
 import triton
 import triton.language as tl
 
-from lab.kernels.shapes import check_qkv
+from lab.kernels.shapes import check_columns, check_qkv
 
 __all__ = ["triton_columns_attention", "plan_tensors", "available", "interpreted",
            "default_launch"]
@@ -333,18 +333,7 @@ def _check_inputs(q, k, v, dists, fracs, scale):
                          f"autocast (inputs are then cast to the autocast dtype, as for SDPA)")
     if not (q.device == k.device == v.device):
         raise ValueError(f"q, k, v must be on one device; got {q.device}, {k.device}, {v.device}")
-    if not isinstance(dists, torch.Tensor) or dists.dim() != 1 or dists.numel() < 1:
-        raise ValueError("dists must be a 1-D tensor of C ≥ 1 integer distances")
-    if dists.dtype.is_floating_point or dists.dtype.is_complex or dists.dtype == torch.bool:
-        raise ValueError(f"dists must hold integers; got {dists.dtype}")
-    if not isinstance(fracs, torch.Tensor) or fracs.shape != dists.shape:
-        got = tuple(fracs.shape) if isinstance(fracs, torch.Tensor) else type(fracs).__name__
-        raise ValueError(f"fracs must be a tensor of shape {tuple(dists.shape)} (one per column); "
-                         f"got {got}")
-    if not fracs.dtype.is_floating_point:
-        raise ValueError(f"fracs must be a float tensor; got {fracs.dtype}")
-    if not (isinstance(scale, (int, float)) and math.isfinite(scale)):
-        raise ValueError(f"scale must be a finite number; got {scale!r}")
+    check_columns(q, k, v, dists, fracs, scale)
 
 
 def triton_columns_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
