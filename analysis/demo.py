@@ -115,14 +115,12 @@ def coverage_stage(layers: int, seq_len: int, window: int = 8, rungs: int = 15) 
 def probe_stage(scale: DemoScale, out_path: str, store_path: str | None, progress: bool) -> list:
     from probes.retrieval import grid, run_grid
     cells = grid(["blur"], scale.probe_depths, scale.probe_inits, scale.probe_seeds)
-    on_record = None
-    if store_path:
+    def log(rec):                                    # each finished cell into the store
         from lab.store import Store
-
-        def on_record(rec):
-            with Store(store_path) as st:
-                st.log_probe(rec)
-    return run_grid(cells, scale.probe, out_path, progress=progress, on_record=on_record)
+        with Store(store_path) as st:
+            st.log_probe(rec)
+    return run_grid(cells, scale.probe, out_path, progress=progress,
+                    on_record=log if store_path else None)
 
 
 # --------------------------------------------------------------------------------------------

@@ -10,7 +10,6 @@ the main job's coverage section and its claims.
 """
 from __future__ import annotations
 
-import math
 
 import pandas as pd
 

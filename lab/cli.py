@@ -167,7 +167,7 @@ def cmd_coverage(args) -> int:
 
 def cmd_receptive_field(args) -> int:
     from probes.coverage import layer_sets
-    from probes.receptive_field import compare, receptive_report, scheme_sets
+    from probes.receptive_field import receptive_report, scheme_sets
     from lab.schedules import layer_alphas
     schemes = args.schemes or [args.schedule]
     out = {}

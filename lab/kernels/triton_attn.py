@@ -38,7 +38,6 @@ check them.  Any head dim D ≥ 1 works (tiles are padded to the next power of t
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import torch
