@@ -157,8 +157,12 @@ def build_probe_model(cell: Cell, settings: ProbeSettings):
                        vocab_size=settings.task.vocab, seq_len=settings.task.seq_len, **over)
 
 
-def run_cell(cell: Cell, settings: ProbeSettings, progress: bool = True) -> dict:
-    """Train one cell and return its record (JSON-serialisable)."""
+def run_cell(cell: Cell, settings: ProbeSettings, progress: bool = True,
+             on_step=None) -> dict:
+    """Train one cell and return its record (JSON-serialisable).
+
+    ``on_step(cell, done, total, loss, seconds, alphas)`` is called every 25 steps and at the
+    end (the progress bar's cadence), e.g. to drive a notebook's progress bar and α plot."""
     model = build_probe_model(cell, settings)
     opt = torch.optim.AdamW(model.parameters(), lr=settings.lr)
     gen = torch.Generator().manual_seed(cell.seed)
@@ -177,8 +181,12 @@ def run_cell(cell: Cell, settings: ProbeSettings, progress: bool = True) -> dict
         opt.step()
         if step % settings.log_every == 0:
             losses.append({"step": step, "loss": loss.item()})
-        if progress and (step % 25 == 0 or step == settings.steps - 1):
-            _bar(cell, step + 1, settings.steps, loss.item(), time.perf_counter() - t0)
+        if step % 25 == 0 or step == settings.steps - 1:
+            secs = time.perf_counter() - t0
+            if progress:
+                _bar(cell, step + 1, settings.steps, loss.item(), secs)
+            if on_step is not None:
+                on_step(cell, step + 1, settings.steps, loss.item(), secs, model.alphas())
     trajectory.append({"step": settings.steps, "alphas": model.alphas()})
     model.eval()
     with torch.no_grad():
@@ -276,7 +284,7 @@ def append_record(path: str, rec: dict) -> None:
 
 
 def run_grid(cells: list[Cell], settings: ProbeSettings, out_path: str | None = None,
-             progress: bool = True, on_record=None) -> list[dict]:
+             progress: bool = True, on_record=None, on_step=None) -> list[dict]:
     """Run every cell not already in `out_path` (appending one JSON line each)."""
     done = {r["key"]: r for r in load_records(out_path)} if out_path else {}
     records = []
@@ -285,7 +293,7 @@ def run_grid(cells: list[Cell], settings: ProbeSettings, out_path: str | None = 
         if key in done:
             records.append(done[key])
             continue
-        rec = run_cell(cell, settings, progress)
+        rec = run_cell(cell, settings, progress, on_step)
         if out_path:
             append_record(out_path, rec)
         records.append(rec)

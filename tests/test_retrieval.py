@@ -97,3 +97,14 @@ def test_kv_task_runs_with_forced_choice():
     assert list(rec["acc"]) == [str(d) for d in range(40, 881, 40)]
     assert all(0.0 <= a <= 1.0 for a in rec["acc"].values())
     assert rec["key"].startswith("kv@coverage/fib-fixed/")
+
+
+def test_on_step_reports_progress_and_alphas():
+    from probes.retrieval import SCALES, Cell, run_cell
+    from dataclasses import replace
+    settings = replace(SCALES["tiny"], steps=30)
+    seen = []
+    rec = run_cell(Cell("learned", 2, "staggered", 0), settings, progress=False,
+                   on_step=lambda cell, done, n, loss, secs, alphas: seen.append((done, n, alphas)))
+    assert [d for d, _, _ in seen] == [1, 26, 30] and all(n == 30 for _, n, _ in seen)
+    assert seen[-1][2] == rec["alphas"] and len(seen[0][2]) == 2

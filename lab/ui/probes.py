@@ -13,13 +13,10 @@ the settings are the paper's (marked task, blur mechanism, scale ``paper``, dist
 """
 from __future__ import annotations
 
-import contextlib
 import html
-import io
 import math
 import os
 from dataclasses import replace
-from unittest import mock
 
 import ipywidgets as W
 import numpy as np
@@ -184,7 +181,7 @@ class ProbePanel:
         finished: list[dict] = []
         state = {"base": 0}
 
-        def bar(cell, done, n, loss, secs):                  # probes.retrieval's progress hook
+        def bar(cell, done, n, loss, secs, alphas):          # run_cell's on_step callback
             self.progress_steps = state["base"] + done
             self.progress.value = min(total, self.progress_steps)
             eta = secs / max(done, 1) * (n - done)
@@ -198,12 +195,9 @@ class ProbePanel:
             self._show(finished, settings)
 
         self.run_button.disabled = True
-        hook = (mock.patch.object(R, "_bar", bar) if hasattr(R, "_bar")
-                else contextlib.nullcontext())
         try:
-            with hook, contextlib.redirect_stderr(io.StringIO()):
-                records = R.run_grid(cells, settings, self.results_path(), progress=True,
-                                     on_record=on_record)
+            records = R.run_grid(cells, settings, self.results_path(), progress=False,
+                                 on_record=on_record, on_step=bar)
         finally:
             self.run_button.disabled = False
         self.records = records
