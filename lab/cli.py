@@ -244,14 +244,20 @@ def cmd_probe(args) -> int:
     return 0
 
 
+def parse_overrides(items, hint: str) -> dict[str, str]:
+    """``["key=value", …]`` (from ``--override``) as a dict of strings; the caller types them."""
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"override {item!r}: {hint}")
+        out[key] = value
+    return out
+
+
 def cmd_train(args) -> int:
     from lab.train import TrainingDiverged, make_config, train
-    overrides = {}
-    for item in args.override or []:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ValueError(f"override {item!r}: write key=value (model fields as model.key)")
-        overrides[key] = value
+    overrides = parse_overrides(args.override, "write key=value (model fields as model.key)")
     for key in ("steps", "data", "name", "seed"):
         if getattr(args, key) is not None:
             overrides[key] = getattr(args, key)

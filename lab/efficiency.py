@@ -527,22 +527,16 @@ def efficiency_table(preset_or_cfg: str | ModelConfig = "probe-small",
 # --------------------------------------------------------------------------------------------
 # command line
 # --------------------------------------------------------------------------------------------
-def _override_value(text: str):
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return text
-
-
 def cmd_efficiency(args) -> int:
+    from lab.cli import parse_overrides
+    from lab.train import _coerce                 # typed like the preset's current value
+    base = config_for(args.preset)
     over = {}
-    for item in args.override or []:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ValueError(f"--override {item!r}: use KEY=VALUE with a ModelConfig field")
-        over[key] = _override_value(value)
+    for key, value in parse_overrides(args.override, "use KEY=VALUE with a ModelConfig "
+                                                      "field").items():
+        if key not in ModelConfig.__dataclass_fields__:
+            raise ValueError(f"--override {key}=…: ModelConfig has no field {key!r}")
+        over[key] = _coerce(value, getattr(base, key))
     cfg = config_for(args.preset, **over)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
