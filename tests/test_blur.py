@@ -6,8 +6,12 @@
 * the width annealing schedule;
 * the narrow-width limit vs the integer shift path on the same rung set (a bound, not equality:
   at the width floor 0.25 the two neighbour taps keep relative weight e^-8 each);
-* no (T, T) or (T, M, D) sized tensor, forward and backward;
+* no (T, T) or (T, M, D) sized tensor, forward and backward (the FFT implementation);
 * input validation.
+
+Both implementations — "fft" (blurred rows by FFT) and "band" (dense scores + the C++ band
+kernel) — are checked against the oracles (the IMPLS parameter); the band kernel's bfloat16
+storage (the probe under autocast) against float32, and the automatic choice.
 """
 import math
 
@@ -16,8 +20,13 @@ import torch
 
 from memtrace import MaxNumel
 
+import lab.blur as blur_mod
 from lab.attention import sparse_attention
 from lab.blur import blur_attention, blur_centres, blur_width
+from lab.kernels import cpu
+
+IMPLS = ["fft", pytest.param("band", marks=pytest.mark.skipif(
+    cpu.status() is not True, reason="the C++ kernel cannot be built here"))]
 from lab.offsets import fibonacci, rung_distances
 
 
@@ -73,11 +82,12 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("alpha,width,W,T,H,KV", CASES)
-def test_matches_bruteforce(alpha, width, W, T, H, KV):
+def test_matches_bruteforce(alpha, width, W, T, H, KV, impl):
     q, k, v = make_qkv(2, H, KV, T, 4, seed=T)
     got = blur_attention(q, k, v, alpha=torch.tensor(alpha, dtype=torch.float64), window=W,
-                         width=width)
+                         width=width, impl=impl)
     want = oracle_blur(q, k, v, alpha, W, width)
     assert got.shape == q.shape
     torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
@@ -94,7 +104,8 @@ def test_cases_exercise_clamping():
     assert hit_lo and hit_hi
 
 
-def test_alpha_gradient_matches_finite_differences():
+@pytest.mark.parametrize("impl", IMPLS)
+def test_alpha_gradient_matches_finite_differences(impl):
     q, k, v = make_qkv(1, 4, 2, 64, 4, seed=3)
     wgt = torch.randn(q.shape, generator=torch.Generator().manual_seed(9), dtype=torch.float64)
     a0, W, width, eps = 0.81, 4, 3.0, 1e-6
@@ -102,7 +113,7 @@ def test_alpha_gradient_matches_finite_differences():
     assert all(abs((a0 * f) % 1 - 0.5) > 1e-3 for f in fibonacci(15))
 
     def loss(a):
-        return (blur_attention(q, k, v, alpha=a, window=W, width=width) * wgt).sum()
+        return (blur_attention(q, k, v, alpha=a, window=W, width=width, impl=impl) * wgt).sum()
 
     a = torch.tensor(a0, dtype=torch.float64, requires_grad=True)
     loss(a).backward()
@@ -113,13 +124,15 @@ def test_alpha_gradient_matches_finite_differences():
     assert abs(a.grad.item() - fd.item()) <= 0.01 * abs(fd.item())
 
 
-def test_gradcheck_qkv_and_alpha():
+@pytest.mark.parametrize("impl", IMPLS)
+def test_gradcheck_qkv_and_alpha(impl):
     q, k, v = make_qkv(1, 2, 1, 14, 3, seed=5)
     a = torch.tensor(0.93, dtype=torch.float64)          # no α·f at a half-integer (0.9·5 is)
     for x in (q, k, v, a):
         x.requires_grad_(True)
     assert torch.autograd.gradcheck(
-        lambda q_, k_, v_, a_: blur_attention(q_, k_, v_, alpha=a_, window=1, width=2.0),
+        lambda q_, k_, v_, a_: blur_attention(q_, k_, v_, alpha=a_, window=1, width=2.0,
+                                              impl=impl),
         (q, k, v, a), fast_mode=True)
 
 
@@ -167,7 +180,7 @@ def test_no_quadratic_or_band_tensor():
     a = torch.tensor(1.0, requires_grad=True)
     C = W + 1 + len(blur_centres(1.0, W, T))
     with MaxNumel() as m:
-        blur_attention(q, k, v, alpha=a, window=W, width=width).sum().backward()
+        blur_attention(q, k, v, alpha=a, window=W, width=width, impl="fft").sum().backward()
     assert a.grad is not None and a.grad.item() != 0.0
     linear = max(B * H * T * C, B * KV * D * (T + M))                        # logits / gathered rows
     assert m.max_numel <= linear
@@ -188,17 +201,19 @@ def test_validation():
         blur_attention(q, k, v, alpha=torch.tensor(-0.5), window=2, width=1.0)
 
 
-def test_matches_bruteforce_width_beyond_sequence():
+@pytest.mark.parametrize("impl", IMPLS)
+def test_matches_bruteforce_width_beyond_sequence(impl):
     """R = 100 > T: most taps clamp at 1 or T − 1 (the FFT padding P is then T − 1 − c)."""
     q, k, v = make_qkv(1, 2, 1, 40, 3, seed=41)
     got = blur_attention(q, k, v, alpha=torch.tensor(1.1, dtype=torch.float64), window=2,
-                         width=40.0)
+                         width=40.0, impl=impl)
     want = oracle_blur(q, k, v, 1.1, 2, 40.0)
     torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("width", [40.0, 0.5])
-def test_float32_agrees_with_float64(width):
+def test_float32_agrees_with_float64(width, impl):
     """Output and all gradients in float32 (FFT in float32) stay close to the float64 result."""
     q, k, v = make_qkv(2, 4, 2, 300, 16, seed=13)
     wgt = torch.randn(q.shape, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
@@ -206,9 +221,64 @@ def test_float32_agrees_with_float64(width):
     for dtype in (torch.float32, torch.float64):
         xs = [x.to(dtype).requires_grad_(True) for x in (q, k, v)]
         a = torch.tensor(0.93, dtype=torch.float64, requires_grad=True)   # same α in both runs
-        out = blur_attention(*xs, alpha=a, window=8, width=width)
+        out = blur_attention(*xs, alpha=a, window=8, width=width, impl=impl)
         (out * wgt.to(dtype)).sum().backward()
         res[dtype] = [out] + [x.grad for x in xs] + [a.grad]
     for lo, hi in zip(res[torch.float32], res[torch.float64]):
         scale = 1 + hi.abs().max().item()
         assert (lo.double() - hi).abs().max().item() <= 1e-5 * scale
+
+
+def _grads(impl, dtype, width, autocast=False):
+    """Output and q/k/v/α gradients of one blur layer (float64 inputs cast to `dtype`)."""
+    q, k, v = make_qkv(2, 4, 2, 200, 16, seed=17)
+    wgt = torch.randn(q.shape, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    xs = [x.to(dtype).requires_grad_(True) for x in (q, k, v)]
+    a = torch.tensor(0.87, dtype=torch.float64, requires_grad=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        out = blur_attention(*xs, alpha=a, window=8, width=width, impl=impl)
+    (out.double() * wgt).sum().backward()
+    return [out.double()] + [x.grad.double() for x in xs] + [a.grad]
+
+
+@pytest.mark.skipif(cpu.status() is not True, reason="the C++ kernel cannot be built here")
+@pytest.mark.parametrize("width", [20.0, 0.5])
+def test_band_bfloat16_autocast_close_to_float64(width):
+    """Under bf16 autocast (the probe's `precision="bf16"`) the band kernel reads and writes
+    bfloat16 scores: output and gradients within bf16 rounding of the float64 result, and the
+    FFT implementation under the same autocast agrees to the same order."""
+    ref = _grads("fft", torch.float64, width)
+    for impl in ("band", "fft"):
+        got = _grads(impl, torch.float32, width, autocast=True)
+        for lo, hi in zip(got, ref):
+            scale = hi.abs().max().item()
+            assert (lo - hi).abs().max().item() <= 0.03 * scale + 1e-6
+
+
+def test_band_choice_and_fallback(monkeypatch):
+    q, k, v = make_qkv(1, 2, 1, 16, 4)
+    a = torch.tensor(1.0)
+    with pytest.raises(ValueError, match="impl='nope'"):
+        blur_attention(q, k, v, alpha=a, window=2, width=1.0, impl="nope")
+    calls = []
+    real = blur_mod._band_attention
+    monkeypatch.setattr(blur_mod, "_band_attention",
+                        lambda *args: calls.append(1) or real(*args))
+    if cpu.status() is True:
+        blur_attention(q, k, v, alpha=a, window=2, width=1.0)                # auto: small → band
+        assert calls == [1]
+        monkeypatch.setattr(blur_mod, "BAND_MAX_ELEMENTS", 2 * 16 * 16 - 1)
+        blur_attention(q, k, v, alpha=a, window=2, width=1.0)                # above the limit
+        assert calls == [1]
+    before = len(calls)
+    monkeypatch.setattr(cpu, "_STATE", {})                          # forget any loaded build
+
+    def no_compiler():
+        raise RuntimeError("c++: not found")
+    monkeypatch.setattr(cpu, "_build", no_compiler)
+    monkeypatch.setattr(blur_mod, "BAND_MAX_ELEMENTS", 1 << 25)
+    out = blur_attention(q, k, v, alpha=a, window=2, width=1.0)             # auto → fft
+    assert len(calls) == before
+    torch.testing.assert_close(out, oracle_blur(q, k, v, 1.0, 2, 1.0), rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match=r"impl='band' needs the C\+\+ kernel.*c\+\+: not found"):
+        blur_attention(q, k, v, alpha=a, window=2, width=1.0, impl="band")

@@ -39,7 +39,8 @@ from lab.kernels.shapes import check_columns
 
 CSRC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc")
 SOURCES = (os.path.join(CSRC_DIR, "columns_attention.cpp"),      # the binding (compiled)
-           os.path.join(CSRC_DIR, "columns_kernel.h"))        # the kernels (included)
+           os.path.join(CSRC_DIR, "columns_kernel.h"),        # the kernels (included)
+           os.path.join(CSRC_DIR, "blur_band.h"))             # the blur probe's band kernels
 _NATIVE_FLAGS = ["-O3", "-march=native", "-fopenmp"]
 _PORTABLE_FLAGS = ["-O3", "-fopenmp"]
 DTYPES = (torch.float32, torch.float64)

@@ -1,8 +1,12 @@
-// PyTorch binding of the column attention kernels (columns_kernel.h): two operators,
+// PyTorch binding of the column attention kernels (columns_kernel.h) and the blur probe's band
+// kernels (blur_band.h): four operators,
 //
 //   fiblab_cpu::forward(q, k, v, dists, fracs, scale) -> [out (B,H,T,D), P (B,H,T,C)]
 //   fiblab_cpu::backward(dout, q, k, v, P, dists, fracs, grad_cols, scale)
 //       -> [dq, dk, dv, dfracs]       (dfracs for the columns grad_cols marks; empty: none)
+//   fiblab_cpu::band_forward(S, W, lo, hi, centres, window_cols) -> [A (B,H,T,T), P (B,H,T,C)]
+//   fiblab_cpu::band_backward(S, dA, P, W, lo, hi, centres, window_cols) -> [dS, dW]
+//       the retrieval probe's blur gather on dense scores (blur_band.h, used by lab/blur.py)
 //
 // registered with TORCH_LIBRARY so the build needs only ATen's core headers (no pybind11, no
 // torch/extension.h: the compile takes a fraction of the time).  Work runs on PyTorch's intra-op
@@ -21,6 +25,7 @@
 #include <cmath>
 #include <vector>
 
+#include "blur_band.h"
 #include "columns_kernel.h"
 
 namespace {
@@ -153,9 +158,106 @@ std::vector<at::Tensor> backward(at::Tensor dout, at::Tensor q, at::Tensor k, at
   return {dq, dk, dv, dfracs};
 }
 
+// the band kernels work in float64 for float64 scores, else float32 (bfloat16 is widened)
+at::ScalarType compute_type(const at::Tensor& S) {
+  return S.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+}
+
+// runs fn.template operator()<TS, T>() for S's storage type TS and compute type T
+template <typename F>
+void dispatch_band(const at::Tensor& S, F&& fn) {
+  switch (S.scalar_type()) {
+    case at::kDouble: fn(double(), double()); break;
+    case at::kFloat: fn(float(), float()); break;
+    case at::kBFloat16: fn(at::BFloat16(), float()); break;
+    default: TORCH_CHECK(false, "unsupported dtype ", S.scalar_type());
+  }
+}
+
+fiblab::band::Rungs make_rungs(const at::Tensor& S, const at::Tensor& W,
+                               const std::vector<int64_t>& lo, const std::vector<int64_t>& hi,
+                               const std::vector<int64_t>& centres, int64_t window_cols) {
+  TORCH_CHECK(S.device().is_cpu() && W.device().is_cpu(), "the band kernel needs CPU tensors");
+  TORCH_CHECK(S.dim() == 4 && S.size(2) == S.size(3), "S must be (B, H, T, T); got ", S.sizes());
+  TORCH_CHECK(S.scalar_type() == at::kFloat || S.scalar_type() == at::kDouble ||
+                  S.scalar_type() == at::kBFloat16,
+              "the band kernel supports float32, float64 and bfloat16; got ", S.scalar_type());
+  TORCH_CHECK(W.scalar_type() == compute_type(S), "W must be ", compute_type(S), " for S of ",
+              S.scalar_type());
+  fiblab::band::Rungs g;
+  g.T = S.size(2);
+  g.r = static_cast<int64_t>(centres.size());
+  g.Wc = window_cols;
+  TORCH_CHECK(g.Wc >= 1 && g.Wc <= std::max<int64_t>(g.T, 1), "window_cols must be in [1, T]");
+  TORCH_CHECK(W.dim() == 2 && W.size(0) == g.r && W.size(1) == g.T, "W must be (r, T)");
+  TORCH_CHECK(lo.size() == centres.size() && hi.size() == centres.size(),
+              "lo, hi and centres must have one entry per rung");
+  for (int64_t i = 0; i < g.r; ++i) {
+    TORCH_CHECK(1 <= lo[i] && lo[i] <= hi[i] && hi[i] < g.T && centres[i] < g.T,
+                "rung ", i, ": need 1 <= lo <= hi < T and centre < T; got lo=", lo[i],
+                " hi=", hi[i], " centre=", centres[i]);
+  }
+  g.lo = lo;
+  g.hi = hi;
+  g.c = centres;
+  return g;
+}
+
+std::vector<at::Tensor> band_forward(at::Tensor S, at::Tensor W, std::vector<int64_t> lo,
+                                     std::vector<int64_t> hi, std::vector<int64_t> centres,
+                                     int64_t window_cols) {
+  S = S.contiguous();
+  W = W.contiguous();
+  const auto g = make_rungs(S, W, lo, hi, centres, window_cols);
+  const int64_t BH = S.size(0) * S.size(1);
+  auto A = at::empty_like(S);
+  auto P = at::empty({S.size(0), S.size(1), g.T, g.Wc + g.r},
+                     S.options().dtype(compute_type(S)));
+  if (BH * g.T > 0) {
+    dispatch_band(S, [&](auto ts, auto tc) {
+      using TS = decltype(ts);
+      using TC = decltype(tc);
+      fiblab::band::forward<TS, TC>(S.data_ptr<TS>(), W.data_ptr<TC>(), A.data_ptr<TS>(),
+                                    P.data_ptr<TC>(), BH, g, AtenPar());
+    });
+  }
+  return {A, P};
+}
+
+std::vector<at::Tensor> band_backward(at::Tensor S, at::Tensor dA, at::Tensor P, at::Tensor W,
+                                      std::vector<int64_t> lo, std::vector<int64_t> hi,
+                                      std::vector<int64_t> centres, int64_t window_cols) {
+  S = S.contiguous();
+  W = W.contiguous();
+  dA = dA.to(S.scalar_type()).contiguous();
+  P = P.to(compute_type(S)).contiguous();
+  const auto g = make_rungs(S, W, lo, hi, centres, window_cols);
+  TORCH_CHECK(dA.sizes() == S.sizes(), "dA must have S's shape");
+  TORCH_CHECK(P.dim() == 4 && P.size(0) == S.size(0) && P.size(1) == S.size(1) &&
+                  P.size(2) == g.T && P.size(3) == g.Wc + g.r,
+              "P must be (B, H, T, window_cols + r)");
+  const int64_t BH = S.size(0) * S.size(1);
+  auto dS = at::empty_like(S);
+  auto dW = at::zeros({g.r, g.T}, S.options().dtype(at::kDouble));
+  if (BH * g.T > 0) {
+    dispatch_band(S, [&](auto ts, auto tc) {
+      using TS = decltype(ts);
+      using TC = decltype(tc);
+      fiblab::band::backward<TS, TC>(S.data_ptr<TS>(), dA.data_ptr<TS>(), P.data_ptr<TC>(),
+                                     W.data_ptr<TC>(), dS.data_ptr<TS>(), dW.data_ptr<double>(),
+                                     BH, g, AtenPar());
+    });
+  }
+  return {dS, dW.to(W.scalar_type())};
+}
+
 }  // namespace
 
 TORCH_LIBRARY(fiblab_cpu, m) {
+  m.def("band_forward(Tensor S, Tensor W, int[] lo, int[] hi, int[] centres, int window_cols) "
+        "-> Tensor[]");
+  m.def("band_backward(Tensor S, Tensor dA, Tensor P, Tensor W, int[] lo, int[] hi, "
+        "int[] centres, int window_cols) -> Tensor[]");
   m.def("forward(Tensor q, Tensor k, Tensor v, Tensor dists, Tensor fracs, float scale) "
         "-> Tensor[]");
   m.def("backward(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor P, Tensor dists, "
@@ -165,4 +267,6 @@ TORCH_LIBRARY(fiblab_cpu, m) {
 TORCH_LIBRARY_IMPL(fiblab_cpu, CPU, m) {
   m.impl("forward", &forward);
   m.impl("backward", &backward);
+  m.impl("band_forward", &band_forward);
+  m.impl("band_backward", &band_backward);
 }
