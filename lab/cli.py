@@ -10,7 +10,7 @@
     fiblab params [--preset paper-60m] [--schedule learned]
     fiblab coverage --layers 16 --window 8 --rungs 15 --seq-len 1024 --schedule stagger [--json]
     fiblab receptive-field --layers 16 --schedule coprime [--residual 0.5] [--json]
-    fiblab probe marked --depths 2 4 8 --init uniform staggered --seeds 0 1 [--scale quick]
+    fiblab probe marked --depths 2 4 8 --init uniform staggered --seeds 0 1 [--scale quick] [--jobs 2] [--precision bf16]
     fiblab train --preset cpu-stagger [--data bible] [--steps N] [--override key=value ...] [--resume]
 """
 from __future__ import annotations
@@ -209,15 +209,17 @@ def cmd_probe(args) -> int:
         raise ValueError(f"scale {args.scale!r} is not defined for the {args.task} task: use one "
                          f"of {sorted(R.TASK_SCALES[args.task])}")
     settings = R.TASK_SCALES[args.task][args.scale]
-    over = {k: v for k, v in (("steps", args.steps), ("batch", args.batch), ("lr", args.lr))
-            if v is not None}
+    over = {k: v for k, v in (("steps", args.steps), ("batch", args.batch), ("lr", args.lr),
+                              ("precision", args.precision)) if v is not None}
     settings = dc_replace(settings, **over)
     if args.task == "shift" and not args.distances:
         raise ValueError("probe shift needs --distances (the trained distances, e.g. 89 233 350)")
     cells = R.grid(args.mechanisms, args.depths, args.init, args.seeds, args.task,
                    args.distances or (None,))
     out = args.out or f"runs/probes/{args.task}-{args.scale}.jsonl"
-    records = R.run_grid(cells, settings, out, progress=not args.no_progress)
+    t0 = time.perf_counter()
+    records = R.run_grid(cells, settings, out, progress=not args.no_progress, jobs=args.jobs)
+    wall = time.perf_counter() - t0
     if args.store:
         from lab.store import Store
         with Store(args.store) as store:
@@ -229,7 +231,8 @@ def cmd_probe(args) -> int:
                                                   "alphas", "acc", "seconds")}))
         return 0
     print(f"results: {out}  ({len(records)} cells, settings: steps={settings.steps} "
-          f"batch={settings.batch} lr={settings.lr})")
+          f"batch={settings.batch} lr={settings.lr} precision={settings.precision}; "
+          f"this run: {wall:.0f} s wall, jobs={args.jobs})")
     if args.task != "marked":
         for rec in records:
             accs = " ".join(f"{d}:{a:.2f}" for d, a in rec["acc"].items())
@@ -401,6 +404,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--steps", type=int, default=None)
     s.add_argument("--batch", type=int, default=None)
     s.add_argument("--lr", type=float, default=None)
+    s.add_argument("--precision", choices=["fp32", "bf16"], default=None,
+                   help="bf16: forward under bfloat16 autocast, as the paper's GPU probes "
+                        "(default fp32)")
+    s.add_argument("--jobs", type=int, default=1,
+                   help="cells run at once, in worker processes of cores/jobs threads each")
     s.add_argument("--out", default=None, help="results JSONL (resumable); default runs/probes/")
     s.add_argument("--json", action="store_true", help="one JSON record per cell on stdout")
     s.add_argument("--no-progress", action="store_true")

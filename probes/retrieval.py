@@ -78,6 +78,19 @@ class ProbeSettings:
     controls: tuple = (128, 233, 350, 377, 512, 700)   # shift: extra evaluation distances
     sampler: str = "coverage"                           # kv: training-distance sampler
     eval_batches: int = 1                               # kv: evaluation batches per distance
+    precision: str = "fp32"      # "bf16": forward and loss under bfloat16 autocast (the paper's
+    #                              probes ran so on GPU); fp32 weights and optimizer either way
+
+
+PRECISIONS = ("fp32", "bf16")
+
+
+def _autocast(model, settings: ProbeSettings):
+    """The forward's precision context: bfloat16 autocast for precision="bf16"."""
+    if settings.precision not in PRECISIONS:
+        raise ValueError(f"precision={settings.precision!r} must be one of {PRECISIONS}")
+    device = next(model.parameters()).device.type
+    return torch.autocast(device, dtype=torch.bfloat16, enabled=settings.precision == "bf16")
 
 
 SCALES = {
@@ -140,7 +153,8 @@ class Cell:
         elif self.task == "kv":
             task = f"kv@{settings.sampler}"
         return (f"{task}/{self.mechanism}/d{self.depth}/{self.init}/s{self.seed}/"
-                f"n{settings.steps}/b{settings.batch}/lr{settings.lr:g}/w{settings.window}")
+                f"n{settings.steps}/b{settings.batch}/lr{settings.lr:g}/w{settings.window}"
+                + ("" if settings.precision == "fp32" else f"/{settings.precision}"))
 
 
 def build_probe_model(cell: Cell, settings: ProbeSettings):
@@ -175,7 +189,8 @@ def run_cell(cell: Cell, settings: ProbeSettings, progress: bool = True,
             model.set_blur_width(blur_width(step, settings.steps, w0=settings.blur_w0))
         if step % settings.log_every == 0:
             trajectory.append({"step": step, "alphas": model.alphas()})
-        loss = _task_loss(model, cell, settings, gen)
+        with _autocast(model, settings):
+            loss = _task_loss(model, cell, settings, gen)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -189,7 +204,7 @@ def run_cell(cell: Cell, settings: ProbeSettings, progress: bool = True,
                 on_step(cell, step + 1, settings.steps, loss.item(), secs, model.alphas())
     trajectory.append({"step": settings.steps, "alphas": model.alphas()})
     model.eval()
-    with torch.no_grad():
+    with torch.no_grad(), _autocast(model, settings):
         acc = _task_accuracy(model, cell, settings)
     if progress:
         sys.stderr.write("\n")
@@ -283,23 +298,54 @@ def append_record(path: str, rec: dict) -> None:
         os.fsync(f.fileno())
 
 
+def _cell_worker(cell: Cell, settings: ProbeSettings, threads: int) -> dict:
+    """One cell in a worker process of `run_grid(jobs > 1)`, on `threads` intra-op threads."""
+    torch.set_num_threads(threads)
+    return run_cell(cell, settings, progress=False)
+
+
 def run_grid(cells: list[Cell], settings: ProbeSettings, out_path: str | None = None,
-             progress: bool = True, on_record=None, on_step=None) -> list[dict]:
-    """Run every cell not already in `out_path` (appending one JSON line each)."""
+             progress: bool = True, on_record=None, on_step=None, jobs: int = 1) -> list[dict]:
+    """Run every cell not already in `out_path` (appending one JSON line each).
+
+    jobs > 1 runs that many cells at once in worker processes, each on cores // jobs threads
+    (at least 1): on a small CPU the many small ops of a probe step use one thread better than
+    two, so two 1-thread cells finish sooner than two 2-thread cells in turn.  Records are
+    appended (and `on_record` called) as cells finish; `on_step` and the progress bar need
+    jobs = 1 (with jobs > 1 a line is printed per finished cell).  The result is in `cells`
+    order either way.
+    """
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs={jobs!r} must be an integer >= 1")
     done = {r["key"]: r for r in load_records(out_path)} if out_path else {}
-    records = []
-    for cell in cells:
-        key = cell.key(settings)
-        if key in done:
-            records.append(done[key])
-            continue
-        rec = run_cell(cell, settings, progress, on_step)
+    todo = [c for c in cells if c.key(settings) not in done]
+    fresh: dict[str, dict] = {}
+
+    def finish(rec: dict) -> None:
         if out_path:
             append_record(out_path, rec)
-        records.append(rec)
+        fresh[rec["key"]] = rec
         if on_record:
             on_record(rec)
-    return records
+
+    if jobs == 1 or len(todo) <= 1:
+        for cell in todo:
+            finish(run_cell(cell, settings, progress, on_step))
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+        threads = max(1, (os.cpu_count() or 1) // jobs)
+        ctx = multiprocessing.get_context("spawn")
+        t0 = time.perf_counter()
+        with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as pool:
+            futures = [pool.submit(_cell_worker, c, settings, threads) for c in todo]
+            for n, fut in enumerate(as_completed(futures), 1):
+                rec = fut.result()
+                finish(rec)
+                if progress:
+                    sys.stderr.write(f"[{n}/{len(todo)}] {rec['key']}  {rec['seconds']:.0f}s  "
+                                     f"(grid {time.perf_counter() - t0:.0f}s)\n")
+    return [done.get(c.key(settings)) or fresh[c.key(settings)] for c in cells]
 
 
 def grid(mechanisms, depths, inits, seeds, task: str = "marked",

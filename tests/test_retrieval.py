@@ -108,3 +108,50 @@ def test_on_step_reports_progress_and_alphas():
                    on_step=lambda cell, done, n, loss, secs, alphas: seen.append((done, n, alphas)))
     assert [d for d, _, _ in seen] == [1, 26, 30] and all(n == 30 for _, n, _ in seen)
     assert seen[-1][2] == rec["alphas"] and len(seen[0][2]) == 2
+
+
+def test_precision_bf16_autocasts_and_keys_the_record():
+    from dataclasses import replace
+    from probes.retrieval import ProbeSettings
+    settings = replace(TINY, steps=20, log_every=10, precision="bf16")
+    cell = Cell("blur", 2, "staggered", 0)
+    assert cell.key(settings).endswith("/w2/bf16")
+    assert cell.key(TINY).endswith("/w2")                       # fp32 keys unchanged
+    seen = []
+    model = build_probe_model(cell, settings)
+    model.blocks[0].attn.register_forward_hook(
+        lambda mod, inp, out: seen.append((out.dtype, torch.is_autocast_enabled("cpu"))))
+    import probes.retrieval as R
+    with R._autocast(model, settings):
+        R._task_loss(model, cell, settings, torch.Generator().manual_seed(0)).backward()
+    assert seen == [(torch.bfloat16, True)]
+    rec = run_cell(cell, settings, progress=False)
+    assert rec["settings"]["precision"] == "bf16" and alpha_drift(rec) > 0
+    with pytest.raises(ValueError, match="precision='fp16'"):
+        run_cell(cell, replace(settings, precision="fp16"), progress=False)
+    assert ProbeSettings().precision == "fp32"
+
+
+def test_grid_jobs_match_one_process(tmp_path):
+    """Two cells in two worker processes give the records a single process gives with the
+    workers' thread count, appended to the file, in cell order, and resume like jobs=1."""
+    import os
+    from dataclasses import replace
+    settings = replace(TINY, steps=12, log_every=6)
+    cells = [Cell("blur", 2, "staggered", 0), Cell("fib-fixed", 2, "-", 1)]
+    out = tmp_path / "jobs.jsonl"
+    par = run_grid(cells, settings, str(out), progress=False, jobs=2)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // 2))
+    try:
+        seq = [run_cell(c, settings, progress=False) for c in cells]
+    finally:
+        torch.set_num_threads(threads)
+    assert [r["key"] for r in par] == [c.key(settings) for c in cells]
+    for a, b in zip(par, seq):
+        assert a["alphas"] == b["alphas"] and a["acc"] == b["acc"] and a["loss"] == b["loss"]
+    assert sorted(r["key"] for r in load_records(str(out))) == sorted(r["key"] for r in par)
+    again = run_grid(cells, settings, str(out), progress=False, jobs=2)
+    assert again == par                                       # read back, nothing retrained
+    with pytest.raises(ValueError, match="jobs=0"):
+        run_grid(cells, settings, None, progress=False, jobs=0)
