@@ -195,6 +195,10 @@ def test_probe_panel_maps_widgets_to_the_grid(tmp_path):
     assert "12 cells × 400 steps" in p.plan.value
     p.scale.value = "paper"
     assert p.paper_settings() and "paper's settings" in p.plan.value
+    p.precision.value = "bf16"                              # the paper's own probe precision
+    assert p.settings().precision == "bf16" and p.paper_settings()
+    assert all(c.key(p.settings()).endswith("/bf16") for c in p.cells())
+    p.precision.value = "fp32"
     p.distances.value = "100, 300"
     assert p.settings().task.distances == (100, 300) and not p.paper_settings()
     p.task.value = "shift"

@@ -74,6 +74,8 @@ class ProbePanel:
                                 disabled=task == "kv")
         self.steps = W.BoundedIntText(value=steps, min=0, max=10**7,
                                       description="steps (0: scale's)", style=style)
+        self.precision = W.Dropdown(options=list(R.PRECISIONS), value="fp32",
+                                    description="precision (bf16: autocast)", style=style)
         self.run_button = W.Button(description="run grid", icon="play", button_style="primary")
         self.progress = W.IntProgress(value=0, min=0, max=1, description="progress")
         self.progress.add_class("fib-probe-progress")
@@ -88,13 +90,13 @@ class ProbePanel:
         self.task.observe(self._on_task, names="value")
         self.scale.observe(self._on_task, names="value")
         for w in (self.mechanisms, self.inits, self.depths, self.seeds,
-                  self.distances, self.steps):
+                  self.distances, self.steps, self.precision):
             w.observe(self._on_change, names="value")
         self.run_button.on_click(self._on_run)
         self._on_change()
         self.widget = W.VBox([
             W.HBox([W.VBox([self.task, self.scale, self.steps, self.depths, self.seeds,
-                            self.distances]), self.mechanisms, self.inits]),
+                            self.distances, self.precision]), self.mechanisms, self.inits]),
             self.plan, self.error_box, W.HBox([self.run_button, self.progress,
                                                self.progress_label]),
             self.acc_table, self.image, self.table2])
@@ -113,7 +115,7 @@ class ProbePanel:
         if self.task.value == "marked" and self.distances.value.strip():
             dists = tuple(parse_numbers(self.distances.value, "distances", int))
             s = replace(s, task=replace(s.task, distances=dists))     # validated by MarkedCopy
-        return s
+        return replace(s, precision=self.precision.value)
 
     def cells(self) -> list[R.Cell]:
         """The grid's cells (raises ValueError on bad input)."""
@@ -139,7 +141,9 @@ class ProbePanel:
     def paper_settings(self) -> bool:
         """Whether the settings are the paper's Table-2 settings (so its numbers compare)."""
         try:
-            return (self.task.value == "marked" and self.settings() == R.SCALES["paper"])
+            # the paper's probes ran under bf16 autocast: either precision compares
+            return (self.task.value == "marked"
+                    and replace(self.settings(), precision="fp32") == R.SCALES["paper"])
         except ValueError:
             return False
 
