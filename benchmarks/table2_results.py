@@ -1,10 +1,12 @@
 """Write the measured Table 2 grid into benchmarks/RESULTS.md (between the table2 markers).
 
     python benchmarks/table2_results.py [benchmarks/results/probe-marked-paper.jsonl ...]
+    python benchmarks/table2_results.py --marker table2-bf16 \
+        benchmarks/results/probe-marked-paper-bf16.jsonl
 
 Reads probe records (`fiblab probe marked --out FILE`), prints Table 2 beside the paper's values
-and every cell, and replaces the text between ``<!-- table2:start -->`` and
-``<!-- table2:end -->`` in RESULTS.md with it.
+and every cell, and replaces the text between ``<!-- MARKER:start -->`` and
+``<!-- MARKER:end -->`` in RESULTS.md with it (MARKER: ``table2`` unless --marker is given).
 """
 from __future__ import annotations
 
@@ -38,7 +40,13 @@ def render(records: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(paths: list[str]) -> int:
+def main(argv: list[str]) -> int:
+    marker = "table2"
+    if argv[:1] == ["--marker"]:
+        if len(argv) < 2:
+            raise SystemExit("--marker needs a name, e.g. table2-bf16")
+        marker, argv = argv[1], argv[2:]
+    paths = argv
     records = [r for p in (paths or [DEFAULT]) for r in load_records(p)
                if r.get("mechanism") == "blur"]
     text = render(records)
@@ -46,11 +54,11 @@ def main(paths: list[str]) -> int:
     results = os.path.join(HERE, "RESULTS.md")
     with open(results, encoding="utf-8") as f:
         old = f.read()
-    new, n = re.subn(r"<!-- table2:start -->.*<!-- table2:end -->",
-                     lambda _: "<!-- table2:start -->\n" + text + "<!-- table2:end -->", old,
-                     flags=re.S)
+    start, end = f"<!-- {marker}:start -->", f"<!-- {marker}:end -->"
+    new, n = re.subn(re.escape(start) + ".*" + re.escape(end),
+                     lambda _: start + "\n" + text + end, old, flags=re.S)
     if n != 1:
-        raise SystemExit(f"{results}: expected one table2 marker pair, found {n}")
+        raise SystemExit(f"{results}: expected one {marker} marker pair, found {n}")
     with open(results, "w", encoding="utf-8") as f:
         f.write(new)
     return 0

@@ -65,6 +65,7 @@ Memory O(B·H·T·(D + C) + r·B·KV·D·n) (the per-rung blurred rows are kept 
 from __future__ import annotations
 
 import math
+import os
 
 import torch
 
@@ -258,7 +259,14 @@ class _Band(torch.autograd.Function):
 BAND_MAX_ELEMENTS = 1 << 25      # "auto" uses the band kernel while B·H·T² stays below this
 
 
+IMPL_ENV = "FIBLAB_BLUR_IMPL"    # forces impl="auto" to fft or band (benchmarks, comparisons)
+
+
 def _use_band(impl: str, q: torch.Tensor, B: int, H: int, T: int) -> bool:
+    if impl == "auto" and os.environ.get(IMPL_ENV):
+        impl = os.environ[IMPL_ENV]
+        if impl not in ("fft", "band"):
+            raise ValueError(f"{IMPL_ENV}={impl!r} must be 'fft' or 'band'")
     if impl not in ("auto", "fft", "band"):
         raise ValueError(f"impl={impl!r} must be 'auto', 'fft' or 'band'")
     if impl == "fft":
@@ -311,7 +319,8 @@ def blur_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, alpha, 
     width   the Gaussian width in positions (> 0; floored at 0.25), e.g. `blur_width(step, steps)`.
     impl    "fft" (blurred rows by FFT, O(T) memory), "band" (dense scores + the C++ band
             kernel, O(B·H·T²) memory, ≈2–3× faster at the probe's T = 512) or "auto" (band on
-            CPU when the kernel builds and B·H·T² ≤ BAND_MAX_ELEMENTS, else fft).  The two
+            CPU when the kernel builds and B·H·T² ≤ BAND_MAX_ELEMENTS, else fft; the
+            environment variable FIBLAB_BLUR_IMPL=fft|band forces one).  The two
             compute the same function (tests: both against a brute-force loop).
     Returns (B, H, T, D).  Retrieval probe only; not part of the LM attention.
     """

@@ -271,6 +271,13 @@ def test_band_choice_and_fallback(monkeypatch):
         blur_attention(q, k, v, alpha=a, window=2, width=1.0)                # above the limit
         assert calls == [1]
     before = len(calls)
+    monkeypatch.setenv("FIBLAB_BLUR_IMPL", "fft")                          # forced: no band call
+    blur_attention(q, k, v, alpha=a, window=2, width=1.0)
+    assert len(calls) == before
+    monkeypatch.setenv("FIBLAB_BLUR_IMPL", "fast")
+    with pytest.raises(ValueError, match="FIBLAB_BLUR_IMPL='fast'"):
+        blur_attention(q, k, v, alpha=a, window=2, width=1.0)
+    monkeypatch.delenv("FIBLAB_BLUR_IMPL")
     monkeypatch.setattr(cpu, "_STATE", {})                          # forget any loaded build
 
     def no_compiler():
