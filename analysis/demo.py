@@ -1,6 +1,6 @@
 """The main job: the paper's questions at lab scale on the embedded corpus, ending in a report.
 
-    fiblab demo                      # ≈ 10–15 min on 2 CPU cores; report in reports/demo/
+    fiblab demo                      # ≈ 6–8 min on 2 CPU cores; report in reports/demo/
     fiblab demo --scale smoke        # seconds; what the test suite runs
 
 Stages (each prints a header, long ones a progress bar; every stage is resumable: a second run

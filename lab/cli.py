@@ -323,7 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("demo", help="the main job: a lab-scale reproduction ending in a report")
     s.add_argument("--scale", choices=["full", "smoke"], default="full",
-                   help="full (≈10–15 min on 2 cores) or smoke (seconds)")
+                   help="full (≈6–8 min on 2 cores) or smoke (seconds)")
     s.add_argument("--out", default="reports/demo", help="report folder")
     s.add_argument("--runs", default="runs", help="folder for run directories and probe results")
     s.add_argument("--store", default="runs/fiblab.db", help="experiment store ('' to skip)")
