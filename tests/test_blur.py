@@ -289,3 +289,13 @@ def test_band_choice_and_fallback(monkeypatch):
     torch.testing.assert_close(out, oracle_blur(q, k, v, 1.0, 2, 1.0), rtol=1e-6, atol=1e-6)
     with pytest.raises(ValueError, match=r"impl='band' needs the C\+\+ kernel.*c\+\+: not found"):
         blur_attention(q, k, v, alpha=a, window=2, width=1.0, impl="band")
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("T,W", [(1, 0), (2, 0), (3, 1), (3, 8), (14, 1)])
+def test_short_sequences(T, W, impl):
+    """T at and below the window and the first rungs (no rung kept, or one at the very end)."""
+    q, k, v = make_qkv(1, 2, 1, T, 4, seed=T + 7 * W)
+    got = blur_attention(q, k, v, alpha=torch.tensor(0.7, dtype=torch.float64), window=W,
+                         width=3.0, impl=impl)
+    torch.testing.assert_close(got, oracle_blur(q, k, v, 0.7, W, 3.0), rtol=1e-6, atol=1e-6)
