@@ -299,7 +299,7 @@ def _band_attention(q, k, v, targets, kept, w, window_cols, scale, dtype):
         idx = torch.tensor([i for i, _ in kept], device=targets.device)
         W = _tap_weights(targets[idx], centres, w, T, T).to(acc)             # (r, T)
     else:
-        W = S.new_zeros(0, T)
+        W = S.new_zeros(0, T, dtype=acc)
     A = _Band.apply(S, W, lo, hi, centres, len(window_cols))                 # (B,H,T,T), S's dtype
     out = A.reshape(B, KV, G * T, T) @ v.to(dtype)                          # (B,KV,G·T,D)
     return out.reshape(B, H, T, D)

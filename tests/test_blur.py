@@ -299,3 +299,14 @@ def test_short_sequences(T, W, impl):
     got = blur_attention(q, k, v, alpha=torch.tensor(0.7, dtype=torch.float64), window=W,
                          width=3.0, impl=impl)
     torch.testing.assert_close(got, oracle_blur(q, k, v, 0.7, W, 3.0), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_no_rung_kept_under_autocast(impl):
+    """T = 5 < every rung: only the window; bf16 autocast must still run (and match float64)."""
+    q, k, v = make_qkv(1, 2, 1, 5, 4, seed=3)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = blur_attention(q.float(), k.float(), v.float(), alpha=torch.tensor(1.0), window=8,
+                             width=3.0, impl=impl)
+    want = oracle_blur(q, k, v, 1.0, 8, 3.0)
+    assert (got.double() - want).abs().max().item() <= 0.03 * want.abs().max().item()
