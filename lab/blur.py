@@ -301,8 +301,8 @@ def _band_attention(q, k, v, targets, kept, w, window_cols, scale, dtype):
     else:
         W = S.new_zeros(0, T, dtype=acc)
     A = _Band.apply(S, W, lo, hi, centres, len(window_cols))                 # (B,H,T,T), S's dtype
-    out = A.reshape(B, KV, G * T, T) @ v.to(dtype)                          # (B,KV,G·T,D)
-    return out.reshape(B, H, T, D)
+    out = A.reshape(B, KV, G * T, T) @ v.to(A.dtype)                        # (B,KV,G·T,D)
+    return out.reshape(B, H, T, D).to(dtype)                                # fft's output dtype
 
 
 # --------------------------------------------------------------------------------------------

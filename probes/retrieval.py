@@ -313,7 +313,8 @@ def run_grid(cells: list[Cell], settings: ProbeSettings, out_path: str | None = 
     two, so two 1-thread cells finish sooner than two 2-thread cells in turn.  Records are
     appended (and `on_record` called) as cells finish; `on_step` and the progress bar need
     jobs = 1 (with jobs > 1 a line is printed per finished cell).  The result is in `cells`
-    order either way.
+    order either way.  If a cell fails, no further cell starts, the cells already running are
+    finished and recorded, and the first error is raised.
     """
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs={jobs!r} must be an integer >= 1")
@@ -337,14 +338,31 @@ def run_grid(cells: list[Cell], settings: ProbeSettings, out_path: str | None = 
         threads = max(1, (os.cpu_count() or 1) // jobs)
         ctx = multiprocessing.get_context("spawn")
         t0 = time.perf_counter()
+        errors: list[BaseException] = []
         with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as pool:
             futures = [pool.submit(_cell_worker, c, settings, threads) for c in todo]
-            for n, fut in enumerate(as_completed(futures), 1):
-                rec = fut.result()
-                finish(rec)
-                if progress:
-                    sys.stderr.write(f"[{n}/{len(todo)}] {rec['key']}  {rec['seconds']:.0f}s  "
-                                     f"(grid {time.perf_counter() - t0:.0f}s)\n")
+            try:
+                for fut in as_completed(futures):
+                    if fut.cancelled():
+                        continue
+                    err = fut.exception()
+                    if err is not None:              # a failing cell: queue nothing more, but
+                        errors.append(err)           # keep the cells already running
+                        for f in futures:
+                            f.cancel()
+                        continue
+                    rec = fut.result()
+                    finish(rec)
+                    if progress:
+                        sys.stderr.write(f"[{len(fresh)}/{len(todo)}] {rec['key']}  "
+                                         f"{rec['seconds']:.0f}s  (grid "
+                                         f"{time.perf_counter() - t0:.0f}s)\n")
+            except BaseException:                     # e.g. Ctrl-C: start nothing new
+                for f in futures:
+                    f.cancel()
+                raise
+        if errors:
+            raise errors[0]
     return [done.get(c.key(settings)) or fresh[c.key(settings)] for c in cells]
 
 

@@ -310,3 +310,20 @@ def test_no_rung_kept_under_autocast(impl):
                              width=3.0, impl=impl)
     want = oracle_blur(q, k, v, 1.0, 8, 3.0)
     assert (got.double() - want).abs().max().item() <= 0.03 * want.abs().max().item()
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_output_dtype_follows_the_inputs(impl):
+    """Both implementations return the inputs' dtype, float16 and bf16 autocast included."""
+    q, k, v = make_qkv(1, 2, 1, 40, 4, seed=5)
+    a = torch.tensor(0.9)
+    want = oracle_blur(q, k, v, 0.9, 2, 3.0)
+    for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        got = blur_attention(q.to(dtype), k.to(dtype), v.to(dtype), alpha=a, window=2,
+                             width=3.0, impl=impl)
+        assert got.dtype == dtype
+        assert (got.double() - want).abs().max().item() <= 0.03 * want.abs().max().item()
+    with torch.autocast("cpu", dtype=torch.bfloat16):                  # q, k, v stay float32
+        got = blur_attention(q.float(), k.float(), v.float(), alpha=a, window=2, width=3.0,
+                             impl=impl)
+    assert got.dtype == torch.float32

@@ -155,3 +155,19 @@ def test_grid_jobs_match_one_process(tmp_path):
     assert again == par                                       # read back, nothing retrained
     with pytest.raises(ValueError, match="jobs=0"):
         run_grid(cells, settings, None, progress=False, jobs=0)
+
+
+def test_grid_jobs_stop_queueing_after_a_failing_cell(tmp_path):
+    """A failing cell raises; queued cells never start; finished cells are kept on file."""
+    from dataclasses import replace
+    settings = replace(TINY, steps=40, log_every=20)           # ≈0.3 s a cell
+    good = [Cell("fib-fixed", 2, "-", s) for s in range(8)]
+    out = tmp_path / "fail.jsonl"
+    with pytest.raises(ValueError, match="'gumbel'"):
+        run_grid([Cell("gumbel", 2, "-", 0)] + good, settings, str(out), progress=False,
+                 jobs=2)
+    kept = load_records(str(out))
+    # the pool hands cells to its call queue ahead of time (jobs + 1 of them) and those still
+    # run; the rest of the 8 never start
+    assert len(kept) <= 2 * 2 + 1
+    assert {r["key"] for r in kept} <= {c.key(settings) for c in good}
