@@ -335,7 +335,9 @@ def run_grid(cells: list[Cell], settings: ProbeSettings, out_path: str | None = 
     else:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor, as_completed
-        threads = max(1, (os.cpu_count() or 1) // jobs)
+        cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                 else os.cpu_count() or 1)            # the cores this process may use
+        threads = max(1, cores // jobs)
         ctx = multiprocessing.get_context("spawn")
         t0 = time.perf_counter()
         errors: list[BaseException] = []

@@ -142,7 +142,7 @@ def test_grid_jobs_match_one_process(tmp_path):
     out = tmp_path / "jobs.jsonl"
     par = run_grid(cells, settings, str(out), progress=False, jobs=2)
     threads = torch.get_num_threads()
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // 2))
+    torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // 2))
     try:
         seq = [run_cell(c, settings, progress=False) for c in cells]
     finally:
