@@ -23,7 +23,11 @@ section or measurement that would start past --budget-s is skipped and recorded 
 4. ``train``  a full paper-60m training step (forward, backward, AdamW) at T=1,024 under bf16
    autocast: dense vs fixed vs learned, with the default dispatch (``auto``), with the Triton
    kernel forced, and with the pure-PyTorch paths; tokens/s, ratio to dense, learned / fixed.
-5. ``flex``   the same attention table's flex_attention column (integer set, hand-built block
+5. ``probe``  the retrieval probe (Table 2's cost): the blur gather on the device (its FFT
+   implementation; the band kernel is CPU-only) against float64 on CPU, outputs and q/k/v/α
+   gradients; then a probe-small training step (T=512, batch 2, bf16 autocast) at depths 2/4/8
+   for the dense model and the blur mechanism, and what the 12-cell grid would take.
+6. ``flex``   the same attention table's flex_attention column (integer set, hand-built block
    mask, torch.compile'd; CUDA only), last because every length compiles anew.
 
 Everything lands in one JSON (``--out``), rewritten after each section so a cut-off run keeps
@@ -622,6 +626,88 @@ def section_train(run: Run, preset: str, batch: int, steps: int, seq_len: int | 
 
 
 # --------------------------------------------------------------------------------------------
+# the retrieval probe: blur gather on the device, and the probe's training step
+# --------------------------------------------------------------------------------------------
+PROBE_CHECK_SHAPES = [dict(B=2, H=4, KV=2, T=512, D=64, alpha=0.83, width=20.0),
+                      dict(B=1, H=4, KV=1, T=300, D=32, alpha=1.37, width=0.5)]
+SMOKE_PROBE_SHAPES = [dict(B=1, H=2, KV=1, T=40, D=8, alpha=0.9, width=3.0)]
+
+
+def section_probe(run: Run, smoke: bool, steps: int) -> None:
+    from lab.blur import blur_attention
+    from probes.retrieval import SCALES, Cell, build_probe_model
+    from probes.tasks import marked_copy_batch
+    dev = run.device
+    rows = run.record.setdefault("probe", {"check": [], "step": []})
+    for shp in SMOKE_PROBE_SHAPES if smoke else PROBE_CHECK_SHAPES:
+        try:
+            g = torch.Generator().manual_seed(shp["T"])
+            B, H, KV, T, D = (shp[x] for x in ("B", "H", "KV", "T", "D"))
+            qkv = [torch.randn(B, n, T, D, generator=g, dtype=torch.float64)
+                   for n in (H, KV, KV)]
+            wgt = torch.randn(B, H, T, D, generator=g, dtype=torch.float64)
+
+            def run_blur(xs, a, impl):
+                out = blur_attention(*xs, alpha=a, window=8, width=shp["width"], impl=impl)
+                (out.double() * wgt.to(out.device)).sum().backward()
+                return [out] + [x.grad for x in xs] + [a.grad]
+
+            ref_in = [x.clone().requires_grad_(True) for x in qkv]
+            ref = run_blur(ref_in, torch.tensor(shp["alpha"], dtype=torch.float64,
+                                                requires_grad=True), "fft")
+            dev_in = [x.to(dev, torch.float32).requires_grad_(True) for x in qkv]
+            got = run_blur(dev_in, torch.tensor(shp["alpha"], device=dev, requires_grad=True),
+                           "auto")
+            errs = {n: rel_err(a.cpu(), b) for n, a, b in zip(("out", "dq", "dk", "dv", "dalpha"),
+                                                                got, ref)}
+            ok = all(e <= 1e-4 for e in errs.values())
+            rows["check"].append(dict(shape=shp, errors=errs, ok=ok))
+            print(f"  blur {shp}: " + " ".join(f"{k} {v:.1e}" for k, v in errs.items())
+                  + ("" if ok else "  FAIL"), flush=True)
+        except Exception as e:
+            run.error(f"probe check {shp}", e)
+    settings = SCALES["tiny"] if smoke else SCALES["paper"]
+    amp = (torch.autocast("cuda", dtype=torch.bfloat16) if dev.type == "cuda"
+           else contextlib.nullcontext())
+    for depth in ((2,) if smoke else (2, 4, 8)):
+        for mech in ("dense", "blur"):
+            if not run.has_time(20, f"probe step {mech} depth {depth}"):
+                continue
+            try:
+                torch.manual_seed(0)
+                cell = Cell(mech, depth, "staggered" if mech == "blur" else "-", 0)
+                model = build_probe_model(cell, settings).to(dev)
+                if mech == "blur":
+                    model.set_blur_width(20.0)
+                opt = torch.optim.AdamW(model.parameters(), lr=settings.lr)
+                gen = torch.Generator().manual_seed(0)
+
+                def step():
+                    x, y = marked_copy_batch(settings.batch, settings.task, gen)
+                    x, y = x.to(dev), y.to(dev)
+                    with amp:
+                        logits, _ = model(x)
+                        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                               y.reshape(-1), ignore_index=-100)
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    opt.step()
+
+                sec = timed(step, dev, min_reps=steps, max_reps=steps, target_s=0)
+                rows["step"].append(dict(mechanism=mech, depth=depth, step_s=sec))
+                print(f"  probe-small depth {depth} {mech:<6} {sec * 1e3:8.1f} ms/step",
+                      flush=True)
+                del model, opt
+            except Exception as e:
+                run.error(f"probe step {mech} depth {depth}", e)
+    blur = {r["depth"]: r["step_s"] for r in rows["step"] if r["mechanism"] == "blur"}
+    if not smoke and len(blur) == 3:
+        rows["grid_minutes_one_at_a_time"] = sum(4 * 2500 * s for s in blur.values()) / 60
+        print(f"  the 12-cell Table 2 grid at these step times: "
+              f"{rows['grid_minutes_one_at_a_time']:.1f} min")
+
+
+# --------------------------------------------------------------------------------------------
 # tables
 # --------------------------------------------------------------------------------------------
 def print_tables(run: Run) -> None:
@@ -664,7 +750,7 @@ def print_tables(run: Run) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-SECTIONS = ("check", "tune", "attn", "train", "flex")       # run order: flex compiles last
+SECTIONS = ("check", "tune", "attn", "train", "probe", "flex")   # run order: flex compiles last
 
 
 def main(argv=None) -> int:
@@ -725,6 +811,8 @@ def main(argv=None) -> int:
             elif sec == "train":
                 section_train(run, args.train_preset, args.train_batch, args.train_steps,
                               args.train_seq_len, launch)
+            elif sec == "probe":
+                section_probe(run, args.smoke, 1 if args.smoke else 10)
         except Exception as e:
             run.error(sec, e)
         _write(run, args.out)                                     # keep partial results
