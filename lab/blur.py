@@ -137,6 +137,11 @@ def blur_centres(alpha: float, window: int, seq_len: int, rungs: int = 15) -> li
                                 seq_len)]
 
 
+def _radius(w: float) -> int:
+    """R = ceil(2.5·w): a rung's taps are c−R .. c+R (before clamping to [1, T−1])."""
+    return math.ceil(RADIUS_SIGMAS * w)
+
+
 def _fast_len(n: int) -> int:
     """Smallest s·2^a >= n with s in {1, 3, 5, 9, 15}: a length the FFT handles fast."""
     best = []
@@ -155,7 +160,7 @@ def _tap_weights(d: torch.Tensor, centres: list[int], w: float, seq_len: int,
     Row i holds at column o the summed normalised g_j of rung i's taps clamped to offset o
     (scatter_add, differentiable); offsets outside [1, T−1] stay zero.
     """
-    R = math.ceil(RADIUS_SIGMAS * w)
+    R = _radius(w)
     c = torch.tensor(centres, device=d.device)
     taps = (c[:, None] + torch.arange(-R, R + 1, device=d.device)).clamp_(1, seq_len - 1)  # (r,M)
     g = torch.exp(-0.5 * ((taps.to(d.dtype) - d[:, None]) / w) ** 2)                       # (r,M)
@@ -287,7 +292,7 @@ def _band_attention(q, k, v, targets, kept, w, window_cols, scale, dtype):
     KV = k.shape[1]
     G = H // KV
     centres = [c for _, c in kept]
-    R = math.ceil(RADIUS_SIGMAS * w)
+    R = _radius(w)
     lo = [max(c - R, 1) for c in centres]
     hi = [min(c + R, T - 1) for c in centres]
     qs = (q.to(dtype) * scale).reshape(B, KV, G * T, D)
@@ -355,7 +360,7 @@ def blur_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, alpha, 
     kv = torch.stack((k.to(dtype), v.to(dtype))).transpose(-1, -2)          # (2,B,KV,D,T) view
     blurred = []
     if centres:
-        R = math.ceil(RADIUS_SIGMAS * w)
+        R = _radius(w)
         P = max(min(R, T - 1 - c) for c in centres)                         # max over rungs hi−c
         n = _fast_len(T + P)
         kvp = torch.cat((kv[..., :1].expand(*kv.shape[:-1], P), kv), -1)   # (2,B,KV,D,T+P)
