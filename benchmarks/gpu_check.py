@@ -635,8 +635,7 @@ SMOKE_PROBE_SHAPES = [dict(B=1, H=2, KV=1, T=40, D=8, alpha=0.9, width=3.0)]
 
 def section_probe(run: Run, smoke: bool, steps: int) -> None:
     from lab.blur import blur_attention
-    from probes.retrieval import SCALES, Cell, build_probe_model
-    from probes.tasks import marked_copy_batch
+    from probes.retrieval import SCALES, Cell, _task_loss, build_probe_model
     dev = run.device
     rows = run.record.setdefault("probe", {"check": [], "step": []})
     for shp in SMOKE_PROBE_SHAPES if smoke else PROBE_CHECK_SHAPES:
@@ -683,12 +682,8 @@ def section_probe(run: Run, smoke: bool, steps: int) -> None:
                 gen = torch.Generator().manual_seed(0)
 
                 def step():
-                    x, y = marked_copy_batch(settings.batch, settings.task, gen)
-                    x, y = x.to(dev), y.to(dev)
                     with amp:
-                        logits, _ = model(x)
-                        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                               y.reshape(-1), ignore_index=-100)
+                        loss = _task_loss(model, cell, settings, gen)
                     opt.zero_grad(set_to_none=True)
                     loss.backward()
                     opt.step()

@@ -216,7 +216,9 @@ def run_cell(cell: Cell, settings: ProbeSettings, progress: bool = True,
 
 
 def _task_loss(model, cell: Cell, settings: ProbeSettings, gen: torch.Generator):
-    """One training batch of the cell's task and its loss."""
+    """One training batch of the cell's task (generated on CPU, moved to the model's device)
+    and its loss."""
+    dev = next(model.parameters()).device
     if cell.task == "marked":
         x, y = marked_copy_batch(settings.batch, settings.task, gen)
     elif cell.task == "shift":
@@ -224,12 +226,12 @@ def _task_loss(model, cell: Cell, settings: ProbeSettings, gen: torch.Generator)
     elif cell.task == "kv":                             # one distance per batch, last position
         kb = kv_retrieval_batch(settings.batch, sample_distance(settings.sampler, gen),
                                 settings.task, gen)
-        logits, _ = model(kb.x)
-        return F.cross_entropy(logits[:, -1], kb.answer)
+        logits, _ = model(kb.x.to(dev))
+        return F.cross_entropy(logits[:, -1], kb.answer.to(dev))
     else:
         raise ValueError(f"task={cell.task!r} is unknown: use marked, shift or kv")
-    logits, _ = model(x)
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1),
+    logits, _ = model(x.to(dev))
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.to(dev).reshape(-1),
                            ignore_index=-100)
 
 
