@@ -26,4 +26,4 @@ test-notebooks: venv
 
 # notebooks are committed without outputs (tests/test_notebooks.py checks it)
 strip-notebooks: venv
-	$(PY) -m lab.ui.nbstrip notebooks/*.ipynb
+	$(PY) -m fiblab.ui.nbstrip notebooks/*.ipynb

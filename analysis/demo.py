@@ -20,6 +20,7 @@ reuses finished training runs, probe cells and evaluations):
 5. The report (`reports/demo/report.md` and `.html`): every table and figure, with a list of
    the paper's claims and whether each held here, with the numbers.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,14 +42,20 @@ DEMO_PROBE = SCALES_PROBE["demo"]
 
 @dataclass(frozen=True)
 class DemoScale:
-    lm_runs: tuple = (("cpu-dense", 42), ("cpu-fixed", 42), ("cpu-fixed", 43),
-                      ("cpu-stagger", 42), ("cpu-stagger", 43), ("cpu-learned", 42))
+    lm_runs: tuple = (
+        ("cpu-dense", 42),
+        ("cpu-fixed", 42),
+        ("cpu-fixed", 43),
+        ("cpu-stagger", 42),
+        ("cpu-stagger", 43),
+        ("cpu-learned", 42),
+    )
     lm_steps: int = 200
     lm_overrides: dict = field(default_factory=dict)
     factors: tuple = (1, 2, 4)
-    eval_limit: int | None = None                 # training-length windows per evaluation
-    battery_n: int = 100                          # RULER / LEGO items per chain length
-    probe: object = field(default_factory=lambda: DEMO_PROBE)     # a ProbeSettings
+    eval_limit: int | None = None  # training-length windows per evaluation
+    battery_n: int = 100  # RULER / LEGO items per chain length
+    probe: object = field(default_factory=lambda: DEMO_PROBE)  # a ProbeSettings
     probe_depths: tuple = (2, 4)
     probe_inits: tuple = ("uniform", "staggered")
     probe_seeds: tuple = (0,)
@@ -60,13 +67,30 @@ SCALES = {
     "full": DemoScale(),
     # the test suite's end-to-end run: every stage, seconds each
     "smoke": DemoScale(
-        lm_runs=(("tiny", 1), ("tiny", 2)), lm_steps=6,
-        lm_overrides={"model.schedule": "stagger", "model.vocab_size": 512, "val_tokens": 4096,
-                      "eval_every": 0},
-        factors=(1, 2), eval_limit=4, battery_n=8,
-        probe=replace(DEMO_PROBE, steps=20, log_every=5, batch=2, eval_batch=4, d_model=32,
-                      task=MarkedCopy(seq_len=64, vocab=64, n_payload=32, distances=(10, 30))),
-        probe_depths=(2,), coverage_layers=8, coverage_T=256),
+        lm_runs=(("tiny", 1), ("tiny", 2)),
+        lm_steps=6,
+        lm_overrides={
+            "model.schedule": "stagger",
+            "model.vocab_size": 512,
+            "val_tokens": 4096,
+            "eval_every": 0,
+        },
+        factors=(1, 2),
+        eval_limit=4,
+        battery_n=8,
+        probe=replace(
+            DEMO_PROBE,
+            steps=20,
+            log_every=5,
+            batch=2,
+            eval_batch=4,
+            d_model=32,
+            task=MarkedCopy(seq_len=64, vocab=64, n_payload=32, distances=(10, 30)),
+        ),
+        probe_depths=(2,),
+        coverage_layers=8,
+        coverage_T=256,
+    ),
 }
 
 
@@ -87,9 +111,10 @@ COVERAGE_SCHEMES = ("fixed", "stagger", "coprime", "pow2", "pow2-stagger")
 
 def coverage_stage(layers: int, seq_len: int, window: int = 8, rungs: int = 15) -> dict:
     """Per-scheme coverage numbers and receptive-field curves of an L-layer model."""
+    from lab.schedules import layer_alphas
     from probes.coverage import coverage
     from probes.receptive_field import reachable_fraction, scheme_sets
-    from lab.schedules import layer_alphas
+
     rows, sets, fractions = [], {}, {}
     for scheme in COVERAGE_SCHEMES:
         base = "pow2" if scheme.startswith("pow2") else "fib"
@@ -99,14 +124,27 @@ def coverage_stage(layers: int, seq_len: int, window: int = 8, rungs: int = 15) 
         frac = reachable_fraction(s, seq_len)
         sets[scheme], fractions[scheme] = s, frac
         full = next((i + 1 for i, f in enumerate(frac) if f >= 1.0), None)
-        rows.append({"scheme": scheme, "union": rep["union"],
-                     "beyond_window": rep["union_beyond_window"],
-                     "band_coverage": rep["band_coverage"],
-                     "reach_1_layer": frac[0], "reach_2_layers": frac[min(1, layers - 1)],
-                     "layers_to_reach_all": full if full is not None else float("nan")})
+        rows.append(
+            {
+                "scheme": scheme,
+                "union": rep["union"],
+                "beyond_window": rep["union_beyond_window"],
+                "band_coverage": rep["band_coverage"],
+                "reach_1_layer": frac[0],
+                "reach_2_layers": frac[min(1, layers - 1)],
+                "layers_to_reach_all": full if full is not None else float("nan"),
+            }
+        )
     fractions["dense"] = [1.0] * layers
-    return {"table": pd.DataFrame(rows), "sets": sets, "fractions": fractions,
-            "layers": layers, "seq_len": seq_len, "window": window, "rungs": rungs}
+    return {
+        "table": pd.DataFrame(rows),
+        "sets": sets,
+        "fractions": fractions,
+        "layers": layers,
+        "seq_len": seq_len,
+        "window": window,
+        "rungs": rungs,
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -114,13 +152,18 @@ def coverage_stage(layers: int, seq_len: int, window: int = 8, rungs: int = 15) 
 # --------------------------------------------------------------------------------------------
 def probe_stage(scale: DemoScale, out_path: str, store_path: str | None, progress: bool) -> list:
     from probes.retrieval import grid, run_grid
+
     cells = grid(["blur"], scale.probe_depths, scale.probe_inits, scale.probe_seeds)
-    def log(rec):                                    # each finished cell into the store
+
+    def log(rec):  # each finished cell into the store
         from lab.store import Store
+
         with Store(store_path) as st:
             st.log_probe(rec)
-    return run_grid(cells, scale.probe, out_path, progress=progress,
-                    on_record=log if store_path else None)
+
+    return run_grid(
+        cells, scale.probe, out_path, progress=progress, on_record=log if store_path else None
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -130,26 +173,49 @@ def lm_name(preset: str, seed: int, steps: int) -> str:
     return f"demo-{preset}-s{seed}-{steps}"
 
 
-def lm_stage(scale: DemoScale, runs_dir: str, store_path: str | None, quiet: bool,
-             log=print) -> list[dict]:
+def lm_stage(
+    scale: DemoScale, runs_dir: str, store_path: str | None, quiet: bool, log=print
+) -> list[dict]:
     """Train (or reuse) every LM of the scale, then evaluate each at every factor."""
     from lab.evaluate import evaluate_run
     from lab.train import load_data, make_config, train
+
     data, out = None, []
     for preset, seed in scale.lm_runs:
-        over = {"steps": scale.lm_steps, "seed": seed, "eval_every": 0, "run_dir": runs_dir,
-                "name": lm_name(preset, seed, scale.lm_steps), **scale.lm_overrides}
+        over = {
+            "steps": scale.lm_steps,
+            "seed": seed,
+            "eval_every": 0,
+            "run_dir": runs_dir,
+            "name": lm_name(preset, seed, scale.lm_steps),
+            **scale.lm_overrides,
+        }
         cfg = make_config(preset, over)
         if data is None:
-            data = load_data(cfg)                    # one tokenised corpus for every run
+            data = load_data(cfg)  # one tokenised corpus for every run
         res = train(cfg, resume=True, store_path=store_path, quiet=quiet, data=data)
-        ev = evaluate_run(res["run_dir"], factors=scale.factors, store_path=store_path,
-                          limit_windows=scale.eval_limit, log=(lambda *a: None))
-        out.append({"preset": preset, "seed": seed, "name": cfg.name, "train": res, "eval": ev,
-                    "battery": battery(res["run_dir"], scale.battery_n)})
+        ev = evaluate_run(
+            res["run_dir"],
+            factors=scale.factors,
+            store_path=store_path,
+            limit_windows=scale.eval_limit,
+            log=(lambda *a: None),
+        )
+        out.append(
+            {
+                "preset": preset,
+                "seed": seed,
+                "name": cfg.name,
+                "train": res,
+                "eval": ev,
+                "battery": battery(res["run_dir"], scale.battery_n),
+            }
+        )
         ds = next(iter(ev["datasets"].values()))
         ppl = ds["perplexity"]["ppl"] if ds.get("perplexity") else math.nan
-        log(f"   {cfg.name}: held-out ppl {ppl:.2f}, α {', '.join(f'{a:.3f}' for a in res['alphas'])}")
+        log(
+            f"   {cfg.name}: held-out ppl {ppl:.2f}, α {', '.join(f'{a:.3f}' for a in res['alphas'])}"
+        )
     return out
 
 
@@ -157,22 +223,29 @@ def battery(run_dir: str, n: int) -> dict:
     """RULER variable tracking and LEGO (forced choice) on a trained run, at its own length."""
     from lab.evaluate import load_run
     from probes.battery import run_battery
+
     model, cfg, _ = load_run(run_dir)
     try:
         return run_battery(model, cfg.model.vocab_size, n=n, seed=0)
-    except ValueError as e:                      # e.g. items longer than a tiny model's context
+    except ValueError as e:  # e.g. items longer than a tiny model's context
         return {"skipped": str(e)}
 
 
 # --------------------------------------------------------------------------------------------
 # the whole job
 # --------------------------------------------------------------------------------------------
-def run_demo(scale: str | DemoScale = "full", out_dir: str = "reports/demo",
-             runs_dir: str = "runs", store_path: str | None = "runs/fiblab.db",
-             quiet: bool = False, log=print) -> dict:
+def run_demo(
+    scale: str | DemoScale = "full",
+    out_dir: str = "reports/demo",
+    runs_dir: str = "runs",
+    store_path: str | None = "runs/fiblab.db",
+    quiet: bool = False,
+    log=print,
+) -> dict:
     """Run every stage and write the report; returns the paths written and the claims."""
     from analysis.claims import demo_claims
     from analysis.results import demo_report
+
     sc = SCALES[scale] if isinstance(scale, str) else scale
     if isinstance(scale, str) and scale not in SCALES:
         raise ValueError(f"scale {scale!r} is unknown: use one of {sorted(SCALES)}")
@@ -181,26 +254,36 @@ def run_demo(scale: str | DemoScale = "full", out_dir: str = "reports/demo",
     t_all = time.perf_counter()
     timings = {}
 
-    t0 = _header(f"1. coverage and receptive field (L={sc.coverage_layers}, W=8, K=15, "
-                 f"T={sc.coverage_T})", log)
+    t0 = _header(
+        f"1. coverage and receptive field (L={sc.coverage_layers}, W=8, K=15, T={sc.coverage_T})",
+        log,
+    )
     cov = coverage_stage(sc.coverage_layers, sc.coverage_T)
     log(cov["table"].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     timings["coverage"] = time.perf_counter() - t0
     _done(t0, log)
 
-    t0 = _header(f"2. marked two-distance probe, blur gather, depths {list(sc.probe_depths)}, "
-                 f"{sc.probe.steps} steps per cell", log)
+    t0 = _header(
+        f"2. marked two-distance probe, blur gather, depths {list(sc.probe_depths)}, "
+        f"{sc.probe.steps} steps per cell",
+        log,
+    )
     probe_path = os.path.join(runs_dir, f"demo-probe-{sc.probe.steps}.jsonl")
     records = probe_stage(sc, probe_path, store_path, progress=not quiet)
     for r in records:
-        log(f"   depth {r['depth']} {r['init']:<9} acc "
+        log(
+            f"   depth {r['depth']} {r['init']:<9} acc "
             + ", ".join(f"@{d} {a:.2f}" for d, a in r["acc"].items())
-            + f"  α {', '.join(f'{a:.3f}' for a in r['alphas'])}")
+            + f"  α {', '.join(f'{a:.3f}' for a in r['alphas'])}"
+        )
     timings["probe"] = time.perf_counter() - t0
     _done(t0, log)
 
-    t0 = _header(f"3. language models on the embedded corpus, {sc.lm_steps} steps each, "
-                 f"evaluated at {'/'.join(f'{f}×' for f in sc.factors)} length", log)
+    t0 = _header(
+        f"3. language models on the embedded corpus, {sc.lm_steps} steps each, "
+        f"evaluated at {'/'.join(f'{f}×' for f in sc.factors)} length",
+        log,
+    )
     lms = lm_stage(sc, runs_dir, store_path, quiet, log)
     timings["lm"] = time.perf_counter() - t0
     _done(t0, log)
@@ -214,6 +297,8 @@ def run_demo(scale: str | DemoScale = "full", out_dir: str = "reports/demo",
     for c in claims:
         log(f"   [{c['verdict']}] {c['claim']}: {c['evidence']}")
     timings["report"] = time.perf_counter() - t0
-    log(f"\nreport: {paths['report.md']} (and report.html); total "
-        f"{(time.perf_counter() - t_all) / 60:.1f} min")
+    log(
+        f"\nreport: {paths['report.md']} (and report.html); total "
+        f"{(time.perf_counter() - t_all) / 60:.1f} min"
+    )
     return {"paths": paths, "claims": claims, "timings": timings}

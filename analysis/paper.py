@@ -21,6 +21,7 @@ Naming: ``base`` is ``fib`` (Fibonacci ladder) or ``pow2`` (the power-of-2 "logs
 the local window. Tables 3–5 write a configuration as ``"base/schedule"`` (e.g.
 ``"fib/stagger"``), as the paper does.
 """
+
 from __future__ import annotations
 
 import json
@@ -127,8 +128,13 @@ def seeds_w12() -> pd.DataFrame:
     return _read_csv(5)
 
 
-_LOADERS = {1: perplexity, 2: retrieval_probe, 3: length_extrapolation, 4: position_nll,
-            5: seeds_w12}
+_LOADERS = {
+    1: perplexity,
+    2: retrieval_probe,
+    3: length_extrapolation,
+    4: position_nll,
+    5: seeds_w12,
+}
 
 
 def paper_table(n: int) -> pd.DataFrame:
@@ -148,8 +154,13 @@ def _read_json(name: str):
 
 def _variant_columns(run: str) -> dict:
     v = parse_title(run)
-    return {"run": run, "code": v["code"], "base": v["base"], "schedule": v["schedule"],
-            "W": v["W"]}
+    return {
+        "run": run,
+        "code": v["code"],
+        "base": v["base"],
+        "schedule": v["schedule"],
+        "W": v["W"],
+    }
 
 
 def lenextrap() -> pd.DataFrame:
@@ -166,8 +177,14 @@ def lenextrap() -> pd.DataFrame:
         head = _variant_columns(run)
         for length, by_dataset in by_length.items():
             for dataset, ppl in by_dataset.items():
-                rows.append({**head, "length": int(length),
-                             "dataset": DATASETS.get(dataset, dataset), "ppl": float(ppl)})
+                rows.append(
+                    {
+                        **head,
+                        "length": int(length),
+                        "dataset": DATASETS.get(dataset, dataset),
+                        "ppl": float(ppl),
+                    }
+                )
     df = pd.DataFrame(rows)
     df["W"] = df["W"].astype("Int64")
     return df
@@ -190,8 +207,10 @@ def posloss(binned: bool = True) -> pd.DataFrame:
         head = _variant_columns(run)
         for dataset, record in by_dataset.items():
             name = DATASETS.get(dataset, dataset)
-            rows.extend({**head, "dataset": name, col: i, "nll": float(v)}
-                        for i, v in enumerate(record[key]))
+            rows.extend(
+                {**head, "dataset": name, col: i, "nll": float(v)}
+                for i, v in enumerate(record[key])
+            )
     df = pd.DataFrame(rows)
     df["W"] = df["W"].astype("Int64")
     return df

@@ -19,6 +19,7 @@ Public functions
 Any of the loaders raises ``ValueError`` naming the path when the file is missing, is not an
 SQLite database, or lacks the tables and columns used here.
 """
+
 from __future__ import annotations
 
 import json
@@ -68,16 +69,40 @@ _BODIES = {
     "logsparse": ("pow2", "fixed"),
     "logsparse_stagger": ("pow2", "stagger"),
 }
-_VARIANT_RE = re.compile(r"^(?P<code>[a-z]\d+)__(?P<body>[a-z0-9_]+?)_w(?P<W>\d+)(?:_s(?P<seed>\d+))?$")
+_VARIANT_RE = re.compile(
+    r"^(?P<code>[a-z]\d+)__(?P<body>[a-z0-9_]+?)_w(?P<W>\d+)(?:_s(?P<seed>\d+))?$"
+)
 _REFERENCE_RE = re.compile(r"^ref_(?P<code>\w+)$")
 
 # Columns each loader reads; a file lacking any of them is not the authors' database.
 _REQUIRED = {
-    "runs": ("id", "title", "variant_or_baseline", "seed", "params_effective", "tokens_trained",
-             "status", "wall_seconds", "failure_reason"),
+    "runs": (
+        "id",
+        "title",
+        "variant_or_baseline",
+        "seed",
+        "params_effective",
+        "tokens_trained",
+        "status",
+        "wall_seconds",
+        "failure_reason",
+    ),
     "metrics": ("run_id", "step", "dataset", "ppl", "loss", "eval_tokens"),
-    "retrieval_results": ("source", "mech", "depth", "seed", "staggered", "train_d", "distance",
-                          "kind", "acc", "alphas", "peak_gb", "src_file", "extra"),
+    "retrieval_results": (
+        "source",
+        "mech",
+        "depth",
+        "seed",
+        "staggered",
+        "train_d",
+        "distance",
+        "kind",
+        "acc",
+        "alphas",
+        "peak_gb",
+        "src_file",
+        "extra",
+    ),
 }
 
 
@@ -99,16 +124,30 @@ def parse_title(title: str) -> dict:
         raise ValueError(f"run title must be a string, got {title!r}")
     m = _REFERENCE_RE.match(title)
     if m:
-        return {"code": m["code"], "kind": "reference", "base": None, "schedule": None,
-                "W": None, "seed": None}
+        return {
+            "code": m["code"],
+            "kind": "reference",
+            "base": None,
+            "schedule": None,
+            "W": None,
+            "seed": None,
+        }
     m = _VARIANT_RE.match(title)
     if not m or m["body"] not in _BODIES:
-        raise ValueError(f"unrecognised run title {title!r}: expected e.g. 'f13__fib_stagger_w12', "
-                         f"'g02__fib_learned_w12_s43' or 'ref_e0000' (bodies: {sorted(_BODIES)})")
+        raise ValueError(
+            f"unrecognised run title {title!r}: expected e.g. 'f13__fib_stagger_w12', "
+            f"'g02__fib_learned_w12_s43' or 'ref_e0000' (bodies: {sorted(_BODIES)})"
+        )
     base, schedule = _BODIES[m["body"]]
     seed = int(m["seed"]) if m["seed"] is not None else DEFAULT_SEED
-    return {"code": m["code"], "kind": "variant", "base": base, "schedule": schedule,
-            "W": int(m["W"]), "seed": seed}
+    return {
+        "code": m["code"],
+        "kind": "variant",
+        "base": base,
+        "schedule": schedule,
+        "W": int(m["W"]),
+        "seed": seed,
+    }
 
 
 def _short_dataset(name: str) -> str:
@@ -135,13 +174,17 @@ def _connect(path, tables) -> sqlite3.Connection:
         have = {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         for table in tables:
             if table not in have:
-                raise ValueError(f"{p} is not the authors' results database: it has no "
-                                 f"{table!r} table (tables: {sorted(have) or 'none'})")
+                raise ValueError(
+                    f"{p} is not the authors' results database: it has no "
+                    f"{table!r} table (tables: {sorted(have) or 'none'})"
+                )
             cols = {row[1] for row in con.execute(f'PRAGMA table_info("{table}")')}
             missing = [c for c in _REQUIRED[table] if c not in cols]
             if missing:
-                raise ValueError(f"{p} is not the authors' results database: table {table!r} "
-                                 f"lacks columns {missing}")
+                raise ValueError(
+                    f"{p} is not the authors' results database: table {table!r} "
+                    f"lacks columns {missing}"
+                )
     except sqlite3.DatabaseError as e:  # "file is not a database", malformed image, …
         con.close()
         raise ValueError(f"{p} is not a readable SQLite database: {e}") from e
@@ -159,8 +202,21 @@ def _query(path, tables, sql, params=()) -> pd.DataFrame:
             raise ValueError(f"cannot read {Path(path)}: {e}") from e
 
 
-_RUN_COLUMNS = ["id", "title", "code", "kind", "status", "base", "schedule", "W", "seed",
-                "params_effective", "tokens_trained", "wall_seconds", "failure_reason"]
+_RUN_COLUMNS = [
+    "id",
+    "title",
+    "code",
+    "kind",
+    "status",
+    "base",
+    "schedule",
+    "W",
+    "seed",
+    "params_effective",
+    "tokens_trained",
+    "wall_seconds",
+    "failure_reason",
+]
 
 
 def load_runs(path) -> pd.DataFrame:
@@ -188,20 +244,33 @@ def load_runs(path) -> pd.DataFrame:
     ``params_effective``, ``tokens_trained``, ``wall_seconds``, ``failure_reason``
         as stored (``wall_seconds`` is missing for failed and reference rows)
     """
-    raw = _query(path, ["runs"],
-                 "SELECT id, title, variant_or_baseline AS kind, status, seed AS db_seed, "
-                 "params_effective, tokens_trained, wall_seconds, failure_reason FROM runs ORDER BY id")
+    raw = _query(
+        path,
+        ["runs"],
+        "SELECT id, title, variant_or_baseline AS kind, status, seed AS db_seed, "
+        "params_effective, tokens_trained, wall_seconds, failure_reason FROM runs ORDER BY id",
+    )
     parsed = []
     for title, db_seed, kind in zip(raw["title"], raw["db_seed"], raw["kind"]):
         try:
             v = parse_title(title)
         except ValueError:
-            v = {"code": None, "kind": kind, "base": None, "schedule": None, "W": None, "seed": None}
+            v = {
+                "code": None,
+                "kind": kind,
+                "base": None,
+                "schedule": None,
+                "W": None,
+                "seed": None,
+            }
         if v["seed"] is None:
             v["seed"] = None if pd.isna(db_seed) else int(db_seed)
         elif not pd.isna(db_seed) and int(db_seed) != v["seed"]:
-            warnings.warn(f"run {title!r}: the title says seed {v['seed']}, the runs table says "
-                          f"{int(db_seed)}; using the title's", stacklevel=2)
+            warnings.warn(
+                f"run {title!r}: the title says seed {v['seed']}, the runs table says "
+                f"{int(db_seed)}; using the title's",
+                stacklevel=2,
+            )
         parsed.append(v)
     p = pd.DataFrame(parsed, index=raw.index, columns=["code", "base", "schedule", "W", "seed"])
     out = raw.drop(columns=["db_seed"]).join(p)
@@ -213,8 +282,13 @@ def load_runs(path) -> pd.DataFrame:
     return out[_RUN_COLUMNS].reset_index(drop=True)
 
 
-def load_final_ppl(path, step: int | None = FINAL_STEP, *, include_failed: bool = False,
-                   include_references: bool = False) -> pd.DataFrame:
+def load_final_ppl(
+    path,
+    step: int | None = FINAL_STEP,
+    *,
+    include_failed: bool = False,
+    include_references: bool = False,
+) -> pd.DataFrame:
     """Held-out perplexity and loss at ``step``, one row per run and dataset (long format).
 
     By default only finished variant runs count: status ``"done"`` and kind ``"variant"``, so the
@@ -235,9 +309,11 @@ def load_final_ppl(path, step: int | None = FINAL_STEP, *, include_failed: bool 
         keep &= runs["kind"].ne("reference")
     runs = runs[keep]
     if step is None:
-        sql = ("SELECT m.run_id, m.step, m.dataset, m.ppl, m.loss, m.eval_tokens FROM metrics m "
-               "JOIN (SELECT run_id, MAX(step) AS step FROM metrics GROUP BY run_id) last "
-               "ON m.run_id = last.run_id AND m.step = last.step")
+        sql = (
+            "SELECT m.run_id, m.step, m.dataset, m.ppl, m.loss, m.eval_tokens FROM metrics m "
+            "JOIN (SELECT run_id, MAX(step) AS step FROM metrics GROUP BY run_id) last "
+            "ON m.run_id = last.run_id AND m.step = last.step"
+        )
         params = ()
     else:
         sql = "SELECT run_id, step, dataset, ppl, loss, eval_tokens FROM metrics WHERE step = ?"
@@ -279,11 +355,26 @@ def load_retrieval(path, *, extra: bool = False) -> pd.DataFrame:
     ``peak_gb``, ``src_file``; with ``extra=True`` also ``extra``, the original record parsed
     from JSON (a dict).
     """
-    cols = ["source", "mech", "depth", "seed", "staggered", "train_d", "distance", "kind", "acc",
-            "alphas", "peak_gb", "src_file"] + (["extra"] if extra else [])
-    df = _query(path, ["retrieval_results"],
-                f"SELECT {', '.join(cols)} FROM retrieval_results "
-                "ORDER BY source, mech, depth, seed, staggered, train_d, distance, kind")
+    cols = [
+        "source",
+        "mech",
+        "depth",
+        "seed",
+        "staggered",
+        "train_d",
+        "distance",
+        "kind",
+        "acc",
+        "alphas",
+        "peak_gb",
+        "src_file",
+    ] + (["extra"] if extra else [])
+    df = _query(
+        path,
+        ["retrieval_results"],
+        f"SELECT {', '.join(cols)} FROM retrieval_results "
+        "ORDER BY source, mech, depth, seed, staggered, train_d, distance, kind",
+    )
     try:
         df["alphas"] = df["alphas"].map(_alphas)
         if extra:

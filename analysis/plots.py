@@ -16,6 +16,7 @@ Functions
 ``coverage_curves(sets_by_scheme)``   distinct attended distances ≤ δ, against δ
 ``receptive_field_curves(fractions)`` share of distances reachable after each layer
 """
+
 from __future__ import annotations
 
 import os
@@ -26,8 +27,16 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-__all__ = ["perplexity_vs_window", "extrapolation", "position_bins", "alpha_trajectories",
-           "rung_heatmap", "coverage_curves", "receptive_field_curves", "CONFIG_COLORS"]
+__all__ = [
+    "perplexity_vs_window",
+    "extrapolation",
+    "position_bins",
+    "alpha_trajectories",
+    "rung_heatmap",
+    "coverage_curves",
+    "receptive_field_curves",
+    "CONFIG_COLORS",
+]
 
 #: A fixed colour per configuration, so that a config looks the same in every figure.
 CONFIG_COLORS = {
@@ -67,8 +76,9 @@ def _need(df: pd.DataFrame, cols, who: str) -> None:
         raise ValueError(f"{who}: the frame lacks columns {missing} (it has {list(df.columns)})")
 
 
-def perplexity_vs_window(table: pd.DataFrame, dataset: str = "fineweb_edu", path=None,
-                         title: str | None = None) -> Figure:
+def perplexity_vs_window(
+    table: pd.DataFrame, dataset: str = "fineweb_edu", path=None, title: str | None = None
+) -> Figure:
     """Perplexity on ``dataset`` against the window W, one line per (base, schedule).
 
     ``table`` is Table-1-shaped (``base``, ``schedule``, ``W`` and a column per dataset:
@@ -81,8 +91,13 @@ def perplexity_vs_window(table: pd.DataFrame, dataset: str = "fineweb_edu", path
     for i, ((base, sched), g) in enumerate(table.groupby(["base", "schedule"], sort=False)):
         g = g.sort_values("W")
         label = f"{base}/{sched}"
-        ax.plot(g["W"].to_numpy(dtype=float), g[dataset].to_numpy(dtype=float), marker="o",
-                label=label, color=_color(label, i))
+        ax.plot(
+            g["W"].to_numpy(dtype=float),
+            g[dataset].to_numpy(dtype=float),
+            marker="o",
+            label=label,
+            color=_color(label, i),
+        )
     ax.set_xlabel("window W")
     ax.set_ylabel(f"{dataset} perplexity")
     ax.set_title(title or f"Held-out perplexity against window ({dataset})")
@@ -95,8 +110,9 @@ _MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
 _PPL = re.compile(r"^(?P<frozen>frozen_)?ppl_T(?P<L>\d+)$")
 
 
-def extrapolation(table: pd.DataFrame, path=None, relative: bool = False,
-                  title: str | None = None) -> Figure:
+def extrapolation(
+    table: pd.DataFrame, path=None, relative: bool = False, title: str | None = None
+) -> Figure:
     """Perplexity against evaluation length, one colour per row of a Table-3 frame
     (:func:`analysis.tables.table3_from_store`, :func:`~analysis.tables.table3_from_lenextrap` or
     :func:`analysis.paper.length_extrapolation`).
@@ -106,10 +122,10 @@ def extrapolation(table: pd.DataFrame, path=None, relative: bool = False,
     dashed. Colour follows the configuration, the marker the window W. ``relative`` divides each curve by its value at the shortest length. Log-2 x axis.
     """
     _need(table, ["model"], "extrapolation")
-    full = sorted((int(m["L"]), c) for c in table.columns if (m := _PPL.match(c))
-                  and not m["frozen"])
-    frozen = sorted((int(m["L"]), c) for c in table.columns if (m := _PPL.match(c))
-                    and m["frozen"])
+    full = sorted(
+        (int(m["L"]), c) for c in table.columns if (m := _PPL.match(c)) and not m["frozen"]
+    )
+    frozen = sorted((int(m["L"]), c) for c in table.columns if (m := _PPL.match(c)) and m["frozen"])
     if not full:
         raise ValueError("extrapolation: the table has no ppl_T{L} columns (is it Table 3?)")
     fig, ax = _figure()
@@ -125,12 +141,23 @@ def extrapolation(table: pd.DataFrame, path=None, relative: bool = False,
             continue
         x0, y0 = pts[0]
         scale = y0 if relative else 1.0
-        ax.plot([p[0] for p in pts], [p[1] / scale for p in pts], marker=marker, color=color,
-                label=label)
+        ax.plot(
+            [p[0] for p in pts],
+            [p[1] / scale for p in pts],
+            marker=marker,
+            color=color,
+            label=label,
+        )
         fz = [(L, float(r[c])) for L, c in frozen if not pd.isna(r[c]) and L > x0]
         if fz:
-            ax.plot([x0] + [p[0] for p in fz], [y0 / scale] + [p[1] / scale for p in fz],
-                    marker=marker, linestyle="--", color=color, label=f"{label} (frozen rungs)")
+            ax.plot(
+                [x0] + [p[0] for p in fz],
+                [y0 / scale] + [p[1] / scale for p in fz],
+                marker=marker,
+                linestyle="--",
+                color=color,
+                label=f"{label} (frozen rungs)",
+            )
     ax.set_xscale("log", base=2)
     ax.set_xlabel("evaluation length (tokens)")
     ax.set_ylabel("perplexity / perplexity at training length" if relative else "perplexity")
@@ -154,10 +181,14 @@ def position_bins(table: pd.DataFrame, path=None, title: str | None = None) -> F
     for panel, rows in enumerate([table[~is_gap], table[is_gap]][: 1 + int(is_gap.any())]):
         ax = axes[panel, 0]
         for i, r in enumerate(rows.to_dict("records")):
-            label = str(r["schedule"]) + ("" if "W" not in r or pd.isna(r["W"])
-                                          else f" W={r['W']}")
-            ax.plot(x, [float(r[c]) for _, c in bins], marker="o", label=label,
-                    color=_color(r["schedule"], i))
+            label = str(r["schedule"]) + ("" if "W" not in r or pd.isna(r["W"]) else f" W={r['W']}")
+            ax.plot(
+                x,
+                [float(r[c]) for _, c in bins],
+                marker="o",
+                label=label,
+                color=_color(r["schedule"], i),
+            )
         ax.set_xticks(x)
         ax.set_xticklabels([c for _, c in bins])
         ax.set_ylabel("NLL (nats)" if panel == 0 else "NLL difference (nats)")
@@ -170,8 +201,9 @@ def position_bins(table: pd.DataFrame, path=None, title: str | None = None) -> F
     return _save(fig, path)
 
 
-def alpha_trajectories(traj: pd.DataFrame, runs=None, path=None, show_init: bool = True,
-                       title: str | None = None) -> Figure:
+def alpha_trajectories(
+    traj: pd.DataFrame, runs=None, path=None, show_init: bool = True, title: str | None = None
+) -> Figure:
     """α against training step, one line per layer, one panel per run.
 
     ``traj`` is a trajectory frame (:func:`analysis.trajectories.from_store` /
@@ -180,12 +212,17 @@ def alpha_trajectories(traj: pd.DataFrame, runs=None, path=None, show_init: bool
     with a dotted line in its colour.
     """
     _need(traj, ["run", "step", "layer", "alpha"], "alpha_trajectories")
-    names = list(dict.fromkeys(traj["run"])) if runs is None else (
-        [runs] if isinstance(runs, str) else list(runs))
+    names = (
+        list(dict.fromkeys(traj["run"]))
+        if runs is None
+        else ([runs] if isinstance(runs, str) else list(runs))
+    )
     unknown = [r for r in names if r not in set(traj["run"])]
     if unknown or not names:
-        raise ValueError(f"alpha_trajectories: no trajectory for runs {unknown or names}; the "
-                         f"frame has {sorted(set(traj['run']))[:10]}")
+        raise ValueError(
+            f"alpha_trajectories: no trajectory for runs {unknown or names}; the "
+            f"frame has {sorted(set(traj['run']))[:10]}"
+        )
     fig, axes = _figure(len(names), 1, size=(7.0, 3.4))
     for ax, name in zip(axes[:, 0], names):
         g = traj[traj["run"] == name]
@@ -193,11 +230,16 @@ def alpha_trajectories(traj: pd.DataFrame, runs=None, path=None, show_init: bool
         colors = [f"C{i % 10}" for i in range(len(layers))]
         for layer, color in zip(layers, colors):
             gl = g[g["layer"] == layer].sort_values("step")
-            ax.plot(gl["step"].to_numpy(), gl["alpha"].to_numpy(dtype=float), color=color,
-                    label=f"layer {layer}")
+            ax.plot(
+                gl["step"].to_numpy(),
+                gl["alpha"].to_numpy(dtype=float),
+                color=color,
+                label=f"layer {layer}",
+            )
             if show_init and "alpha_init" in gl.columns and gl["alpha_init"].notna().any():
-                ax.axhline(float(gl["alpha_init"].iloc[0]), color=color, linestyle=":",
-                           linewidth=0.8)
+                ax.axhline(
+                    float(gl["alpha_init"].iloc[0]), color=color, linestyle=":", linewidth=0.8
+                )
         ax.set_title(name, fontsize="small")
         ax.set_ylabel("α")
         ax.grid(alpha=0.3)
@@ -209,8 +251,13 @@ def alpha_trajectories(traj: pd.DataFrame, runs=None, path=None, show_init: bool
     return _save(fig, path)
 
 
-def rung_heatmap(sets: Sequence[Sequence[int]], seq_len: int | None = None, path=None,
-                 title: str | None = None, labels: Sequence[str] | None = None) -> Figure:
+def rung_heatmap(
+    sets: Sequence[Sequence[int]],
+    seq_len: int | None = None,
+    path=None,
+    title: str | None = None,
+    labels: Sequence[str] | None = None,
+) -> Figure:
     """Which distances each layer attends: an image with one row per layer (layer 0 at the top)
     and one column per distance 0 … seq_len−1, 1 where attended (distances ≥ seq_len are
     ignored). ``sets`` is a list of per-layer distance lists (``ModelConfig.attended_sets()``,
@@ -228,19 +275,32 @@ def rung_heatmap(sets: Sequence[Sequence[int]], seq_len: int | None = None, path
                 grid[i, d] = 1.0
     fig, ax = _figure(size=(9.0, 0.35 * len(sets) + 1.6))
     ax = ax[0, 0]
-    ax.imshow(grid, aspect="auto", interpolation="nearest", cmap="Greys", vmin=0, vmax=1,
-              extent=(-0.5, T - 0.5, len(sets) - 0.5, -0.5))
+    ax.imshow(
+        grid,
+        aspect="auto",
+        interpolation="nearest",
+        cmap="Greys",
+        vmin=0,
+        vmax=1,
+        extent=(-0.5, T - 0.5, len(sets) - 0.5, -0.5),
+    )
     ax.set_yticks(range(len(sets)))
-    ax.set_yticklabels(list(labels) if labels is not None else [str(i) for i in range(len(sets))],
-                       fontsize="x-small")
+    ax.set_yticklabels(
+        list(labels) if labels is not None else [str(i) for i in range(len(sets))],
+        fontsize="x-small",
+    )
     ax.set_xlabel("distance")
     ax.set_ylabel("layer")
     ax.set_title(title or f"Attended distances per layer ({len(sets)} layers, T={T})")
     return _save(fig, path)
 
 
-def coverage_curves(sets_by_scheme: Mapping[str, Sequence[Sequence[int]]], seq_len: int,
-                    path=None, title: str | None = None) -> Figure:
+def coverage_curves(
+    sets_by_scheme: Mapping[str, Sequence[Sequence[int]]],
+    seq_len: int,
+    path=None,
+    title: str | None = None,
+) -> Figure:
     """Distinct-distance coverage: for each scheme, the number of distinct distances in
     0 … δ that some layer attends, against δ (a step curve ending at the union size). ``sets_by_
     scheme`` maps a name to its per-layer distance lists (e.g. ``probes.receptive_field.
@@ -256,8 +316,7 @@ def coverage_curves(sets_by_scheme: Mapping[str, Sequence[Sequence[int]]], seq_l
             idx = [d for d in s if 0 <= d < seq_len]
             hit[idx] = True
         y = np.cumsum(hit)
-        ax.step(x, y, where="post", label=f"{name} ({int(y[-1])})",
-                color=_color(name, i))
+        ax.step(x, y, where="post", label=f"{name} ({int(y[-1])})", color=_color(name, i))
     ax.set_xlabel("distance δ")
     ax.set_ylabel("distinct attended distances ≤ δ")
     ax.set_title(title or f"Distinct-distance coverage (T={seq_len}, window counted)")
@@ -266,8 +325,9 @@ def coverage_curves(sets_by_scheme: Mapping[str, Sequence[Sequence[int]]], seq_l
     return _save(fig, path)
 
 
-def receptive_field_curves(fractions: Mapping[str, Sequence[float]], path=None,
-                           title: str | None = None) -> Figure:
+def receptive_field_curves(
+    fractions: Mapping[str, Sequence[float]], path=None, title: str | None = None
+) -> Figure:
     """Share of distances 0 … T−1 reachable after layers 1 … L, one line per scheme
     (``fractions`` maps a name to ``probes.receptive_field.reachable_fraction(...)`` or a
     ``receptive_report``'s ``reachable_fraction``)."""

@@ -8,6 +8,7 @@ to them by relative path, so the folder can be moved or zipped as a whole).
 >>> r.heading("Perplexity"); r.table(df, caption="held-out ppl"); r.figure(fig, "ppl")
 >>> r.write("reports/demo")                                      # doctest: +SKIP
 """
+
 from __future__ import annotations
 
 import html
@@ -39,10 +40,14 @@ def markdown_table(df: pd.DataFrame, decimals: int = 3, index: bool = False) -> 
     if index:
         df = df.reset_index()
     cols = [str(c) for c in df.columns]
-    numeric = [pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])
-               for c in df.columns]
-    rows = [[_cell(v, decimals).replace("|", "\\|") for v in rec]
-            for rec in df.itertuples(index=False, name=None)]
+    numeric = [
+        pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])
+        for c in df.columns
+    ]
+    rows = [
+        [_cell(v, decimals).replace("|", "\\|") for v in rec]
+        for rec in df.itertuples(index=False, name=None)
+    ]
     head = "| " + " | ".join(cols) + " |"
     rule = "|" + "|".join("---:" if n else "---" for n in numeric) + "|"
     body = ["| " + " | ".join(r) + " |" for r in rows]
@@ -51,7 +56,7 @@ def markdown_table(df: pd.DataFrame, decimals: int = 3, index: bool = False) -> 
 
 @dataclass
 class _Block:
-    kind: str                     # heading | text | table | figure | code
+    kind: str  # heading | text | table | figure | code
     payload: Any
     meta: dict = field(default_factory=dict)
 
@@ -80,12 +85,14 @@ class Report:
     def code(self, text: str) -> None:
         self.blocks.append(_Block("code", text.rstrip()))
 
-    def table(self, df: pd.DataFrame, caption: str = "", decimals: int = 3,
-              index: bool = False) -> None:
+    def table(
+        self, df: pd.DataFrame, caption: str = "", decimals: int = 3, index: bool = False
+    ) -> None:
         if not isinstance(df, pd.DataFrame):
             raise TypeError(f"table() needs a pandas DataFrame, got {type(df).__name__}")
-        self.blocks.append(_Block("table", df.copy(), {"caption": caption, "decimals": decimals,
-                                                       "index": index}))
+        self.blocks.append(
+            _Block("table", df.copy(), {"caption": caption, "decimals": decimals, "index": index})
+        )
 
     def figure(self, fig, name: str, caption: str = "") -> None:
         """A matplotlib Figure, saved as ``name.png`` when the report is written."""
@@ -129,22 +136,30 @@ class Report:
             elif b.kind == "table":
                 fmt = f"{{:.{b.meta['decimals']}f}}".format
                 cap = f"<caption>{esc(b.meta['caption'])}</caption>" if b.meta["caption"] else ""
-                tbl = b.payload.to_html(index=b.meta["index"], float_format=fmt, na_rep="",
-                                        border=0, classes="fib")
-                _, _, rest = tbl.partition(">")               # drop pandas' <table …> tag
+                tbl = b.payload.to_html(
+                    index=b.meta["index"], float_format=fmt, na_rep="", border=0, classes="fib"
+                )
+                _, _, rest = tbl.partition(">")  # drop pandas' <table …> tag
                 body.append(f'<table class="fib">{cap}' + rest)
             elif b.kind == "figure":
                 cap = esc(b.meta["caption"])
-                body.append(f'<figure><img src="{b.meta["name"]}.png" alt="{cap}">'
-                            f"<figcaption>{cap}</figcaption></figure>")
-        style = ("body{font-family:sans-serif;max-width:70em;margin:2em auto;padding:0 1em}"
-                 "table.fib{border-collapse:collapse;margin:1em 0}"
-                 "table.fib td,table.fib th{border:1px solid #ccc;padding:2px 8px;text-align:right}"
-                 "caption{font-style:italic;text-align:left}img{max-width:100%}"
-                 "pre{background:#f6f6f6;padding:.5em;overflow:auto}")
-        return ("<!doctype html><html><head><meta charset='utf-8'>"
-                f"<title>{esc(self.title)}</title><style>{style}</style></head><body>\n"
-                + "\n".join(body) + "\n</body></html>\n")
+                body.append(
+                    f'<figure><img src="{b.meta["name"]}.png" alt="{cap}">'
+                    f"<figcaption>{cap}</figcaption></figure>"
+                )
+        style = (
+            "body{font-family:sans-serif;max-width:70em;margin:2em auto;padding:0 1em}"
+            "table.fib{border-collapse:collapse;margin:1em 0}"
+            "table.fib td,table.fib th{border:1px solid #ccc;padding:2px 8px;text-align:right}"
+            "caption{font-style:italic;text-align:left}img{max-width:100%}"
+            "pre{background:#f6f6f6;padding:.5em;overflow:auto}"
+        )
+        return (
+            "<!doctype html><html><head><meta charset='utf-8'>"
+            f"<title>{esc(self.title)}</title><style>{style}</style></head><body>\n"
+            + "\n".join(body)
+            + "\n</body></html>\n"
+        )
 
     def write(self, out_dir: str, dpi: int = 110) -> dict[str, str]:
         """Render to ``out_dir`` (created); returns the paths written."""

@@ -25,6 +25,7 @@ Functions
     one plain-English line on ``claim`` ("stagger beats fixed", "stagger ties coprime"); the
     decision with its numbers.
 """
+
 from __future__ import annotations
 
 import math
@@ -66,8 +67,9 @@ def as_sample(values, name: str = "sample") -> np.ndarray:
     if arr.ndim == 0:
         arr = arr.reshape(1)
     if arr.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional (one value per seed), got shape "
-                         f"{arr.shape}")
+        raise ValueError(
+            f"{name} must be one-dimensional (one value per seed), got shape {arr.shape}"
+        )
     return arr[~np.isnan(arr)]
 
 
@@ -167,6 +169,7 @@ def margin(a, b, lower_is_better: bool = True, sigma: float | None = None) -> fl
 class WelchResult:
     """Welch's t-test of mean(a) − mean(b): statistic ``t``, Welch–Satterthwaite degrees of
     freedom ``dof``, two-sided (or one-sided, per ``alternative``) p-value ``p``."""
+
     t: float
     dof: float
     p: float
@@ -187,8 +190,10 @@ def welch(a, b, alternative: str = "two-sided") -> WelchResult:
         raise ValueError(f"alternative={alternative!r} must be 'two-sided', 'less' or 'greater'")
     xa, xb = as_sample(a, "a"), as_sample(b, "b")
     if len(xa) < 2 or len(xb) < 2:
-        raise ValueError(f"Welch's t-test needs at least 2 values per side, got n={len(xa)} and "
-                         f"n={len(xb)}: add seeds")
+        raise ValueError(
+            f"Welch's t-test needs at least 2 values per side, got n={len(xa)} and "
+            f"n={len(xb)}: add seeds"
+        )
     va, vb = xa.var(ddof=1) / len(xa), xb.var(ddof=1) / len(xb)
     diff = float(xa.mean() - xb.mean())
     se2 = va + vb
@@ -202,7 +207,7 @@ def welch(a, b, alternative: str = "two-sided") -> WelchResult:
             p = 0.0 if (t < 0) == (alternative == "less") else 1.0
         return WelchResult(t, float("nan"), p, alternative)
     t = diff / math.sqrt(se2)
-    dof = se2 ** 2 / (va ** 2 / (len(xa) - 1) + vb ** 2 / (len(xb) - 1))
+    dof = se2**2 / (va**2 / (len(xa) - 1) + vb**2 / (len(xb) - 1))
     if alternative == "two-sided":
         p = 2.0 * _st.t.sf(abs(t), dof)
     elif alternative == "less":
@@ -212,8 +217,9 @@ def welch(a, b, alternative: str = "two-sided") -> WelchResult:
     return WelchResult(float(t), float(dof), float(min(p, 1.0)), alternative)
 
 
-def bootstrap_ci(a, b, n: int = 10_000, level: float = 0.95, seed: int = 0,
-                 lower_is_better: bool = True) -> tuple[float, float]:
+def bootstrap_ci(
+    a, b, n: int = 10_000, level: float = 0.95, seed: int = 0, lower_is_better: bool = True
+) -> tuple[float, float]:
     """Percentile bootstrap interval of :func:`gap` (a better than b).
 
     Each of ``n`` resamples draws len(a) values from ``a`` and len(b) from ``b`` with replacement
@@ -223,8 +229,9 @@ def bootstrap_ci(a, b, n: int = 10_000, level: float = 0.95, seed: int = 0,
     """
     xa, xb = as_sample(a, "a"), as_sample(b, "b")
     if not len(xa) or not len(xb):
-        raise ValueError(f"bootstrap_ci needs values on both sides, got n={len(xa)} and "
-                         f"n={len(xb)}")
+        raise ValueError(
+            f"bootstrap_ci needs values on both sides, got n={len(xa)} and n={len(xb)}"
+        )
     if not 0 < level < 1:
         raise ValueError(f"level={level!r} must be in (0, 1), e.g. 0.95")
     if int(n) != n or n < 1:
@@ -248,8 +255,10 @@ def claim_kind(claim: str) -> str:
         return "ties"
     if _BEATS.search(claim):
         return "beats"
-    raise ValueError(f"cannot tell what {claim!r} claims: word it as 'A beats B' or 'A ties B' "
-                     f"(or pass kind='beats' / kind='ties')")
+    raise ValueError(
+        f"cannot tell what {claim!r} claims: word it as 'A beats B' or 'A ties B' "
+        f"(or pass kind='beats' / kind='ties')"
+    )
 
 
 def _fmt_p(p: float) -> str:
@@ -264,6 +273,7 @@ class Verdict:
     shown"``, ``"cannot tell"`` (fewer than two values on a side) or ``"no data"``; ``gap``,
     ``margin`` (in σ), ``p`` (Welch, two-sided) and ``ci`` (bootstrap interval of the gap) are NaN
     where they could not be computed; ``line`` is the plain-English sentence (also ``str()``)."""
+
     claim: str
     kind: str
     answer: str
@@ -279,9 +289,20 @@ class Verdict:
         return self.line
 
 
-def assess(a, b, claim: str, *, kind: str | None = None, lower_is_better: bool = True,
-           alpha: float = 0.05, sigma: float | None = None, n_boot: int = 10_000,
-           level: float = 0.95, seed: int = 0, digits: int = 2) -> Verdict:
+def assess(
+    a,
+    b,
+    claim: str,
+    *,
+    kind: str | None = None,
+    lower_is_better: bool = True,
+    alpha: float = 0.05,
+    sigma: float | None = None,
+    n_boot: int = 10_000,
+    level: float = 0.95,
+    seed: int = 0,
+    digits: int = 2,
+) -> Verdict:
     """Decide ``claim`` about sample ``a`` against sample ``b``; see :func:`verdict` for the
     rules. Returns the :class:`Verdict` with every number behind the sentence."""
     kind = claim_kind(claim) if kind is None else kind
@@ -291,17 +312,29 @@ def assess(a, b, claim: str, *, kind: str | None = None, lower_is_better: bool =
     nan = float("nan")
     sizes = f"n={len(xa)} vs {len(xb)}"
     if not len(xa) or not len(xb):
-        return Verdict(claim, kind, "no data", nan, nan, nan, (nan, nan), len(xa), len(xb),
-                       f"{claim}: no data ({sizes})")
+        return Verdict(
+            claim,
+            kind,
+            "no data",
+            nan,
+            nan,
+            nan,
+            (nan, nan),
+            len(xa),
+            len(xb),
+            f"{claim}: no data ({sizes})",
+        )
     g = gap(xa, xb, lower_is_better)
     f = f"{{:.{digits}f}}"
     if len(xa) < 2 or len(xb) < 2:
-        few = " and ".join(f"{side} has {len(x)} value" for side, x in (("a", xa), ("b", xb))
-                           if len(x) < 2)
-        line = (f"{claim}: cannot tell, too few seeds ({few}; need at least 2 per side for a "
-                f"spread): gap {f.format(g)}, no p-value ({sizes})")
-        return Verdict(claim, kind, "cannot tell", g, nan, nan, (nan, nan), len(xa), len(xb),
-                       line)
+        few = " and ".join(
+            f"{side} has {len(x)} value" for side, x in (("a", xa), ("b", xb)) if len(x) < 2
+        )
+        line = (
+            f"{claim}: cannot tell, too few seeds ({few}; need at least 2 per side for a "
+            f"spread): gap {f.format(g)}, no p-value ({sizes})"
+        )
+        return Verdict(claim, kind, "cannot tell", g, nan, nan, (nan, nan), len(xa), len(xb), line)
     m = margin(xa, xb, lower_is_better, sigma)
     w = welch(xa, xb)
     lo, hi = bootstrap_ci(xa, xb, n_boot, level, seed, lower_is_better)
@@ -312,14 +345,27 @@ def assess(a, b, claim: str, *, kind: str | None = None, lower_is_better: bool =
         answer = "yes" if tie else "no"
     sig = "σ" if sigma is None else "σ (given)"
     m_txt = "n/a" if math.isnan(m) else f"{m:.1f}{sig}"
-    line = (f"{claim}: {answer}, gap {f.format(g)} = {m_txt} (Welch p={_fmt_p(w.p)}, "
-            f"{level:.0%} CI of the gap [{f.format(lo)}, {f.format(hi)}]; {sizes})")
+    line = (
+        f"{claim}: {answer}, gap {f.format(g)} = {m_txt} (Welch p={_fmt_p(w.p)}, "
+        f"{level:.0%} CI of the gap [{f.format(lo)}, {f.format(hi)}]; {sizes})"
+    )
     return Verdict(claim, kind, answer, g, m, w.p, (lo, hi), len(xa), len(xb), line)
 
 
-def verdict(a, b, claim: str, *, kind: str | None = None, lower_is_better: bool = True,
-            alpha: float = 0.05, sigma: float | None = None, n_boot: int = 10_000,
-            level: float = 0.95, seed: int = 0, digits: int = 2) -> str:
+def verdict(
+    a,
+    b,
+    claim: str,
+    *,
+    kind: str | None = None,
+    lower_is_better: bool = True,
+    alpha: float = 0.05,
+    sigma: float | None = None,
+    n_boot: int = 10_000,
+    level: float = 0.95,
+    seed: int = 0,
+    digits: int = 2,
+) -> str:
     """One plain-English line on ``claim`` about sample ``a`` against sample ``b``.
 
     ``kind`` (default: read from the claim's wording, :func:`claim_kind`):
@@ -338,5 +384,16 @@ def verdict(a, b, claim: str, *, kind: str | None = None, lower_is_better: bool 
     be settled ("cannot tell, too few seeds") and gives no p-value. :func:`assess` returns the
     same decision with its numbers.
     """
-    return assess(a, b, claim, kind=kind, lower_is_better=lower_is_better, alpha=alpha,
-                  sigma=sigma, n_boot=n_boot, level=level, seed=seed, digits=digits).line
+    return assess(
+        a,
+        b,
+        claim,
+        kind=kind,
+        lower_is_better=lower_is_better,
+        alpha=alpha,
+        sigma=sigma,
+        n_boot=n_boot,
+        level=level,
+        seed=seed,
+        digits=digits,
+    ).line

@@ -42,6 +42,7 @@ perplexity, as the paper's Table 5 does) and the number of seeds is reported in 
 >>> ours = table1(load_final_ppl("../shared/reference/fib.db"))      # doctest: +SKIP
 >>> with_paper(ours.round(2), perplexity())                           # doctest: +SKIP
 """
+
 from __future__ import annotations
 
 import json
@@ -55,15 +56,33 @@ from .paperdb import BASES, DATASETS, DEFAULT_SEED, SCHEDULES
 from .stats import as_sample
 
 __all__ = [
-    "TABLE1_KEYS", "TABLE1_COLUMNS", "EVAL_KINDS",
-    "table1", "with_paper", "published",
-    "variant_of", "config_label", "lm_runs", "lm_evals", "final_step_rows",
+    "TABLE1_KEYS",
+    "TABLE1_COLUMNS",
+    "EVAL_KINDS",
+    "table1",
+    "with_paper",
+    "published",
+    "variant_of",
+    "config_label",
+    "lm_runs",
+    "lm_evals",
+    "final_step_rows",
     "table1_from_store",
-    "probe_cells_from_store", "probe_cells_from_records", "probe_cells_from_paperdb", "table2",
-    "table2_from_store", "table2_from_paperdb",
-    "table3", "table3_from_store", "table3_from_lenextrap",
-    "table4", "table4_from_store", "table4_from_posloss",
-    "table5", "table5_from_store", "table5_from_final_ppl",
+    "probe_cells_from_store",
+    "probe_cells_from_records",
+    "probe_cells_from_paperdb",
+    "table2",
+    "table2_from_store",
+    "table2_from_paperdb",
+    "table3",
+    "table3_from_store",
+    "table3_from_lenextrap",
+    "table4",
+    "table4_from_store",
+    "table4_from_posloss",
+    "table5",
+    "table5_from_store",
+    "table5_from_final_ppl",
 ]
 
 #: Row keys of Table 1.
@@ -97,9 +116,11 @@ def table1(final_ppl: pd.DataFrame, decimals: int | None = None) -> pd.DataFrame
     missing = sorted(need - set(final_ppl.columns))
     if missing:
         raise ValueError(f"table1 needs columns {sorted(need)}; missing {missing}")
-    df = final_ppl[final_ppl["code"].map(_is_matrix_code)
-                   & final_ppl["seed"].eq(DEFAULT_SEED).fillna(False).astype(bool)
-                   & final_ppl["base"].notna()]
+    df = final_ppl[
+        final_ppl["code"].map(_is_matrix_code)
+        & final_ppl["seed"].eq(DEFAULT_SEED).fillna(False).astype(bool)
+        & final_ppl["base"].notna()
+    ]
     keys = TABLE1_KEYS + ["dataset"]
     dup = df.duplicated(keys, keep=False)
     if dup.any():
@@ -115,10 +136,15 @@ def table1(final_ppl: pd.DataFrame, decimals: int | None = None) -> pd.DataFrame
     base_rank = {b: i for i, b in enumerate(BASES)}
     sched_rank = {s: i for i, s in enumerate(SCHEDULES)}
     wide["W"] = wide["W"].astype("int64")
-    wide = wide.assign(_b=wide["base"].map(lambda b: base_rank.get(b, len(base_rank))),
-                       _s=wide["schedule"].map(lambda s: sched_rank.get(s, len(sched_rank))))
-    wide = (wide.sort_values(["_b", "base", "_s", "schedule", "W"])
-                .drop(columns=["_b", "_s"]).reset_index(drop=True))
+    wide = wide.assign(
+        _b=wide["base"].map(lambda b: base_rank.get(b, len(base_rank))),
+        _s=wide["schedule"].map(lambda s: sched_rank.get(s, len(sched_rank))),
+    )
+    wide = (
+        wide.sort_values(["_b", "base", "_s", "schedule", "W"])
+        .drop(columns=["_b", "_s"])
+        .reset_index(drop=True)
+    )
     values = [c for c in wide.columns if c not in TABLE1_KEYS]
     wide[values] = wide[values].astype(float)
     if decimals is not None:
@@ -126,8 +152,15 @@ def table1(final_ppl: pd.DataFrame, decimals: int | None = None) -> pd.DataFrame
     return wide
 
 
-def with_paper(ours: pd.DataFrame, paper: pd.DataFrame, on: list[str] | None = None, *,
-               how: str = "left", suffix: str = "_paper", diff_suffix: str = "_diff") -> pd.DataFrame:
+def with_paper(
+    ours: pd.DataFrame,
+    paper: pd.DataFrame,
+    on: list[str] | None = None,
+    *,
+    how: str = "left",
+    suffix: str = "_paper",
+    diff_suffix: str = "_diff",
+) -> pd.DataFrame:
     """``ours`` with the published value next to each of its numbers.
 
     Rows are matched on the key columns ``on``; by default the columns both frames share that are
@@ -143,8 +176,11 @@ def with_paper(ours: pd.DataFrame, paper: pd.DataFrame, on: list[str] | None = N
     """
     shared = [c for c in ours.columns if c in paper.columns]
     if on is None:
-        on = [c for c in shared if not (pd.api.types.is_float_dtype(ours[c])
-                                        or pd.api.types.is_float_dtype(paper[c]))]
+        on = [
+            c
+            for c in shared
+            if not (pd.api.types.is_float_dtype(ours[c]) or pd.api.types.is_float_dtype(paper[c]))
+        ]
     if not on:
         raise ValueError("with_paper: no key columns to match rows on; pass on=[...]")
     for c in on:
@@ -225,11 +261,15 @@ def variant_of(config: dict, seed=None) -> dict:
         base = base if isinstance(base, str) else "custom"
         schedule = schedule if isinstance(schedule, str) else "custom"
         window = model.get("window", model.get("W"))
-    return {"attention": attention, "base": base, "schedule": schedule,
-            "W": None if window is None else int(window),
-            "seq_len": None if seq_len is None else int(seq_len),
-            "seed": None if seed is None or pd.isna(seed) else int(seed),
-            "config": config_label(base, schedule, attention)}
+    return {
+        "attention": attention,
+        "base": base,
+        "schedule": schedule,
+        "W": None if window is None else int(window),
+        "seq_len": None if seq_len is None else int(seq_len),
+        "seed": None if seed is None or pd.isna(seed) else int(seed),
+        "config": config_label(base, schedule, attention),
+    }
 
 
 _RUN_COLS = ["run", "status", "config", "attention", "base", "schedule", "W", "seed", "seq_len"]
@@ -252,20 +292,21 @@ def lm_runs(store, status: str | None = "done", runs=None) -> pd.DataFrame:
         known = set(store.runs(kind="lm")["name"])
         unknown = [n for n in names if n not in known]
         if unknown:
-            raise ValueError(f"no language-model runs named {unknown} in the store "
-                             f"(it has {len(known)} LM runs)")
+            raise ValueError(
+                f"no language-model runs named {unknown} in the store (it has {len(known)} LM runs)"
+            )
     runs = store.runs(kind="lm", status=status)
     if names is not None:
         runs = runs[runs["name"].isin(names)]
     rows = []
-    for name, st, cfg, seed in zip(runs["name"], runs["status"], runs["config_json"],
-                                   runs["seed"]):
+    for name, st, cfg, seed in zip(runs["name"], runs["status"], runs["config_json"], runs["seed"]):
         try:
             config = json.loads(cfg) if cfg else {}
         except json.JSONDecodeError as e:
             raise ValueError(f"run {name!r}: unreadable config_json ({e})") from None
-        rows.append({"run": name, "status": st,
-                     **variant_of(config, None if pd.isna(seed) else int(seed))})
+        rows.append(
+            {"run": name, "status": st, **variant_of(config, None if pd.isna(seed) else int(seed))}
+        )
     out = pd.DataFrame(rows, columns=_RUN_COLS)
     for c in ("W", "seed", "seq_len"):
         out[c] = out[c].astype("Int64")
@@ -297,8 +338,10 @@ def _pick_dataset(df: pd.DataFrame, dataset: str | None, who: str) -> str:
     have = sorted(df["dataset"].unique()) if len(df) else []
     if dataset is not None:
         if dataset not in have:
-            raise ValueError(f"{who}: no evaluations on dataset {dataset!r}; the store has "
-                             f"{have or 'none'} for this table")
+            raise ValueError(
+                f"{who}: no evaluations on dataset {dataset!r}; the store has "
+                f"{have or 'none'} for this table"
+            )
         return dataset
     if len(have) == 1:
         return have[0]
@@ -306,8 +349,9 @@ def _pick_dataset(df: pd.DataFrame, dataset: str | None, who: str) -> str:
         return "fineweb_edu"
     if not have:
         raise ValueError(f"{who}: the store has no evaluations of the kinds this table reads")
-    raise ValueError(f"{who}: evaluations on several datasets {have}; pass dataset=... to "
-                     f"choose one")
+    raise ValueError(
+        f"{who}: evaluations on several datasets {have}; pass dataset=... to choose one"
+    )
 
 
 def _rank(label: str) -> tuple:
@@ -343,8 +387,15 @@ def _dataset_order(names) -> list[str]:
 # Table 1 from our store
 # ------------------------------------------------------------------------------------------------
 
-def table1_from_store(store, *, seed: int | None = None, status: str | None = "done",
-                      runs=None, decimals: int | None = None) -> pd.DataFrame:
+
+def table1_from_store(
+    store,
+    *,
+    seed: int | None = None,
+    status: str | None = "done",
+    runs=None,
+    decimals: int | None = None,
+) -> pd.DataFrame:
     """Table 1 (final held-out perplexity, base × schedule × W by dataset) from our store.
 
     Reads each sparse LM run's ``full`` evaluations at its training length at its last such step.
@@ -370,8 +421,9 @@ def table1_from_store(store, *, seed: int | None = None, status: str | None = "d
     wide = wide.merge(seeds, on=keys)[keys + cols + ["seeds"]]
     wide["W"] = wide["W"].astype("int64")
     wide["seeds"] = wide["seeds"].astype("int64")
-    wide = _order(wide.assign(_l=[config_label(b, s) for b, s in zip(wide["base"],
-                                                                      wide["schedule"])]), "_l")
+    wide = _order(
+        wide.assign(_l=[config_label(b, s) for b, s in zip(wide["base"], wide["schedule"])]), "_l"
+    )
     return _round(wide.drop(columns="_l"), cols, decimals)
 
 
@@ -379,8 +431,18 @@ def table1_from_store(store, *, seed: int | None = None, status: str | None = "d
 # Table 2: the retrieval probe
 # ------------------------------------------------------------------------------------------------
 
-_CELL_COLS = ["run", "task", "mechanism", "depth", "init", "seed", "steps", "distance",
-              "accuracy", "alphas"]
+_CELL_COLS = [
+    "run",
+    "task",
+    "mechanism",
+    "depth",
+    "init",
+    "seed",
+    "steps",
+    "distance",
+    "accuracy",
+    "alphas",
+]
 
 
 def _alpha_list(value) -> list[float]:
@@ -411,8 +473,20 @@ def probe_cells_from_store(probes: pd.DataFrame) -> pd.DataFrame:
             extra = json.loads(r.extra_json) if r.extra_json else {}
         except json.JSONDecodeError as e:
             raise ValueError(f"probe run {r.run!r}: unreadable extra_json ({e})") from None
-        rows.append([r.run, r.task, r.mechanism, r.depth, r.init, r.seed, r.steps, r.distance,
-                     r.accuracy, _alpha_list(extra.get("alphas"))])
+        rows.append(
+            [
+                r.run,
+                r.task,
+                r.mechanism,
+                r.depth,
+                r.init,
+                r.seed,
+                r.steps,
+                r.distance,
+                r.accuracy,
+                _alpha_list(extra.get("alphas")),
+            ]
+        )
     return _cells(rows)
 
 
@@ -426,9 +500,20 @@ def probe_cells_from_records(records) -> pd.DataFrame:
             raise ValueError(f"probe record {i} lacks {missing} (has {sorted(rec)})")
         run = rec.get("key") or f"record{i}"
         for d, acc in dict(rec["acc"]).items():
-            rows.append([run, rec.get("task", "marked"), rec["mechanism"], rec["depth"],
-                         rec["init"], rec["seed"], rec.get("steps"), int(str(d)), acc,
-                         _alpha_list(rec.get("alphas"))])
+            rows.append(
+                [
+                    run,
+                    rec.get("task", "marked"),
+                    rec["mechanism"],
+                    rec["depth"],
+                    rec["init"],
+                    rec["seed"],
+                    rec.get("steps"),
+                    int(str(d)),
+                    acc,
+                    _alpha_list(rec.get("alphas")),
+                ]
+            )
     return _cells(rows)
 
 
@@ -442,16 +527,34 @@ def probe_cells_from_paperdb(retrieval: pd.DataFrame, source: str = "marked") ->
     for r in df.itertuples(index=False):
         mech = r.mech[4:] if r.mech.startswith("fib_") else r.mech
         init = {1: "staggered", 0: "uniform"}.get(int(r.staggered), "-")
-        rows.append([f"{source}/{r.mech}/d{r.depth}/{init}/s{r.seed}", source, mech, r.depth,
-                     init, r.seed, None, r.distance, r.acc, _alpha_list(r.alphas)])
+        rows.append(
+            [
+                f"{source}/{r.mech}/d{r.depth}/{init}/s{r.seed}",
+                source,
+                mech,
+                r.depth,
+                init,
+                r.seed,
+                None,
+                r.distance,
+                r.acc,
+                _alpha_list(r.alphas),
+            ]
+        )
     return _cells(rows)
 
 
 _INITS = ("uniform", "staggered")
 
 
-def table2(cells: pd.DataFrame, mechanism: str = "blur", task: str = "marked",
-           steps: int | None = None, distances=None, decimals: int | None = None) -> pd.DataFrame:
+def table2(
+    cells: pd.DataFrame,
+    mechanism: str = "blur",
+    task: str = "marked",
+    steps: int | None = None,
+    distances=None,
+    decimals: int | None = None,
+) -> pd.DataFrame:
     """Table 2 (the marked two-distance probe) from probe cells.
 
     ``cells`` as :func:`probe_cells_from_store` returns. Keeps one ``mechanism`` and ``task`` (and
@@ -466,30 +569,38 @@ def table2(cells: pd.DataFrame, mechanism: str = "blur", task: str = "marked",
     df = cells[(cells["mechanism"] == mechanism) & (cells["task"] == task)]
     if df.empty:
         have = sorted(set(zip(cells["task"], cells["mechanism"])))
-        raise ValueError(f"table2: no cells for task={task!r}, mechanism={mechanism!r}; "
-                         f"(task, mechanism) present: {have or 'none'}")
+        raise ValueError(
+            f"table2: no cells for task={task!r}, mechanism={mechanism!r}; "
+            f"(task, mechanism) present: {have or 'none'}"
+        )
     if steps is not None:
         df = df[df["steps"] == steps]
     else:
         have = sorted(int(s) for s in df["steps"].dropna().unique())
         if len(have) > 1:
-            raise ValueError(f"table2: cells of {mechanism!r} were trained for {have} steps; "
-                             f"pass steps=... to pick one")
+            raise ValueError(
+                f"table2: cells of {mechanism!r} were trained for {have} steps; "
+                f"pass steps=... to pick one"
+            )
     if distances is not None:
         df = df[df["distance"].isin(list(distances))]
     dup = df.duplicated(["depth", "init", "seed", "distance"], keep=False)
     if dup.any():
-        raise ValueError("table2: more than one cell per (depth, init, seed, distance):\n"
-                         + df.loc[dup, ["run", "depth", "init", "seed", "distance"]]
-                         .to_string(index=False))
+        raise ValueError(
+            "table2: more than one cell per (depth, init, seed, distance):\n"
+            + df.loc[dup, ["run", "depth", "init", "seed", "distance"]].to_string(index=False)
+        )
     dists = sorted(df["distance"].unique())
     rows = []
     for (depth, init), g in df.groupby(["depth", "init"], sort=False):
         per_seed = g.drop_duplicates("seed")
         alphas = as_sample([a for lst in per_seed["alphas"] for a in lst], "alphas")
-        row = {"depth": int(depth), "init": init,
-               "learned_alpha_min": float(alphas.min()) if len(alphas) else float("nan"),
-               "learned_alpha_max": float(alphas.max()) if len(alphas) else float("nan")}
+        row = {
+            "depth": int(depth),
+            "init": init,
+            "learned_alpha_min": float(alphas.min()) if len(alphas) else float("nan"),
+            "learned_alpha_max": float(alphas.max()) if len(alphas) else float("nan"),
+        }
         for d in dists:
             row[f"acc_at_{d}"] = float(g.loc[g["distance"] == d, "accuracy"].mean())
         row["seeds"] = int(g["seed"].nunique())
@@ -514,6 +625,7 @@ def table2_from_paperdb(retrieval: pd.DataFrame, **kw) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------------
 # Table 3: length extrapolation
 # ------------------------------------------------------------------------------------------------
+
 
 def _fmt_factor(k: float) -> str:
     return f"{k:g}"
@@ -550,10 +662,12 @@ def table3(long: pd.DataFrame, blocks: bool = True, decimals: int | None = None)
     keys = ["model", "W"]
     mixed = df.groupby(keys, dropna=False)["train_len"].nunique()
     if (mixed > 1).any():
-        raise ValueError(f"table3: runs of one configuration were trained at different lengths: "
-                         f"{list(mixed[mixed > 1].index)}; build the table per training length")
+        raise ValueError(
+            f"table3: runs of one configuration were trained at different lengths: "
+            f"{list(mixed[mixed > 1].index)}; build the table per training length"
+        )
     groups = list(df.groupby(keys, dropna=False, sort=False))
-    factors = (df["context_len"] / df["train_len"])
+    factors = df["context_len"] / df["train_len"]
     k = float(factors.max()) if len(df) else 1.0
     rows, order = [], {}
     for (model, w), g in groups:
@@ -577,17 +691,20 @@ def table3(long: pd.DataFrame, blocks: bool = True, decimals: int | None = None)
                 order[f"ppl_T{T}"] = (0, T, 0)
         kname = _fmt_factor(k)
         top = int(round(k * T)) if (k * T).is_integer() else None
-        row[f"change_at_{kname}x_percent"] = (100.0 * (mean("full", top) / base - 1.0)
-                                              if top else float("nan"))
+        row[f"change_at_{kname}x_percent"] = (
+            100.0 * (mean("full", top) / base - 1.0) if top else float("nan")
+        )
         order[f"change_at_{kname}x_percent"] = (1, 0, 0)
-        frozen_ls = sorted(L for L in whole.loc[whole["policy"] == "frozen", "context_len"].unique()
-                           if L != T)
+        frozen_ls = sorted(
+            L for L in whole.loc[whole["policy"] == "frozen", "context_len"].unique() if L != T
+        )
         for L in frozen_ls:
             row[f"frozen_ppl_T{L}"] = mean("frozen", L)
             order[f"frozen_ppl_T{L}"] = (2, L, 0)
         if frozen_ls:
             row[f"frozen_change_at_{kname}x_percent"] = (
-                100.0 * (mean("frozen", top) / base - 1.0) if top else float("nan"))
+                100.0 * (mean("frozen", top) / base - 1.0) if top else float("nan")
+            )
             order[f"frozen_change_at_{kname}x_percent"] = (3, 0, 0)
         if blocks:
             blk = g[g["block"].notna()]
@@ -610,8 +727,15 @@ def table3(long: pd.DataFrame, blocks: bool = True, decimals: int | None = None)
     return _round(out, values, decimals)
 
 
-def table3_from_store(store, dataset: str | None = None, *, status: str | None = "done",
-                      runs=None, blocks: bool = True, decimals: int | None = None) -> pd.DataFrame:
+def table3_from_store(
+    store,
+    dataset: str | None = None,
+    *,
+    status: str | None = "done",
+    runs=None,
+    blocks: bool = True,
+    decimals: int | None = None,
+) -> pd.DataFrame:
     """:func:`table3` from our store: the ``full``, ``frozen`` and ``…:block{j}`` evaluations of
     every LM run (dense included) at its last step with such evaluations, on ``dataset`` (default:
     the only one, else ``fineweb_edu``). Only runs evaluated beyond their training length count,
@@ -623,19 +747,30 @@ def table3_from_store(store, dataset: str | None = None, *, status: str | None =
     longer = set(ev.loc[ev["context_len"] > ev["seq_len"], "run"])
     ev = ev[ev["run"].isin(longer)]
     parsed = ev["kind"].map(lambda k: _WHOLE_OR_BLOCK.match(k).groupdict())
-    long = pd.DataFrame({
-        "model": ev["config"].to_numpy(), "W": ev["W"].to_numpy(), "run": ev["run"].to_numpy(),
-        "train_len": ev["seq_len"].to_numpy(), "context_len": ev["context_len"].to_numpy(),
-        "policy": [p["policy"] for p in parsed],
-        "block": pd.array([None if p["block"] is None else int(p["block"]) for p in parsed],
-                          dtype="Int64"),
-        "ppl": ev["perplexity"].to_numpy()})
+    long = pd.DataFrame(
+        {
+            "model": ev["config"].to_numpy(),
+            "W": ev["W"].to_numpy(),
+            "run": ev["run"].to_numpy(),
+            "train_len": ev["seq_len"].to_numpy(),
+            "context_len": ev["context_len"].to_numpy(),
+            "policy": [p["policy"] for p in parsed],
+            "block": pd.array(
+                [None if p["block"] is None else int(p["block"]) for p in parsed], dtype="Int64"
+            ),
+            "ppl": ev["perplexity"].to_numpy(),
+        }
+    )
     return table3(long, blocks=blocks, decimals=decimals)
 
 
-def table3_from_lenextrap(lenextrap: pd.DataFrame, dataset: str = "fineweb_edu",
-                          train_len: int = 1024, runs=None,
-                          decimals: int | None = None) -> pd.DataFrame:
+def table3_from_lenextrap(
+    lenextrap: pd.DataFrame,
+    dataset: str = "fineweb_edu",
+    train_len: int = 1024,
+    runs=None,
+    decimals: int | None = None,
+) -> pd.DataFrame:
     """:func:`table3` from the authors' length dump (:func:`analysis.paper.lenextrap`): every run
     (or those named in ``runs``) on ``dataset``, trained at ``train_len``; recomputed rungs only
     (their policy). The paper's Table 3 is 7 of these rows."""
@@ -643,14 +778,26 @@ def table3_from_lenextrap(lenextrap: pd.DataFrame, dataset: str = "fineweb_edu",
     if runs is not None:
         df = df[df["run"].isin(list(runs))]
     if df.empty:
-        raise ValueError(f"table3_from_lenextrap: no rows for dataset={dataset!r}"
-                         + ("" if runs is None else f" and runs={list(runs)}"))
-    model = [config_label(b, s, "dense" if pd.isna(b) else "sparse")
-             for b, s in zip(df["base"], df["schedule"])]
-    long = pd.DataFrame({"model": model, "W": df["W"].to_numpy(), "run": df["run"].to_numpy(),
-                         "train_len": train_len, "context_len": df["length"].to_numpy(),
-                         "policy": "full", "block": pd.array([pd.NA] * len(df), dtype="Int64"),
-                         "ppl": df["ppl"].to_numpy()})
+        raise ValueError(
+            f"table3_from_lenextrap: no rows for dataset={dataset!r}"
+            + ("" if runs is None else f" and runs={list(runs)}")
+        )
+    model = [
+        config_label(b, s, "dense" if pd.isna(b) else "sparse")
+        for b, s in zip(df["base"], df["schedule"])
+    ]
+    long = pd.DataFrame(
+        {
+            "model": model,
+            "W": df["W"].to_numpy(),
+            "run": df["run"].to_numpy(),
+            "train_len": train_len,
+            "context_len": df["length"].to_numpy(),
+            "policy": "full",
+            "block": pd.array([pd.NA] * len(df), dtype="Int64"),
+            "ppl": df["ppl"].to_numpy(),
+        }
+    )
     return table3(long, blocks=False, decimals=decimals)
 
 
@@ -658,8 +805,10 @@ def table3_from_lenextrap(lenextrap: pd.DataFrame, dataset: str = "fineweb_edu",
 # Table 4: loss by position bin
 # ------------------------------------------------------------------------------------------------
 
-def table4(long: pd.DataFrame, gap=("fib/fixed", "fib/stagger"),
-           decimals: int | None = None) -> pd.DataFrame:
+
+def table4(
+    long: pd.DataFrame, gap=("fib/fixed", "fib/stagger"), decimals: int | None = None
+) -> pd.DataFrame:
     """Table 4 (mean NLL per position bin) from a long frame.
 
     ``long`` has columns ``schedule`` (config label), ``W``, ``run``, ``bin`` (0 = earliest
@@ -678,8 +827,9 @@ def table4(long: pd.DataFrame, gap=("fib/fixed", "fib/stagger"),
     cols = [f"b{b}" for b in bins]
     if df.empty:
         return pd.DataFrame(columns=["schedule", "W"] + cols + ["seeds"])
-    wide = df.pivot_table(index=["schedule", "W"], columns="bin", values="nll", aggfunc="mean",
-                          dropna=False)
+    wide = df.pivot_table(
+        index=["schedule", "W"], columns="bin", values="nll", aggfunc="mean", dropna=False
+    )
     wide.columns = [f"b{int(b)}" for b in wide.columns]
     wide = wide.reset_index()
     seeds = df.groupby(["schedule", "W"], dropna=False)["run"].nunique().rename("seeds")
@@ -691,12 +841,17 @@ def table4(long: pd.DataFrame, gap=("fib/fixed", "fib/stagger"),
         a, b = gap
         extra = []
         for w in wide["W"].unique():
-            ra = wide[(wide["schedule"] == a) & (wide["W"].isna() if pd.isna(w) else wide["W"] == w)]
-            rb = wide[(wide["schedule"] == b) & (wide["W"].isna() if pd.isna(w) else wide["W"] == w)]
+            ra = wide[
+                (wide["schedule"] == a) & (wide["W"].isna() if pd.isna(w) else wide["W"] == w)
+            ]
+            rb = wide[
+                (wide["schedule"] == b) & (wide["W"].isna() if pd.isna(w) else wide["W"] == w)
+            ]
             if len(ra) and len(rb):
                 diff = ra[cols].to_numpy()[0] - rb[cols].to_numpy()[0]
-                extra.append({"schedule": f"{a} - {b}", "W": w, **dict(zip(cols, diff)),
-                              "seeds": pd.NA})
+                extra.append(
+                    {"schedule": f"{a} - {b}", "W": w, **dict(zip(cols, diff)), "seeds": pd.NA}
+                )
         if extra:
             gaps = pd.DataFrame(extra, columns=wide.columns)
             gaps["W"] = gaps["W"].astype("Int64")
@@ -706,9 +861,15 @@ def table4(long: pd.DataFrame, gap=("fib/fixed", "fib/stagger"),
     return _round(wide, cols, decimals)
 
 
-def table4_from_store(store, dataset: str | None = None, *, gap=("fib/fixed", "fib/stagger"),
-                      status: str | None = "done", runs=None,
-                      decimals: int | None = None) -> pd.DataFrame:
+def table4_from_store(
+    store,
+    dataset: str | None = None,
+    *,
+    gap=("fib/fixed", "fib/stagger"),
+    status: str | None = "done",
+    runs=None,
+    decimals: int | None = None,
+) -> pd.DataFrame:
     """:func:`table4` from our store: each LM run's ``bin{b}`` evaluations at its training length
     and its last step with such evaluations, on ``dataset`` (default: the only one, else
     ``fineweb_edu``); the loss column is the bin's mean NLL. ``runs`` restricts it to those
@@ -718,16 +879,25 @@ def table4_from_store(store, dataset: str | None = None, *, gap=("fib/fixed", "f
     ev = final_step_rows(ev, lambda k: bool(_BIN.match(k)))
     ds = _pick_dataset(ev, dataset, "table4_from_store")
     ev = ev[ev["dataset"] == ds]
-    long = pd.DataFrame({"schedule": ev["config"].to_numpy(), "W": ev["W"].to_numpy(),
-                         "run": ev["run"].to_numpy(),
-                         "bin": [int(_BIN.match(k)["bin"]) for k in ev["kind"]],
-                         "nll": ev["loss"].to_numpy()})
+    long = pd.DataFrame(
+        {
+            "schedule": ev["config"].to_numpy(),
+            "W": ev["W"].to_numpy(),
+            "run": ev["run"].to_numpy(),
+            "bin": [int(_BIN.match(k)["bin"]) for k in ev["kind"]],
+            "nll": ev["loss"].to_numpy(),
+        }
+    )
     return table4(long, gap=gap, decimals=decimals)
 
 
-def table4_from_posloss(posloss: pd.DataFrame, dataset: str = "fineweb_edu", W: int | None = 8,
-                        gap=("fib/fixed", "fib/stagger"),
-                        decimals: int | None = None) -> pd.DataFrame:
+def table4_from_posloss(
+    posloss: pd.DataFrame,
+    dataset: str = "fineweb_edu",
+    W: int | None = 8,
+    gap=("fib/fixed", "fib/stagger"),
+    decimals: int | None = None,
+) -> pd.DataFrame:
     """:func:`table4` from the authors' binned position dump (:func:`analysis.paper.posloss`) on
     ``dataset``; ``W`` keeps one window (the paper's Table 4 is W = 8, fixed and stagger)."""
     df = posloss[posloss["dataset"] == dataset]
@@ -735,16 +905,22 @@ def table4_from_posloss(posloss: pd.DataFrame, dataset: str = "fineweb_edu", W: 
         df = df[df["W"] == W]
     if df.empty:
         raise ValueError(f"table4_from_posloss: no rows for dataset={dataset!r}, W={W!r}")
-    long = pd.DataFrame({"schedule": [config_label(b, s) for b, s in zip(df["base"],
-                                                                         df["schedule"])],
-                         "W": df["W"].to_numpy(), "run": df["run"].to_numpy(),
-                         "bin": df["bin"].to_numpy(), "nll": df["nll"].to_numpy()})
+    long = pd.DataFrame(
+        {
+            "schedule": [config_label(b, s) for b, s in zip(df["base"], df["schedule"])],
+            "W": df["W"].to_numpy(),
+            "run": df["run"].to_numpy(),
+            "bin": df["bin"].to_numpy(),
+            "nll": df["nll"].to_numpy(),
+        }
+    )
     return table4(long, gap=gap, decimals=decimals)
 
 
 # ------------------------------------------------------------------------------------------------
 # Table 5: seed replication
 # ------------------------------------------------------------------------------------------------
+
 
 def table5(long: pd.DataFrame, decimals: int | None = None) -> pd.DataFrame:
     """Table 5 (one configuration over seeds) from a long frame with columns ``config``, ``W``,
@@ -763,8 +939,10 @@ def table5(long: pd.DataFrame, decimals: int | None = None) -> pd.DataFrame:
     df["W"] = df["W"].astype("Int64")
     dup = df.duplicated(["config", "W", "seed"], keep=False)
     if dup.any():
-        raise ValueError("table5: more than one value per (config, W, seed):\n"
-                         + df.loc[dup].to_string(index=False))
+        raise ValueError(
+            "table5: more than one value per (config, W, seed):\n"
+            + df.loc[dup].to_string(index=False)
+        )
     seeds = sorted(int(s) for s in df["seed"].dropna().unique())
     rows = []
     for (config, w), g in df.groupby(["config", "W"], dropna=False, sort=False):
@@ -773,25 +951,39 @@ def table5(long: pd.DataFrame, decimals: int | None = None) -> pd.DataFrame:
         for s in seeds:
             v = g.loc[g["seed"] == s, "ppl"]
             row[f"seed{s}"] = float(v.iloc[0]) if len(v) else float("nan")
-        row.update({"n": len(x), "mean": float(x.mean()) if len(x) else float("nan"),
-                    "std": float(x.std(ddof=1)) if len(x) >= 2 else float("nan"),
-                    "std_pop": float(x.std(ddof=0)) if len(x) else float("nan")})
+        row.update(
+            {
+                "n": len(x),
+                "mean": float(x.mean()) if len(x) else float("nan"),
+                "std": float(x.std(ddof=1)) if len(x) >= 2 else float("nan"),
+                "std_pop": float(x.std(ddof=0)) if len(x) else float("nan"),
+            }
+        )
         rows.append(row)
     cols = ["config", "W"] + [f"seed{s}" for s in seeds] + ["n", "mean", "std", "std_pop"]
     out = pd.DataFrame(rows, columns=cols)
     out["W"] = out["W"].astype("Int64")
     out["n"] = out["n"].astype("int64")
-    out = (out.assign(_w=out["W"].astype("Float64").fillna(-1.0))
-              .sort_values(["_w", "mean"], kind="stable").drop(columns="_w")
-              .reset_index(drop=True))
+    out = (
+        out.assign(_w=out["W"].astype("Float64").fillna(-1.0))
+        .sort_values(["_w", "mean"], kind="stable")
+        .drop(columns="_w")
+        .reset_index(drop=True)
+    )
     values = [c for c in cols if c not in ("config", "W", "n")]
     out[values] = out[values].astype(float)
     return _round(out, values, decimals)
 
 
-def table5_from_store(store, dataset: str | None = None, W: int | None = None, *,
-                      status: str | None = "done", runs=None,
-                      decimals: int | None = None) -> pd.DataFrame:
+def table5_from_store(
+    store,
+    dataset: str | None = None,
+    W: int | None = None,
+    *,
+    status: str | None = "done",
+    runs=None,
+    decimals: int | None = None,
+) -> pd.DataFrame:
     """:func:`table5` from our store: each LM run's ``full`` evaluation at its training length and
     last step on ``dataset`` (default: the only one, else ``fineweb_edu``); ``W`` keeps one
     window (dense runs, which have none, are kept only when ``W`` is None). ``runs`` restricts it
@@ -803,15 +995,27 @@ def table5_from_store(store, dataset: str | None = None, W: int | None = None, *
     if W is not None:
         ev = ev[ev["W"] == W]
     if ev["seed"].isna().any():
-        raise ValueError("table5_from_store: runs without a seed in their config: "
-                         f"{sorted(ev.loc[ev['seed'].isna(), 'run'].unique())}")
-    long = pd.DataFrame({"config": ev["config"].to_numpy(), "W": ev["W"].to_numpy(),
-                         "seed": ev["seed"].to_numpy(), "ppl": ev["perplexity"].to_numpy()})
+        raise ValueError(
+            "table5_from_store: runs without a seed in their config: "
+            f"{sorted(ev.loc[ev['seed'].isna(), 'run'].unique())}"
+        )
+    long = pd.DataFrame(
+        {
+            "config": ev["config"].to_numpy(),
+            "W": ev["W"].to_numpy(),
+            "seed": ev["seed"].to_numpy(),
+            "ppl": ev["perplexity"].to_numpy(),
+        }
+    )
     return table5(long, decimals=decimals)
 
 
-def table5_from_final_ppl(final_ppl: pd.DataFrame, dataset: str = "fineweb_edu",
-                          W: int | None = 12, decimals: int | None = None) -> pd.DataFrame:
+def table5_from_final_ppl(
+    final_ppl: pd.DataFrame,
+    dataset: str = "fineweb_edu",
+    W: int | None = 12,
+    decimals: int | None = None,
+) -> pd.DataFrame:
     """:func:`table5` from the authors' final perplexities (:func:`analysis.paperdb.load_final_ppl`:
     main matrix and seed replicates alike) on ``dataset``; ``W`` keeps one window (the paper's
     Table 5 is W = 12)."""
@@ -822,8 +1026,12 @@ def table5_from_final_ppl(final_ppl: pd.DataFrame, dataset: str = "fineweb_edu",
     df = final_ppl[(final_ppl["dataset"] == dataset) & final_ppl["base"].notna()]
     if W is not None:
         df = df[df["W"] == W]
-    long = pd.DataFrame({"config": [config_label(b, s) for b, s in zip(df["base"],
-                                                                       df["schedule"])],
-                         "W": df["W"].to_numpy(), "seed": df["seed"].to_numpy(),
-                         "ppl": df["ppl"].to_numpy()})
+    long = pd.DataFrame(
+        {
+            "config": [config_label(b, s) for b, s in zip(df["base"], df["schedule"])],
+            "W": df["W"].to_numpy(),
+            "seed": df["seed"].to_numpy(),
+            "ppl": df["ppl"].to_numpy(),
+        }
+    )
     return table5(long, decimals=decimals)

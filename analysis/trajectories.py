@@ -15,6 +15,7 @@ Summaries: :func:`final_range` (the α range at each run's last step), :func:`dr
 layer, the largest |α − α_init| over steps) and :func:`inert` (is every layer within a tolerance
 of its start? the paper's "stays within 0.05 of α = 1").
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,15 @@ import pandas as pd
 
 from lab.schedules import layer_alphas
 
-__all__ = ["COLUMNS", "initial_alphas", "from_store", "from_records", "final_range", "drift",
-           "inert"]
+__all__ = [
+    "COLUMNS",
+    "initial_alphas",
+    "from_store",
+    "from_records",
+    "final_range",
+    "drift",
+    "inert",
+]
 
 #: Columns of a trajectory frame.
 COLUMNS = ["run", "kind", "step", "layer", "alpha", "alpha_init"]
@@ -44,19 +52,30 @@ def initial_alphas(config: dict, n_layers: int | None = None) -> list[float] | N
     schedule = model["schedule"]
     init = model.get("learned_init", "fixed")
     kw = {k: model[k] for k in ("alpha_min", "alpha_span") if model.get(k) is not None}
-    return layer_alphas(schedule if isinstance(schedule, str) else list(schedule), int(layers),
-                        stride=model.get("coprime_stride"),
-                        init=init if isinstance(init, str) else list(init), **kw)
+    return layer_alphas(
+        schedule if isinstance(schedule, str) else list(schedule),
+        int(layers),
+        stride=model.get("coprime_stride"),
+        init=init if isinstance(init, str) else list(init),
+        **kw,
+    )
 
 
 def _finish(df: pd.DataFrame, starts: dict) -> pd.DataFrame:
     """Drop NaN α, fill ``alpha_init`` (step-0 value, else ``starts[run]``), sort, type."""
     df = df[df["alpha"].notna()].copy()
-    first = (df[df["step"] == 0].drop_duplicates(["run", "layer"])
-             .set_index(["run", "layer"])["alpha"])
+    first = (
+        df[df["step"] == 0].drop_duplicates(["run", "layer"]).set_index(["run", "layer"])["alpha"]
+    )
     from_config = pd.Series(
-        {(run, layer): float(a) for run, s in starts.items() if s is not None
-         for layer, a in enumerate(s)}, dtype=float)
+        {
+            (run, layer): float(a)
+            for run, s in starts.items()
+            if s is not None
+            for layer, a in enumerate(s)
+        },
+        dtype=float,
+    )
     known = pd.concat([first, from_config[~from_config.index.isin(first.index)]])
     keys = pd.MultiIndex.from_arrays([df["run"], df["layer"]])
     df["alpha_init"] = known.reindex(keys).to_numpy(dtype=float) if len(known) else math.nan
@@ -85,11 +104,14 @@ def from_store(store, runs=None, kinds=("lm", "probe")) -> pd.DataFrame:
     for name, cfg in zip(info["name"], info["config_json"]):
         try:
             config = json.loads(cfg) if cfg else {}
-            n = int(al.loc[al["run"] == name, "layer"].max() + 1) if (al["run"] == name).any() \
+            n = (
+                int(al.loc[al["run"] == name, "layer"].max() + 1)
+                if (al["run"] == name).any()
                 else None
+            )
             starts[name] = initial_alphas(config, n)
         except (ValueError, TypeError, json.JSONDecodeError):
-            starts[name] = None            # an unusual config: only a step-0 value can serve
+            starts[name] = None  # an unusual config: only a step-0 value can serve
     df = al.assign(kind=al["run"].map(kind))
     return _finish(df, starts)
 
@@ -106,8 +128,9 @@ def from_records(records) -> pd.DataFrame:
             traj = [{"step": rec.get("steps", 0), "alphas": rec["alphas"]}]
         for point in traj:
             for layer, a in enumerate(point["alphas"]):
-                rows.append((run, "probe", int(point["step"]), layer,
-                             math.nan if a is None else float(a)))
+                rows.append(
+                    (run, "probe", int(point["step"]), layer, math.nan if a is None else float(a))
+                )
     df = pd.DataFrame(rows, columns=["run", "kind", "step", "layer", "alpha"])
     return _finish(df, {})
 
@@ -115,8 +138,10 @@ def from_records(records) -> pd.DataFrame:
 def _check(traj: pd.DataFrame, who: str) -> None:
     missing = [c for c in COLUMNS if c not in traj.columns]
     if missing:
-        raise ValueError(f"{who}: not a trajectory frame, missing columns {missing} (build one "
-                         f"with from_store or from_records)")
+        raise ValueError(
+            f"{who}: not a trajectory frame, missing columns {missing} (build one "
+            f"with from_store or from_records)"
+        )
 
 
 def final_range(traj: pd.DataFrame) -> pd.DataFrame:
@@ -124,10 +149,18 @@ def final_range(traj: pd.DataFrame) -> pd.DataFrame:
     ``alpha_min``, ``alpha_max``, ``init_min``, ``init_max`` (the starting range)."""
     _check(traj, "final_range")
     last = traj[traj["step"] == traj.groupby("run")["step"].transform("max")]
-    out = last.groupby(["run", "kind"], sort=False).agg(
-        step=("step", "max"), layers=("layer", "nunique"), alpha_min=("alpha", "min"),
-        alpha_max=("alpha", "max"), init_min=("alpha_init", "min"),
-        init_max=("alpha_init", "max")).reset_index()
+    out = (
+        last.groupby(["run", "kind"], sort=False)
+        .agg(
+            step=("step", "max"),
+            layers=("layer", "nunique"),
+            alpha_min=("alpha", "min"),
+            alpha_max=("alpha", "max"),
+            init_min=("alpha_init", "min"),
+            init_max=("alpha_init", "max"),
+        )
+        .reset_index()
+    )
     return out
 
 
@@ -139,8 +172,11 @@ def drift(traj: pd.DataFrame) -> pd.DataFrame:
     df = traj.assign(_d=(traj["alpha"] - traj["alpha_init"]).abs())
     df = df.sort_values(["run", "layer", "step"], kind="stable")
     g = df.groupby(["run", "kind", "layer"], sort=False)
-    out = g.agg(alpha_init=("alpha_init", "first"), alpha_final=("alpha", "last"),
-                max_drift=("_d", lambda s: s.max(skipna=False))).reset_index()
+    out = g.agg(
+        alpha_init=("alpha_init", "first"),
+        alpha_final=("alpha", "last"),
+        max_drift=("_d", lambda s: s.max(skipna=False)),
+    ).reset_index()
     out["final_drift"] = (out["alpha_final"] - out["alpha_init"]).abs()
     return out
 
@@ -157,12 +193,17 @@ def inert(traj: pd.DataFrame, tol: float = 0.05) -> pd.DataFrame:
     for (run, kind), g in d.groupby(["run", "kind"], sort=False):
         unknown = g["max_drift"].isna().any()
         worst = g.loc[g["max_drift"].idxmax()] if not unknown else None
-        rows.append({"run": run, "kind": kind, "layers": len(g),
-                     "max_drift": math.nan if unknown else float(worst["max_drift"]),
-                     "worst_layer": pd.NA if unknown else int(worst["layer"]),
-                     "inert": pd.NA if unknown else bool(worst["max_drift"] <= tol)})
-    out = pd.DataFrame(rows, columns=["run", "kind", "layers", "max_drift", "worst_layer",
-                                      "inert"])
+        rows.append(
+            {
+                "run": run,
+                "kind": kind,
+                "layers": len(g),
+                "max_drift": math.nan if unknown else float(worst["max_drift"]),
+                "worst_layer": pd.NA if unknown else int(worst["layer"]),
+                "inert": pd.NA if unknown else bool(worst["max_drift"] <= tol),
+            }
+        )
+    out = pd.DataFrame(rows, columns=["run", "kind", "layers", "max_drift", "worst_layer", "inert"])
     out["worst_layer"] = out["worst_layer"].astype("Int64")
     out["inert"] = out["inert"].astype("boolean")
     return out

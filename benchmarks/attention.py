@@ -24,6 +24,7 @@ before) over the resident set after the inputs are built, during one forward+bac
 fresh subprocess per (row, T) with glibc's mmap threshold at 64 KiB so freed tensors leave the
 resident set (on CUDA: max_memory_allocated).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,8 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from lab import kernels  # noqa: E402
-from lab.efficiency import _status_kib  # noqa: E402  (VmRSS / VmHWM in KiB)
 from lab.attention import sparse_attention  # noqa: E402
+from lab.efficiency import status_kib  # noqa: E402  (VmRSS / VmHWM in KiB)
 
 ROWS = {
     "dense": dict(path="dense", alpha=1.0, impl="torch"),
@@ -91,12 +92,19 @@ def _sync(device):
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
-def median_time(name: str, T: int, device: str, backward: bool, reps: int,
-                clock: str = "wall", stat: str = "median") -> float:
+def median_time(
+    name: str,
+    T: int,
+    device: str,
+    backward: bool,
+    reps: int,
+    clock: str = "wall",
+    stat: str = "median",
+) -> float:
     q, k, v = make_inputs(T, device, backward)
     now = CLOCKS[clock]
     times = []
-    warm = T <= 16384 or ROWS[name]["impl"] in ("cpp", "triton")      # fused kernels: cheap
+    warm = T <= 16384 or ROWS[name]["impl"] in ("cpp", "triton")  # fused kernels: cheap
     for i in range(reps + warm):
         _sync(device)
         t0 = now()
@@ -114,7 +122,7 @@ def median_time(name: str, T: int, device: str, backward: bool, reps: int,
 
 def peak_memory_child(name: str, T: int, device: str) -> None:
     """Runs in a subprocess: prints the peak memory growth (bytes) of one forward+backward."""
-    run_once(name, *make_inputs(min(T, 128), device, True), True)   # first-call set-up
+    run_once(name, *make_inputs(min(T, 128), device, True), True)  # first-call set-up
     q, k, v = make_inputs(T, device, True)
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
@@ -122,20 +130,24 @@ def peak_memory_child(name: str, T: int, device: str) -> None:
         run_once(name, q, k, v, True)
         print(torch.cuda.max_memory_allocated() - base)
         return
-    with open("/proc/self/clear_refs", "w") as f:               # reset the peak (VmHWM)
+    with open("/proc/self/clear_refs", "w") as f:  # reset the peak (VmHWM)
         f.write("5")
-    base = _status_kib("VmRSS")
+    base = status_kib("VmRSS")
     run_once(name, q, k, v, True)
-    print((_status_kib("VmHWM") - base) * 1024)
+    print((status_kib("VmHWM") - base) * 1024)
 
 
 def peak_memory(name: str, T: int, device: str, threads: int) -> int:
     # large blocks go straight to mmap and back to the OS when freed, so resident memory tracks
     # live tensors instead of the allocator's free lists
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
-    out = subprocess.run([sys.executable, __file__, "--threads", str(threads),
-                          "--child", name, str(T), device],
-                         capture_output=True, text=True, check=True, env=env)
+    out = subprocess.run(
+        [sys.executable, __file__, "--threads", str(threads), "--child", name, str(T), device],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
     return int(out.stdout.strip().splitlines()[-1])
 
 
@@ -146,19 +158,37 @@ def _fmt(x: float | None, spec: str) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--lengths", type=int, nargs="+", default=[1024, 4096, 16384])
-    p.add_argument("--reps", type=int, default=5,
-                   help="timed runs per cell (at most 2 above T=4096, 1 above 16384)")
-    p.add_argument("--rows", nargs="+", default=None, choices=list(ROWS),
-                   help="rows to run (default: dense, mask, torch and the device's fused kernel)")
+    p.add_argument(
+        "--reps",
+        type=int,
+        default=5,
+        help="timed runs per cell (at most 2 above T=4096, 1 above 16384)",
+    )
+    p.add_argument(
+        "--rows",
+        nargs="+",
+        default=None,
+        choices=list(ROWS),
+        help="rows to run (default: dense, mask, torch and the device's fused kernel)",
+    )
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
-    p.add_argument("--clock", choices=list(CLOCKS), default="wall",
-                   help="wall time, or this process's CPU time (all threads: with --threads 1 "
-                        "it ignores time spent descheduled on a busy machine)")
-    p.add_argument("--stat", choices=["median", "min"], default="median",
-                   help="summary of the timed runs (min is steadier on a busy machine)")
-    p.add_argument("--mask-max", type=int, default=16384,
-                   help="skip the O(T²) mask path above this length")
+    p.add_argument(
+        "--clock",
+        choices=list(CLOCKS),
+        default="wall",
+        help="wall time, or this process's CPU time (all threads: with --threads 1 "
+        "it ignores time spent descheduled on a busy machine)",
+    )
+    p.add_argument(
+        "--stat",
+        choices=["median", "min"],
+        default="median",
+        help="summary of the timed runs (min is steadier on a busy machine)",
+    )
+    p.add_argument(
+        "--mask-max", type=int, default=16384, help="skip the O(T²) mask path above this length"
+    )
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
     p.add_argument("--json", default=None, help="also write the rows to this file")
     p.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
@@ -171,15 +201,19 @@ def main() -> None:
         return
     rows = args.rows or default_rows(args.device)
     rows = ["dense"] + [r for r in rows if r != "dense"]
-    for name in rows:                                             # build / check once, up front
+    for name in rows:  # build / check once, up front
         impl = ROWS[name]["impl"]
         if impl != "torch":
             kernels.resolve(impl, args.device, torch.float32)
-    print(f"device={args.device} torch={torch.__version__} threads={torch.get_num_threads()} "
-          f"B=1 H=8 KV=2 D=64 W=8 fib K=15 reps={args.reps} float32 clock={args.clock} "
-          f"stat={args.stat}")
-    print(f"{'T':>6} {'row':<15} {'fwd ms':>9} {'×dense':>7} {'fwd+bwd ms':>11} {'×dense':>7} "
-          f"{'×mask':>7} {'peak MiB':>9} {'mem/dense':>9}")
+    print(
+        f"device={args.device} torch={torch.__version__} threads={torch.get_num_threads()} "
+        f"B=1 H=8 KV=2 D=64 W=8 fib K=15 reps={args.reps} float32 clock={args.clock} "
+        f"stat={args.stat}"
+    )
+    print(
+        f"{'T':>6} {'row':<15} {'fwd ms':>9} {'×dense':>7} {'fwd+bwd ms':>11} {'×dense':>7} "
+        f"{'×mask':>7} {'peak MiB':>9} {'mem/dense':>9}"
+    )
     out_rows = []
     for T in args.lengths:
         reps = args.reps if T <= 4096 else min(args.reps, 2) if T <= 16384 else 1
@@ -189,27 +223,42 @@ def main() -> None:
                 continue
             fwd = median_time(name, T, args.device, False, reps, args.clock, args.stat)
             both = median_time(name, T, args.device, True, reps, args.clock, args.stat)
-            mem = (None if args.no_memory else
-                   peak_memory(name, T, args.device, torch.get_num_threads()) / 2 ** 20)
+            mem = (
+                None
+                if args.no_memory
+                else peak_memory(name, T, args.device, torch.get_num_threads()) / 2**20
+            )
             times[name] = (fwd, both, mem)
             dense, mask = times["dense"], times.get("mask")
-            row = dict(T=T, row=name, fwd_ms=fwd * 1e3, fwdbwd_ms=both * 1e3, peak_mib=mem,
-                       fwd_speedup_vs_dense=dense[0] / fwd,
-                       fwdbwd_speedup_vs_dense=dense[1] / both,
-                       fwdbwd_speedup_vs_mask=mask[1] / both if mask else None,
-                       mem_vs_dense=(mem / dense[2] if mem is not None and dense[2] else None))
+            row = dict(
+                T=T,
+                row=name,
+                fwd_ms=fwd * 1e3,
+                fwdbwd_ms=both * 1e3,
+                peak_mib=mem,
+                fwd_speedup_vs_dense=dense[0] / fwd,
+                fwdbwd_speedup_vs_dense=dense[1] / both,
+                fwdbwd_speedup_vs_mask=mask[1] / both if mask else None,
+                mem_vs_dense=(mem / dense[2] if mem is not None and dense[2] else None),
+            )
             out_rows.append(row)
-            print(f"{T:>6} {name:<15} {fwd * 1e3:>9.1f} {row['fwd_speedup_vs_dense']:>7.1f} "
-                  f"{both * 1e3:>11.1f} {row['fwdbwd_speedup_vs_dense']:>7.1f} "
-                  f"{_fmt(row['fwdbwd_speedup_vs_mask'], '7.1f')} {_fmt(mem, '9.1f')} "
-                  f"{_fmt(row['mem_vs_dense'], '9.2f')}", flush=True)
+            print(
+                f"{T:>6} {name:<15} {fwd * 1e3:>9.1f} {row['fwd_speedup_vs_dense']:>7.1f} "
+                f"{both * 1e3:>11.1f} {row['fwdbwd_speedup_vs_dense']:>7.1f} "
+                f"{_fmt(row['fwdbwd_speedup_vs_mask'], '7.1f')} {_fmt(mem, '9.1f')} "
+                f"{_fmt(row['mem_vs_dense'], '9.2f')}",
+                flush=True,
+            )
         for impl in ("torch", "cpp", "triton"):
             b = times.get(f"{impl} shift")
             for variant in ("interp", "interp.77"):
                 a = times.get(f"{impl} {variant}")
                 if a and b:
-                    print(f"{T:>6} {impl:<6} learned/fixed ({variant}): fwd {a[0] / b[0]:.2f}, "
-                          f"fwd+bwd {a[1] / b[1]:.2f}", flush=True)
+                    print(
+                        f"{T:>6} {impl:<6} learned/fixed ({variant}): fwd {a[0] / b[0]:.2f}, "
+                        f"fwd+bwd {a[1] / b[1]:.2f}",
+                        flush=True,
+                    )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out_rows, f, indent=1)

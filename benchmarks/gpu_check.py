@@ -41,6 +41,7 @@ venv does not travel); one command for the compiled-kernel test and this script,
     python3 -m pytest -q tests/test_triton_kernel.py -k cuda 2>&1 | tee $OUT/pytest.log
     python3 benchmarks/gpu_check.py --budget-s 390 --out $OUT/gpu-check.json | tee $OUT/log
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,6 +61,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from lab.attention import column_plan, sparse_attention  # noqa: E402
 from lab.offsets import attended_distances  # noqa: E402
+
 
 # --------------------------------------------------------------------------------------------
 # run state: time budget, results, error log
@@ -86,8 +88,9 @@ class Run:
 
     def error(self, where: str, exc: BaseException) -> None:
         msg = f"{type(exc).__name__}: {exc}"
-        self.record["errors"].append({"where": where, "error": msg[:2000],
-                                      "trace": traceback.format_exc()[-3000:]})
+        self.record["errors"].append(
+            {"where": where, "error": msg[:2000], "trace": traceback.format_exc()[-3000:]}
+        )
         print(f"  [error] {where}: {msg[:500]}")
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
@@ -98,8 +101,9 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def timed(fn, device: torch.device, min_reps: int = 3, max_reps: int = 25,
-          target_s: float = 0.4) -> float:
+def timed(
+    fn, device: torch.device, min_reps: int = 3, max_reps: int = 25, target_s: float = 0.4
+) -> float:
     """Median seconds of fn() after one warm-up call."""
     fn()
     sync(device)
@@ -133,7 +137,7 @@ def gather_reference(q, k, v, cols, scale):
     for t ≥ lo.  Differentiable in q, k, v and α (through the fracs)."""
     B, H, T, D = q.shape
     G = H // k.shape[1]
-    kk, vv = k.repeat_interleave(G, 1), v.repeat_interleave(G, 1)             # (B,H,T,D)
+    kk, vv = k.repeat_interleave(G, 1), v.repeat_interleave(G, 1)  # (B,H,T,D)
     t = torch.arange(T, device=q.device)
     logits, out = [], 0
     for lo, f in cols:
@@ -143,7 +147,7 @@ def gather_reference(q, k, v, cols, scale):
             key = key + f * (kk[:, :, r_hi] - key)
             val = val + f * (vv[:, :, r_hi] - val)
         logits.append(((q * key).sum(-1) * scale).masked_fill(t < lo, float("-inf")))
-    p = torch.softmax(torch.stack(logits, -1), -1)                              # (B,H,T,C)
+    p = torch.softmax(torch.stack(logits, -1), -1)  # (B,H,T,C)
     for c, (lo, f) in enumerate(cols):
         r_lo, r_hi = (t - lo).clamp(min=0), (t - lo - 1).clamp(min=0)
         val = vv[:, :, r_lo]
@@ -153,23 +157,36 @@ def gather_reference(q, k, v, cols, scale):
     return out
 
 
-def triton_attention(q, k, v, alpha, window, base="fib", rungs=15, rounding="round",
-                     reach=None, scale=None, launch=None):
+def triton_attention(
+    q,
+    k,
+    v,
+    alpha,
+    window,
+    base="fib",
+    rungs=15,
+    rounding="round",
+    reach=None,
+    scale=None,
+    launch=None,
+):
     """The Triton kernel driven as the dispatch would: the column plan from α (a float: the
     integer set; a 0-d tensor: interpolated columns carrying dα), then one fused call."""
     from lab.kernels.triton_attn import plan_tensors, triton_columns_attention
+
     T, D = q.shape[-2], q.shape[-1]
     scale = 1.0 / math.sqrt(D) if scale is None else scale
     if isinstance(alpha, torch.Tensor):
         cols = column_plan(alpha, window, T, base, rungs, rounding, reach, interpolate=True)
     else:
         cols = column_plan(alpha, window, T, base, rungs, rounding, reach)
-    dists, fracs, interp = plan_tensors(cols, q.device,
-                                        torch.float64 if q.dtype == torch.float64
-                                        else torch.float32)
+    dists, fracs, interp = plan_tensors(
+        cols, q.device, torch.float64 if q.dtype == torch.float64 else torch.float32
+    )
     block_t, num_warps = launch or (None, None)
-    return triton_columns_attention(q, k, v, dists, fracs, scale, interpolated=interp,
-                                    block_t=block_t, num_warps=num_warps)
+    return triton_columns_attention(
+        q, k, v, dists, fracs, scale, interpolated=interp, block_t=block_t, num_warps=num_warps
+    )
 
 
 class FlexInteger:
@@ -179,6 +196,7 @@ class FlexInteger:
 
     def __init__(self, dists, T: int, device: torch.device, block: int = 128):
         from torch.nn.attention.flex_attention import BlockMask, flex_attention
+
         lut = torch.zeros(T, dtype=torch.bool, device=device)
         lut[torch.tensor(sorted(set(dists)), device=device)] = True
 
@@ -200,21 +218,27 @@ class FlexInteger:
         num = torch.zeros(1, 1, n, dtype=torch.int32)
         for i, r in enumerate(rows):
             num[0, 0, i] = len(r)
-            idx[0, 0, i, :len(r)] = torch.tensor(r, dtype=torch.int32)
+            idx[0, 0, i, : len(r)] = torch.tensor(r, dtype=torch.int32)
         self.tiles_per_row = sum(len(r) for r in rows) / n
-        self.mask = BlockMask.from_kv_blocks(num.to(device), idx.to(device), BLOCK_SIZE=block,
-                                             mask_mod=mask_mod, seq_lengths=(T, T))
-        self.fn = torch.compile(flex_attention, dynamic=False) if device.type == "cuda" \
+        self.mask = BlockMask.from_kv_blocks(
+            num.to(device), idx.to(device), BLOCK_SIZE=block, mask_mod=mask_mod, seq_lengths=(T, T)
+        )
+        self.fn = (
+            torch.compile(flex_attention, dynamic=False)
+            if device.type == "cuda"
             else flex_attention
+        )
 
     def __call__(self, q, k, v, scale=None):
-        return self.fn(q, k, v, block_mask=self.mask, scale=scale,
-                       enable_gqa=q.shape[1] != k.shape[1])
+        return self.fn(
+            q, k, v, block_mask=self.mask, scale=scale, enable_gqa=q.shape[1] != k.shape[1]
+        )
 
 
 def flex_available() -> bool:
     try:
         from torch.nn.attention.flex_attention import BlockMask, flex_attention  # noqa: F401
+
         return True
     except Exception:
         return False
@@ -227,16 +251,18 @@ def flash_only(device: torch.device):
         yield
         return
     from torch.nn.attention import SDPBackend, sdpa_kernel
+
     with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
         yield
 
 
 def dense_sdpa(q, k, v):
-    return F.scaled_dot_product_attention(q, k, v, is_causal=True,
-                                          enable_gqa=q.shape[1] != k.shape[1])
+    return F.scaled_dot_product_attention(
+        q, k, v, is_causal=True, enable_gqa=q.shape[1] != k.shape[1]
+    )
 
 
-_FLASH = {"ok": None}                              # does flash take these inputs? (first call)
+_FLASH = {"ok": None}  # does flash take these inputs? (first call)
 
 
 def dense_baseline(q, k, v):
@@ -286,14 +312,13 @@ def section_check(run: Run, shapes, launch=None) -> None:
             go64 = torch.randn(B, H, T, D, generator=g, dtype=torch.float64).to(dev)
             kw = dict(window=sh["window"], base=sh["base"], rungs=sh["rungs"])
             scale = 1.0 / math.sqrt(D)
-            a32 = float(torch.tensor(sh["alpha"], dtype=torch.float32))   # α as training holds it
+            a32 = float(torch.tensor(sh["alpha"], dtype=torch.float32))  # α as training holds it
             refs, alpha_scale = {}, {}
 
-            def rounded(x, dt):                   # the values a `dt` run is given, in float64
+            def rounded(x, dt):  # the values a `dt` run is given, in float64
                 return x.to(dt).double() if dt != torch.float32 else x
 
-            ref_dtypes = (torch.float32, torch.bfloat16) if dev.type == "cuda" \
-                else (torch.float32,)
+            ref_dtypes = (torch.float32, torch.bfloat16) if dev.type == "cuda" else (torch.float32,)
             for mode, rdt in ((m, d) for m in ("int", "learned") for d in ref_dtypes):
                 q, k, v = (rounded(x, rdt).clone().requires_grad_() for x in (q64, k64, v64))
                 if mode == "int":
@@ -301,59 +326,112 @@ def section_check(run: Run, shapes, launch=None) -> None:
                     leaves = (q, k, v)
                 else:
                     a = torch.tensor(a32, dtype=torch.float64, device=dev, requires_grad=True)
-                    cols = column_plan(a, sh["window"], T, sh["base"], sh["rungs"],
-                                       interpolate=True)
+                    cols = column_plan(
+                        a, sh["window"], T, sh["base"], sh["rungs"], interpolate=True
+                    )
                     leaves = (q, k, v, a)
                 fr = [f for _, f in cols if f is not None]
                 out = gather_reference(q, k, v, cols, scale)
                 grads = torch.autograd.grad(out, leaves + tuple(fr), rounded(go64, rdt))
-                refs[mode, rdt] = [out.detach()] + list(grads[:len(leaves)])
+                refs[mode, rdt] = [out.detach()] + list(grads[: len(leaves)])
                 if mode == "learned":
                     # dα = Σ_c f_k·dfrac_c has terms of both signs: its error is measured
                     # against Σ_c |f_k·dfrac_c| (f_k = (lo + frac) / α), not against |dα|
-                    alpha_scale[rdt] = sum(abs(float(g)) * (lo + float(f.detach())) / a32
-                                           for g, (lo, f) in zip(grads[len(leaves):],
-                                                                 [c for c in cols
-                                                                  if c[1] is not None]))
+                    alpha_scale[rdt] = sum(
+                        abs(float(g)) * (lo + float(f.detach())) / a32
+                        for g, (lo, f) in zip(
+                            grads[len(leaves) :], [c for c in cols if c[1] is not None]
+                        )
+                    )
             del out
 
             def impls():
-                yield "triton", "int", torch.float32, 1e-5, \
-                    lambda q, k, v, a: triton_attention(q, k, v, sh["alpha"], launch=launch, **kw)
-                yield "triton", "learned", torch.float32, 1e-5, \
-                    lambda q, k, v, a: triton_attention(q, k, v, a, launch=launch, **kw)
+                yield (
+                    "triton",
+                    "int",
+                    torch.float32,
+                    1e-5,
+                    lambda q, k, v, a: triton_attention(q, k, v, sh["alpha"], launch=launch, **kw),
+                )
+                yield (
+                    "triton",
+                    "learned",
+                    torch.float32,
+                    1e-5,
+                    lambda q, k, v, a: triton_attention(q, k, v, a, launch=launch, **kw),
+                )
                 if dev.type == "cuda":
-                    yield "triton", "int", torch.bfloat16, 1e-2, \
-                        lambda q, k, v, a: triton_attention(q, k, v, sh["alpha"], launch=launch,
-                                                            **kw)
-                    yield "triton", "learned", torch.bfloat16, 1e-2, \
-                        lambda q, k, v, a: triton_attention(q, k, v, a, launch=launch, **kw)
+                    yield (
+                        "triton",
+                        "int",
+                        torch.bfloat16,
+                        1e-2,
+                        lambda q, k, v, a: triton_attention(
+                            q, k, v, sh["alpha"], launch=launch, **kw
+                        ),
+                    )
+                    yield (
+                        "triton",
+                        "learned",
+                        torch.bfloat16,
+                        1e-2,
+                        lambda q, k, v, a: triton_attention(q, k, v, a, launch=launch, **kw),
+                    )
                 for path in ("shift", "mask", "auto"):
-                    yield path, "int", torch.float32, 1e-5, \
-                        lambda q, k, v, a, p=path: sparse_attention(q, k, v, alpha=sh["alpha"],
-                                                                    path=p, **kw)
+                    yield (
+                        path,
+                        "int",
+                        torch.float32,
+                        1e-5,
+                        lambda q, k, v, a, p=path: sparse_attention(
+                            q, k, v, alpha=sh["alpha"], path=p, **kw
+                        ),
+                    )
                 for path in ("interp", "auto"):
-                    yield path, "learned", torch.float32, 1e-5, \
-                        lambda q, k, v, a, p=path: sparse_attention(q, k, v, alpha=a, path=p, **kw)
+                    yield (
+                        path,
+                        "learned",
+                        torch.float32,
+                        1e-5,
+                        lambda q, k, v, a, p=path: sparse_attention(q, k, v, alpha=a, path=p, **kw),
+                    )
                 if dev.type == "cuda":
-                    yield "auto", "int", torch.bfloat16, 3e-2, \
-                        lambda q, k, v, a: sparse_attention(q, k, v, alpha=sh["alpha"],
-                                                            path="auto", **kw)
-                    yield "auto", "learned", torch.bfloat16, 3e-2, \
-                        lambda q, k, v, a: sparse_attention(q, k, v, alpha=a, path="auto", **kw)
-                if flex_available() and si == 0:               # one shape: compiles are slow
-                    dists = attended_distances(sh["alpha"], sh["window"], T, sh["base"],
-                                               sh["rungs"])
+                    yield (
+                        "auto",
+                        "int",
+                        torch.bfloat16,
+                        3e-2,
+                        lambda q, k, v, a: sparse_attention(
+                            q, k, v, alpha=sh["alpha"], path="auto", **kw
+                        ),
+                    )
+                    yield (
+                        "auto",
+                        "learned",
+                        torch.bfloat16,
+                        3e-2,
+                        lambda q, k, v, a: sparse_attention(q, k, v, alpha=a, path="auto", **kw),
+                    )
+                if flex_available() and si == 0:  # one shape: compiles are slow
+                    dists = attended_distances(
+                        sh["alpha"], sh["window"], T, sh["base"], sh["rungs"]
+                    )
                     flex = FlexInteger(dists, T, dev)
-                    yield "flex", "int", torch.float32, 1e-5, \
-                        lambda q, k, v, a: flex(q, k, v, scale=scale)
+                    yield (
+                        "flex",
+                        "int",
+                        torch.float32,
+                        1e-5,
+                        lambda q, k, v, a: flex(q, k, v, scale=scale),
+                    )
 
             for name, mode, dt, tol, fn in impls():
                 label = f"{name}/{mode}/{str(dt).split('.')[-1]}"
                 try:
-                    cpu_flex = name == "flex" and dev.type != "cuda"   # no flex backward on CPU
-                    q, k, v = (x.detach().to(dt).requires_grad_(not cpu_flex)
-                               for x in (q64, k64, v64))
+                    cpu_flex = name == "flex" and dev.type != "cuda"  # no flex backward on CPU
+                    q, k, v = (
+                        x.detach().to(dt).requires_grad_(not cpu_flex) for x in (q64, k64, v64)
+                    )
                     # α in float64 (its float32 value): the plan's α·f is then exact, and the
                     # comparison measures the kernels, not float32 rounding of large rungs
                     a = torch.tensor(a32, dtype=torch.float64, device=dev, requires_grad=True)
@@ -364,19 +442,33 @@ def section_check(run: Run, shapes, launch=None) -> None:
                         grads, ref = [], ref[:1]
                     else:
                         grads = torch.autograd.grad(out, leaves, go64.to(dt))
-                    names = ["out", "dq", "dk", "dv", "dalpha"][:len(ref)]
+                    names = ["out", "dq", "dk", "dv", "dalpha"][: len(ref)]
                     errs = {n: rel_err(x, r) for n, x, r in zip(names, [out] + list(grads), ref)}
                     if "dalpha" in errs and alpha_scale.get(dt):
                         errs["dalpha"] = abs(float(grads[3]) - float(ref[4])) / alpha_scale[dt]
                     ok = all(e <= tol for e in errs.values())
-                    results.append(dict(shape=si, impl=name, mode=mode, dtype=str(dt), tol=tol,
-                                        errs=errs, ok=ok))
-                    print(f"  shape {si} {label:<26} {'ok ' if ok else 'FAIL'} " +
-                          " ".join(f"{n} {e:.1e}" for n, e in errs.items()), flush=True)
+                    results.append(
+                        dict(
+                            shape=si, impl=name, mode=mode, dtype=str(dt), tol=tol, errs=errs, ok=ok
+                        )
+                    )
+                    print(
+                        f"  shape {si} {label:<26} {'ok ' if ok else 'FAIL'} "
+                        + " ".join(f"{n} {e:.1e}" for n, e in errs.items()),
+                        flush=True,
+                    )
                 except Exception as e:
                     run.error(f"check shape {si} {label}", e)
-                    results.append(dict(shape=si, impl=name, mode=mode, dtype=str(dt),
-                                        ok=False, error=f"{type(e).__name__}: {e}"[:500]))
+                    results.append(
+                        dict(
+                            shape=si,
+                            impl=name,
+                            mode=mode,
+                            dtype=str(dt),
+                            ok=False,
+                            error=f"{type(e).__name__}: {e}"[:500],
+                        )
+                    )
         except Exception as e:
             run.error(f"check shape {si}", e)
 
@@ -385,14 +477,16 @@ def section_check(run: Run, shapes, launch=None) -> None:
 # sections 2 and 3: attention timings
 # --------------------------------------------------------------------------------------------
 ATTN = dict(B=1, H=8, KV=2, D=64, window=8, rungs=15)
-REPS = [3, 25]                                    # min / max timed repetitions (--smoke: 1 / 1)
+REPS = [3, 25]  # min / max timed repetitions (--smoke: 1 / 1)
 
 
 def attn_inputs(T: int, dev: torch.device, dtype: torch.dtype, grad: bool):
     g = torch.Generator(device="cpu").manual_seed(0)
     B, H, KV, D = ATTN["B"], ATTN["H"], ATTN["KV"], ATTN["D"]
-    q, k, v = (torch.randn(B, n, T, D, generator=g).to(dev, dtype).requires_grad_(grad)
-               for n in (H, KV, KV))
+    q, k, v = (
+        torch.randn(B, n, T, D, generator=g).to(dev, dtype).requires_grad_(grad)
+        for n in (H, KV, KV)
+    )
     return q, k, v
 
 
@@ -401,20 +495,36 @@ def attn_impls(T: int, dev: torch.device, launch):
     W, K = ATTN["window"], ATTN["rungs"]
     impls = {
         "dense-sdpa": (lambda q, k, v, a: dense_baseline(q, k, v), False),
-        "mask": (lambda q, k, v, a: sparse_attention(q, k, v, alpha=1.0, window=W, rungs=K,
-                                                     path="mask"), False),
-        "shift": (lambda q, k, v, a: sparse_attention(q, k, v, alpha=1.0, window=W, rungs=K,
-                                                      path="shift"), False),
-        "interp": (lambda q, k, v, a: sparse_attention(q, k, v, alpha=a, window=W, rungs=K,
-                                                       path="interp"), True),
-        "auto-int": (lambda q, k, v, a: sparse_attention(q, k, v, alpha=1.0, window=W, rungs=K),
-                     False),
-        "auto-learned": (lambda q, k, v, a: sparse_attention(q, k, v, alpha=a, window=W,
-                                                             rungs=K), True),
-        "triton-int": (lambda q, k, v, a: triton_attention(q, k, v, 1.0, W, rungs=K,
-                                                           launch=launch), False),
-        "triton-learned": (lambda q, k, v, a: triton_attention(q, k, v, a, W, rungs=K,
-                                                               launch=launch), True),
+        "mask": (
+            lambda q, k, v, a: sparse_attention(q, k, v, alpha=1.0, window=W, rungs=K, path="mask"),
+            False,
+        ),
+        "shift": (
+            lambda q, k, v, a: sparse_attention(
+                q, k, v, alpha=1.0, window=W, rungs=K, path="shift"
+            ),
+            False,
+        ),
+        "interp": (
+            lambda q, k, v, a: sparse_attention(q, k, v, alpha=a, window=W, rungs=K, path="interp"),
+            True,
+        ),
+        "auto-int": (
+            lambda q, k, v, a: sparse_attention(q, k, v, alpha=1.0, window=W, rungs=K),
+            False,
+        ),
+        "auto-learned": (
+            lambda q, k, v, a: sparse_attention(q, k, v, alpha=a, window=W, rungs=K),
+            True,
+        ),
+        "triton-int": (
+            lambda q, k, v, a: triton_attention(q, k, v, 1.0, W, rungs=K, launch=launch),
+            False,
+        ),
+        "triton-learned": (
+            lambda q, k, v, a: triton_attention(q, k, v, a, W, rungs=K, launch=launch),
+            True,
+        ),
     }
     return impls
 
@@ -425,9 +535,11 @@ def flex_impl(T: int, dev: torch.device):
 
     def flex(q, k, v, a):
         if "f" not in holder:
-            holder["f"] = FlexInteger(attended_distances(1.0, ATTN["window"], T,
-                                                         rungs=ATTN["rungs"]), T, dev)
+            holder["f"] = FlexInteger(
+                attended_distances(1.0, ATTN["window"], T, rungs=ATTN["rungs"]), T, dev
+            )
         return holder["f"](q, k, v)
+
     return {"flex-int": (flex, False)}
 
 
@@ -449,8 +561,9 @@ def measure(run: Run, name: str, fn, T: int, dtype, backward: bool, learned: boo
     sec = timed(step, dev, min_reps=REPS[0], max_reps=REPS[1])
     rec = dict(impl=name, T=T, mode="fwd+bwd" if backward else "fwd", ms=sec * 1e3)
     if name == "dense-sdpa":
-        rec["backend"] = ("flash" if _FLASH["ok"] else "sdpa-default") if dev.type == "cuda" \
-            else "cpu"
+        rec["backend"] = (
+            ("flash" if _FLASH["ok"] else "sdpa-default") if dev.type == "cuda" else "cpu"
+        )
     if backward:
         rec["peak_mb"] = peak_mb(step, dev)
     return rec
@@ -465,12 +578,14 @@ def section_tune(run: Run, T: int, dtype) -> tuple[int, int] | None:
         if not run.has_time(20, f"tune {launch}"):
             break
         try:
-            fn = lambda q, k, v, a, L=launch: triton_attention(q, k, v, a, ATTN["window"],
-                                                                rungs=ATTN["rungs"], launch=L)
+            fn = lambda q, k, v, a, L=launch: triton_attention(
+                q, k, v, a, ATTN["window"], rungs=ATTN["rungs"], launch=L
+            )
             ms = measure(run, "triton-learned", fn, T, dtype, True, True)["ms"]
             rows.append(dict(block_t=launch[0], num_warps=launch[1], ms=ms))
-            print(f"  tune T={T} block_t={launch[0]:<4} warps={launch[1]}  {ms:8.2f} ms",
-                  flush=True)
+            print(
+                f"  tune T={T} block_t={launch[0]:<4} warps={launch[1]}  {ms:8.2f} ms", flush=True
+            )
             if best is None or ms < best[1]:
                 best = (launch, ms)
         except Exception as e:
@@ -494,20 +609,27 @@ def section_attn(run: Run, lengths, dtype, launch, flex: bool = False) -> None:
                 if name in ("mask",) and T > 16384:
                     run.record["skipped"].append(f"attn {name} T={T} (O(T²) mask)")
                     continue
-                need = (40 if flex else 5) + 4e-4 * T * (3 if name in ("dense-sdpa", "mask")
-                                                         else 1)
+                need = (40 if flex else 5) + 4e-4 * T * (3 if name in ("dense-sdpa", "mask") else 1)
                 if not run.has_time(need, f"attn {name} T={T} {'fwd+bwd' if backward else 'fwd'}"):
                     continue
                 try:
                     rec = measure(run, name, fn, T, dtype, backward, learned)
                     rows.append(rec)
                     mem = f"  peak {rec['peak_mb']:.0f} MiB" if rec.get("peak_mb") else ""
-                    print(f"  T={T:<6} {rec['mode']:<8} {name:<15} {rec['ms']:9.2f} ms{mem}",
-                          flush=True)
+                    print(
+                        f"  T={T:<6} {rec['mode']:<8} {name:<15} {rec['ms']:9.2f} ms{mem}",
+                        flush=True,
+                    )
                 except Exception as e:
                     run.error(f"attn {name} T={T} backward={backward}", e)
-                    rows.append(dict(impl=name, T=T, mode="fwd+bwd" if backward else "fwd",
-                                     error=f"{type(e).__name__}: {e}"[:300]))
+                    rows.append(
+                        dict(
+                            impl=name,
+                            T=T,
+                            mode="fwd+bwd" if backward else "fwd",
+                            error=f"{type(e).__name__}: {e}"[:300],
+                        )
+                    )
                 if dev.type == "cuda":
                     torch.cuda.empty_cache()
     # ratios in the same run
@@ -515,10 +637,19 @@ def section_attn(run: Run, lengths, dtype, launch, flex: bool = False) -> None:
         if "ms" not in r:
             continue
         for base in ("dense-sdpa", "mask"):
-            b = next((x for x in rows if x["impl"] == base and x["T"] == r["T"]
-                      and x["mode"] == r["mode"] and "ms" in x), None)
+            b = next(
+                (
+                    x
+                    for x in rows
+                    if x["impl"] == base
+                    and x["T"] == r["T"]
+                    and x["mode"] == r["mode"]
+                    and "ms" in x
+                ),
+                None,
+            )
             if b:
-                r[f"x_{base}"] = b["ms"] / r["ms"]                 # > 1: faster than base
+                r[f"x_{base}"] = b["ms"] / r["ms"]  # > 1: faster than base
 
 
 # --------------------------------------------------------------------------------------------
@@ -528,15 +659,40 @@ def section_attn(run: Run, lengths, dtype, launch, flex: bool = False) -> None:
 def forced_triton(launch):
     """Route every sparse attention call of lab.model through the Triton kernel."""
     import lab.model as model_mod
+
     original = model_mod.sparse_attention
 
-    def routed(q, k, v, *, alpha, window, base="fib", rungs=15, rounding="round", path="auto",
-               reach=None, scale=None):
+    def routed(
+        q,
+        k,
+        v,
+        *,
+        alpha,
+        window,
+        base="fib",
+        rungs=15,
+        rounding="round",
+        path="auto",
+        reach=None,
+        scale=None,
+    ):
         if path in ("dense", "mask"):
-            return original(q, k, v, alpha=alpha, window=window, base=base, rungs=rungs,
-                            rounding=rounding, path=path, reach=reach, scale=scale)
-        return triton_attention(q, k, v, alpha, window, base, rungs, rounding, reach, scale,
-                                launch=launch)
+            return original(
+                q,
+                k,
+                v,
+                alpha=alpha,
+                window=window,
+                base=base,
+                rungs=rungs,
+                rounding=rounding,
+                path=path,
+                reach=reach,
+                scale=scale,
+            )
+        return triton_attention(
+            q, k, v, alpha, window, base, rungs, rounding, reach, scale, launch=launch
+        )
 
     model_mod.sparse_attention = routed
     try:
@@ -545,11 +701,13 @@ def forced_triton(launch):
         model_mod.sparse_attention = original
 
 
-def train_step_time(run: Run, preset: str, overrides: dict, batch: int, steps: int,
-                    seq_len: int | None) -> tuple[float, int]:
+def train_step_time(
+    run: Run, preset: str, overrides: dict, batch: int, steps: int, seq_len: int | None
+) -> tuple[float, int]:
     """(median seconds of one optimizer step, sequence length)."""
     from lab.model import build_model
     from lab.train import param_groups
+
     dev = run.device
     torch.manual_seed(0)
     if seq_len:
@@ -558,8 +716,11 @@ def train_step_time(run: Run, preset: str, overrides: dict, batch: int, steps: i
     opt = torch.optim.AdamW(param_groups(model, 0.1), lr=3e-4, betas=(0.9, 0.95))
     T, V = model.cfg.seq_len, model.cfg.vocab_size
     g = torch.Generator(device="cpu").manual_seed(0)
-    amp = (torch.autocast("cuda", dtype=torch.bfloat16) if dev.type == "cuda"
-           else contextlib.nullcontext())
+    amp = (
+        torch.autocast("cuda", dtype=torch.bfloat16)
+        if dev.type == "cuda"
+        else contextlib.nullcontext()
+    )
 
     def step():
         ids = torch.randint(0, V, (batch, T + 1), generator=g).to(dev)
@@ -570,15 +731,16 @@ def train_step_time(run: Run, preset: str, overrides: dict, batch: int, steps: i
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    sec = timed(step, dev, min_reps=steps, max_reps=steps, target_s=0)   # after 1 warm-up
-    del model, opt
+    sec = timed(step, dev, min_reps=steps, max_reps=steps, target_s=0)  # after 1 warm-up
+    model = opt = None  # free the device memory (the closure holds the names)
     if dev.type == "cuda":
         torch.cuda.empty_cache()
     return sec, T
 
 
-def section_train(run: Run, preset: str, batch: int, steps: int, seq_len: int | None,
-                  launch) -> None:
+def section_train(
+    run: Run, preset: str, batch: int, steps: int, seq_len: int | None, launch
+) -> None:
     rows = run.record.setdefault("train", [])
     variants = [
         ("dense", dict(attention="dense"), None),
@@ -609,13 +771,13 @@ def section_train(run: Run, preset: str, batch: int, steps: int, seq_len: int | 
             continue
         r["tokens_per_s"] = r["batch"] * r["seq_len"] / r["step_s"]
         if dense:
-            r["x_dense_time"] = r["step_s"] / dense["step_s"]       # < 1: faster than dense
+            r["x_dense_time"] = r["step_s"] / dense["step_s"]  # < 1: faster than dense
     ratios = {}
     for family in ("auto", "triton"):
-        f = next((r for r in rows if r.get("variant") == f"fixed/{family}" and "step_s" in r),
-                 None)
-        lv = next((r for r in rows if r.get("variant") == f"learned/{family}" and "step_s" in r),
-                  None)
+        f = next((r for r in rows if r.get("variant") == f"fixed/{family}" and "step_s" in r), None)
+        lv = next(
+            (r for r in rows if r.get("variant") == f"learned/{family}" and "step_s" in r), None
+        )
         if f and lv:
             ratios[f"learned/fixed ({family})"] = lv["step_s"] / f["step_s"]
     f = next((r for r in rows if r.get("variant") == "fixed/shift" and "step_s" in r), None)
@@ -628,22 +790,24 @@ def section_train(run: Run, preset: str, batch: int, steps: int, seq_len: int | 
 # --------------------------------------------------------------------------------------------
 # the retrieval probe: blur gather on the device, and the probe's training step
 # --------------------------------------------------------------------------------------------
-PROBE_CHECK_SHAPES = [dict(B=2, H=4, KV=2, T=512, D=64, alpha=0.83, width=20.0),
-                      dict(B=1, H=4, KV=1, T=300, D=32, alpha=1.37, width=0.5)]
+PROBE_CHECK_SHAPES = [
+    dict(B=2, H=4, KV=2, T=512, D=64, alpha=0.83, width=20.0),
+    dict(B=1, H=4, KV=1, T=300, D=32, alpha=1.37, width=0.5),
+]
 SMOKE_PROBE_SHAPES = [dict(B=1, H=2, KV=1, T=40, D=8, alpha=0.9, width=3.0)]
 
 
 def section_probe(run: Run, smoke: bool, steps: int) -> None:
     from lab.blur import blur_attention
-    from probes.retrieval import SCALES, Cell, _task_loss, build_probe_model
+    from probes.retrieval import SCALES, Cell, build_probe_model, task_loss
+
     dev = run.device
     rows = run.record.setdefault("probe", {"check": [], "step": []})
     for shp in SMOKE_PROBE_SHAPES if smoke else PROBE_CHECK_SHAPES:
         try:
             g = torch.Generator().manual_seed(shp["T"])
             B, H, KV, T, D = (shp[x] for x in ("B", "H", "KV", "T", "D"))
-            qkv = [torch.randn(B, n, T, D, generator=g, dtype=torch.float64)
-                   for n in (H, KV, KV)]
+            qkv = [torch.randn(B, n, T, D, generator=g, dtype=torch.float64) for n in (H, KV, KV)]
             wgt = torch.randn(B, H, T, D, generator=g, dtype=torch.float64)
 
             def run_blur(xs, a, impl):
@@ -652,23 +816,34 @@ def section_probe(run: Run, smoke: bool, steps: int) -> None:
                 return [out] + [x.grad for x in xs] + [a.grad]
 
             ref_in = [x.clone().requires_grad_(True) for x in qkv]
-            ref = run_blur(ref_in, torch.tensor(shp["alpha"], dtype=torch.float64,
-                                                requires_grad=True), "fft")
+            ref = run_blur(
+                ref_in, torch.tensor(shp["alpha"], dtype=torch.float64, requires_grad=True), "fft"
+            )
             dev_in = [x.to(dev, torch.float32).requires_grad_(True) for x in qkv]
-            got = run_blur(dev_in, torch.tensor(shp["alpha"], device=dev, requires_grad=True),
-                           "auto")
-            errs = {n: rel_err(a.cpu(), b) for n, a, b in zip(("out", "dq", "dk", "dv", "dalpha"),
-                                                                got, ref)}
+            got = run_blur(
+                dev_in, torch.tensor(shp["alpha"], device=dev, requires_grad=True), "auto"
+            )
+            errs = {
+                n: rel_err(a.cpu(), b)
+                for n, a, b in zip(("out", "dq", "dk", "dv", "dalpha"), got, ref)
+            }
             ok = all(e <= 1e-4 for e in errs.values())
             rows["check"].append(dict(shape=shp, errors=errs, ok=ok))
-            print(f"  blur {shp}: " + " ".join(f"{k} {v:.1e}" for k, v in errs.items())
-                  + ("" if ok else "  FAIL"), flush=True)
+            print(
+                f"  blur {shp}: "
+                + " ".join(f"{k} {v:.1e}" for k, v in errs.items())
+                + ("" if ok else "  FAIL"),
+                flush=True,
+            )
         except Exception as e:
             run.error(f"probe check {shp}", e)
     settings = SCALES["tiny"] if smoke else SCALES["paper"]
-    amp = (torch.autocast("cuda", dtype=torch.bfloat16) if dev.type == "cuda"
-           else contextlib.nullcontext())
-    for depth in ((2,) if smoke else (2, 4, 8)):
+    amp = (
+        torch.autocast("cuda", dtype=torch.bfloat16)
+        if dev.type == "cuda"
+        else contextlib.nullcontext()
+    )
+    for depth in (2,) if smoke else (2, 4, 8):
         for mech in ("dense", "blur"):
             if not run.has_time(20, f"probe step {mech} depth {depth}"):
                 continue
@@ -683,23 +858,24 @@ def section_probe(run: Run, smoke: bool, steps: int) -> None:
 
                 def step():
                     with amp:
-                        loss = _task_loss(model, cell, settings, gen)
+                        loss = task_loss(model, cell, settings, gen)
                     opt.zero_grad(set_to_none=True)
                     loss.backward()
                     opt.step()
 
                 sec = timed(step, dev, min_reps=steps, max_reps=steps, target_s=0)
                 rows["step"].append(dict(mechanism=mech, depth=depth, step_s=sec))
-                print(f"  probe-small depth {depth} {mech:<6} {sec * 1e3:8.1f} ms/step",
-                      flush=True)
-                del model, opt
+                print(f"  probe-small depth {depth} {mech:<6} {sec * 1e3:8.1f} ms/step", flush=True)
+                model = opt = None  # free the device memory (the closure holds the names)
             except Exception as e:
                 run.error(f"probe step {mech} depth {depth}", e)
     blur = {r["depth"]: r["step_s"] for r in rows["step"] if r["mechanism"] == "blur"}
     if not smoke and len(blur) == 3:
         rows["grid_minutes_one_at_a_time"] = sum(4 * 2500 * s for s in blur.values()) / 60
-        print(f"  the 12-cell Table 2 grid at these step times: "
-              f"{rows['grid_minutes_one_at_a_time']:.1f} min")
+        print(
+            f"  the 12-cell Table 2 grid at these step times: "
+            f"{rows['grid_minutes_one_at_a_time']:.1f} min"
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -715,37 +891,55 @@ def print_tables(run: Run) -> None:
             for T in sorted({r["T"] for r in rows}):
                 cells = []
                 for n in names:
-                    r = next((x for x in rows if x["impl"] == n and x["T"] == T
-                              and x["mode"] == mode), None)
-                    cells.append(f"{r['ms']:9.2f} ×{r.get('x_dense-sdpa', float('nan')):6.1f}"
-                                 if r else f"{'—':>16}")
+                    r = next(
+                        (x for x in rows if x["impl"] == n and x["T"] == T and x["mode"] == mode),
+                        None,
+                    )
+                    cells.append(
+                        f"{r['ms']:9.2f} ×{r.get('x_dense-sdpa', float('nan')):6.1f}"
+                        if r
+                        else f"{'—':>16}"
+                    )
                 print(f"{T:>7} " + " ".join(f"{c:>18}" for c in cells))
         print("\npeak memory, fwd+bwd, MiB")
         for T in sorted({r["T"] for r in rows}):
-            cells = [f"{r['impl']} {r['peak_mb']:.0f}" for r in rows
-                     if r["T"] == T and r["mode"] == "fwd+bwd" and r.get("peak_mb") is not None]
+            cells = [
+                f"{r['impl']} {r['peak_mb']:.0f}"
+                for r in rows
+                if r["T"] == T and r["mode"] == "fwd+bwd" and r.get("peak_mb") is not None
+            ]
             print(f"{T:>7}  " + ", ".join(cells))
     train = [r for r in run.record.get("train", []) if "step_s" in r]
     if train:
-        print(f"\ntraining step ({train[0]['preset']}, batch {train[0]['batch']}, "
-              f"T={train[0]['seq_len']})")
+        print(
+            f"\ntraining step ({train[0]['preset']}, batch {train[0]['batch']}, "
+            f"T={train[0]['seq_len']})"
+        )
         for r in train:
-            print(f"  {r['variant']:<16} {r['step_s'] * 1e3:8.1f} ms  "
-                  f"{r['tokens_per_s']:10.0f} tok/s  time/dense {r.get('x_dense_time', 0):.2f}")
+            print(
+                f"  {r['variant']:<16} {r['step_s'] * 1e3:8.1f} ms  "
+                f"{r['tokens_per_s']:10.0f} tok/s  time/dense {r.get('x_dense_time', 0):.2f}"
+            )
         for k, v in run.record.get("train_ratios", {}).items():
             print(f"  {k}: {v:.2f}")
     checks = run.record.get("check", [])
     if checks:
         bad = [c for c in checks if not c.get("ok")]
-        print(f"\nchecks: {len(checks) - len(bad)}/{len(checks)} within tolerance"
-              + ("" if not bad else "; failing: " + ", ".join(
-                  f"shape {c['shape']} {c['impl']}/{c['mode']}/{c['dtype']}" for c in bad)))
+        print(
+            f"\nchecks: {len(checks) - len(bad)}/{len(checks)} within tolerance"
+            + (
+                ""
+                if not bad
+                else "; failing: "
+                + ", ".join(f"shape {c['shape']} {c['impl']}/{c['mode']}/{c['dtype']}" for c in bad)
+            )
+        )
     if run.record["errors"]:
         print(f"errors: {len(run.record['errors'])} (details in the JSON)")
 
 
 # --------------------------------------------------------------------------------------------
-SECTIONS = ("check", "tune", "attn", "train", "probe", "flex")   # run order: flex compiles last
+SECTIONS = ("check", "tune", "attn", "train", "probe", "flex")  # run order: flex compiles last
 
 
 def main(argv=None) -> int:
@@ -761,12 +955,15 @@ def main(argv=None) -> int:
     p.add_argument("--train-batch", type=int, default=8)
     p.add_argument("--train-steps", type=int, default=5)
     p.add_argument("--train-seq-len", type=int, default=None, help="default: the preset's")
-    p.add_argument("--smoke", action="store_true",
-                   help="tiny sizes everywhere (a quick test of the script itself)")
+    p.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny sizes everywhere (a quick test of the script itself)",
+    )
     args = p.parse_args(argv)
 
     if args.device.startswith("cpu"):
-        os.environ.setdefault("TRITON_INTERPRET", "1")            # before the kernel import
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # before the kernel import
     elif not torch.cuda.is_available():
         print("no CUDA device here: run on a GPU machine, or --device cpu --smoke for a dry run")
         return 2
@@ -778,10 +975,17 @@ def main(argv=None) -> int:
         REPS[:] = [1, 1]
         if args.device.startswith("cpu"):
             dtype = torch.float32
-    env = dict(torch=torch.__version__, python=platform.python_version(), device=args.device,
-               dtype=str(dtype), date=time.strftime("%Y-%m-%d %H:%M:%S"), args=vars(args))
+    env = dict(
+        torch=torch.__version__,
+        python=platform.python_version(),
+        device=args.device,
+        dtype=str(dtype),
+        date=time.strftime("%Y-%m-%d %H:%M:%S"),
+        args=vars(args),
+    )
     try:
         import triton
+
         env["triton"] = triton.__version__
     except Exception as e:
         env["triton"] = f"unavailable: {e}"
@@ -804,13 +1008,19 @@ def main(argv=None) -> int:
             elif sec == "flex":
                 section_attn(run, args.lengths, dtype, launch, flex=True)
             elif sec == "train":
-                section_train(run, args.train_preset, args.train_batch, args.train_steps,
-                              args.train_seq_len, launch)
+                section_train(
+                    run,
+                    args.train_preset,
+                    args.train_batch,
+                    args.train_steps,
+                    args.train_seq_len,
+                    launch,
+                )
             elif sec == "probe":
                 section_probe(run, args.smoke, 1 if args.smoke else 10)
         except Exception as e:
             run.error(sec, e)
-        _write(run, args.out)                                     # keep partial results
+        _write(run, args.out)  # keep partial results
     print_tables(run)
     run.record["elapsed_s"] = time.perf_counter() - run.t0
     _write(run, args.out)

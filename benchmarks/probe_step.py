@@ -20,6 +20,7 @@ end; the mean is reported).  Ratios are against fft / fp32 measured in the same 
 last table is what the whole Table 2 grid (4 cells a depth × 2,500 steps) costs at each row's
 step times, run one cell at a time.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,10 +35,16 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from lab.blur import IMPL_ENV  # noqa: E402
-from probes.retrieval import SCALES, Cell, _task_loss, build_probe_model  # noqa: E402
+from probes.retrieval import SCALES, Cell, build_probe_model, task_loss  # noqa: E402
 
-ROWS = [("blur", "fft", "fp32"), ("blur", "band", "fp32"), ("blur", "fft", "bf16"),
-        ("blur", "band", "bf16"), ("dense", "-", "fp32"), ("dense", "-", "bf16")]
+ROWS = [
+    ("blur", "fft", "fp32"),
+    ("blur", "band", "fp32"),
+    ("blur", "fft", "bf16"),
+    ("blur", "band", "bf16"),
+    ("dense", "-", "fp32"),
+    ("dense", "-", "bf16"),
+]
 
 
 def step_time(mech: str, impl: str, precision: str, depth: int, steps: int) -> float:
@@ -50,18 +57,21 @@ def step_time(mech: str, impl: str, precision: str, depth: int, steps: int) -> f
     gen = torch.Generator().manual_seed(0)
     if impl != "-":
         os.environ[IMPL_ENV] = impl
-    amp = (torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16"
-           else contextlib.nullcontext())
+    amp = (
+        torch.autocast("cpu", dtype=torch.bfloat16)
+        if precision == "bf16"
+        else contextlib.nullcontext()
+    )
     per_width = []
     try:
-        for width in ((40.0, 0.5) if mech == "blur" else (None,)):
+        for width in (40.0, 0.5) if mech == "blur" else (None,):
             if width is not None:
                 model.set_blur_width(width)
             times = []
-            for i in range(steps + 2):                                    # 2 warm-up steps
+            for i in range(steps + 2):  # 2 warm-up steps
                 t0 = time.perf_counter()
                 with amp:
-                    loss = _task_loss(model, cell, settings, gen)
+                    loss = task_loss(model, cell, settings, gen)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
@@ -89,11 +99,16 @@ def main(argv=None) -> int:
         res[name] = {}
         for depth in args.depths:
             res[name][depth] = step_time(mech, impl, prec, depth, args.steps)
-            print(f"  {name:<16} depth {depth}: {res[name][depth] * 1e3:7.1f} ms/step",
-                  file=sys.stderr, flush=True)
+            print(
+                f"  {name:<16} depth {depth}: {res[name][depth] * 1e3:7.1f} ms/step",
+                file=sys.stderr,
+                flush=True,
+            )
     base = res["blur fft fp32"]
-    print(f"\nprobe-small training step, T=512, batch 2, {threads} thread(s); ms/step "
-          f"(ratio to blur fft fp32, same run)\n")
+    print(
+        f"\nprobe-small training step, T=512, batch 2, {threads} thread(s); ms/step "
+        f"(ratio to blur fft fp32, same run)\n"
+    )
     print("| row | " + " | ".join(f"depth {d}" for d in args.depths) + " |")
     print("|---|" + "---|" * len(args.depths))
     for name, by in res.items():
@@ -107,9 +122,17 @@ def main(argv=None) -> int:
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
-            json.dump({"threads": threads, "steps": args.steps, "ms_per_step":
-                       {k: {str(d): v * 1e3 for d, v in by.items()} for k, by in res.items()}},
-                      f, indent=1)
+            json.dump(
+                {
+                    "threads": threads,
+                    "steps": args.steps,
+                    "ms_per_step": {
+                        k: {str(d): v * 1e3 for d, v in by.items()} for k, by in res.items()
+                    },
+                },
+                f,
+                indent=1,
+            )
     return 0
 
 

@@ -25,6 +25,7 @@ Training presets (default), the CPU presets of `lab.train`:
 
 Random token windows, AdamW, median of `--steps` steps after one warm-up step.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,7 +42,7 @@ from lab import kernels  # noqa: E402
 from lab.model import FibLM, config_for  # noqa: E402
 from lab.train import lr_at, make_config, param_groups  # noqa: E402
 
-SCHEDULES = {                               # model overrides per schedule
+SCHEDULES = {  # model overrides per schedule
     "dense": dict(attention="dense"),
     "fixed": dict(schedule="fixed"),
     "stagger": dict(schedule="stagger"),
@@ -49,7 +50,7 @@ SCHEDULES = {                               # model overrides per schedule
     "pow2-stagger": dict(base="pow2", schedule="stagger"),
     "learned": dict(schedule="learned"),
 }
-MODEL_SHAPES = {"probe-small": (2, 512), "paper-60m": (1, 1024)}      # (batch, T)
+MODEL_SHAPES = {"probe-small": (2, 512), "paper-60m": (1, 1024)}  # (batch, T)
 
 
 # --------------------------------------------------------------------------------------------
@@ -59,13 +60,16 @@ def parse_model(spec: str) -> tuple[str, dict]:
     """'probe-small:8' -> ('probe-small', {'n_layers': 8}); 'paper-60m' -> ('paper-60m', {})."""
     name, _, depth = spec.partition(":")
     if name not in MODEL_SHAPES:
-        raise SystemExit(f"model {name!r} is unknown: use one of {sorted(MODEL_SHAPES)} "
-                         f"(optionally with :<depth>)")
+        raise SystemExit(
+            f"model {name!r} is unknown: use one of {sorted(MODEL_SHAPES)} "
+            f"(optionally with :<depth>)"
+        )
     return name, ({"n_layers": int(depth)} if depth else {})
 
 
-def step_seconds(model: FibLM, batch: int, seq_len: int, steps: int, clock=time.perf_counter
-                 ) -> float:
+def step_seconds(
+    model: FibLM, batch: int, seq_len: int, steps: int, clock=time.perf_counter
+) -> float:
     """Median time of one training step (forward, backward, AdamW) after a warm-up."""
     opt = torch.optim.AdamW(param_groups(model, 0.1), lr=1e-4)
     g = torch.Generator().manual_seed(0)
@@ -85,12 +89,16 @@ def step_seconds(model: FibLM, batch: int, seq_len: int, steps: int, clock=time.
 def run_grid(args) -> None:
     impls = args.impls
     for impl in impls:
-        kernels.resolve(impl, "cpu", torch.float32)            # builds / checks up front
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, {args.clock} time, "
-          f"median of {args.steps} steps after a warm-up; sparse rows per implementation "
-          f"({', '.join(impls)})")
-    print(f"{'model':<16} {'B×T':>9} {'schedule':<12} {'impl':<6} {'step ms':>9} "
-          f"{'tokens/s':>9} {'×dense time':>11}")
+        kernels.resolve(impl, "cpu", torch.float32)  # builds / checks up front
+    print(
+        f"torch {torch.__version__}, threads {torch.get_num_threads()}, {args.clock} time, "
+        f"median of {args.steps} steps after a warm-up; sparse rows per implementation "
+        f"({', '.join(impls)})"
+    )
+    print(
+        f"{'model':<16} {'B×T':>9} {'schedule':<12} {'impl':<6} {'step ms':>9} "
+        f"{'tokens/s':>9} {'×dense time':>11}"
+    )
     saved = os.environ.get(kernels.ENV)
     try:
         for spec in args.models:
@@ -100,17 +108,24 @@ def run_grid(args) -> None:
             seq_len = args.seq_len or seq_len
             dense_s = None
             for schedule in ["dense"] + [s for s in args.schedules if s != "dense"]:
-                for impl in (["torch"] if schedule == "dense" else impls):
+                for impl in ["torch"] if schedule == "dense" else impls:
                     os.environ[kernels.ENV] = impl
                     torch.manual_seed(0)
                     cfg = config_for(name, seq_len=seq_len, **over, **SCHEDULES[schedule])
-                    sec = step_seconds(FibLM(cfg), batch, seq_len, args.steps,
-                                       time.process_time if args.clock == "cpu"
-                                       else time.perf_counter)
+                    sec = step_seconds(
+                        FibLM(cfg),
+                        batch,
+                        seq_len,
+                        args.steps,
+                        time.process_time if args.clock == "cpu" else time.perf_counter,
+                    )
                     dense_s = dense_s or sec
-                    print(f"{spec:<16} {f'{batch}×{seq_len}':>9} {schedule:<12} "
-                          f"{impl if schedule != 'dense' else '—':<6} {sec * 1e3:>9.0f} "
-                          f"{batch * seq_len / sec:>9.0f} {sec / dense_s:>11.2f}", flush=True)
+                    print(
+                        f"{spec:<16} {f'{batch}×{seq_len}':>9} {schedule:<12} "
+                        f"{impl if schedule != 'dense' else '—':<6} {sec * 1e3:>9.0f} "
+                        f"{batch * seq_len / sec:>9.0f} {sec / dense_s:>11.2f}",
+                        flush=True,
+                    )
     finally:
         if saved is None:
             os.environ.pop(kernels.ENV, None)
@@ -146,45 +161,67 @@ def tokens_per_second(preset: str, micro_batch: int | None, micro: int, steps: i
 
 
 def run_presets(args) -> None:
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
-          f"micro-batches per step {args.micro}, median of {args.steps} steps, attention "
-          f"implementation {kernels.resolve('auto', 'cpu', torch.float32)}")
+    print(
+        f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
+        f"micro-batches per step {args.micro}, median of {args.steps} steps, attention "
+        f"implementation {kernels.resolve('auto', 'cpu', torch.float32)}"
+    )
     base = None
     for preset in args.presets:
         cfg = make_config(preset, {"micro_batch": args.micro_batch} if args.micro_batch else None)
         tps = tokens_per_second(preset, args.micro_batch, args.micro, args.steps)
         base = base or tps
-        print(f"{preset:<18} B={cfg.micro_batch:<3} T={cfg.model.seq_len:<5} "
-              f"{tps:>10.0f} tokens/s  ×{tps / base:.2f}", flush=True)
+        print(
+            f"{preset:<18} B={cfg.micro_batch:<3} T={cfg.model.seq_len:<5} "
+            f"{tps:>10.0f} tokens/s  ×{tps / base:.2f}",
+            flush=True,
+        )
     if not args.no_tokenise:
         from lab.data import prepare
+
         with tempfile.TemporaryDirectory() as d:
             for vocab in (2048, 32768):
                 t0 = time.perf_counter()
                 data = prepare("bible", vocab_size=vocab, cache_dir=d)
-                print(f"tokenise the embedded corpus at vocab {vocab}: "
-                      f"{time.perf_counter() - t0:.1f} s, {len(data.tokens('train')):,} train + "
-                      f"{len(data.tokens('val')):,} held-out tokens")
+                print(
+                    f"tokenise the embedded corpus at vocab {vocab}: "
+                    f"{time.perf_counter() - t0:.1f} s, {len(data.tokens('train')):,} train + "
+                    f"{len(data.tokens('val')):,} held-out tokens"
+                )
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--grid", action="store_true", help="models × schedules × implementations")
-    p.add_argument("--models", nargs="+",
-                   default=["probe-small:2", "probe-small:4", "probe-small:8", "paper-60m"])
+    p.add_argument(
+        "--models",
+        nargs="+",
+        default=["probe-small:2", "probe-small:4", "probe-small:8", "paper-60m"],
+    )
     p.add_argument("--schedules", nargs="+", default=list(SCHEDULES), choices=list(SCHEDULES))
-    p.add_argument("--impls", nargs="+", default=["cpp", "torch"],
-                   choices=[i for i in kernels.IMPLS if i != "auto"])
+    p.add_argument(
+        "--impls",
+        nargs="+",
+        default=["cpp", "torch"],
+        choices=[i for i in kernels.IMPLS if i != "auto"],
+    )
     p.add_argument("--batch", type=int, default=None, help="grid: batch size override")
     p.add_argument("--seq-len", type=int, default=None, help="grid: sequence length override")
-    p.add_argument("--presets", nargs="+",
-                   default=["cpu-dense", "cpu-fixed", "cpu-stagger", "cpu-coprime", "cpu-learned"])
+    p.add_argument(
+        "--presets",
+        nargs="+",
+        default=["cpu-dense", "cpu-fixed", "cpu-stagger", "cpu-coprime", "cpu-learned"],
+    )
     p.add_argument("--micro-batch", type=int, default=None)
     p.add_argument("--micro", type=int, default=1, help="micro-batches per timed step")
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
-    p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
-                   help="grid: wall time or the process's CPU time (see benchmarks/attention.py)")
+    p.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="grid: wall time or the process's CPU time (see benchmarks/attention.py)",
+    )
     p.add_argument("--no-tokenise", action="store_true")
     args = p.parse_args()
     if args.threads:

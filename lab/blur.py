@@ -62,6 +62,7 @@ multiply-adds for the output and the gradients; logits / probabilities are (B, K
 Memory O(B·H·T·(D + C) + r·B·KV·D·n) (the per-rung blurred rows are kept for backward): no
 (T, T) tensor and no (T, M, D) band of gathered keys is built.
 """
+
 from __future__ import annotations
 
 import math
@@ -72,22 +73,28 @@ import torch
 from lab.attention import check_qkv
 from lab.offsets import check_alpha, check_window, fibonacci
 
-WIDTH_MIN = 0.25          # w = max(width, WIDTH_MIN)
-RADIUS_SIGMAS = 2.5       # R = ceil(2.5·w)
+WIDTH_MIN = 0.25  # w = max(width, WIDTH_MIN)
+RADIUS_SIGMAS = 2.5  # R = ceil(2.5·w)
 _NEG_INF = float("-inf")
 
 
 # --------------------------------------------------------------------------------------------
 # width annealing
 # --------------------------------------------------------------------------------------------
-def blur_width(step: float, steps: float, w0: float = 40.0, w_end: float = 0.5,
-               frac: float = 0.8) -> float:
+def blur_width(
+    step: float, steps: float, w0: float = 40.0, w_end: float = 0.5, frac: float = 0.8
+) -> float:
     """Annealed blur width: w = w0·(1−g) + w_end·g with g = min(1, step / (frac·steps)).
 
     step 0 → w0 (40), step 0.4·steps → 20.25, step ≥ frac·steps → w_end (0.5).
     """
-    for name, val in (("step", step), ("steps", steps), ("w0", w0), ("w_end", w_end),
-                      ("frac", frac)):
+    for name, val in (
+        ("step", step),
+        ("steps", steps),
+        ("w0", w0),
+        ("w_end", w_end),
+        ("frac", frac),
+    ):
         if isinstance(val, bool) or not isinstance(val, (int, float)) or not math.isfinite(val):
             raise ValueError(f"{name}={val!r} must be a finite number")
     if step < 0:
@@ -107,10 +114,15 @@ def blur_width(step: float, steps: float, w0: float = 40.0, w_end: float = 0.5,
 # the rung plan
 # --------------------------------------------------------------------------------------------
 def check_width(width) -> float:
-    if isinstance(width, bool) or not isinstance(width, (int, float)) \
-            or not math.isfinite(width) or width <= 0:
-        raise ValueError(f"width={width!r} must be a positive finite number (it is floored at "
-                         f"{WIDTH_MIN})")
+    if (
+        isinstance(width, bool)
+        or not isinstance(width, (int, float))
+        or not math.isfinite(width)
+        or width <= 0
+    ):
+        raise ValueError(
+            f"width={width!r} must be a positive finite number (it is floored at {WIDTH_MIN})"
+        )
     return max(float(width), WIDTH_MIN)
 
 
@@ -124,7 +136,7 @@ def _kept(targets: list[float], window: int, seq_len: int) -> list[tuple[int, in
     """(index into targets, centre c) for the kept rungs: c = round(α·f) with W < c ≤ T−1."""
     out = []
     for i, x in enumerate(targets):
-        c = int(round(x))                                                    # half-to-even
+        c = int(round(x))  # half-to-even
         if window < c <= seq_len - 1:
             out.append((i, c))
     return out
@@ -133,8 +145,9 @@ def _kept(targets: list[float], window: int, seq_len: int) -> list[tuple[int, in
 def blur_centres(alpha: float, window: int, seq_len: int, rungs: int = 15) -> list[int]:
     """Rounded centres c of the kept rungs for a float α (in base order)."""
     check_alpha(alpha)
-    return [c for _, c in _kept([alpha * f for f in blur_rung_bases(window, rungs)], window,
-                                seq_len)]
+    return [
+        c for _, c in _kept([alpha * f for f in blur_rung_bases(window, rungs)], window, seq_len)
+    ]
 
 
 def _radius(w: float) -> int:
@@ -152,8 +165,9 @@ def _fast_len(n: int) -> int:
     return min(best)
 
 
-def _tap_weights(d: torch.Tensor, centres: list[int], w: float, seq_len: int,
-                 n: int) -> torch.Tensor:
+def _tap_weights(
+    d: torch.Tensor, centres: list[int], w: float, seq_len: int, n: int
+) -> torch.Tensor:
     """Gaussian tap weights of every kept rung, folded per clamped offset: (r, n).
 
     d (r,) the continuous centres α·f of the kept rungs (on α's graph), centres their rounded c.
@@ -163,7 +177,7 @@ def _tap_weights(d: torch.Tensor, centres: list[int], w: float, seq_len: int,
     R = _radius(w)
     c = torch.tensor(centres, device=d.device)
     taps = (c[:, None] + torch.arange(-R, R + 1, device=d.device)).clamp_(1, seq_len - 1)  # (r,M)
-    g = torch.exp(-0.5 * ((taps.to(d.dtype) - d[:, None]) / w) ** 2)                       # (r,M)
+    g = torch.exp(-0.5 * ((taps.to(d.dtype) - d[:, None]) / w) ** 2)  # (r,M)
     g = g / g.sum(-1, keepdim=True)
     return torch.zeros(len(centres), n, dtype=d.dtype, device=d.device).scatter_add(1, taps, g)
 
@@ -184,15 +198,16 @@ class _Columns(torch.autograd.Function):
     @staticmethod
     def forward(ctx, qT, kvT, scale, window_cols, centres, *blurred):
         T = qT.shape[-1]
-        cols = [(d, kvT[..., : T - d]) for d in window_cols] \
-            + [(c, kvb) for c, kvb in zip(centres, blurred)]                 # (s0, (2,…,T−s0))
+        cols = [(d, kvT[..., : T - d]) for d in window_cols] + [
+            (c, kvb) for c, kvb in zip(centres, blurred)
+        ]  # (s0, (2,…,T−s0))
         B, KV, G, D, _ = qT.shape
-        acc = torch.promote_types(qT.dtype, torch.float32)                  # fp32 at least
+        acc = torch.promote_types(qT.dtype, torch.float32)  # fp32 at least
         logits = qT.new_full((B, KV, G, len(cols), T), _NEG_INF, dtype=acc)  # (B,KV,G,C,T)
         for j, (s0, kv) in enumerate(cols):
             s = torch.linalg.vecdot(qT[..., s0:], kv[0][:, :, None], dim=-2)  # (B,KV,G,T−s0)
             logits[..., j, s0:] = s * scale
-        probs = torch.softmax(logits, dim=-2).to(kvT.dtype)                 # (B,KV,G,C,T)
+        probs = torch.softmax(logits, dim=-2).to(kvT.dtype)  # (B,KV,G,C,T)
         del logits
         out = qT.new_zeros((B, KV, G, D, T), dtype=kvT.dtype)
         for j, (s0, kv) in enumerate(cols):
@@ -207,31 +222,32 @@ class _Columns(torch.autograd.Function):
         qT, kvT, probs, *blurred = ctx.saved_tensors
         scale, window_cols, centres = ctx.scale, ctx.window_cols, ctx.centres
         T, G = qT.shape[-1], qT.shape[2]
-        cols = [(d, kvT[..., : T - d]) for d in window_cols] \
-            + [(c, kvb) for c, kvb in zip(centres, blurred)]
-        gout = gout.contiguous()                                             # (B,KV,G,D,T)
+        cols = [(d, kvT[..., : T - d]) for d in window_cols] + [
+            (c, kvb) for c, kvb in zip(centres, blurred)
+        ]
+        gout = gout.contiguous()  # (B,KV,G,D,T)
         acc = torch.promote_types(qT.dtype, torch.float32)
         # dL/dp per column (zero where t < start: p is exactly 0 there), softmax backward
-        dp = torch.zeros(probs.shape, dtype=acc, device=probs.device)       # (B,KV,G,C,T)
+        dp = torch.zeros(probs.shape, dtype=acc, device=probs.device)  # (B,KV,G,C,T)
         for j, (s0, kv) in enumerate(cols):
             dp[..., j, s0:] = torch.linalg.vecdot(gout[..., s0:], kv[1][:, :, None], dim=-2)
         pa = probs.to(acc)
         dlog = pa * (dp - (pa * dp).sum(-2, keepdim=True))
         del dp, pa
-        dlog = dlog.to(qT.dtype) * scale                                     # (B,KV,G,C,T)
+        dlog = dlog.to(qT.dtype) * scale  # (B,KV,G,C,T)
         dq = torch.zeros_like(qT)
-        dkv = torch.zeros_like(kvT)                                          # (2,B,KV,D,T)
+        dkv = torch.zeros_like(kvT)  # (2,B,KV,D,T)
         dblurred = []
         for j, (s0, kv) in enumerate(cols):
-            dl = dlog[..., j, None, s0:]                                     # (B,KV,G,1,T−s0)
+            dl = dlog[..., j, None, s0:]  # (B,KV,G,1,T−s0)
             p = probs[..., j, None, s0:]
             dq[..., s0:].addcmul_(dl, kv[0][:, :, None])
-            if j < len(window_cols):                                         # rows t − d of k, v
+            if j < len(window_cols):  # rows t − d of k, v
                 dst = dkv[..., : T - s0]
-            else:                                                            # the blurred rows
+            else:  # the blurred rows
                 dst = kv.new_zeros(kv.shape)
                 dblurred.append(dst)
-            for g in range(G):                                               # Σ over the group
+            for g in range(G):  # Σ over the group
                 dst[0].addcmul_(dl[:, :, g], qT[:, :, g, :, s0:])
                 dst[1].addcmul_(p[:, :, g], gout[:, :, g, :, s0:])
         return dq, dkv, None, None, None, *dblurred
@@ -247,6 +263,7 @@ class _Band(torch.autograd.Function):
     @staticmethod
     def forward(ctx, S, W, lo, hi, centres, window_cols):
         from lab.kernels import cpu
+
         A, P = cpu.load().band_forward(S, W, lo, hi, centres, window_cols)
         ctx.save_for_backward(S, W, P)
         ctx.plan = (lo, hi, centres, window_cols)
@@ -256,15 +273,16 @@ class _Band(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, dA):
         from lab.kernels import cpu
+
         S, W, P = ctx.saved_tensors
         dS, dW = cpu.load().band_backward(S, dA, P, W, *ctx.plan)
         return dS, dW, None, None, None, None
 
 
-BAND_MAX_ELEMENTS = 1 << 25      # "auto" uses the band kernel while B·H·T² stays below this
+BAND_MAX_ELEMENTS = 1 << 25  # "auto" uses the band kernel while B·H·T² stays below this
 
 
-IMPL_ENV = "FIBLAB_BLUR_IMPL"    # forces impl="auto" to fft or band (benchmarks, comparisons)
+IMPL_ENV = "FIBLAB_BLUR_IMPL"  # forces impl="auto" to fft or band (benchmarks, comparisons)
 
 
 def _use_band(impl: str, q: torch.Tensor, B: int, H: int, T: int) -> bool:
@@ -277,11 +295,14 @@ def _use_band(impl: str, q: torch.Tensor, B: int, H: int, T: int) -> bool:
     if impl == "fft":
         return False
     from lab.kernels import cpu
+
     ok = q.device.type == "cpu" and cpu.status() is True
     if impl == "band":
         if not ok:
-            raise ValueError(f"impl='band' needs the C++ kernel on CPU tensors (q on {q.device}; "
-                             f"kernel: {cpu.status()}): use impl='fft'")
+            raise ValueError(
+                f"impl='band' needs the C++ kernel on CPU tensors (q on {q.device}; "
+                f"kernel: {cpu.status()}): use impl='fft'"
+            )
         return True
     return ok and B * H * T * T <= BAND_MAX_ELEMENTS
 
@@ -296,26 +317,35 @@ def _band_attention(q, k, v, targets, kept, w, window_cols, scale, dtype):
     lo = [max(c - R, 1) for c in centres]
     hi = [min(c + R, T - 1) for c in centres]
     qs = (q.to(dtype) * scale).reshape(B, KV, G * T, D)
-    S = (qs @ k.to(dtype).transpose(-1, -2)).reshape(B, H, T, T)           # (B,H,T,T)
-    if S.dtype not in (torch.float32, torch.float64, torch.bfloat16):       # e.g. float16
+    S = (qs @ k.to(dtype).transpose(-1, -2)).reshape(B, H, T, T)  # (B,H,T,T)
+    if S.dtype not in (torch.float32, torch.float64, torch.bfloat16):  # e.g. float16
         S = S.float()
-    acc = torch.float64 if S.dtype == torch.float64 else torch.float32      # the kernel's math
+    acc = torch.float64 if S.dtype == torch.float64 else torch.float32  # the kernel's math
     if centres:
         idx = torch.tensor([i for i, _ in kept], device=targets.device)
-        W = _tap_weights(targets[idx], centres, w, T, T).to(acc)             # (r, T)
+        W = _tap_weights(targets[idx], centres, w, T, T).to(acc)  # (r, T)
     else:
         W = S.new_zeros(0, T, dtype=acc)
-    A = _Band.apply(S, W, lo, hi, centres, len(window_cols))                 # (B,H,T,T), S's dtype
-    out = A.reshape(B, KV, G * T, T) @ v.to(A.dtype)                        # (B,KV,G·T,D)
-    return out.reshape(B, H, T, D).to(dtype)                                # fft's output dtype
+    A = _Band.apply(S, W, lo, hi, centres, len(window_cols))  # (B,H,T,T), S's dtype
+    out = A.reshape(B, KV, G * T, T) @ v.to(A.dtype)  # (B,KV,G·T,D)
+    return out.reshape(B, H, T, D).to(dtype)  # fft's output dtype
 
 
 # --------------------------------------------------------------------------------------------
 # public entry point
 # --------------------------------------------------------------------------------------------
-def blur_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, alpha, window: int,
-                   width: float, rungs: int = 15, scale: float | None = None,
-                   impl: str = "auto") -> torch.Tensor:
+def blur_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    alpha,
+    window: int,
+    width: float,
+    rungs: int = 15,
+    scale: float | None = None,
+    impl: str = "auto",
+) -> torch.Tensor:
     """Attention over the exact window {0..W} plus Gaussian-blurred Fibonacci rungs.
 
     alpha   the learned scale, a 0-d tensor (its gradient flows through the rung centres α·f
@@ -343,13 +373,13 @@ def blur_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, alpha, 
     else:
         check_alpha(alpha)
         a = torch.tensor(float(alpha), dtype=torch.float64, device=q.device)
-    a = a.to(torch.promote_types(a.dtype, torch.float32))                    # taps in ≥ fp32
+    a = a.to(torch.promote_types(a.dtype, torch.float32))  # taps in ≥ fp32
     scale = 1.0 / math.sqrt(D) if scale is None else scale
     dtype = torch.promote_types(torch.promote_types(q.dtype, k.dtype), v.dtype)
 
     fs = blur_rung_bases(window, rungs)
-    targets = a * torch.tensor(fs, dtype=a.dtype, device=a.device)          # (K',) d_k = α·f_k
-    kept = _kept(targets.detach().cpu().tolist(), window, T)                 # one host transfer
+    targets = a * torch.tensor(fs, dtype=a.dtype, device=a.device)  # (K',) d_k = α·f_k
+    kept = _kept(targets.detach().cpu().tolist(), window, T)  # one host transfer
     centres = [c for _, c in kept]
 
     window_cols = list(range(min(window, T - 1) + 1))
@@ -357,23 +387,23 @@ def blur_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, alpha, 
         return _band_attention(q, k, v, targets, kept, w, window_cols, scale, dtype)
 
     qT = q.to(dtype).reshape(B, KV, G, T, D).transpose(-1, -2).contiguous()  # (B,KV,G,D,T)
-    kv = torch.stack((k.to(dtype), v.to(dtype))).transpose(-1, -2)          # (2,B,KV,D,T) view
+    kv = torch.stack((k.to(dtype), v.to(dtype))).transpose(-1, -2)  # (2,B,KV,D,T) view
     blurred = []
     if centres:
         R = _radius(w)
-        P = max(min(R, T - 1 - c) for c in centres)                         # max over rungs hi−c
+        P = max(min(R, T - 1 - c) for c in centres)  # max over rungs hi−c
         n = _fast_len(T + P)
-        kvp = torch.cat((kv[..., :1].expand(*kv.shape[:-1], P), kv), -1)   # (2,B,KV,D,T+P)
-        kvT = kvp[..., P:]                                                   # (2,B,KV,D,T)
-        fdt = torch.promote_types(dtype, torch.float32)                      # FFT in ≥ fp32
-        spec = torch.fft.rfft(kvp.to(fdt), n=n)                              # (2,B,KV,D,n/2+1)
+        kvp = torch.cat((kv[..., :1].expand(*kv.shape[:-1], P), kv), -1)  # (2,B,KV,D,T+P)
+        kvT = kvp[..., P:]  # (2,B,KV,D,T)
+        fdt = torch.promote_types(dtype, torch.float32)  # FFT in ≥ fp32
+        spec = torch.fft.rfft(kvp.to(fdt), n=n)  # (2,B,KV,D,n/2+1)
         idx = torch.tensor([i for i, _ in kept], device=a.device)
-        wts = _tap_weights(targets[idx], centres, w, T, n)                   # (r, n)
-        wspec = torch.fft.rfft(wts.to(fdt), n=n)                             # (r, n/2+1)
+        wts = _tap_weights(targets[idx], centres, w, T, n)  # (r, n)
+        wspec = torch.fft.rfft(wts.to(fdt), n=n)  # (r, n/2+1)
         for i, c in enumerate(centres):
-            y = torch.fft.irfft(spec * wspec[i], n=n)                        # (2,B,KV,D,n)
-            blurred.append(y[..., P + c: P + T].to(dtype))                   # (2,B,KV,D,T−c)
+            y = torch.fft.irfft(spec * wspec[i], n=n)  # (2,B,KV,D,n)
+            blurred.append(y[..., P + c : P + T].to(dtype))  # (2,B,KV,D,T−c)
     else:
         kvT = kv.contiguous()
-    outT = _Columns.apply(qT, kvT, scale, window_cols, centres, *blurred)   # (B,KV,G,D,T)
+    outT = _Columns.apply(qT, kvT, scale, window_cols, centres, *blurred)  # (B,KV,G,D,T)
     return outT.transpose(-1, -2).reshape(B, H, T, D)

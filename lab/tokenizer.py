@@ -3,27 +3,29 @@ separator, the vocabulary constants, and flat header-less .bin files of ids (`to
 `write_tokens`, `read_tokens`). The behaviour is described under "Tokeniser" in lab.data's
 module doc; lab.data re-exports every public name here.
 """
+
 from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
 EOT = "<|endoftext|>"
 DEFAULT_VOCAB = 2048
 PAPER_VOCAB = 32768
-MIN_VOCAB = 257                         # 256 byte symbols + <|endoftext|>
-_PIECE_CHARS = 1 << 20                  # long documents are encoded in pieces of about this size
+MIN_VOCAB = 257  # 256 byte symbols + <|endoftext|>
+_PIECE_CHARS = 1 << 20  # long documents are encoded in pieces of about this size
 
 
 # ------------------------------------------------------------------------------------ dtypes
 
+
 def token_dtype(vocab_size: int) -> np.dtype:
     """uint16 when every id < vocab_size fits 16 bits (vocab ≤ 65,536), else uint32."""
-    vocab_size = _positive_int(vocab_size, "vocab_size")
+    vocab_size = positive_int(vocab_size, "vocab_size")
     if vocab_size <= 1 << 16:
         return np.dtype(np.uint16)
     if vocab_size <= 1 << 32:
@@ -36,10 +38,12 @@ def write_tokens(path: str | Path, tokens, vocab_size: int) -> Path:
     dtype = token_dtype(vocab_size)
     arr = np.asarray(tokens)
     if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= vocab_size):
-        raise ValueError(f"token ids span [{int(arr.min())}, {int(arr.max())}], outside "
-                         f"[0, vocab_size={vocab_size}); pass the tokenizer's vocab size")
+        raise ValueError(
+            f"token ids span [{int(arr.min())}, {int(arr.max())}], outside "
+            f"[0, vocab_size={vocab_size}); pass the tokenizer's vocab size"
+        )
     path = Path(path)
-    with _atomic(path) as tmp:
+    with atomic_path(path) as tmp:
         arr.astype(dtype, copy=False).tofile(tmp)
     return path
 
@@ -51,8 +55,10 @@ def read_tokens(path: str | Path, dtype=np.uint16) -> np.ndarray:
         raise ValueError(f"token file {str(path)!r} does not exist; check the path")
     size = path.stat().st_size
     if size % dtype.itemsize:
-        raise ValueError(f"token file {str(path)!r} has {size} bytes, not a multiple of "
-                         f"{dtype.itemsize} ({dtype.name}); is it {_other_dtype(dtype)}?")
+        raise ValueError(
+            f"token file {str(path)!r} has {size} bytes, not a multiple of "
+            f"{dtype.itemsize} ({dtype.name}); is it {_other_dtype(dtype)}?"
+        )
     if size == 0:
         return np.empty(0, dtype)
     return np.memmap(path, dtype=dtype, mode="r")
@@ -62,53 +68,67 @@ def _other_dtype(dtype: np.dtype) -> str:
     return "uint32" if dtype == np.uint16 else "uint16"
 
 
-
 # ------------------------------------------------------------------------------------ tokenizer
+
 
 class BPETokenizer:
     """Byte-level BPE (HF `tokenizers`) with "<|endoftext|>" as its only special token."""
 
     def __init__(self, tok):
         from tokenizers import Tokenizer
+
         if not isinstance(tok, Tokenizer):
             raise TypeError("BPETokenizer wraps a tokenizers.Tokenizer")
         eot = tok.token_to_id(EOT)
         if eot is None:
-            raise ValueError(f"tokenizer has no {EOT!r} token; train one with "
-                             f"BPETokenizer.train or add the special token")
-        tok.encode_special_tokens = True        # a literal "<|endoftext|>" in text is just text
+            raise ValueError(
+                f"tokenizer has no {EOT!r} token; train one with "
+                f"BPETokenizer.train or add the special token"
+            )
+        tok.encode_special_tokens = True  # a literal "<|endoftext|>" in text is just text
         self.tok, self.eot_id = tok, eot
 
     @classmethod
-    def train(cls, texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB, *,
-              min_frequency: int = 2) -> "BPETokenizer":
+    def train(
+        cls, texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB, *, min_frequency: int = 2
+    ) -> BPETokenizer:
         from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-        vocab_size = _check_train_vocab(vocab_size)
+
+        vocab_size = check_train_vocab(vocab_size)
         tok = Tokenizer(models.BPE())
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
         tok.decoder = decoders.ByteLevel()
-        trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                      special_tokens=[EOT], show_progress=False,
-                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            min_frequency=min_frequency,
+            special_tokens=[EOT],
+            show_progress=False,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        )
         tok.train_from_iterator(_pieces_of(texts), trainer)
         return cls(tok)
 
     @classmethod
-    def load(cls, path: str | Path) -> "BPETokenizer":
+    def load(cls, path: str | Path) -> BPETokenizer:
         from tokenizers import Tokenizer
+
         path = Path(path)
         if not path.is_file():
-            raise ValueError(f"tokenizer file {str(path)!r} does not exist; give a local "
-                             f"tokenizer.json or omit it to train one")
+            raise ValueError(
+                f"tokenizer file {str(path)!r} does not exist; give a local "
+                f"tokenizer.json or omit it to train one"
+            )
         try:
             tok = Tokenizer.from_file(str(path))
         except Exception as e:
-            raise ValueError(f"tokenizer file {str(path)!r} is not a tokenizers JSON ({e})") from None
+            raise ValueError(
+                f"tokenizer file {str(path)!r} is not a tokenizers JSON ({e})"
+            ) from None
         return cls(tok)
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
-        with _atomic(path) as tmp:
+        with atomic_path(path) as tmp:
             tmp.write_text(self.to_str(), encoding="utf-8")
         return path
 
@@ -171,16 +191,18 @@ def _pieces_of(texts: Iterable[str]) -> Iterator[str]:
         yield from split_pieces(t)
 
 
-def _check_train_vocab(vocab_size) -> int:
-    vocab_size = _positive_int(vocab_size, "vocab_size")
+def check_train_vocab(vocab_size) -> int:
+    vocab_size = positive_int(vocab_size, "vocab_size")
     if vocab_size < MIN_VOCAB:
-        raise ValueError(f"vocab_size {vocab_size} is too small for byte-level BPE: it needs at "
-                         f"least {MIN_VOCAB} (256 bytes + {EOT}); use e.g. 512 or {DEFAULT_VOCAB}")
+        raise ValueError(
+            f"vocab_size {vocab_size} is too small for byte-level BPE: it needs at "
+            f"least {MIN_VOCAB} (256 bytes + {EOT}); use e.g. 512 or {DEFAULT_VOCAB}"
+        )
     token_dtype(vocab_size)
     return vocab_size
 
 
-def _resolve_tokenizer(tokenizer) -> BPETokenizer | None:
+def resolve_tokenizer(tokenizer) -> BPETokenizer | None:
     if tokenizer is None or isinstance(tokenizer, BPETokenizer):
         return tokenizer
     return BPETokenizer.load(tokenizer)
@@ -188,14 +210,15 @@ def _resolve_tokenizer(tokenizer) -> BPETokenizer | None:
 
 # ------------------------------------------------------------------------------------ helpers
 
-def _positive_int(v, name: str) -> int:
+
+def positive_int(v, name: str) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
         raise ValueError(f"{name} {v!r} must be a positive integer")
     return int(v)
 
 
-class _atomic:
-    """with _atomic(path) as tmp: write tmp; it replaces path only if the block succeeds."""
+class atomic_path:
+    """with atomic_path(path) as tmp: write tmp; it replaces path only if the block succeeds."""
 
     def __init__(self, path: Path):
         self.path = Path(path)

@@ -20,6 +20,7 @@ Stop requests: a file named ``STOP`` in the run folder (``request_stop(run_dir)`
 written, the request file is removed, the store records a ``stopped`` event and the run's status,
 and `train` returns normally (``summary["status"] == "stopped"``).  ``resume=True`` continues it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -56,13 +57,13 @@ class TrainConfig:
     weight_decay: float = 0.1
     grad_clip: float = 1.0
     seed: int = 42
-    data: str = "bible"                    # a lab.data source spec
-    vocab_size: int | None = None          # tokenizer size (default: the model's vocab)
-    val_tokens: int | None = None          # held-out tokens per domain (None: min(5 %, 500K))
-    eval_every: int = 500                  # light eval cadence (0: only the final full eval)
+    data: str = "bible"  # a lab.data source spec
+    vocab_size: int | None = None  # tokenizer size (default: the model's vocab)
+    val_tokens: int | None = None  # held-out tokens per domain (None: min(5 %, 500K))
+    eval_every: int = 500  # light eval cadence (0: only the final full eval)
     eval_light_tokens: int = 262_144
     eval_batch: int = 8
-    alpha_every: int = 50                  # learned-α logging cadence
+    alpha_every: int = 50  # learned-α logging cadence
     ckpt_every: int = 500
     keep_ckpts: int = 3
     log_every: int = 10
@@ -74,8 +75,10 @@ class TrainConfig:
         """Micro-batches per optimizer step summed over all ranks."""
         per = self.micro_batch * self.model.seq_len
         if self.tokens_per_step % per:
-            raise ValueError(f"tokens_per_step={self.tokens_per_step} is not a multiple of "
-                             f"micro_batch × seq_len = {per}: change one of them")
+            raise ValueError(
+                f"tokens_per_step={self.tokens_per_step} is not a multiple of "
+                f"micro_batch × seq_len = {per}: change one of them"
+            )
         return self.tokens_per_step // per
 
     def to_dict(self) -> dict:
@@ -89,30 +92,57 @@ def _matrix_presets() -> dict[str, dict]:
     for w in (6, 8, 10, 12):
         for sched in ("fixed", "learned", "stagger", "coprime"):
             over = dict(schedule=sched, window=w)
-            out[f"fib-{sched}-w{w}"] = dict(model=over, **({"micro_batch": 4}
-                                                           if sched == "learned" else {}))
+            out[f"fib-{sched}-w{w}"] = dict(
+                model=over, **({"micro_batch": 4} if sched == "learned" else {})
+            )
         out[f"pow2-stagger-w{w}"] = dict(model=dict(base="pow2", schedule="stagger", window=w))
     out["pow2-fixed-w8"] = dict(model=dict(base="pow2", schedule="fixed", window=8))
     return out
 
 
 # small presets: cpu-small model (d=128, 4 layers, T=256, vocab 2048), minutes on 2 cores
-_CPU = dict(steps=300, tokens_per_step=4096, micro_batch=16, lr=1e-3, warmup=30,
-            eval_every=100, eval_light_tokens=16_384, val_tokens=50_000, alpha_every=10,
-            ckpt_every=100, log_every=10)
+_CPU = dict(
+    steps=300,
+    tokens_per_step=4096,
+    micro_batch=16,
+    lr=1e-3,
+    warmup=30,
+    eval_every=100,
+    eval_light_tokens=16_384,
+    val_tokens=50_000,
+    alpha_every=10,
+    ckpt_every=100,
+    log_every=10,
+)
 TRAIN_PRESETS: dict[str, dict] = {
     **{k: {"preset": "paper-60m", **v} for k, v in _matrix_presets().items()},
-    **{f"cpu-{s}": {"preset": "cpu-small", **_CPU,
-                    "model": ({"attention": "dense"} if s == "dense" else {"schedule": s})}
-       for s in ("dense", "fixed", "stagger", "coprime", "learned")},
-    "tiny": {"preset": "tiny", "steps": 12, "tokens_per_step": 512, "micro_batch": 4,
-             "lr": 3e-3, "warmup": 3, "eval_every": 6, "eval_light_tokens": 1024,
-             "val_tokens": 2048, "alpha_every": 2, "ckpt_every": 4, "log_every": 1,
-             "model": {"schedule": "learned", "vocab_size": 512}},
+    **{
+        f"cpu-{s}": {
+            "preset": "cpu-small",
+            **_CPU,
+            "model": ({"attention": "dense"} if s == "dense" else {"schedule": s}),
+        }
+        for s in ("dense", "fixed", "stagger", "coprime", "learned")
+    },
+    "tiny": {
+        "preset": "tiny",
+        "steps": 12,
+        "tokens_per_step": 512,
+        "micro_batch": 4,
+        "lr": 3e-3,
+        "warmup": 3,
+        "eval_every": 6,
+        "eval_light_tokens": 1024,
+        "val_tokens": 2048,
+        "alpha_every": 2,
+        "ckpt_every": 4,
+        "log_every": 1,
+        "model": {"schedule": "learned", "vocab_size": 512},
+    },
 }
 
 
-def _coerce(value: str, current):
+def coerce_override(value: str, current):
     """Parse a CLI override string to the type of the field's current value."""
     if isinstance(current, bool):
         return value.lower() in ("1", "true", "yes")
@@ -143,32 +173,36 @@ def make_config(preset: str, overrides: dict | None = None) -> TrainConfig:
         if base in TRAIN_PRESETS and s.isdigit():
             preset, seed = base, int(s)
     if preset not in TRAIN_PRESETS:
-        raise ValueError(f"training preset {preset!r} is unknown: use one of "
-                         f"{sorted(TRAIN_PRESETS)} (optionally with -s<seed>)")
+        raise ValueError(
+            f"training preset {preset!r} is unknown: use one of "
+            f"{sorted(TRAIN_PRESETS)} (optionally with -s<seed>)"
+        )
     spec = dict(TRAIN_PRESETS[preset])
     model_over = dict(spec.pop("model", {}))
     model_preset = spec.pop("preset")
     train_over: dict = {}
     for key, value in (overrides or {}).items():
         if key.startswith("model."):
-            mkey = key[len("model."):]
+            mkey = key[len("model.") :]
             if mkey not in ModelConfig.__dataclass_fields__:
                 raise ValueError(f"override {key!r}: ModelConfig has no field {mkey!r}")
             current = getattr(config_for(model_preset, **model_over), mkey)
-            model_over[mkey] = _coerce(value, current) if isinstance(value, str) else value
+            model_over[mkey] = coerce_override(value, current) if isinstance(value, str) else value
         elif key in TrainConfig.__dataclass_fields__ and key != "model":
             current = getattr(TrainConfig(), key)
-            train_over[key] = _coerce(value, current) if isinstance(value, str) else value
+            train_over[key] = coerce_override(value, current) if isinstance(value, str) else value
         else:
-            raise ValueError(f"override {key!r} names no training field; use one of "
-                             f"{sorted(f for f in TrainConfig.__dataclass_fields__ if f != 'model')}"
-                             f" or model.<field>")
+            raise ValueError(
+                f"override {key!r} names no training field; use one of "
+                f"{sorted(f for f in TrainConfig.__dataclass_fields__ if f != 'model')}"
+                f" or model.<field>"
+            )
     cfg = TrainConfig(model=config_for(model_preset, **model_over), **{**spec, **train_over})
     if seed is not None and "seed" not in train_over:
         cfg.seed = seed
     if not cfg.name:
         cfg.name = name if seed is None or name.endswith(f"-s{seed}") else f"{name}-s{seed}"
-    cfg.accum                                                           # validates
+    _ = cfg.accum  # validates
     return cfg
 
 
@@ -188,8 +222,7 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
     """Weight decay on ≥2-D tensors only; norm gains and θ (0-d/1-d) are excluded."""
     decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
     other = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
-    return [{"params": decay, "weight_decay": weight_decay},
-            {"params": other, "weight_decay": 0.0}]
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": other, "weight_decay": 0.0}]
 
 
 # --------------------------------------------------------------------------------------------
@@ -229,8 +262,11 @@ def save_checkpoint(run_dir: str, step: int, state: dict, keep: int) -> str:
 def list_checkpoints(run_dir: str) -> list[str]:
     if not os.path.isdir(run_dir):
         return []
-    return sorted(os.path.join(run_dir, f) for f in os.listdir(run_dir)
-                  if f.startswith("ckpt_") and f.endswith(".pt"))
+    return sorted(
+        os.path.join(run_dir, f)
+        for f in os.listdir(run_dir)
+        if f.startswith("ckpt_") and f.endswith(".pt")
+    )
 
 
 class CorruptCheckpoint(ValueError):
@@ -241,14 +277,18 @@ def load_checkpoint(path: str) -> dict:
     """Load a checkpoint after checking its SHA-256 sidecar."""
     side = path + ".json"
     if not os.path.exists(side):
-        raise CorruptCheckpoint(f"checkpoint {path} has no checksum sidecar {side}: it was not "
-                                f"completely written; resume from an earlier one")
+        raise CorruptCheckpoint(
+            f"checkpoint {path} has no checksum sidecar {side}: it was not "
+            f"completely written; resume from an earlier one"
+        )
     with open(side) as f:
         want = json.load(f)["sha256"]
     got = _sha256(path)
     if got != want:
-        raise CorruptCheckpoint(f"checkpoint {path} is corrupt (sha256 {got[:12]}… != "
-                                f"{want[:12]}…): delete it to resume from an earlier one")
+        raise CorruptCheckpoint(
+            f"checkpoint {path} is corrupt (sha256 {got[:12]}… != "
+            f"{want[:12]}…): delete it to resume from an earlier one"
+        )
     return torch.load(path, map_location="cpu", weights_only=False)
 
 
@@ -263,8 +303,11 @@ def latest_good_checkpoint(run_dir: str, log=print) -> dict | None:
 
 
 def rng_state() -> dict:
-    state = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(),
-             "python": random.getstate()}
+    state = {
+        "torch": torch.get_rng_state(),
+        "numpy": np.random.get_state(),
+        "python": random.getstate(),
+    }
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -347,7 +390,9 @@ def _mark_stopped(store, name: str, step: int) -> None:
 # evaluation
 # --------------------------------------------------------------------------------------------
 @torch.no_grad()
-def evaluate(model: FibLM, batches, device: torch.device = torch.device("cpu")) -> tuple[float, int]:
+def evaluate(
+    model: FibLM, batches, device: torch.device = torch.device("cpu")
+) -> tuple[float, int]:
     """Mean NLL per scored token over (x, y) batches, and the number of tokens actually scored."""
     was_training = model.training
     model.eval()
@@ -357,12 +402,15 @@ def evaluate(model: FibLM, batches, device: torch.device = torch.device("cpu")) 
         with _autocast(device):
             logits, _ = model(x)
         total += torch.nn.functional.cross_entropy(
-            logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="sum").item()
+            logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="sum"
+        ).item()
         count += y.numel()
     model.train(was_training)
     if count == 0:
-        raise ValueError("no complete evaluation window: the held-out split is shorter than "
-                         "seq_len + 1 tokens; lower seq_len or raise val_tokens")
+        raise ValueError(
+            "no complete evaluation window: the held-out split is shorter than "
+            "seq_len + 1 tokens; lower seq_len or raise val_tokens"
+        )
     return total / count, count
 
 
@@ -379,6 +427,7 @@ def load_data(cfg: TrainConfig):
     """The prepared corpus of `cfg.data`: a lab.data source spec, or a mixture written as
     ``name=spec@weight,name=spec@weight`` (each domain keeps its own held-out split)."""
     from lab import data as D
+
     vocab = cfg.vocab_size or cfg.model.vocab_size
     cache = os.path.join(cfg.run_dir, "data")
     if "=" in cfg.data:
@@ -389,8 +438,9 @@ def load_data(cfg: TrainConfig):
             if not (name and spec and weight):
                 raise ValueError(f"mixture part {part!r}: write name=source@weight")
             domains[name] = (spec, float(weight))
-        data = D.Mixture.prepare(domains, vocab_size=vocab, cache_dir=cache,
-                                 val_tokens=cfg.val_tokens)
+        data = D.Mixture.prepare(
+            domains, vocab_size=vocab, cache_dir=cache, val_tokens=cfg.val_tokens
+        )
     else:
         data = D.prepare(cfg.data, vocab_size=vocab, cache_dir=cache, val_tokens=cfg.val_tokens)
     T = cfg.model.seq_len
@@ -399,12 +449,16 @@ def load_data(cfg: TrainConfig):
         for split in ("train", "val"):
             n = len(part.tokens(split))
             if n <= T + 1:
-                raise ValueError(f"the {split} split of {name!r} has {n} tokens, not more than "
-                                 f"seq_len + 1 = {T + 1}: use more text, a shorter "
-                                 f"model.seq_len, or a different val_tokens")
+                raise ValueError(
+                    f"the {split} split of {name!r} has {n} tokens, not more than "
+                    f"seq_len + 1 = {T + 1}: use more text, a shorter "
+                    f"model.seq_len, or a different val_tokens"
+                )
     if data.vocab_size > cfg.model.vocab_size:
-        raise ValueError(f"the tokenizer has {data.vocab_size} ids but the model's vocab_size is "
-                         f"{cfg.model.vocab_size}: raise model.vocab_size")
+        raise ValueError(
+            f"the tokenizer has {data.vocab_size} ids but the model's vocab_size is "
+            f"{cfg.model.vocab_size}: raise model.vocab_size"
+        )
     return data
 
 
@@ -412,8 +466,10 @@ def eval_sets(data, seq_len: int, batch: int, device, name: str = "val") -> dict
     """{dataset name: fn(limit_windows) -> iterator of (x, y) batches} for every held-out split
     (one per mixture domain, else one called `name`)."""
     if hasattr(data, "domains"):
-        return {n: (lambda lim, n=n: data.eval_windows(n, seq_len, "val", batch, lim, device))
-                for n in data.names}
+        return {
+            n: (lambda lim, n=n: data.eval_windows(n, seq_len, "val", batch, lim, device))
+            for n in data.names
+        }
     return {name: lambda lim: data.eval_windows("val", seq_len, batch, lim, device)}
 
 
@@ -426,32 +482,43 @@ def dataset_name(spec: str) -> str:
 # --------------------------------------------------------------------------------------------
 # the loop
 # --------------------------------------------------------------------------------------------
-def train(cfg: TrainConfig, *, resume: bool = False, store_path: str | None = None,
-          quiet: bool = False, data=None) -> dict:
+def train(
+    cfg: TrainConfig,
+    *,
+    resume: bool = False,
+    store_path: str | None = None,
+    quiet: bool = False,
+    data=None,
+) -> dict:
     """Train (or resume) one run; returns a summary dict.  See the module docstring."""
     di = init_distributed()
     accum = cfg.accum
     if accum % di.world:
-        raise ValueError(f"{accum} micro-batches per step do not split over {di.world} ranks: "
-                         f"choose tokens_per_step / (micro_batch × seq_len) divisible by "
-                         f"--nproc_per_node")
+        raise ValueError(
+            f"{accum} micro-batches per step do not split over {di.world} ranks: "
+            f"choose tokens_per_step / (micro_batch × seq_len) divisible by "
+            f"--nproc_per_node"
+        )
     local_accum = accum // di.world
     run_dir = os.path.join(cfg.run_dir, cfg.name)
     log = (lambda *a: None) if (quiet or not di.main) else print
     if di.main and list_checkpoints(run_dir) and not resume:
-        raise ValueError(f"run {cfg.name!r} already has checkpoints in {run_dir}: pass --resume "
-                         f"to continue it, or --name to start another")
+        raise ValueError(
+            f"run {cfg.name!r} already has checkpoints in {run_dir}: pass --resume "
+            f"to continue it, or --name to start another"
+        )
     if data is None:
         if di.world > 1 and not di.main:
-            dist.barrier()                           # rank 0 tokenises first, the others reuse
+            dist.barrier()  # rank 0 tokenises first, the others reuse
         data = load_data(cfg)
         if di.world > 1 and di.main:
             dist.barrier()
 
     torch.manual_seed(cfg.seed)
     model = FibLM(cfg.model).to(di.device)
-    opt = torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas,
-                            eps=cfg.eps)
+    opt = torch.optim.AdamW(
+        param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps
+    )
     start = 0
     ckpt = latest_good_checkpoint(run_dir, log) if resume else None
     if ckpt is not None:
@@ -460,12 +527,18 @@ def train(cfg: TrainConfig, *, resume: bool = False, store_path: str | None = No
         set_rng_state(ckpt["rng"])
         start = ckpt["step"]
         log(f"resuming {cfg.name} from step {start}")
-    ddp = (torch.nn.parallel.DistributedDataParallel(model, device_ids=[di.device] if
-           di.device.type == "cuda" else None) if di.world > 1 else model)
+    ddp = (
+        torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[di.device] if di.device.type == "cuda" else None
+        )
+        if di.world > 1
+        else model
+    )
 
     store = None
     if di.main and store_path:
         from lab.store import Store
+
         store = Store(store_path)
         store.start_run(cfg.name, cfg.to_dict(), kind="lm", seed=cfg.seed, run_dir=run_dir)
         store.log_event(cfg.name, "resume" if start else "start", f"step {start}")
@@ -473,7 +546,7 @@ def train(cfg: TrainConfig, *, resume: bool = False, store_path: str | None = No
         os.makedirs(run_dir, exist_ok=True)
         with open(os.path.join(run_dir, "config.json"), "w") as f:
             json.dump(cfg.to_dict(), f, indent=1, default=str)
-        if getattr(data, "tokenizer", None) is not None:          # the run's artefacts together
+        if getattr(data, "tokenizer", None) is not None:  # the run's artefacts together
             data.tokenizer.save(os.path.join(run_dir, "tokenizer.json"))
     sets = eval_sets(data, cfg.model.seq_len, cfg.eval_batch, di.device, dataset_name(cfg.data))
 
@@ -493,6 +566,7 @@ def train(cfg: TrainConfig, *, resume: bool = False, store_path: str | None = No
     bar = None
     if di.main and not quiet:
         from tqdm import tqdm
+
         bar = tqdm(total=cfg.steps, initial=start, desc=cfg.name, unit="step", dynamic_ncols=True)
     t_last = time.perf_counter()
     model.train()
@@ -505,11 +579,22 @@ def train(cfg: TrainConfig, *, resume: bool = False, store_path: str | None = No
                 group["lr"] = lr
             loss_sum = torch.zeros((), device=di.device)
             for m in range(local_accum):
-                g = m * di.world + di.rank               # global micro-batch index
-                x, y = data.get_batch("train", cfg.micro_batch, cfg.model.seq_len, cfg.seed,
-                                      step, micro=g, rank=0, device=di.device)
-                sync = contextlib.nullcontext() if (di.world == 1 or m == local_accum - 1) \
+                g = m * di.world + di.rank  # global micro-batch index
+                x, y = data.get_batch(
+                    "train",
+                    cfg.micro_batch,
+                    cfg.model.seq_len,
+                    cfg.seed,
+                    step,
+                    micro=g,
+                    rank=0,
+                    device=di.device,
+                )
+                sync = (
+                    contextlib.nullcontext()
+                    if (di.world == 1 or m == local_accum - 1)
                     else ddp.no_sync()
+                )
                 with sync, _autocast(di.device):
                     _, loss = ddp(x, y)
                     (loss / local_accum).backward()
@@ -522,7 +607,8 @@ def train(cfg: TrainConfig, *, resume: bool = False, store_path: str | None = No
                 raise TrainingDiverged(
                     f"step {step}: loss {step_loss} / grad norm {gnorm.item()} is not finite; "
                     f"the last good checkpoint in {run_dir} is kept: lower the LR or resume "
-                    f"from it")
+                    f"from it"
+                )
             opt.step()
             opt.zero_grad(set_to_none=True)
             losses[step] = step_loss
@@ -530,8 +616,11 @@ def train(cfg: TrainConfig, *, resume: bool = False, store_path: str | None = No
             tok_s = tokens_per_step / max(now - t_last, 1e-9)
             t_last = now
             if store and (step % cfg.log_every == 0 or step == cfg.steps):
-                store.log_metrics(cfg.name, step, {"loss": step_loss, "lr": lr,
-                                                   "grad_norm": gnorm.item(), "tokens_per_s": tok_s})
+                store.log_metrics(
+                    cfg.name,
+                    step,
+                    {"loss": step_loss, "lr": lr, "grad_norm": gnorm.item(), "tokens_per_s": tok_s},
+                )
             if store and cfg.model.learned and (step % cfg.alpha_every == 0 or step == 1):
                 store.log_alphas(cfg.name, step, model.alphas())
             if bar:
@@ -539,12 +628,21 @@ def train(cfg: TrainConfig, *, resume: bool = False, store_path: str | None = No
                 bar.set_postfix(loss=f"{step_loss:.4f}", lr=f"{lr:.2e}", tok_s=f"{tok_s:.0f}")
             if di.main and cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
                 run_eval(step, "light", cfg.eval_light_tokens)
-                t_last = time.perf_counter()             # tokens/s counts training only
+                t_last = time.perf_counter()  # tokens/s counts training only
             stop = step < cfg.steps and stop_requested(run_dir, di)
             if di.main and (step % cfg.ckpt_every == 0 or step == cfg.steps or stop):
-                save_checkpoint(run_dir, step, {
-                    "model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
-                    "rng": rng_state(), "config": cfg.to_dict()}, cfg.keep_ckpts)
+                save_checkpoint(
+                    run_dir,
+                    step,
+                    {
+                        "model": model.state_dict(),
+                        "optimizer": opt.state_dict(),
+                        "step": step,
+                        "rng": rng_state(),
+                        "config": cfg.to_dict(),
+                    },
+                    cfg.keep_ckpts,
+                )
                 _maybe_kill_for_test(step)
             if di.world > 1 and (step % cfg.ckpt_every == 0 or stop):
                 dist.barrier()
@@ -557,11 +655,13 @@ def train(cfg: TrainConfig, *, resume: bool = False, store_path: str | None = No
         else:
             final = {}
             status = "stopped"
-            log(f"{cfg.name}: stopped by request at step {stopped_at} (checkpoint kept; "
-                f"resume to continue)")
+            log(
+                f"{cfg.name}: stopped by request at step {stopped_at} (checkpoint kept; "
+                f"resume to continue)"
+            )
             if di.main:
                 with contextlib.suppress(FileNotFoundError):
-                    os.remove(os.path.join(run_dir, STOP_FILE))     # the request is served
+                    os.remove(os.path.join(run_dir, STOP_FILE))  # the request is served
     except BaseException as e:
         if store:
             kind = "diverged" if isinstance(e, TrainingDiverged) else "interrupted"
@@ -578,8 +678,15 @@ def train(cfg: TrainConfig, *, resume: bool = False, store_path: str | None = No
             elif status == "stopped":
                 _mark_stopped(store, cfg.name, stopped_at)
             store.close()
-    return {"name": cfg.name, "losses": losses, "final_ppl": final, "run_dir": run_dir,
-            "alphas": model.alphas(), "status": status, "stopped_at": stopped_at}
+    return {
+        "name": cfg.name,
+        "losses": losses,
+        "final_ppl": final,
+        "run_dir": run_dir,
+        "alphas": model.alphas(),
+        "status": status,
+        "stopped_at": stopped_at,
+    }
 
 
 def _maybe_kill_for_test(step: int) -> None:
@@ -587,4 +694,5 @@ def _maybe_kill_for_test(step: int) -> None:
     at = os.environ.get("FIBLAB_KILL_AT_STEP")
     if at and int(at) == step:
         import signal
+
         os.kill(os.getpid(), signal.SIGKILL)

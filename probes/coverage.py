@@ -17,27 +17,21 @@ Reference numbers (SPEC §9, reproduced by the tests): L=8, K=25, W=8, round, wi
 fixed 19, stagger 75 (the paper's "19 → about 75"); L=16, K=15: 19 vs 133 (floor 139, ceil 138);
 power-of-2 15 vs 101.  The paper's "19 beyond the window" counts the window: only 10 lie beyond.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import numpy as np
 
-from lab.offsets import Base, attended_distances
+from lab.offsets import Base, layer_sets  # noqa: F401  (re-exported)
 from lab.schedules import Schedule, layer_alphas
-
-
-def layer_sets(alphas: Sequence[float], window: int, seq_len: int, base: Base = "fib",
-               rungs: int = 15, rounding: str = "round",
-               reach: int | None = None) -> list[list[int]]:
-    """Each layer's sorted integer attended distances."""
-    return [attended_distances(a, window, seq_len, base, rungs, rounding, reach) for a in alphas]
 
 
 def band_mask(distances: Sequence[int], band: int, seq_len: int) -> np.ndarray:
     """Boolean (seq_len,) array: True at δ when |δ − d| ≤ band for some attended d."""
     covered = np.zeros(seq_len + 1, dtype=np.int32)
-    for d in distances:                                  # difference array: O(|set| + T)
+    for d in distances:  # difference array: O(|set| + T)
         covered[max(d - band, 0)] += 1
         covered[min(d + band + 1, seq_len)] -= 1
     return np.cumsum(covered[:seq_len]) > 0
@@ -61,9 +55,16 @@ def _band_share(mask: np.ndarray) -> float:
     return float(mask[1:].mean()) if len(mask) > 1 else 1.0
 
 
-def coverage(alphas: Sequence[float], window: int, seq_len: int, base: Base = "fib",
-             rungs: int = 15, rounding: str = "round", band: int | None = None,
-             longer: int = 8) -> dict:
+def coverage(
+    alphas: Sequence[float],
+    window: int,
+    seq_len: int,
+    base: Base = "fib",
+    rungs: int = 15,
+    rounding: str = "round",
+    band: int | None = None,
+    longer: int = 8,
+) -> dict:
     """The full coverage report for one per-layer α list (see the module docstring)."""
     band = window if band is None else band
     if band < 0:
@@ -77,9 +78,16 @@ def coverage(alphas: Sequence[float], window: int, seq_len: int, base: Base = "f
     masks = [band_mask(s, band, seq_len) for s in sets]
     union_mask = band_mask(union, band, seq_len)
     return {
-        "convention": {"layers": len(alphas), "window": window, "rungs": rungs,
-                       "seq_len": seq_len, "base": base if isinstance(base, str) else list(base),
-                       "rounding": rounding, "band": band, "window_counted": True},
+        "convention": {
+            "layers": len(alphas),
+            "window": window,
+            "rungs": rungs,
+            "seq_len": seq_len,
+            "base": base if isinstance(base, str) else list(base),
+            "rounding": rounding,
+            "band": band,
+            "window_counted": True,
+        },
         "alphas": [float(a) for a in alphas],
         "per_layer": [len(s) for s in sets],
         "per_layer_sets": sets,
@@ -93,9 +101,17 @@ def coverage(alphas: Sequence[float], window: int, seq_len: int, base: Base = "f
     }
 
 
-def schedule_coverage(schedule: Schedule, layers: int, window: int = 8, seq_len: int = 1024,
-                      base: Base = "fib", rungs: int = 15, rounding: str = "round",
-                      band: int | None = None, stride: int | None = None) -> dict:
+def schedule_coverage(
+    schedule: Schedule,
+    layers: int,
+    window: int = 8,
+    seq_len: int = 1024,
+    base: Base = "fib",
+    rungs: int = 15,
+    rounding: str = "round",
+    band: int | None = None,
+    stride: int | None = None,
+) -> dict:
     """`coverage` for a named schedule ("fixed", "stagger", "coprime") or a custom α list."""
     alphas = layer_alphas(schedule, layers, stride=stride)
     report = coverage(alphas, window, seq_len, base, rungs, rounding, band)
@@ -106,9 +122,11 @@ def schedule_coverage(schedule: Schedule, layers: int, window: int = 8, seq_len:
 def describe(report: dict) -> str:
     """One line naming the number and the convention that produced it."""
     c = report["convention"]
-    return (f"{c.get('schedule', 'custom')}: union {report['union']} distinct distances "
-            f"({report['union_beyond_window']} beyond the window) | per layer "
-            f"{min(report['per_layer'])}-{max(report['per_layer'])} | band ±{c['band']} covers "
-            f"{100 * report['band_coverage']:.1f}% of 1..T-1 | convention: L={c['layers']} "
-            f"K={c['rungs']} W={c['window']} T={c['seq_len']} base={c['base']} "
-            f"rounding={c['rounding']}, window counted")
+    return (
+        f"{c.get('schedule', 'custom')}: union {report['union']} distinct distances "
+        f"({report['union_beyond_window']} beyond the window) | per layer "
+        f"{min(report['per_layer'])}-{max(report['per_layer'])} | band ±{c['band']} covers "
+        f"{100 * report['band_coverage']:.1f}% of 1..T-1 | convention: L={c['layers']} "
+        f"K={c['rungs']} W={c['window']} T={c['seq_len']} base={c['base']} "
+        f"rounding={c['rounding']}, window counted"
+    )

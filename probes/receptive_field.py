@@ -13,6 +13,7 @@ attended set (d = 0, staying put, is always allowed because every set contains t
 After all L layers the reachable set is a Minkowski sum, which does not depend on layer order
 (coprime = linear stagger); after ℓ < L layers it does, since different layers come first.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -28,7 +29,7 @@ from probes.coverage import layer_sets
 def reachable(sets: Sequence[Sequence[int]], seq_len: int) -> list[int]:
     """Bitsets (Python ints) of distances reachable after layers 1..L, truncated to < seq_len."""
     full = (1 << seq_len) - 1
-    cur, out = 1, []                                     # bit 0: the token itself
+    cur, out = 1, []  # bit 0: the token itself
     for s in sets:
         nxt = 0
         for d in s:
@@ -59,7 +60,7 @@ def min_hops(sets: Sequence[Sequence[int]], seq_len: int) -> np.ndarray:
     hops = np.full(seq_len, inf, dtype=np.int64)
     hops[0] = 0
     for s in sets:
-        new = hops.copy()                                # d = 0: stay put, no hop
+        new = hops.copy()  # d = 0: stay put, no hop
         for d in s:
             if 0 < d < seq_len:
                 np.minimum(new[d:], hops[:-d] + 1, out=new[d:])
@@ -67,8 +68,9 @@ def min_hops(sets: Sequence[Sequence[int]], seq_len: int) -> np.ndarray:
     return np.where(hops >= inf, -1, hops)
 
 
-def effective_field(sets: Sequence[Sequence[int]], seq_len: int,
-                    residual: float = 0.0) -> list[np.ndarray]:
+def effective_field(
+    sets: Sequence[Sequence[int]], seq_len: int, residual: float = 0.0
+) -> list[np.ndarray]:
     """Per layer, the (T,) distribution of source distances (mass past T−1 is dropped).
 
     Each layer maps p → residual·p + (1 − residual)·(p ⊛ uniform(set)).
@@ -93,8 +95,14 @@ def effective_field(sets: Sequence[Sequence[int]], seq_len: int,
     return out
 
 
-def scheme_sets(scheme: str, layers: int, window: int = 8, seq_len: int = 1024,
-                rungs: int = 15, rounding: str = "round") -> list[list[int]]:
+def scheme_sets(
+    scheme: str,
+    layers: int,
+    window: int = 8,
+    seq_len: int = 1024,
+    rungs: int = 15,
+    rounding: str = "round",
+) -> list[list[int]]:
     """Per-layer sets of a named scheme: fixed, stagger, coprime, pow2, pow2-stagger, dense."""
     if scheme == "dense":
         return [list(range(seq_len))] * layers
@@ -122,10 +130,19 @@ def receptive_report(sets: Sequence[Sequence[int]], seq_len: int, residual: floa
     }
 
 
-def compare(layers: int = 16, window: int = 8, seq_len: int = 1024, rungs: int = 15,
-            rounding: str = "round", residual: float = 0.0,
-            schemes: Sequence[str] = ("fixed", "stagger", "coprime", "pow2", "pow2-stagger",
-                                      "dense")) -> dict[str, dict]:
+def compare(
+    layers: int = 16,
+    window: int = 8,
+    seq_len: int = 1024,
+    rungs: int = 15,
+    rounding: str = "round",
+    residual: float = 0.0,
+    schemes: Sequence[str] = ("fixed", "stagger", "coprime", "pow2", "pow2-stagger", "dense"),
+) -> dict[str, dict]:
     """`receptive_report` for each named scheme under one convention."""
-    return {s: receptive_report(scheme_sets(s, layers, window, seq_len, rungs, rounding),
-                                seq_len, residual) for s in schemes}
+    return {
+        s: receptive_report(
+            scheme_sets(s, layers, window, seq_len, rungs, rounding), seq_len, residual
+        )
+        for s in schemes
+    }

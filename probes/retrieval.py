@@ -24,6 +24,7 @@ Every cell records each layer's α every `log_every` steps, the loss curve, accu
 on a fresh evaluation batch, and seconds.  `run_grid` appends one JSON line per finished cell and
 skips cells already in the file, so an interrupted grid resumes where it stopped.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -39,10 +40,19 @@ import torch.nn.functional as F
 
 from lab.blur import blur_width
 from lab.model import build_model
-from probes.tasks import (EVAL_DISTANCES, KVRetrieval, MarkedCopy, ShiftCopy,
-                          forced_choice_accuracy, kv_retrieval_batch, marked_copy_accuracy,
-                          marked_copy_batch, sample_distance, shift_copy_accuracy,
-                          shift_copy_batch)
+from probes.tasks import (
+    EVAL_DISTANCES,
+    KVRetrieval,
+    MarkedCopy,
+    ShiftCopy,
+    forced_choice_accuracy,
+    kv_retrieval_batch,
+    marked_copy_accuracy,
+    marked_copy_batch,
+    sample_distance,
+    shift_copy_accuracy,
+    shift_copy_batch,
+)
 
 MECHANISMS = {
     "dense": dict(attention="dense"),
@@ -57,9 +67,12 @@ INITS = ("uniform", "staggered")
 
 # the paper's Table 2 (blur mechanism, marked task, mean over seeds 0 and 1)
 PAPER_TABLE2 = {  # (depth, init): (alpha_min, alpha_max, acc@200, acc@350)
-    (2, "uniform"): (0.93, 1.03, 0.38, 0.23), (2, "staggered"): (0.56, 1.39, 0.99, 0.00),
-    (4, "uniform"): (0.96, 1.01, 0.00, 0.00), (4, "staggered"): (0.55, 1.45, 0.88, 0.17),
-    (8, "uniform"): (0.97, 1.02, 0.00, 0.00), (8, "staggered"): (0.55, 1.45, 0.04, 0.00),
+    (2, "uniform"): (0.93, 1.03, 0.38, 0.23),
+    (2, "staggered"): (0.56, 1.39, 0.99, 0.00),
+    (4, "uniform"): (0.96, 1.01, 0.00, 0.00),
+    (4, "staggered"): (0.55, 1.45, 0.88, 0.17),
+    (8, "uniform"): (0.97, 1.02, 0.00, 0.00),
+    (8, "staggered"): (0.55, 1.45, 0.04, 0.00),
 }
 
 
@@ -75,10 +88,10 @@ class ProbeSettings:
     d_model: int = 256
     blur_w0: float = 40.0
     task: MarkedCopy | ShiftCopy | KVRetrieval = field(default_factory=MarkedCopy)
-    controls: tuple = (128, 233, 350, 377, 512, 700)   # shift: extra evaluation distances
-    sampler: str = "coverage"                           # kv: training-distance sampler
-    eval_batches: int = 1                               # kv: evaluation batches per distance
-    precision: str = "fp32"      # "bf16": forward and loss under bfloat16 autocast (the paper's
+    controls: tuple = (128, 233, 350, 377, 512, 700)  # shift: extra evaluation distances
+    sampler: str = "coverage"  # kv: training-distance sampler
+    eval_batches: int = 1  # kv: evaluation batches per distance
+    precision: str = "fp32"  # "bf16": forward and loss under bfloat16 autocast (the paper's
     #                              probes ran so on GPU); fp32 weights and optimizer either way
 
 
@@ -102,13 +115,29 @@ SCALES = {
     # and in a ratio (1.75, the paper's too) that no single α can serve with two Fibonacci rungs.
     # (80 and 210 = 0.9·89 and 0.9·233 were tried first: a uniform init solved both by moving
     # every α to 0.9.)  lr 3e-3 so that 600 steps suffice at depth 4.
-    "demo": ProbeSettings(steps=600, lr=3e-3, batch=4, eval_batch=16, log_every=20, d_model=128,
-                          blur_w0=20.0, task=MarkedCopy(seq_len=256, vocab=256, n_payload=128,
-                                                        distances=(125, 219))),
+    "demo": ProbeSettings(
+        steps=600,
+        lr=3e-3,
+        batch=4,
+        eval_batch=16,
+        log_every=20,
+        d_model=128,
+        blur_w0=20.0,
+        task=MarkedCopy(seq_len=256, vocab=256, n_payload=128, distances=(125, 219)),
+    ),
     # seconds, for tests and smoke runs: T=48, distances (5, 13), 16 payload ids, d=64
-    "tiny": ProbeSettings(steps=150, log_every=25, batch=8, lr=3e-3, eval_batch=16, d_model=64,
-                          window=2, rungs=6, blur_w0=4.0,
-                          task=MarkedCopy(seq_len=48, vocab=32, n_payload=16, distances=(5, 13))),
+    "tiny": ProbeSettings(
+        steps=150,
+        log_every=25,
+        batch=8,
+        lr=3e-3,
+        eval_batch=16,
+        d_model=64,
+        window=2,
+        rungs=6,
+        blur_w0=4.0,
+        task=MarkedCopy(seq_len=48, vocab=32, n_payload=16, distances=(5, 13)),
+    ),
 }
 
 # the other two probe families (SPEC §6.1–6.2), same scale names
@@ -118,21 +147,44 @@ TASK_SCALES = {
     "shift": {
         "paper": ProbeSettings(steps=3000, batch=8, task=ShiftCopy()),
         "quick": ProbeSettings(steps=400, batch=8, log_every=20, task=ShiftCopy()),
-        "tiny": ProbeSettings(steps=120, log_every=20, batch=8, lr=3e-3, eval_batch=8,
-                              d_model=64, window=2, rungs=6, blur_w0=4.0, controls=(3, 8),
-                              task=ShiftCopy(seq_len=48, vocab=32, n_tokens=16)),
+        "tiny": ProbeSettings(
+            steps=120,
+            log_every=20,
+            batch=8,
+            lr=3e-3,
+            eval_batch=8,
+            d_model=64,
+            window=2,
+            rungs=6,
+            blur_w0=4.0,
+            controls=(3, 8),
+            task=ShiftCopy(seq_len=48, vocab=32, n_tokens=16),
+        ),
     },
     # key-value retrieval with 4 distractors at T=1024: batch 32, 4000 steps, lr 3e-4,
     # loss at the last position only, forced choice among the 5 values present (chance 0.2)
     "kv": {
-        "paper": ProbeSettings(steps=4000, batch=32, lr=3e-4, eval_batch=32, eval_batches=4,
-                               task=KVRetrieval()),
-        "quick": ProbeSettings(steps=400, batch=32, lr=3e-4, eval_batch=32, log_every=20,
-                               task=KVRetrieval()),
-        "tiny": ProbeSettings(steps=30, log_every=10, batch=4, lr=3e-3, eval_batch=4,
-                              d_model=32, window=2, rungs=6, blur_w0=4.0, sampler="coverage",
-                              task=KVRetrieval(seq_len=1024, vocab=512, filler=(0, 256),
-                                               keys=(256, 384), values=(384, 512))),
+        "paper": ProbeSettings(
+            steps=4000, batch=32, lr=3e-4, eval_batch=32, eval_batches=4, task=KVRetrieval()
+        ),
+        "quick": ProbeSettings(
+            steps=400, batch=32, lr=3e-4, eval_batch=32, log_every=20, task=KVRetrieval()
+        ),
+        "tiny": ProbeSettings(
+            steps=30,
+            log_every=10,
+            batch=4,
+            lr=3e-3,
+            eval_batch=4,
+            d_model=32,
+            window=2,
+            rungs=6,
+            blur_w0=4.0,
+            sampler="coverage",
+            task=KVRetrieval(
+                seq_len=1024, vocab=512, filler=(0, 256), keys=(256, 384), values=(384, 512)
+            ),
+        ),
     },
 }
 
@@ -144,7 +196,7 @@ class Cell:
     init: str
     seed: int
     task: str = "marked"
-    distance: int | None = None          # shift: the trained distance
+    distance: int | None = None  # shift: the trained distance
 
     def key(self, settings: ProbeSettings) -> str:
         task = self.task
@@ -152,9 +204,11 @@ class Cell:
             task = f"shift@{self.distance}"
         elif self.task == "kv":
             task = f"kv@{settings.sampler}"
-        return (f"{task}/{self.mechanism}/d{self.depth}/{self.init}/s{self.seed}/"
-                f"n{settings.steps}/b{settings.batch}/lr{settings.lr:g}/w{settings.window}"
-                + ("" if settings.precision == "fp32" else f"/{settings.precision}"))
+        return (
+            f"{task}/{self.mechanism}/d{self.depth}/{self.init}/s{self.seed}/"
+            f"n{settings.steps}/b{settings.batch}/lr{settings.lr:g}/w{settings.window}"
+            + ("" if settings.precision == "fp32" else f"/{settings.precision}")
+        )
 
 
 def build_probe_model(cell: Cell, settings: ProbeSettings):
@@ -166,13 +220,19 @@ def build_probe_model(cell: Cell, settings: ProbeSettings):
     if cell.mechanism in LEARNED:
         over["learned_init"] = "stagger" if cell.init == "staggered" else "fixed"
     torch.manual_seed(cell.seed)
-    return build_model("probe-small", n_layers=cell.depth, window=settings.window,
-                       rungs=settings.rungs, d_model=settings.d_model,
-                       vocab_size=settings.task.vocab, seq_len=settings.task.seq_len, **over)
+    return build_model(
+        "probe-small",
+        n_layers=cell.depth,
+        window=settings.window,
+        rungs=settings.rungs,
+        d_model=settings.d_model,
+        vocab_size=settings.task.vocab,
+        seq_len=settings.task.seq_len,
+        **over,
+    )
 
 
-def run_cell(cell: Cell, settings: ProbeSettings, progress: bool = True,
-             on_step=None) -> dict:
+def run_cell(cell: Cell, settings: ProbeSettings, progress: bool = True, on_step=None) -> dict:
     """Train one cell and return its record (JSON-serialisable).
 
     ``on_step(cell, done, total, loss, seconds, alphas)`` is called every 25 steps and at the
@@ -190,7 +250,7 @@ def run_cell(cell: Cell, settings: ProbeSettings, progress: bool = True,
         if step % settings.log_every == 0:
             trajectory.append({"step": step, "alphas": model.alphas()})
         with _autocast(model, settings):
-            loss = _task_loss(model, cell, settings, gen)
+            loss = task_loss(model, cell, settings, gen)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -208,14 +268,22 @@ def run_cell(cell: Cell, settings: ProbeSettings, progress: bool = True,
         acc = _task_accuracy(model, cell, settings)
     if progress:
         sys.stderr.write("\n")
-    return {"key": cell.key(settings), **asdict(cell), "steps": settings.steps,
-            "alphas": model.alphas(), "acc": acc,
-            "seconds": time.perf_counter() - t0, "trajectory": trajectory, "loss": losses,
-            "settings": json.loads(json.dumps({k: v for k, v in asdict(settings).items()
-                                               if k != "task"}))}
+    return {
+        "key": cell.key(settings),
+        **asdict(cell),
+        "steps": settings.steps,
+        "alphas": model.alphas(),
+        "acc": acc,
+        "seconds": time.perf_counter() - t0,
+        "trajectory": trajectory,
+        "loss": losses,
+        "settings": json.loads(
+            json.dumps({k: v for k, v in asdict(settings).items() if k != "task"})
+        ),
+    }
 
 
-def _task_loss(model, cell: Cell, settings: ProbeSettings, gen: torch.Generator):
+def task_loss(model, cell: Cell, settings: ProbeSettings, gen: torch.Generator):
     """One training batch of the cell's task (generated on CPU, moved to the model's device)
     and its loss."""
     dev = next(model.parameters()).device
@@ -223,16 +291,18 @@ def _task_loss(model, cell: Cell, settings: ProbeSettings, gen: torch.Generator)
         x, y = marked_copy_batch(settings.batch, settings.task, gen)
     elif cell.task == "shift":
         x, y = shift_copy_batch(settings.batch, cell.distance, settings.task, gen)
-    elif cell.task == "kv":                             # one distance per batch, last position
-        kb = kv_retrieval_batch(settings.batch, sample_distance(settings.sampler, gen),
-                                settings.task, gen)
+    elif cell.task == "kv":  # one distance per batch, last position
+        kb = kv_retrieval_batch(
+            settings.batch, sample_distance(settings.sampler, gen), settings.task, gen
+        )
         logits, _ = model(kb.x.to(dev))
         return F.cross_entropy(logits[:, -1], kb.answer.to(dev))
     else:
         raise ValueError(f"task={cell.task!r} is unknown: use marked, shift or kv")
     logits, _ = model(x.to(dev))
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.to(dev).reshape(-1),
-                           ignore_index=-100)
+    return F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), y.to(dev).reshape(-1), ignore_index=-100
+    )
 
 
 def _task_accuracy(model, cell: Cell, settings: ProbeSettings) -> dict[str, float]:
@@ -256,8 +326,9 @@ def _task_accuracy(model, cell: Cell, settings: ProbeSettings) -> dict[str, floa
             accs = []
             for _ in range(settings.eval_batches):
                 kb = kv_retrieval_batch(settings.eval_batch, d, task, gen)
-                accs.append(forced_choice_accuracy(model(kb.x)[0][:, -1], kb.candidates,
-                                                   kb.answer_index))
+                accs.append(
+                    forced_choice_accuracy(model(kb.x)[0][:, -1], kb.candidates, kb.answer_index)
+                )
             out[str(d)] = float(sum(accs) / len(accs))
     return out
 
@@ -266,9 +337,11 @@ def _bar(cell: Cell, done: int, total: int, loss: float, secs: float) -> None:
     width = 24
     filled = int(width * done / total)
     eta = secs / done * (total - done)
-    sys.stderr.write(f"\r{cell.mechanism:>11} depth {cell.depth} {cell.init:<9} seed {cell.seed} "
-                     f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} loss {loss:.3f} "
-                     f"{secs:.0f}s eta {eta:.0f}s")
+    sys.stderr.write(
+        f"\r{cell.mechanism:>11} depth {cell.depth} {cell.init:<9} seed {cell.seed} "
+        f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} loss {loss:.3f} "
+        f"{secs:.0f}s eta {eta:.0f}s"
+    )
     sys.stderr.flush()
 
 
@@ -306,8 +379,15 @@ def _cell_worker(cell: Cell, settings: ProbeSettings, threads: int) -> dict:
     return run_cell(cell, settings, progress=False)
 
 
-def run_grid(cells: list[Cell], settings: ProbeSettings, out_path: str | None = None,
-             progress: bool = True, on_record=None, on_step=None, jobs: int = 1) -> list[dict]:
+def run_grid(
+    cells: list[Cell],
+    settings: ProbeSettings,
+    out_path: str | None = None,
+    progress: bool = True,
+    on_record=None,
+    on_step=None,
+    jobs: int = 1,
+) -> list[dict]:
     """Run every cell not already in `out_path` (appending one JSON line each).
 
     jobs > 1 runs that many cells at once in worker processes, each on cores // jobs threads
@@ -337,8 +417,12 @@ def run_grid(cells: list[Cell], settings: ProbeSettings, out_path: str | None = 
     else:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor, as_completed
-        cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                 else os.cpu_count() or 1)            # the cores this process may use
+
+        cores = (
+            len(os.sched_getaffinity(0))
+            if hasattr(os, "sched_getaffinity")
+            else os.cpu_count() or 1
+        )  # the cores this process may use
         threads = max(1, cores // jobs)
         ctx = multiprocessing.get_context("spawn")
         t0 = time.perf_counter()
@@ -350,18 +434,20 @@ def run_grid(cells: list[Cell], settings: ProbeSettings, out_path: str | None = 
                     if fut.cancelled():
                         continue
                     err = fut.exception()
-                    if err is not None:              # a failing cell: queue nothing more, but
-                        errors.append(err)           # keep the cells already running
+                    if err is not None:  # a failing cell: queue nothing more, but
+                        errors.append(err)  # keep the cells already running
                         for f in futures:
                             f.cancel()
                         continue
                     rec = fut.result()
                     finish(rec)
                     if progress:
-                        sys.stderr.write(f"[{len(fresh)}/{len(todo)}] {rec['key']}  "
-                                         f"{rec['seconds']:.0f}s  (grid "
-                                         f"{time.perf_counter() - t0:.0f}s)\n")
-            except BaseException:                     # e.g. Ctrl-C: start nothing new
+                        sys.stderr.write(
+                            f"[{len(fresh)}/{len(todo)}] {rec['key']}  "
+                            f"{rec['seconds']:.0f}s  (grid "
+                            f"{time.perf_counter() - t0:.0f}s)\n"
+                        )
+            except BaseException:  # e.g. Ctrl-C: start nothing new
                 for f in futures:
                     f.cancel()
                 raise
@@ -370,13 +456,13 @@ def run_grid(cells: list[Cell], settings: ProbeSettings, out_path: str | None = 
     return [done.get(c.key(settings)) or fresh[c.key(settings)] for c in cells]
 
 
-def grid(mechanisms, depths, inits, seeds, task: str = "marked",
-         distances=(None,)) -> list[Cell]:
+def grid(mechanisms, depths, inits, seeds, task: str = "marked", distances=(None,)) -> list[Cell]:
     cells = []
-    for mech, depth, init, seed, dist in itertools.product(mechanisms, depths, inits, seeds,
-                                                           distances):
+    for mech, depth, init, seed, dist in itertools.product(
+        mechanisms, depths, inits, seeds, distances
+    ):
         if mech not in LEARNED and init != inits[0]:
-            continue                                     # init only matters for learned α
+            continue  # init only matters for learned α
         cells.append(Cell(mech, depth, init if mech in LEARNED else "-", seed, task, dist))
     return cells
 
@@ -391,15 +477,22 @@ def table2(records: list[dict], mechanism: str = "blur") -> list[dict]:
     for (depth, init), rs in sorted(groups.items()):
         alphas = [a for r in rs for a in r["alphas"] if not math.isnan(a)]
         dists = list(rs[0]["acc"])
-        row = {"depth": depth, "init": init, "seeds": len(rs),
-               "alpha_min": min(alphas, default=math.nan),
-               "alpha_max": max(alphas, default=math.nan),
-               "acc": {d: sum(r["acc"][d] for r in rs) / len(rs) for d in dists},
-               "seconds": sum(r["seconds"] for r in rs) / len(rs)}
+        row = {
+            "depth": depth,
+            "init": init,
+            "seeds": len(rs),
+            "alpha_min": min(alphas, default=math.nan),
+            "alpha_max": max(alphas, default=math.nan),
+            "acc": {d: sum(r["acc"][d] for r in rs) / len(rs) for d in dists},
+            "seconds": sum(r["seconds"] for r in rs) / len(rs),
+        }
         paper = PAPER_TABLE2.get((depth, init))
         if paper and mechanism == "blur" and dists == ["200", "350"]:
-            row["paper"] = {"alpha_min": paper[0], "alpha_max": paper[1],
-                            "acc": {"200": paper[2], "350": paper[3]}}
+            row["paper"] = {
+                "alpha_min": paper[0],
+                "alpha_max": paper[1],
+                "acc": {"200": paper[2], "350": paper[3]},
+            }
         rows.append(row)
     return rows
 
@@ -409,19 +502,24 @@ def format_table2(rows: list[dict]) -> str:
         return "(no cells)"
     dists = list(rows[0]["acc"])
     accs = "".join(f"{'acc@' + d:>9}" for d in dists)
-    lines = [f"{'depth':>5} {'init':<10}{'seeds':>6} {'alpha range':>13}{accs}   | "
-             f"{'paper alpha':>11}{accs}{'s/cell':>8}"]
+    lines = [
+        f"{'depth':>5} {'init':<10}{'seeds':>6} {'alpha range':>13}{accs}   | "
+        f"{'paper alpha':>11}{accs}{'s/cell':>8}"
+    ]
     for r in rows:
         ours = "".join(f"{r['acc'][d]:>9.3f}" for d in dists)
         if "paper" in r:
             p = r["paper"]
             theirs = f"{p['alpha_min']:>5.2f}-{p['alpha_max']:<5.2f}" + "".join(
-                f"{p['acc'][d]:>9.2f}" for d in dists)
+                f"{p['acc'][d]:>9.2f}" for d in dists
+            )
         else:
             theirs = f"{'-':>11}" + "".join(f"{'-':>9}" for _ in dists)
-        lines.append(f"{r['depth']:>5} {r['init']:<10}{r['seeds']:>6} "
-                     f"{r['alpha_min']:>6.3f}-{r['alpha_max']:<6.3f}{ours}   | {theirs}"
-                     f"{r['seconds']:>8.0f}")
+        lines.append(
+            f"{r['depth']:>5} {r['init']:<10}{r['seeds']:>6} "
+            f"{r['alpha_min']:>6.3f}-{r['alpha_max']:<6.3f}{ours}   | {theirs}"
+            f"{r['seconds']:>8.0f}"
+        )
     return "\n".join(lines)
 
 

@@ -6,11 +6,11 @@
   re-implemented here;
 * dLoss/dα vs finite differences.
 """
+
 import math
 
 import pytest
 import torch
-
 from memtrace import MaxNumel
 
 from lab.attention import sparse_attention
@@ -19,16 +19,18 @@ from lab.offsets import attended_distances, fibonacci, powers_of_two
 
 def make_qkv(B, H, KV, T, D, seed=0, dtype=torch.float32):
     g = torch.Generator().manual_seed(seed)
-    return (torch.randn(B, H, T, D, generator=g, dtype=dtype),
-            torch.randn(B, KV, T, D, generator=g, dtype=dtype),
-            torch.randn(B, KV, T, D, generator=g, dtype=dtype))
+    return (
+        torch.randn(B, H, T, D, generator=g, dtype=dtype),
+        torch.randn(B, KV, T, D, generator=g, dtype=dtype),
+        torch.randn(B, KV, T, D, generator=g, dtype=dtype),
+    )
 
 
 def oracle_integer(q, k, v, distances):
     """Dense softmax over exactly {t − d : d in distances, d <= t}, float64, explicit GQA."""
     q, k, v = q.double(), k.double(), v.double()
     H, KV, T, D = q.shape[1], k.shape[1], q.shape[2], q.shape[3]
-    kk = torch.stack([k[:, h * KV // H] for h in range(H)], 1)     # head h reads KV h // G
+    kk = torch.stack([k[:, h * KV // H] for h in range(H)], 1)  # head h reads KV h // G
     vv = torch.stack([v[:, h * KV // H] for h in range(H)], 1)
     allowed = torch.zeros(T, T, dtype=torch.bool)
     for t in range(T):
@@ -61,7 +63,8 @@ def oracle_interp(q, k, v, alpha, window, base):
                 keys, vals = [], []
                 for d in sorted(used0):
                     if d <= t:
-                        keys.append(k[b, kv, t - d]); vals.append(v[b, kv, t - d])
+                        keys.append(k[b, kv, t - d])
+                        vals.append(v[b, kv, t - d])
                 for lo, fr in cols:
                     if t >= lo:
                         lo_i, hi_i = t - lo, max(t - lo - 1, 0)
@@ -74,9 +77,14 @@ def oracle_interp(q, k, v, alpha, window, base):
 
 
 CASES = [  # (window, alpha, base, rungs, T)
-    (0, 1.0, "fib", 8, 20), (3, 0.5, "fib", 8, 80), (3, 0.77, "fib", 8, 80),
-    (8, 1.5, "fib", 8, 80), (8, 1.23, "fib", 8, 30), (2, 1.0, "pow2", 15, 70),
-    (5, 0.66, "pow2", 15, 70), (6, 1.5, "fib", 15, 40),
+    (0, 1.0, "fib", 8, 20),
+    (3, 0.5, "fib", 8, 80),
+    (3, 0.77, "fib", 8, 80),
+    (8, 1.5, "fib", 8, 80),
+    (8, 1.23, "fib", 8, 30),
+    (2, 1.0, "pow2", 15, 70),
+    (5, 0.66, "pow2", 15, 70),
+    (6, 1.5, "fib", 15, 40),
 ]
 
 
@@ -113,15 +121,17 @@ def test_interp_equals_integer_paths_at_integer_offsets(alpha, base):
     assert (got - ref).abs().max() <= 1e-5
 
 
-@pytest.mark.parametrize("alpha,W,base", [(0.5, 3, "fib"), (0.77, 2, "fib"), (1.37, 4, "fib"),
-                                          (0.9, 1, "pow2")])
+@pytest.mark.parametrize(
+    "alpha,W,base", [(0.5, 3, "fib"), (0.77, 2, "fib"), (1.37, 4, "fib"), (0.9, 1, "pow2")]
+)
 @pytest.mark.parametrize("H,KV", [(2, 2), (4, 1)])
 def test_interp_matches_bruteforce_loop(alpha, W, base, H, KV):
     T = 40
     q, k, v = make_qkv(1, H, KV, T, 4, seed=11, dtype=torch.float64)
     fbase = fibonacci(9) if base == "fib" else powers_of_two(T)
-    got = sparse_attention(q, k, v, alpha=torch.tensor(alpha, dtype=torch.float64), window=W,
-                           base=base, rungs=9)
+    got = sparse_attention(
+        q, k, v, alpha=torch.tensor(alpha, dtype=torch.float64), window=W, base=base, rungs=9
+    )
     assert (got - oracle_interp(q, k, v, alpha, W, fbase)).abs().max() <= 1e-10
 
 
@@ -153,7 +163,9 @@ def test_alpha_gradient_nonzero_at_integer_alpha():
     base_loss = _loss(a, q, k, v, 3, w_out)
     base_loss.backward()
     h = 1e-7
-    fd = (_loss(torch.tensor(1.0 + h, dtype=torch.float64), q, k, v, 3, w_out) - base_loss).item() / h
+    fd = (
+        _loss(torch.tensor(1.0 + h, dtype=torch.float64), q, k, v, 3, w_out) - base_loss
+    ).item() / h
     assert abs(a.grad.item()) > 1e-3
     assert abs(a.grad.item() - fd) <= 0.01 * abs(fd)
 
@@ -170,7 +182,7 @@ def test_masked_keys_leak_nothing():
     dists = attended_distances(1.0, 2, 64, rungs=8)
     assert 4 not in dists
     k2, v2 = k.clone(), v.clone()
-    k2[:, :, 59], v2[:, :, 59] = 1e4, 1e6                               # distance 4 from t=63
+    k2[:, :, 59], v2[:, :, 59] = 1e4, 1e6  # distance 4 from t=63
     for path in ("shift", "mask", "interp"):
         a = torch.tensor(1.0) if path == "interp" else 1.0
         o1 = sparse_attention(q, k, v, alpha=a, window=2, rungs=8, path=path)
@@ -203,17 +215,24 @@ def test_shift_and_interp_memory_is_linear_in_T(learned):
     assert sizes[2048] <= 2.2 * sizes[1024]
 
 
-@pytest.mark.parametrize("call,needle", [
-    (lambda q, k, v: sparse_attention(q[0], k, v, alpha=1.0, window=2), "4-D"),
-    (lambda q, k, v: sparse_attention(q, k[:, :1], v, alpha=1.0, window=2), "same shape"),
-    (lambda q, k, v: sparse_attention(q[:, :3], k, v, alpha=1.0, window=2), "n_heads=3"),
-    (lambda q, k, v: sparse_attention(q, k, v, alpha=1.0, window=-2), "W=-2"),
-    (lambda q, k, v: sparse_attention(q, k, v, alpha=0.0, window=2), "alpha=0.0"),
-    (lambda q, k, v: sparse_attention(q, k, v, alpha=1.0, window=2, path="fast"), "'fast'"),
-    (lambda q, k, v: sparse_attention(q, k, v, alpha=torch.tensor(1.0), window=2, path="mask"),
-     "interp"),
-    (lambda q, k, v: sparse_attention(q, k, v, alpha=torch.ones(3), window=2), r"\(3,\)"),
-])
+@pytest.mark.parametrize(
+    "call,needle",
+    [
+        (lambda q, k, v: sparse_attention(q[0], k, v, alpha=1.0, window=2), "4-D"),
+        (lambda q, k, v: sparse_attention(q, k[:, :1], v, alpha=1.0, window=2), "same shape"),
+        (lambda q, k, v: sparse_attention(q[:, :3], k, v, alpha=1.0, window=2), "n_heads=3"),
+        (lambda q, k, v: sparse_attention(q, k, v, alpha=1.0, window=-2), "W=-2"),
+        (lambda q, k, v: sparse_attention(q, k, v, alpha=0.0, window=2), "alpha=0.0"),
+        (lambda q, k, v: sparse_attention(q, k, v, alpha=1.0, window=2, path="fast"), "'fast'"),
+        (
+            lambda q, k, v: sparse_attention(
+                q, k, v, alpha=torch.tensor(1.0), window=2, path="mask"
+            ),
+            "interp",
+        ),
+        (lambda q, k, v: sparse_attention(q, k, v, alpha=torch.ones(3), window=2), r"\(3,\)"),
+    ],
+)
 def test_bad_input(call, needle):
     q, k, v = make_qkv(1, 4, 2, 16, 4)
     with pytest.raises(ValueError, match=needle):
@@ -228,12 +247,14 @@ def test_gradients_match_finite_differences(alpha, H, KV):
     for x in (q, k, v):
         x.requires_grad_(True)
     assert torch.autograd.gradcheck(
-        lambda q, k, v: sparse_attention(q, k, v, alpha=alpha, window=2, rungs=7), (q, k, v))
+        lambda q, k, v: sparse_attention(q, k, v, alpha=alpha, window=2, rungs=7), (q, k, v)
+    )
     if alpha == 1.0:
-        return          # central differences in α would straddle the integer-offset jump
+        return  # central differences in α would straddle the integer-offset jump
     a = torch.tensor(alpha, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(
-        lambda q, k, v, a: sparse_attention(q, k, v, alpha=a, window=2, rungs=7), (q, k, v, a))
+        lambda q, k, v, a: sparse_attention(q, k, v, alpha=a, window=2, rungs=7), (q, k, v, a)
+    )
 
 
 def test_integer_gradients_match_dense_oracle():
@@ -241,8 +262,10 @@ def test_integer_gradients_match_dense_oracle():
     w = torch.randn(q.shape, dtype=torch.float64)
     dists = attended_distances(0.6, 3, 70, rungs=9)
     grads = []
-    for fn in (lambda q, k, v: sparse_attention(q, k, v, alpha=0.6, window=3, rungs=9),
-               lambda q, k, v: oracle_integer(q, k, v, dists)):
+    for fn in (
+        lambda q, k, v: sparse_attention(q, k, v, alpha=0.6, window=3, rungs=9),
+        lambda q, k, v: oracle_integer(q, k, v, dists),
+    ):
         xs = [x.clone().requires_grad_(True) for x in (q, k, v)]
         (fn(*xs) * w).sum().backward()
         grads.append([x.grad for x in xs])

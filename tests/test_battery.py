@@ -1,4 +1,5 @@
 """The auxiliary battery: answers re-derived by brute force, seeds, chance levels, scoring."""
+
 import math
 
 import pytest
@@ -8,8 +9,8 @@ from lab.model import build_model
 from probes import battery
 from probes.battery import Alphabet, lego_batch, ruler_vt_batch, run_battery
 
-
 # ---------------------------------------------------------------- brute-force reading of items
+
 
 def _statements(row: list[int], a: Alphabet) -> tuple[list[list[int]], int]:
     """Split one sequence into statements (without ';') and return them with the queried var."""
@@ -69,6 +70,7 @@ def _resolve_lego(row: list[int], a: Alphabet) -> int:
 
 # ------------------------------------------------------------------------------------ contents
 
+
 @pytest.mark.parametrize("vocab", [64, 512, 32768])
 @pytest.mark.parametrize("hops", [1, 2, 3, 4])
 def test_ruler_answers_rederived(vocab, hops):
@@ -82,10 +84,10 @@ def test_ruler_answers_rederived(vocab, hops):
         assert int(b.candidates[i, b.answer_index[i]]) == ans
         stmts, _ = _statements(row, a)
         values = sorted(s[2] for s in stmts if a.value_range[0] <= s[2] < a.value_range[1])
-        assert sorted(b.candidates[i].tolist()) == values          # the 9 values present
+        assert sorted(b.candidates[i].tolist()) == values  # the 9 values present
         assert len(set(values)) == len(values) == 1 + battery.N_DISTRACTORS
         lhs = [s[0] for s in stmts]
-        assert len(set(lhs)) == hops + battery.N_DISTRACTORS      # fresh variables throughout
+        assert len(set(lhs)) == hops + battery.N_DISTRACTORS  # fresh variables throughout
 
 
 @pytest.mark.parametrize("vocab", [64, 512])
@@ -128,7 +130,7 @@ def test_left_padding_and_too_short():
     b = ruler_vt_batch(4, 2, a, seq_len=60, generator=0)
     n = battery.ruler_vt_length(2)
     assert b.x.shape == (4, 60) and (b.x[:, : 60 - n] == a.pad).all()
-    assert torch.equal(b.x[:, 60 - n:], ruler_vt_batch(4, 2, a, generator=0).x)
+    assert torch.equal(b.x[:, 60 - n :], ruler_vt_batch(4, 2, a, generator=0).x)
     with pytest.raises(ValueError, match="seq_len"):
         lego_batch(4, 4, a, seq_len=10, generator=0)
 
@@ -155,14 +157,16 @@ def test_alphabet_layout_and_errors():
 
 def test_seeds_reproduce():
     a = Alphabet(512)
-    for make in (lambda g: ruler_vt_batch(16, 3, a, generator=g),
-                 lambda g: lego_batch(16, 3, a, generator=g)):
+    for make in (
+        lambda g: ruler_vt_batch(16, 3, a, generator=g),
+        lambda g: lego_batch(16, 3, a, generator=g),
+    ):
         b1, b2, b3 = make(7), make(7), make(8)
         for f1, f2 in zip(b1, b2):
             assert torch.equal(f1, f2)
         assert not torch.equal(b1.x, b3.x)
         g = torch.Generator().manual_seed(7)
-        first, second = make(g), make(g)                 # a generator advances
+        first, second = make(g), make(g)  # a generator advances
         assert torch.equal(first.x, b1.x) and not torch.equal(second.x, b1.x)
 
 
@@ -176,8 +180,10 @@ def test_chance_levels():
 
 # ------------------------------------------------------------------------------------- scoring
 
+
 class Oracle(torch.nn.Module):
     """Cheats: reads the answer off the sequence by brute force and puts all mass on it."""
+
     def __init__(self, vocab, alphabet):
         super().__init__()
         self.vocab, self.a = vocab, alphabet
@@ -193,6 +199,7 @@ class Oracle(torch.nn.Module):
 
 class Constant(torch.nn.Module):
     """Equal logits everywhere: the forced choice falls on the first candidate."""
+
     def __init__(self, vocab):
         super().__init__()
         self.vocab = vocab
@@ -203,6 +210,7 @@ class Constant(torch.nn.Module):
 
 class Noise(torch.nn.Module):
     """Random logits independent of the input."""
+
     def __init__(self, vocab):
         super().__init__()
         self.vocab, self.g = vocab, torch.Generator().manual_seed(3)
@@ -240,12 +248,12 @@ def test_run_battery_on_fiblm():
     model = build_model("tiny")
     model.train()
     rep = run_battery(model, 64, seq_len=None, n=8, seed=0, device="cpu")
-    assert model.training                                  # mode restored
+    assert model.training  # mode restored
     for task in ("ruler_vt", "lego"):
         assert 0.0 <= rep[task]["acc"] <= 1.0 and rep[task]["n"] == 24
     again = run_battery(model, 64, n=8, seed=0)
-    assert again == rep                                     # seeded end to end
+    assert again == rep  # seeded end to end
     with pytest.raises(ValueError, match="seq_len"):
-        run_battery(model, 64, seq_len=65, n=2)            # longer than the model's context
+        run_battery(model, 64, seq_len=65, n=2)  # longer than the model's context
     with pytest.raises(ValueError, match="vocab"):
-        run_battery(model, 512, n=2)                        # ids beyond the model's vocab
+        run_battery(model, 512, n=2)  # ids beyond the model's vocab

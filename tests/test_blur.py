@@ -13,28 +13,37 @@ Both implementations — "fft" (blurred rows by FFT) and "band" (dense scores + 
 kernel) — are checked against the oracles (the IMPLS parameter); the band kernel's bfloat16
 storage (the probe under autocast) against float32, and the automatic choice.
 """
+
 import math
 
 import pytest
 import torch
-
 from memtrace import MaxNumel
 
 import lab.blur as blur_mod
 from lab.attention import sparse_attention
 from lab.blur import blur_attention, blur_centres, blur_width
 from lab.kernels import cpu
-
-IMPLS = ["fft", pytest.param("band", marks=pytest.mark.skipif(
-    cpu.status() is not True, reason="the C++ kernel cannot be built here"))]
 from lab.offsets import fibonacci, rung_distances
+
+IMPLS = [
+    "fft",
+    pytest.param(
+        "band",
+        marks=pytest.mark.skipif(
+            cpu.status() is not True, reason="the C++ kernel cannot be built here"
+        ),
+    ),
+]
 
 
 def make_qkv(B, H, KV, T, D, seed=0, dtype=torch.float64):
     g = torch.Generator().manual_seed(seed)
-    return (torch.randn(B, H, T, D, generator=g, dtype=dtype),
-            torch.randn(B, KV, T, D, generator=g, dtype=dtype),
-            torch.randn(B, KV, T, D, generator=g, dtype=dtype))
+    return (
+        torch.randn(B, H, T, D, generator=g, dtype=dtype),
+        torch.randn(B, KV, T, D, generator=g, dtype=dtype),
+        torch.randn(B, KV, T, D, generator=g, dtype=dtype),
+    )
 
 
 def oracle_blur(q, k, v, alpha, window, width, rungs=15):
@@ -43,7 +52,7 @@ def oracle_blur(q, k, v, alpha, window, width, rungs=15):
     KV = k.shape[1]
     w = max(width, 0.25)
     R = math.ceil(2.5 * w)
-    cols = []                                           # (c, [(tap, weight), ...]) per kept rung
+    cols = []  # (c, [(tap, weight), ...]) per kept rung
     for f in fibonacci(rungs):
         if f <= window:
             continue
@@ -58,7 +67,7 @@ def oracle_blur(q, k, v, alpha, window, width, rungs=15):
     for h in range(H):
         kv = h // (H // KV)
         for t in range(T):
-            keys, vals = [], []                                  # each (B, D)
+            keys, vals = [], []  # each (B, D)
             for d in range(min(window, T - 1) + 1):
                 if d <= t:
                     keys.append(k[:, kv, t - d])
@@ -67,7 +76,7 @@ def oracle_blur(q, k, v, alpha, window, width, rungs=15):
                 if c <= t:
                     keys.append(sum(gj * k[:, kv, max(t - j, 0)] for j, gj in taps))
                     vals.append(sum(gj * v[:, kv, max(t - j, 0)] for j, gj in taps))
-            s = torch.stack(keys, 1) @ q[:, h, t, :, None] / math.sqrt(D)   # (B, C, 1)
+            s = torch.stack(keys, 1) @ q[:, h, t, :, None] / math.sqrt(D)  # (B, C, 1)
             out[:, h, t] = (s.softmax(1) * torch.stack(vals, 1)).sum(1)
     return out
 
@@ -76,9 +85,9 @@ def oracle_blur(q, k, v, alpha, window, width, rungs=15):
 # T − 1 (a rung centred near the end of the sequence).
 CASES = [
     (1.0, 2.0, 8, 40, 2, 2),
-    (0.73, 6.0, 0, 30, 4, 2),      # R = 15; f = 1 → c = 1: taps clamp at 1; f = 34 → c = 25: at 29
-    (1.37, 9.0, 1, 36, 4, 1),      # R = 23; f = 2 → c = 3 and f = 21 → c = 29: clamp at 1 and 35
-    (0.55, 0.1, 3, 48, 6, 3),      # width floored to 0.25
+    (0.73, 6.0, 0, 30, 4, 2),  # R = 15; f = 1 → c = 1: taps clamp at 1; f = 34 → c = 25: at 29
+    (1.37, 9.0, 1, 36, 4, 1),  # R = 23; f = 2 → c = 3 and f = 21 → c = 29: clamp at 1 and 35
+    (0.55, 0.1, 3, 48, 6, 3),  # width floored to 0.25
 ]
 
 
@@ -86,8 +95,9 @@ CASES = [
 @pytest.mark.parametrize("alpha,width,W,T,H,KV", CASES)
 def test_matches_bruteforce(alpha, width, W, T, H, KV, impl):
     q, k, v = make_qkv(2, H, KV, T, 4, seed=T)
-    got = blur_attention(q, k, v, alpha=torch.tensor(alpha, dtype=torch.float64), window=W,
-                         width=width, impl=impl)
+    got = blur_attention(
+        q, k, v, alpha=torch.tensor(alpha, dtype=torch.float64), window=W, width=width, impl=impl
+    )
     want = oracle_blur(q, k, v, alpha, W, width)
     assert got.shape == q.shape
     torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
@@ -118,8 +128,10 @@ def test_alpha_gradient_matches_finite_differences(impl):
     a = torch.tensor(a0, dtype=torch.float64, requires_grad=True)
     loss(a).backward()
     with torch.no_grad():
-        fd = (loss(torch.tensor(a0 + eps, dtype=torch.float64))
-              - loss(torch.tensor(a0 - eps, dtype=torch.float64))) / (2 * eps)
+        fd = (
+            loss(torch.tensor(a0 + eps, dtype=torch.float64))
+            - loss(torch.tensor(a0 - eps, dtype=torch.float64))
+        ) / (2 * eps)
     assert abs(fd.item()) > 1e-3
     assert abs(a.grad.item() - fd.item()) <= 0.01 * abs(fd.item())
 
@@ -127,13 +139,14 @@ def test_alpha_gradient_matches_finite_differences(impl):
 @pytest.mark.parametrize("impl", IMPLS)
 def test_gradcheck_qkv_and_alpha(impl):
     q, k, v = make_qkv(1, 2, 1, 14, 3, seed=5)
-    a = torch.tensor(0.93, dtype=torch.float64)          # no α·f at a half-integer (0.9·5 is)
+    a = torch.tensor(0.93, dtype=torch.float64)  # no α·f at a half-integer (0.9·5 is)
     for x in (q, k, v, a):
         x.requires_grad_(True)
     assert torch.autograd.gradcheck(
-        lambda q_, k_, v_, a_: blur_attention(q_, k_, v_, alpha=a_, window=1, width=2.0,
-                                              impl=impl),
-        (q, k, v, a), fast_mode=True)
+        lambda q_, k_, v_, a_: blur_attention(q_, k_, v_, alpha=a_, window=1, width=2.0, impl=impl),
+        (q, k, v, a),
+        fast_mode=True,
+    )
 
 
 def test_width_schedule():
@@ -159,7 +172,7 @@ def test_narrow_width_approaches_integer_shift(alpha):
     W, T, D = 8, 300, 8
     q, k, v = make_qkv(1, 4, 2, T, D, seed=11)
     base = [f for f in fibonacci(15) if f > W]
-    assert blur_centres(alpha, W, T) == rung_distances(alpha, W, T, base=base)   # exact
+    assert blur_centres(alpha, W, T) == rung_distances(alpha, W, T, base=base)  # exact
     ref = sparse_attention(q, k, v, alpha=alpha, window=W, base=base, path="shift")
     a = torch.tensor(alpha, dtype=torch.float64)
     err_narrow = (blur_attention(q, k, v, alpha=a, window=W, width=0.25) - ref).abs().max()
@@ -173,7 +186,7 @@ def test_narrow_width_approaches_integer_shift(alpha):
 
 def test_no_quadratic_or_band_tensor():
     B, H, KV, T, D, W, width = 1, 2, 1, 512, 4, 4, 40.0
-    M = 2 * math.ceil(2.5 * width) + 1                                       # 201 taps
+    M = 2 * math.ceil(2.5 * width) + 1  # 201 taps
     q, k, v = make_qkv(B, H, KV, T, D, dtype=torch.float32)
     for x in (q, k, v):
         x.requires_grad_(True)
@@ -182,7 +195,7 @@ def test_no_quadratic_or_band_tensor():
     with MaxNumel() as m:
         blur_attention(q, k, v, alpha=a, window=W, width=width, impl="fft").sum().backward()
     assert a.grad is not None and a.grad.item() != 0.0
-    linear = max(B * H * T * C, B * KV * D * (T + M))                        # logits / gathered rows
+    linear = max(B * H * T * C, B * KV * D * (T + M))  # logits / gathered rows
     assert m.max_numel <= linear
     assert m.max_numel < T * T // 4 and m.max_numel < T * M * D // 16
 
@@ -205,8 +218,9 @@ def test_validation():
 def test_matches_bruteforce_width_beyond_sequence(impl):
     """R = 100 > T: most taps clamp at 1 or T − 1 (the FFT padding P is then T − 1 − c)."""
     q, k, v = make_qkv(1, 2, 1, 40, 3, seed=41)
-    got = blur_attention(q, k, v, alpha=torch.tensor(1.1, dtype=torch.float64), window=2,
-                         width=40.0, impl=impl)
+    got = blur_attention(
+        q, k, v, alpha=torch.tensor(1.1, dtype=torch.float64), window=2, width=40.0, impl=impl
+    )
     want = oracle_blur(q, k, v, 1.1, 2, 40.0)
     torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
 
@@ -220,7 +234,7 @@ def test_float32_agrees_with_float64(width, impl):
     res = {}
     for dtype in (torch.float32, torch.float64):
         xs = [x.to(dtype).requires_grad_(True) for x in (q, k, v)]
-        a = torch.tensor(0.93, dtype=torch.float64, requires_grad=True)   # same α in both runs
+        a = torch.tensor(0.93, dtype=torch.float64, requires_grad=True)  # same α in both runs
         out = blur_attention(*xs, alpha=a, window=8, width=width, impl=impl)
         (out * wgt.to(dtype)).sum().backward()
         res[dtype] = [out] + [x.grad for x in xs] + [a.grad]
@@ -262,29 +276,29 @@ def test_band_choice_and_fallback(monkeypatch):
         blur_attention(q, k, v, alpha=a, window=2, width=1.0, impl="nope")
     calls = []
     real = blur_mod._band_attention
-    monkeypatch.setattr(blur_mod, "_band_attention",
-                        lambda *args: calls.append(1) or real(*args))
+    monkeypatch.setattr(blur_mod, "_band_attention", lambda *args: calls.append(1) or real(*args))
     if cpu.status() is True:
-        blur_attention(q, k, v, alpha=a, window=2, width=1.0)                # auto: small → band
+        blur_attention(q, k, v, alpha=a, window=2, width=1.0)  # auto: small → band
         assert calls == [1]
         monkeypatch.setattr(blur_mod, "BAND_MAX_ELEMENTS", 2 * 16 * 16 - 1)
-        blur_attention(q, k, v, alpha=a, window=2, width=1.0)                # above the limit
+        blur_attention(q, k, v, alpha=a, window=2, width=1.0)  # above the limit
         assert calls == [1]
     before = len(calls)
-    monkeypatch.setenv("FIBLAB_BLUR_IMPL", "fft")                          # forced: no band call
+    monkeypatch.setenv("FIBLAB_BLUR_IMPL", "fft")  # forced: no band call
     blur_attention(q, k, v, alpha=a, window=2, width=1.0)
     assert len(calls) == before
     monkeypatch.setenv("FIBLAB_BLUR_IMPL", "fast")
     with pytest.raises(ValueError, match="FIBLAB_BLUR_IMPL='fast'"):
         blur_attention(q, k, v, alpha=a, window=2, width=1.0)
     monkeypatch.delenv("FIBLAB_BLUR_IMPL")
-    monkeypatch.setattr(cpu, "_STATE", {})                          # forget any loaded build
+    monkeypatch.setattr(cpu, "_STATE", {})  # forget any loaded build
 
     def no_compiler():
         raise RuntimeError("c++: not found")
+
     monkeypatch.setattr(cpu, "_build", no_compiler)
     monkeypatch.setattr(blur_mod, "BAND_MAX_ELEMENTS", 1 << 25)
-    out = blur_attention(q, k, v, alpha=a, window=2, width=1.0)             # auto → fft
+    out = blur_attention(q, k, v, alpha=a, window=2, width=1.0)  # auto → fft
     assert len(calls) == before
     torch.testing.assert_close(out, oracle_blur(q, k, v, 1.0, 2, 1.0), rtol=1e-6, atol=1e-6)
     with pytest.raises(ValueError, match=r"impl='band' needs the C\+\+ kernel.*c\+\+: not found"):
@@ -296,8 +310,9 @@ def test_band_choice_and_fallback(monkeypatch):
 def test_short_sequences(T, W, impl):
     """T at and below the window and the first rungs (no rung kept, or one at the very end)."""
     q, k, v = make_qkv(1, 2, 1, T, 4, seed=T + 7 * W)
-    got = blur_attention(q, k, v, alpha=torch.tensor(0.7, dtype=torch.float64), window=W,
-                         width=3.0, impl=impl)
+    got = blur_attention(
+        q, k, v, alpha=torch.tensor(0.7, dtype=torch.float64), window=W, width=3.0, impl=impl
+    )
     torch.testing.assert_close(got, oracle_blur(q, k, v, 0.7, W, 3.0), rtol=1e-6, atol=1e-6)
 
 
@@ -306,8 +321,9 @@ def test_no_rung_kept_under_autocast(impl):
     """T = 5 < every rung: only the window; bf16 autocast must still run (and match float64)."""
     q, k, v = make_qkv(1, 2, 1, 5, 4, seed=3)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        got = blur_attention(q.float(), k.float(), v.float(), alpha=torch.tensor(1.0), window=8,
-                             width=3.0, impl=impl)
+        got = blur_attention(
+            q.float(), k.float(), v.float(), alpha=torch.tensor(1.0), window=8, width=3.0, impl=impl
+        )
     want = oracle_blur(q, k, v, 1.0, 8, 3.0)
     assert (got.double() - want).abs().max().item() <= 0.03 * want.abs().max().item()
 
@@ -319,11 +335,13 @@ def test_output_dtype_follows_the_inputs(impl):
     a = torch.tensor(0.9)
     want = oracle_blur(q, k, v, 0.9, 2, 3.0)
     for dtype in (torch.float16, torch.bfloat16, torch.float32):
-        got = blur_attention(q.to(dtype), k.to(dtype), v.to(dtype), alpha=a, window=2,
-                             width=3.0, impl=impl)
+        got = blur_attention(
+            q.to(dtype), k.to(dtype), v.to(dtype), alpha=a, window=2, width=3.0, impl=impl
+        )
         assert got.dtype == dtype
         assert (got.double() - want).abs().max().item() <= 0.03 * want.abs().max().item()
-    with torch.autocast("cpu", dtype=torch.bfloat16):                  # q, k, v stay float32
-        got = blur_attention(q.float(), k.float(), v.float(), alpha=a, window=2, width=3.0,
-                             impl=impl)
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # q, k, v stay float32
+        got = blur_attention(
+            q.float(), k.float(), v.float(), alpha=a, window=2, width=3.0, impl=impl
+        )
     assert got.dtype == torch.float32

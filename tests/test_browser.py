@@ -1,7 +1,8 @@
 """A real browser: JupyterLab on 127.0.0.1, the coverage explorer opened in headless Chromium
 (Playwright), all cells run, one α slider moved with the keyboard, and the displayed union count
-changes to the value `lab.ui.coverage.explore` computes for the new α.  A screenshot lands in
+changes to the value `fiblab.ui.coverage.explore` computes for the new α.  A screenshot lands in
 tests/artifacts/ when it fails.  Skipped (with the reason) only without Chromium or Playwright."""
+
 import os
 import re
 import secrets
@@ -20,14 +21,18 @@ ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = ROOT / "tests" / "artifacts"
 NOTEBOOK = ROOT / "notebooks" / "01_coverage_explorer.ipynb"
-LAYER = 3                                  # the slider the test moves
-STEP = 0.01                                # lab.ui.coverage.ALPHA_STEP
+LAYER = 3  # the slider the test moves
+STEP = 0.01  # fiblab.ui.coverage.ALPHA_STEP
 
 if not os.path.exists(CHROMIUM):
-    pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium); "
-                f".ci/run does this when it runs as root", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api",
-                               reason="playwright is missing: .venv/bin/pip install playwright")
+    pytest.skip(
+        f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium); "
+        f".ci/run does this when it runs as root",
+        allow_module_level=True,
+    )
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="playwright is missing: .venv/bin/pip install playwright"
+)
 
 
 def _free_port() -> int:
@@ -45,19 +50,40 @@ def jupyter(tmp_path_factory):
     root.mkdir()
     shutil.copy(NOTEBOOK, root / NOTEBOOK.name)
     port, token = _free_port(), secrets.token_hex(16)
-    env = {**os.environ, "HOME": str(d / "home"), "JUPYTER_CONFIG_DIR": str(d / "config"),
-           "JUPYTER_RUNTIME_DIR": str(d / "runtime"), "JUPYTER_DATA_DIR": str(d / "data"),
-           "IPYTHONDIR": str(d / "ipython"), "FIBLAB_SMOKE": "1",
-           "FIBLAB_STORE": str(d / "store.db"), "FIBLAB_RUNS": str(d / "runs"),
-           "MPLBACKEND": "Agg"}
-    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1",
-           f"--port={port}", "--ServerApp.port_retries=0", f"--ServerApp.token={token}",
-           f"--ServerApp.root_dir={root}"]
+    env = {
+        **os.environ,
+        "HOME": str(d / "home"),
+        "JUPYTER_CONFIG_DIR": str(d / "config"),
+        "JUPYTER_RUNTIME_DIR": str(d / "runtime"),
+        "JUPYTER_DATA_DIR": str(d / "data"),
+        "IPYTHONDIR": str(d / "ipython"),
+        "FIBLAB_SMOKE": "1",
+        "FIBLAB_STORE": str(d / "store.db"),
+        "FIBLAB_RUNS": str(d / "runs"),
+        "MPLBACKEND": "Agg",
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--no-browser",
+        "--ip=127.0.0.1",
+        f"--port={port}",
+        "--ServerApp.port_retries=0",
+        f"--ServerApp.token={token}",
+        f"--ServerApp.root_dir={root}",
+    ]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
     log = open(d / "server.log", "wb")
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -67,13 +93,14 @@ def jupyter(tmp_path_factory):
                     break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail("JupyterLab did not start:\n"
-                                + (d / "server.log").read_text()[-3000:])
+                    pytest.fail(
+                        "JupyterLab did not start:\n" + (d / "server.log").read_text()[-3000:]
+                    )
                 time.sleep(0.3)
         yield {"base": base, "token": token, "log": d / "server.log"}
     finally:
         if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGTERM)              # shuts the kernels down cleanly
+            os.kill(proc.pid, signal.SIGTERM)  # shuts the kernels down cleanly
             try:
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
@@ -83,8 +110,9 @@ def jupyter(tmp_path_factory):
 
 
 def _expected_union(presses: int) -> tuple[float, int]:
+    from fiblab.ui.coverage import explore
     from lab.schedules import layer_alphas
-    from lab.ui.coverage import explore
+
     alphas = layer_alphas("stagger", 16)
     alphas[LAYER] = round(alphas[LAYER] + presses * STEP, 2)
     return alphas[LAYER], explore(alphas)["union"]
@@ -98,27 +126,37 @@ def test_slider_changes_the_union_count_in_a_real_browser(jupyter):
     url = f"{jupyter['base']}/lab/tree/{NOTEBOOK.name}?token={jupyter['token']}"
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(
-            executable_path=CHROMIUM, headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run",
-                  "--disable-dev-shm-usage"])
+            executable_path=CHROMIUM,
+            headless=True,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+                "--disable-dev-shm-usage",
+            ],
+        )
         page = browser.new_page(viewport={"width": 1500, "height": 1100})
         try:
             # a "Select Kernel" dialog may still appear (session start race): accept it
             # whenever it shows, before any action or assertion
-            page.add_locator_handler(page.locator(".jp-Dialog"),
-                                     lambda d: d.locator(".jp-mod-accept").click())
+            page.add_locator_handler(
+                page.locator(".jp-Dialog"), lambda d: d.locator(".jp-mod-accept").click()
+            )
             page.goto(url)
             page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=60_000)
             # kernel ready: the status bar names the kernel and says Idle (the toolbar's
             # execution indicator already says idle while the session has "No Kernel")
             page.locator(".jp-StatusBar-TextItem").filter(
-                has_text=re.compile(r"^(?!No Kernel).+ \| Idle$")).wait_for(timeout=60_000)
+                has_text=re.compile(r"^(?!No Kernel).+ \| Idle$")
+            ).wait_for(timeout=60_000)
             count = page.locator(".fib-union .fib-union-count")
-            for attempt in range(3):                       # a Run All sent while the session
-                page.get_by_role("menuitem", name="Run", exact=True).click()   # still picks
+            for attempt in range(3):  # a Run All sent while the session
+                page.get_by_role("menuitem", name="Run", exact=True).click()  # still picks
                 page.get_by_role("menuitem", name=re.compile(r"^Run All Cells")).click()
-                try:                                        # its kernel can be dropped
+                try:  # its kernel can be dropped
                     count.wait_for(state="attached", timeout=20_000 * (attempt + 1))
                     print(f"run all: attempt {attempt + 1}")
                     break
@@ -139,8 +177,7 @@ def test_slider_changes_the_union_count_in_a_real_browser(jupyter):
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
             shot = ARTIFACTS / "browser-coverage-explorer.png"
             page.screenshot(path=str(shot), full_page=True)
-            print(f"screenshot: {shot}\nserver log tail:\n"
-                  + jupyter["log"].read_text()[-3000:])
+            print(f"screenshot: {shot}\nserver log tail:\n" + jupyter["log"].read_text()[-3000:])
             raise
         finally:
             browser.close()

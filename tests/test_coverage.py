@@ -1,26 +1,35 @@
 """Coverage and receptive-field counters against SPEC §9 and brute force."""
+
 import itertools
 import json
 import random
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from lab.cli import main as cli_main
+from fiblab.cli import main as cli_main
 from probes.coverage import coverage, schedule_coverage
-from probes.receptive_field import (bits_to_list, effective_field, min_hops, reachable,
-                                    reachable_fraction, scheme_sets)
-
+from probes.receptive_field import (
+    bits_to_list,
+    effective_field,
+    min_hops,
+    reachable,
+    reachable_fraction,
+    scheme_sets,
+)
 
 # SPEC §9 (copied): (layers, K, W, rounding, base) -> (fixed union, stagger union)
 SPEC9 = [
-    (16, 15, 6, "round", "fib", 18, 133), (16, 15, 8, "round", "fib", 19, 133),
-    (16, 15, 10, "round", "fib", 21, 133), (16, 15, 12, "round", "fib", 23, 133),
-    (16, 15, 8, "floor", "fib", 19, 139), (16, 15, 8, "ceil", "fib", 19, 138),
-    (8, 15, 8, "round", "fib", 19, 74), (8, 15, 8, "floor", "fib", 19, 75),
-    (8, 25, 8, "round", "fib", 19, 75), (8, 25, 8, "floor", "fib", 19, 76),
+    (16, 15, 6, "round", "fib", 18, 133),
+    (16, 15, 8, "round", "fib", 19, 133),
+    (16, 15, 10, "round", "fib", 21, 133),
+    (16, 15, 12, "round", "fib", 23, 133),
+    (16, 15, 8, "floor", "fib", 19, 139),
+    (16, 15, 8, "ceil", "fib", 19, 138),
+    (8, 15, 8, "round", "fib", 19, 74),
+    (8, 15, 8, "floor", "fib", 19, 75),
+    (8, 25, 8, "round", "fib", 19, 75),
+    (8, 25, 8, "floor", "fib", 19, 76),
     (16, 15, 8, "round", "pow2", 15, 101),
 ]
 
@@ -36,7 +45,7 @@ def test_spec9_union_table(L, K, W, rounding, base, fixed, stagger):
 
 def test_spec9_beyond_window_and_floor_at_w12():
     r = schedule_coverage("fixed", 16, window=8)
-    assert r["union_beyond_window"] == 10                       # the paper's "19" counts 9 window
+    assert r["union_beyond_window"] == 10  # the paper's "19" counts 9 window
     assert schedule_coverage("stagger", 16, window=8)["union_beyond_window"] == 124
     assert schedule_coverage("stagger", 8, window=12, rounding="floor")["union"] == 76
 
@@ -54,7 +63,12 @@ def _brute_set(alpha, W, T, fib, rounding):
 @pytest.mark.parametrize("seed", range(6))
 def test_brute_force_recount_on_random_schedules(seed):
     rng = random.Random(seed)
-    L, W, T, b = rng.randint(1, 12), rng.randint(0, 12), rng.choice([64, 300, 1024]), rng.randint(0, 10)
+    L, W, T, b = (
+        rng.randint(1, 12),
+        rng.randint(0, 12),
+        rng.choice([64, 300, 1024]),
+        rng.randint(0, 10),
+    )
     rounding = rng.choice(["round", "floor", "ceil"])
     alphas = [rng.uniform(0.5, 1.5) for _ in range(L)]
     fib = [1, 2]
@@ -114,8 +128,9 @@ def test_effective_field_matches_enumeration():
     T, res = 40, 0.25
     want = np.zeros(T)
     # each layer: stay with prob res, else uniform over its set (0 included)
-    for combo in itertools.product(*[[(None, res)] + [(d, (1 - res) / len(s)) for d in s]
-                                     for s in sets]):
+    for combo in itertools.product(
+        *[[(None, res)] + [(d, (1 - res) / len(s)) for d in s] for s in sets]
+    ):
         delta = sum(d for d, _ in combo if d is not None)
         want[delta] += np.prod([p for _, p in combo])
     got = effective_field(sets, T, residual=res)[-1]
@@ -135,9 +150,29 @@ def test_dense_reaches_everything_after_one_layer():
 
 
 def test_cli_coverage_json(capsys):
-    assert cli_main(["coverage", "--layers", "8", "--window", "8", "--rungs", "25",
-                     "--seq-len", "1024", "--schedule", "stagger", "--base", "fib",
-                     "--rounding", "round", "--json"]) == 0
+    assert (
+        cli_main(
+            [
+                "coverage",
+                "--layers",
+                "8",
+                "--window",
+                "8",
+                "--rungs",
+                "25",
+                "--seq-len",
+                "1024",
+                "--schedule",
+                "stagger",
+                "--base",
+                "fib",
+                "--rounding",
+                "round",
+                "--json",
+            ]
+        )
+        == 0
+    )
     r = json.loads(capsys.readouterr().out)
     assert r["union"] == 75 and r["union_beyond_window"] == 66 and len(r["per_layer"]) == 8
     assert 0 < r["band_coverage"] < 1 and r["convention"]["rounding"] == "round"

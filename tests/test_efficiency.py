@@ -1,5 +1,6 @@
 """Efficiency: FLOPs and keys per query against what the attention actually reads; SPEC §5.8;
 measured numbers well-formed."""
+
 import argparse
 import json
 import math
@@ -7,6 +8,7 @@ import math
 import pytest
 import torch
 
+from fiblab.cli.measure import add_efficiency
 from lab import efficiency as eff
 from lab.attention import bool_mask, sparse_attention
 from lab.model import FibLM, config_for
@@ -22,12 +24,21 @@ def _read_pattern(cfg, layer_alpha, T):
     g = torch.Generator().manual_seed(1)
     q = torch.randn(1, 2, T, T, generator=g, dtype=torch.float64)
     k = torch.randn(1, 1, T, T, generator=g, dtype=torch.float64)
-    v = torch.eye(T, dtype=torch.float64)[None, None]                     # (1, 1, T, T)
-    out = sparse_attention(q, k, v, alpha=layer_alpha, window=cfg.window, base=cfg.base,
-                           rungs=cfg.rungs, rounding=cfg.rounding,
-                           path="dense" if cfg.attention == "dense" else "auto",
-                           reach=cfg.rung_reach, scale=0.1)
-    assert torch.equal(out[0, 0] > 0, out[0, 1] > 0)                      # same for every head
+    v = torch.eye(T, dtype=torch.float64)[None, None]  # (1, 1, T, T)
+    out = sparse_attention(
+        q,
+        k,
+        v,
+        alpha=layer_alpha,
+        window=cfg.window,
+        base=cfg.base,
+        rungs=cfg.rungs,
+        rounding=cfg.rounding,
+        path="dense" if cfg.attention == "dense" else "auto",
+        reach=cfg.rung_reach,
+        scale=0.1,
+    )
+    assert torch.equal(out[0, 0] > 0, out[0, 1] > 0)  # same for every head
     return out[0, 0] > 0
 
 
@@ -42,7 +53,7 @@ def test_flops_match_the_attended_pattern(scheme, T):
         assert a["reads"][layer] == int(pattern.sum())
         assert a["flops"][layer] == int(pattern.sum()) * 4 * D * H
         assert a["keys_per_query"][layer] == pytest.approx(pattern.sum(1).double().mean().item())
-        if scheme != "dense":                                            # and the bool mask
+        if scheme != "dense":  # and the bool mask
             sets = cfg.attended_sets()
             assert int(bool_mask(T, sets[layer]).sum()) == a["reads"][layer]
             assert a["columns"][layer] == len(sets[layer])
@@ -70,7 +81,7 @@ def test_learned_counts_two_rows_per_rung(T):
     a = eff.analyze(cfg)
     cols = eff.layer_columns(cfg)
     for layer, block in enumerate(model.blocks):
-        alpha = block.attn.alpha                                        # the model's float32 α
+        alpha = block.attn.alpha  # the model's float32 α
         pattern = _read_pattern(cfg, alpha, T)
         # the rows the columns name are exactly the rows the interp path reads
         expect = torch.zeros(T, T, dtype=torch.bool)
@@ -81,8 +92,9 @@ def test_learned_counts_two_rows_per_rung(T):
                         expect[i, i - d - r] = True
         assert torch.equal(pattern, expect)
         # a brute-force count of reads, position by position
-        reads = sum(1 for i in range(T) for d, rows in cols[layer] for r in range(rows)
-                    if i - d - r >= 0)
+        reads = sum(
+            1 for i in range(T) for d, rows in cols[layer] for r in range(rows) if i - d - r >= 0
+        )
         assert a["reads"][layer] == reads == int(pattern.sum())
         n_rungs = sum(rows == 2 for _, rows in cols[layer])
         assert n_rungs >= 4
@@ -94,31 +106,54 @@ def test_learned_counts_two_rows_per_rung(T):
 
 
 def test_learned_at_alpha_one_still_reads_two_rows():
-    cfg = eff.scheme_config("tiny", "learned", 64)                       # init fixed: α = 1
+    cfg = eff.scheme_config("tiny", "learned", 64)  # init fixed: α = 1
     cols = eff.layer_columns(cfg)[0]
     fixed = eff.layer_columns(eff.scheme_config("tiny", "fixed", 64))[0]
-    assert [d for d, _ in cols] == [d for d, _ in fixed]                 # same distances
+    assert [d for d, _ in cols] == [d for d, _ in fixed]  # same distances
     extra = sum(max(64 - d - 1, 0) for d, rows in cols if rows == 2)
-    assert eff.analyze(cfg)["reads"][0] == eff.analyze(
-        eff.scheme_config("tiny", "fixed", 64))["reads"][0] + extra
+    assert (
+        eff.analyze(cfg)["reads"][0]
+        == eff.analyze(eff.scheme_config("tiny", "fixed", 64))["reads"][0] + extra
+    )
 
 
 def test_spec_5_8_analytic_table():
     """SPEC §5.8: 8 layers, d 512, 8 heads, W 8, K 25; Katt, union and the paper's GFLOP."""
     cfg = config_for("paper-60m", n_layers=8, rungs=25, vocab_size=512)
-    df = eff.efficiency_table(cfg, [1024, 2048, 4096, 8192, 16384],
-                              ["dense", "pow2", "fixed", "stagger"])
+    df = eff.efficiency_table(
+        cfg, [1024, 2048, 4096, 8192, 16384], ["dense", "pow2", "fixed", "stagger"]
+    )
     spec = {  # T: {scheme: (Katt min, Katt max, GFLOP, union)}
-        1024: {"dense": (1024, 1024, 17.18, 1024), "pow2": (15, 15, 0.25, 15),
-               "fixed": (19, 19, 0.32, 19), "stagger": (18, 19, 0.32, 75)},
-        2048: {"dense": (2048, 2048, 68.72, 2048), "pow2": (16, 16, 0.54, 16),
-               "fixed": (20, 20, 0.67, 20), "stagger": (20, 21, 0.68, 87)},
-        4096: {"dense": (4096, 4096, 274.88, 4096), "pow2": (17, 17, 1.14, 17),
-               "fixed": (21, 21, 1.41, 21), "stagger": (21, 22, 1.47, 99)},
-        8192: {"dense": (8192, 8192, 1099.51, 8192), "pow2": (18, 18, 2.42, 18),
-               "fixed": (23, 23, 3.09, 23), "stagger": (23, 24, 3.10, 109)},
-        16384: {"dense": (16384, 16384, 4398.05, 16384), "pow2": (19, 19, 5.10, 19),
-                "fixed": (24, 24, 6.44, 24), "stagger": (24, 25, 6.61, 121)},
+        1024: {
+            "dense": (1024, 1024, 17.18, 1024),
+            "pow2": (15, 15, 0.25, 15),
+            "fixed": (19, 19, 0.32, 19),
+            "stagger": (18, 19, 0.32, 75),
+        },
+        2048: {
+            "dense": (2048, 2048, 68.72, 2048),
+            "pow2": (16, 16, 0.54, 16),
+            "fixed": (20, 20, 0.67, 20),
+            "stagger": (20, 21, 0.68, 87),
+        },
+        4096: {
+            "dense": (4096, 4096, 274.88, 4096),
+            "pow2": (17, 17, 1.14, 17),
+            "fixed": (21, 21, 1.41, 21),
+            "stagger": (21, 22, 1.47, 99),
+        },
+        8192: {
+            "dense": (8192, 8192, 1099.51, 8192),
+            "pow2": (18, 18, 2.42, 18),
+            "fixed": (23, 23, 3.09, 23),
+            "stagger": (23, 24, 3.10, 109),
+        },
+        16384: {
+            "dense": (16384, 16384, 4398.05, 16384),
+            "pow2": (19, 19, 5.10, 19),
+            "fixed": (24, 24, 6.44, 24),
+            "stagger": (24, 25, 6.61, 121),
+        },
     }
     for row in df.itertuples():
         kmin, kmax, gf, union = spec[row.T][row.scheme]
@@ -135,8 +170,9 @@ def test_attention_share_and_linear_flops():
     # linear FLOPs: 2·T per weight of every Linear inside the blocks, counted on a built model
     cfg = eff.scheme_config("tiny", "fixed", 32)
     model = FibLM(cfg)
-    weights = sum(m.weight.numel() for m in model.blocks.modules()
-                  if isinstance(m, torch.nn.Linear))
+    weights = sum(
+        m.weight.numel() for m in model.blocks.modules() if isinstance(m, torch.nn.Linear)
+    )
     assert eff.linear_flops(cfg) == 2 * 32 * weights
 
 
@@ -158,6 +194,7 @@ def test_table_ratios_and_errors():
 
 # ------------------------------------------------------------------------------------ measured
 
+
 @pytest.fixture
 def one_thread():
     """Timed runs with one thread: two OpenMP threads on a shared, loaded machine stall."""
@@ -172,11 +209,25 @@ def _positive_finite(x):
 
 
 def test_measured_table_is_well_formed(one_thread):
-    df = eff.efficiency_table("tiny", [48], ["fixed", "learned"], measure=True, repeats=1,
-                              batch=2, device="cpu", memory=False)
+    df = eff.efficiency_table(
+        "tiny",
+        [48],
+        ["fixed", "learned"],
+        measure=True,
+        repeats=1,
+        batch=2,
+        device="cpu",
+        memory=False,
+    )
     for row in df.to_dict(orient="records"):
-        for key in ("fwd_ms", "fwd_tok_s", "fwdbwd_ms", "fwdbwd_tok_s", "fwd_x_fixed",
-                    "fwdbwd_x_fixed"):
+        for key in (
+            "fwd_ms",
+            "fwd_tok_s",
+            "fwdbwd_ms",
+            "fwdbwd_tok_s",
+            "fwd_x_fixed",
+            "fwdbwd_x_fixed",
+        ):
             assert _positive_finite(row[key]), (key, row)
         assert row["fwd_tok_s"] == pytest.approx(2 * 48 / (row["fwd_ms"] / 1e3))
     assert df.set_index("scheme").loc["fixed", "fwd_x_fixed"] == 1.0
@@ -188,8 +239,17 @@ def test_measure_model_and_attention(one_thread):
     model = FibLM(eff.scheme_config("tiny", "stagger", 32))
     r = eff.measure_model(model, batch=1, repeats=1, backward=False)
     assert set(r) == {"fwd_ms", "fwd_tok_s"} and _positive_finite(r["fwd_ms"])
-    r = eff.measure_attention(64, "learned", window=4, rungs=8, n_heads=2, n_kv_heads=1,
-                              head_dim=16, repeats=1, memory=False)
+    r = eff.measure_attention(
+        64,
+        "learned",
+        window=4,
+        rungs=8,
+        n_heads=2,
+        n_kv_heads=1,
+        head_dim=16,
+        repeats=1,
+        memory=False,
+    )
     assert all(_positive_finite(v) for v in r.values()) and len(r) == 4
     with pytest.raises(ValueError, match="repeats"):
         eff.measure_model(model, repeats=0)
@@ -201,8 +261,8 @@ def test_peak_memory_positive(one_thread):
     mem = eff.peak_memory(cfg, batch=2)
     assert set(mem) == {"fwd", "fwdbwd"}
     for v in mem.values():
-        assert math.isfinite(v) and v > 4 * 2 ** 20
-    assert mem["fwdbwd"] > mem["fwd"]                   # activations are kept for backward
+        assert math.isfinite(v) and v > 4 * 2**20
+    assert mem["fwdbwd"] > mem["fwd"]  # activations are kept for backward
     with pytest.raises(ValueError, match="modes"):
         eff.peak_memory(cfg, modes=("bwd",))
 
@@ -210,18 +270,36 @@ def test_peak_memory_positive(one_thread):
 def test_cli_json():
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers()
-    eff.add_cli(sub)
-    args = parser.parse_args(["efficiency", "--preset", "tiny", "--lengths", "32", "64",
-                              "--schedules", "dense", "stagger", "--override", "window=3",
-                              "--json"])
+    add_efficiency(sub)
+    args = parser.parse_args(
+        [
+            "efficiency",
+            "--preset",
+            "tiny",
+            "--lengths",
+            "32",
+            "64",
+            "--schedules",
+            "dense",
+            "stagger",
+            "--override",
+            "window=3",
+            "--json",
+        ]
+    )
     import contextlib
     import io
+
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         assert args.fn(args) == 0
     out = json.loads(buf.getvalue())
-    assert [(r["T"], r["scheme"]) for r in out["rows"]] == [(32, "dense"), (32, "stagger"),
-                                                           (64, "dense"), (64, "stagger")]
+    assert [(r["T"], r["scheme"]) for r in out["rows"]] == [
+        (32, "dense"),
+        (32, "stagger"),
+        (64, "dense"),
+        (64, "stagger"),
+    ]
     assert out["attrs"]["override"] == {"window": 3}
     cfg = eff.scheme_config(config_for("tiny", window=3), "stagger", 64)
     assert out["rows"][3]["reads"] == sum(eff.analyze(cfg)["reads"])

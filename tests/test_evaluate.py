@@ -2,6 +2,7 @@
 (frozen rebuild = training logits, new rungs = lab.offsets / hand values, position-matched blocks
 = training-length windows), the paper's position bins (edges and its own dump), store rows, the
 run loader's errors and the CLI."""
+
 import argparse
 import json
 import math
@@ -13,11 +14,22 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from fiblab.cli.measure import add_eval
 from lab import offsets
 from lab.data import Mixture, prepare
-from lab.evaluate import (POSITION_BIN_EDGES, add_cli, bin_gap, bin_means, domain_perplexities,
-                          evaluate_run, heldout_perplexity, length_extrapolation, load_run,
-                          n_windows, position_bin_edges, position_resolved)
+from lab.evaluate import (
+    POSITION_BIN_EDGES,
+    bin_gap,
+    bin_means,
+    domain_perplexities,
+    evaluate_run,
+    heldout_perplexity,
+    length_extrapolation,
+    load_run,
+    n_windows,
+    position_bin_edges,
+    position_resolved,
+)
 from lab.model import build_model
 from lab.store import Store
 from lab.train import make_config, train
@@ -32,7 +44,7 @@ class FixedLogits(torch.nn.Module):
         super().__init__()
         self.logits = torch.as_tensor(logits, dtype=torch.float32)
 
-    def forward(self, ids):                                              # (B, T) -> (B, T, V)
+    def forward(self, ids):  # (B, T) -> (B, T, V)
         return self.logits.expand(*ids.shape, -1).clone(), None
 
 
@@ -47,8 +59,8 @@ def _direct_window_nll(model, toks, T, starts):
     rows = []
     with torch.no_grad():
         for s in starts:
-            x = torch.as_tensor(toks[s:s + T], dtype=torch.long)[None]
-            y = torch.as_tensor(toks[s + 1:s + T + 1], dtype=torch.long)
+            x = torch.as_tensor(toks[s : s + T], dtype=torch.long)[None]
+            y = torch.as_tensor(toks[s + 1 : s + T + 1], dtype=torch.long)
             logits = model(x)[0][0]
             rows.append(F.cross_entropy(logits.double(), y, reduction="none").numpy())
     return np.stack(rows)
@@ -57,12 +69,14 @@ def _direct_window_nll(model, toks, T, starts):
 # --------------------------------------------------------------------------------- perplexity
 def test_uniform_logits_give_ppl_vocab_and_exact_counts():
     V, T = 37, 64
-    toks = _stream(1000, V)                          # 999 targets: 15 windows, a tail of 39
+    toks = _stream(1000, V)  # 999 targets: 15 windows, a tail of 39
     p = heldout_perplexity(FixedLogits(torch.zeros(V)), toks, seq_len=T)
     assert p.tokens == 15 * T == n_windows(1000, T) * T
     assert p.ppl == pytest.approx(V, rel=1e-6) and p.loss == pytest.approx(math.log(V), rel=1e-6)
-    assert heldout_perplexity(FixedLogits(torch.zeros(V)), toks, seq_len=T,
-                              limit_windows=4).tokens == 4 * T
+    assert (
+        heldout_perplexity(FixedLogits(torch.zeros(V)), toks, seq_len=T, limit_windows=4).tokens
+        == 4 * T
+    )
     # the boundary: 15·64 + 1 tokens hold 15 windows, one fewer token only 14
     assert heldout_perplexity(FixedLogits(torch.zeros(V)), toks[:961], T).tokens == 960
     assert heldout_perplexity(FixedLogits(torch.zeros(V)), toks[:960], T).tokens == 14 * T
@@ -73,10 +87,10 @@ def test_uniform_logits_give_ppl_vocab_and_exact_counts():
 def test_fixed_distribution_matches_hand_computed_nll():
     V, T = 11, 16
     logits = np.linspace(-2.0, 3.0, V)
-    logp = logits - np.log(np.exp(logits).sum())                   # float64 log-softmax
-    toks = _stream(203, V, seed=3)                                   # 12 windows, tail of 10
+    logp = logits - np.log(np.exp(logits).sum())  # float64 log-softmax
+    toks = _stream(203, V, seed=3)  # 12 windows, tail of 10
     p = heldout_perplexity(FixedLogits(logits), toks, seq_len=T, batch_size=5)
-    scored = toks[1:1 + 12 * T]                                      # targets of the 12 windows
+    scored = toks[1 : 1 + 12 * T]  # targets of the 12 windows
     assert p.tokens == len(scored) == 192
     assert p.loss == pytest.approx(-logp[scored].mean(), rel=1e-6)
     assert p.ppl == pytest.approx(math.exp(-logp[scored].mean()), rel=1e-6)
@@ -88,8 +102,12 @@ def test_mixture_perplexity_per_domain(tmp_path):
     for name, n in (("a", 3000), ("b", 5000)):
         f = tmp_path / f"{name}.bin"
         _stream(n, V, seed=len(name) + n).astype(np.uint16).tofile(f)
-        doms[name] = prepare(str(f), vocab_size=V, cache_dir=tmp_path / "cache",
-                             val_tokens=300 if name == "a" else 333)
+        doms[name] = prepare(
+            str(f),
+            vocab_size=V,
+            cache_dir=tmp_path / "cache",
+            val_tokens=300 if name == "a" else 333,
+        )
     mix = Mixture(doms, {"a": 0.5, "b": 0.5})
     out = domain_perplexities(FixedLogits(torch.zeros(V)), mix, seq_len=T)
     assert set(out) == {"a", "b"}
@@ -102,7 +120,7 @@ def test_mixture_perplexity_per_domain(tmp_path):
 # --------------------------------------------------------------------------------- extrapolation
 @pytest.fixture(scope="module")
 def stagger():
-    torch.manual_seed(0)                              # L=2 stagger: α = 0.5, 1.5; K=10 to 89
+    torch.manual_seed(0)  # L=2 stagger: α = 0.5, 1.5; K=10 to 89
     return build_model("tiny", schedule="stagger", rungs=10).eval()
 
 
@@ -128,9 +146,13 @@ def test_new_rungs_are_the_ones_offsets_predicts(stagger):
     assert res.cell(4, "freeze").new_rungs == [[], []]
     assert res.cell(1, "recompute").new_rungs == [[], []]
     cfg = stagger.cfg
-    predicted = [sorted(set(offsets.attended_distances(a, cfg.window, 256, "fib", 10))
-                        - set(offsets.attended_distances(a, cfg.window, 64, "fib", 10)))
-                 for a in cfg.layer_alphas()]
+    predicted = [
+        sorted(
+            set(offsets.attended_distances(a, cfg.window, 256, "fib", 10))
+            - set(offsets.attended_distances(a, cfg.window, 64, "fib", 10))
+        )
+        for a in cfg.layer_alphas()
+    ]
     assert res.cell(4, "recompute").new_rungs == predicted
     # pow2: the base itself grows with the length (1…32 at 64; 64 and 128 join at 256)
     torch.manual_seed(0)
@@ -142,7 +164,7 @@ def test_new_rungs_are_the_ones_offsets_predicts(stagger):
 
 def test_position_matched_blocks_against_training_length_windows(stagger):
     T = 64
-    toks = _stream(2 * 4 * T + 50, 64, seed=5)                        # two 4T windows + tail
+    toks = _stream(2 * 4 * T + 50, 64, seed=5)  # two 4T windows + tail
     res = length_extrapolation(stagger, toks, factors=(1, 4), batch_size=8)
     one = res.cell(1, "recompute")
     assert one.blocks[0] == one.whole and one.windows == 8 and one.whole.tokens == 8 * T
@@ -163,26 +185,28 @@ def test_position_matched_blocks_against_training_length_windows(stagger):
         alone = _direct_window_nll(stagger, toks, T, [j * T, (4 + j) * T])
         assert c.same_tokens[j].loss == pytest.approx(alone.mean(), rel=1e-5)
         assert c.same_tokens[j].tokens == 2 * T
-    assert c.same_tokens[0].loss == pytest.approx(c.blocks[0].loss, rel=1e-5)   # same context
+    assert c.same_tokens[0].loss == pytest.approx(c.blocks[0].loss, rel=1e-5)  # same context
 
 
 def test_skips_are_explained(stagger):
     toks = _stream(600, 64)
     res = length_extrapolation(stagger, toks, factors=(8, 16))
-    assert res.cell(8, "freeze").whole is not None                    # 512 + 1 ≤ 600
+    assert res.cell(8, "freeze").whole is not None  # 512 + 1 ≤ 600
     skip = res.cell(16, "recompute")
     assert skip.whole is None and "600 tokens" in skip.skipped and "needs 1025" in skip.skipped
     torch.manual_seed(0)
     dense = length_extrapolation(build_model("tiny", attention="dense"), toks, factors=(1, 2))
-    assert "dense" in dense.cell(2, "freeze").skipped and dense.cell(2, "recompute").new_rungs is None
+    assert (
+        "dense" in dense.cell(2, "freeze").skipped and dense.cell(2, "recompute").new_rungs is None
+    )
     with pytest.raises(ValueError, match="rung policy"):
         length_extrapolation(stagger, toks, policies=("stretch",))
 
 
 # --------------------------------------------------------------------------------- position bins
 def test_bin_edges_are_the_papers():
-    assert POSITION_BIN_EDGES == (0, 127, 255, 383, 511, 639, 767, 895, 1023)    # SPEC §5.7
-    for T in (1024, 64, 100, 257, 4096):                     # the integer linspace over [0, T−1]
+    assert POSITION_BIN_EDGES == (0, 127, 255, 383, 511, 639, 767, 895, 1023)  # SPEC §5.7
+    for T in (1024, 64, 100, 257, 4096):  # the integer linspace over [0, T−1]
         assert position_bin_edges(T) == tuple(int(e) for e in np.linspace(0, T - 1, 9))
     assert position_bin_edges(64) == (0, 7, 15, 23, 31, 39, 47, 55, 63)
     with pytest.raises(ValueError, match="too short"):
@@ -200,18 +224,20 @@ def test_binning_reproduces_the_papers_own_dump():
             np.testing.assert_allclose(got, d["binned"], atol=6e-6)
             checked += 1
     assert checked == 21 * 4
-    f06, f11 = (dump[k]["fineweb_edu_val"]["binned"] for k in ("f06__fib_fixed_w8",
-                                                                "f11__fib_stagger_w8"))
+    f06, f11 = (
+        dump[k]["fineweb_edu_val"]["binned"] for k in ("f06__fib_fixed_w8", "f11__fib_stagger_w8")
+    )
     # SPEC §7.4: f06 minus f11 = .023 .039 .033 .040 .033 .044 .037 .037
-    np.testing.assert_allclose(bin_gap(f06, f11), [.023, .039, .033, .040, .033, .044, .037, .037],
-                               atol=1.5e-3)
+    np.testing.assert_allclose(
+        bin_gap(f06, f11), [0.023, 0.039, 0.033, 0.040, 0.033, 0.044, 0.037, 0.037], atol=1.5e-3
+    )
 
 
 def test_bins_match_a_direct_per_position_computation(stagger):
     T = 64
     toks = _stream(7 * T + 20, 64, seed=9)
     bins = position_resolved(stagger, toks, batch_size=3)
-    per_pos = _direct_window_nll(stagger, toks, T, np.arange(7) * T).mean(0)      # (T,)
+    per_pos = _direct_window_nll(stagger, toks, T, np.arange(7) * T).mean(0)  # (T,)
     edges = (0, 7, 15, 23, 31, 39, 47, 55, 63)
     want = [per_pos[a:b].mean() for a, b in zip(edges, edges[1:])]
     assert bins.edges == edges and bins.windows == 7
@@ -232,12 +258,21 @@ def trained(tmp_path_factory):
     f = d / "toks.bin"
     _stream(30_000, 512).astype(np.uint16).tofile(f)
     store = str(d / "store.db")
-    cfg = make_config("tiny", {"data": str(f), "run_dir": str(d / "runs"), "name": "ev",
-                               "model.rungs": 10, "val_tokens": 1100, "steps": 2,
-                               "ckpt_every": 2, "eval_every": 0})
+    cfg = make_config(
+        "tiny",
+        {
+            "data": str(f),
+            "run_dir": str(d / "runs"),
+            "name": "ev",
+            "model.rungs": 10,
+            "val_tokens": 1100,
+            "steps": 2,
+            "ckpt_every": 2,
+            "eval_every": 0,
+        },
+    )
     out = train(cfg, quiet=True, store_path=store)
-    return {"dir": os.path.join(d, "runs", "ev"), "store": store, "cfg": cfg, "out": out,
-            "tmp": d}
+    return {"dir": os.path.join(d, "runs", "ev"), "store": store, "cfg": cfg, "out": out, "tmp": d}
 
 
 def test_load_run_gives_the_trained_model(trained):
@@ -254,8 +289,9 @@ def test_load_run_gives_the_trained_model(trained):
 
 
 def test_evaluate_run_logs_every_kind(trained):
-    res = evaluate_run(trained["dir"], factors=(1, 2, 4, 32), store_path=trained["store"],
-                       log=lambda s: None)
+    res = evaluate_run(
+        trained["dir"], factors=(1, 2, 4, 32), store_path=trained["store"], log=lambda s: None
+    )
     ds = res["datasets"]["toks"]
     assert res["step"] == 2 and res["train_len"] == 64
     assert [c["skipped"] is None for c in ds["cells"]] == [True] * 6 + [False] * 2
@@ -276,14 +312,28 @@ def test_evaluate_run_logs_every_kind(trained):
     # new rungs of the learned layers: what the interpolated rule keeps at 256 but not at 64
     f = offsets.fibonacci(10)
     for layer, a in enumerate(res["alphas"]):
+
         def kept(T):
             return {lo for _, lo in offsets.interp_columns([a * x for x in f], 2, T)}
+
         want = sorted(kept(256) - kept(64))
-        assert next(c for c in ds["cells"] if c["factor"] == 4 and c["policy"] == "recompute"
-                    )["new_rungs"][layer] == want and want
+        assert (
+            next(c for c in ds["cells"] if c["factor"] == 4 and c["policy"] == "recompute")[
+                "new_rungs"
+            ][layer]
+            == want
+            and want
+        )
     # a limited evaluation never replaces the full one
-    small = evaluate_run(trained["dir"], factors=(1,), policies=("recompute",), bins=False,
-                         store_path=trained["store"], limit_windows=2, log=lambda s: None)
+    small = evaluate_run(
+        trained["dir"],
+        factors=(1,),
+        policies=("recompute",),
+        bins=False,
+        store_path=trained["store"],
+        limit_windows=2,
+        log=lambda s: None,
+    )
     assert small["datasets"]["toks"]["perplexity"]["tokens"] == 128
     with Store(trained["store"]) as st:
         ev = st.evals("ev")
@@ -299,7 +349,7 @@ def test_missing_or_corrupt_run_gives_clear_errors(trained, tmp_path):
     with pytest.raises(ValueError, match="no checkpoint"):
         load_run(str(bad))
     ck = sorted(p for p in os.listdir(trained["dir"]) if p.endswith(".pt"))[-1]
-    with open(bad / ck, "wb") as fh:                                  # no checksum sidecar
+    with open(bad / ck, "wb") as fh:  # no checksum sidecar
         fh.write(b"half a checkpoint")
     with pytest.raises(ValueError, match="corrupt or incomplete"):
         load_run(str(bad))
@@ -310,17 +360,36 @@ def test_missing_or_corrupt_run_gives_clear_errors(trained, tmp_path):
 
 def test_cli_eval(trained, capsys):
     parser = argparse.ArgumentParser()
-    add_cli(parser.add_subparsers(dest="cmd"))
-    args = parser.parse_args(["eval", trained["dir"], "--factors", "1", "2", "64", "--policies",
-                              "freeze", "--limit", "4", "--store", "", "--json"])
+    add_eval(parser.add_subparsers(dest="cmd"))
+    args = parser.parse_args(
+        [
+            "eval",
+            trained["dir"],
+            "--factors",
+            "1",
+            "2",
+            "64",
+            "--policies",
+            "freeze",
+            "--limit",
+            "4",
+            "--store",
+            "",
+            "--json",
+        ]
+    )
     assert args.fn(args) == 0
     res = json.loads(capsys.readouterr().out)
     cells = res["datasets"]["toks"]["cells"]
     assert [(c["factor"], c["policy"], c["tokens"]) for c in cells] == [
-        (1, "freeze", 256), (2, "freeze", 256), (64, "freeze", 0)]
+        (1, "freeze", 256),
+        (2, "freeze", 256),
+        (64, "freeze", 0),
+    ]
     assert "needs 4097" in cells[2]["skipped"] and len(res["datasets"]["toks"]["bins"]["loss"]) == 8
-    args = parser.parse_args(["eval", trained["dir"], "--factors", "2", "--no-bins", "--limit",
-                              "2", "--store", ""])
+    args = parser.parse_args(
+        ["eval", trained["dir"], "--factors", "2", "--no-bins", "--limit", "2", "--store", ""]
+    )
     assert args.fn(args) == 0
     table = capsys.readouterr().out
     assert "recompute" in table and "freeze" in table and "position bins" not in table

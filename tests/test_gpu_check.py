@@ -1,5 +1,6 @@
 """benchmarks/gpu_check.py's probe section, dry-run on CPU: it checks the blur gather against
 float64 (the check must pass) and times the probe step for both mechanisms."""
+
 import importlib.util
 import json
 import os
@@ -8,9 +9,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def test_probe_section_dry_run(tmp_path, monkeypatch):
-    monkeypatch.setenv("TRITON_INTERPRET", "1")           # main() sets it for CPU; undo after
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # main() sets it for CPU; undo after
     spec = importlib.util.spec_from_file_location(
-        "gpu_check", os.path.join(HERE, "..", "benchmarks", "gpu_check.py"))
+        "gpu_check", os.path.join(HERE, "..", "benchmarks", "gpu_check.py")
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     out = tmp_path / "gc.json"

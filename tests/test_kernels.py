@@ -12,6 +12,7 @@
 
 The C++ build happens once per machine (cached on disk) and once per session in memory.
 """
+
 import math
 import random
 import shutil
@@ -34,12 +35,16 @@ def built():
     """The compiled kernel; skip only when this machine lacks the C++ toolchain that
     torch.utils.cpp_extension needs (a compiler, and ninja)."""
     from torch.utils.cpp_extension import is_ninja_available
+
     if not HAVE_COMPILER:
-        pytest.skip("no C++ compiler (c++ / g++ / clang++) on PATH: the fused CPU kernel cannot "
-                    "be built here")
+        pytest.skip(
+            "no C++ compiler (c++ / g++ / clang++) on PATH: the fused CPU kernel cannot "
+            "be built here"
+        )
     if not is_ninja_available():
-        pytest.skip("ninja is missing (torch.utils.cpp_extension builds with it): pip install "
-                    "ninja")
+        pytest.skip(
+            "ninja is missing (torch.utils.cpp_extension builds with it): pip install ninja"
+        )
     status = cpu.status()
     assert status is True, status
     return cpu.load()
@@ -50,9 +55,11 @@ def built():
 # --------------------------------------------------------------------------------------------
 def make_qkv(B, H, KV, T, D, seed, dtype=torch.float32):
     g = torch.Generator().manual_seed(seed)
-    return (torch.randn(B, H, T, D, generator=g, dtype=dtype),
-            torch.randn(B, KV, T, D, generator=g, dtype=dtype),
-            torch.randn(B, KV, T, D, generator=g, dtype=dtype))
+    return (
+        torch.randn(B, H, T, D, generator=g, dtype=dtype),
+        torch.randn(B, KV, T, D, generator=g, dtype=dtype),
+        torch.randn(B, KV, T, D, generator=g, dtype=dtype),
+    )
 
 
 def oracle(q, k, v, cols, scale):
@@ -60,20 +67,20 @@ def oracle(q, k, v, cols, scale):
     with no valid column reads nothing (output 0), as the fused kernels define it."""
     q, k, v = q.double(), k.double(), v.double()
     H, KV, T = q.shape[1], k.shape[1], q.shape[2]
-    kk = k.repeat_interleave(H // KV, dim=1)                      # head h reads KV h // G
+    kk = k.repeat_interleave(H // KV, dim=1)  # head h reads KV h // G
     vv = v.repeat_interleave(H // KV, dim=1)
     t = torch.arange(T)
     logits, values = [], []
     for lo, f in cols:
         f = torch.as_tensor(f, dtype=torch.float64)
         i_lo, i_hi = (t - lo).clamp(min=0), (t - lo - 1).clamp(min=0)
-        key = (1 - f) * kk[:, :, i_lo] + f * kk[:, :, i_hi]          # (B, H, T, D)
+        key = (1 - f) * kk[:, :, i_lo] + f * kk[:, :, i_hi]  # (B, H, T, D)
         val = (1 - f) * vv[:, :, i_lo] + f * vv[:, :, i_hi]
         s = (q * key).sum(-1) * scale
         logits.append(s.masked_fill(t < lo, float("-inf")))
         values.append(val)
-    L = torch.stack(logits, -1)                                      # (B, H, T, C)
-    empty = torch.isinf(L).all(-1, keepdim=True)                     # no valid column: reads 0
+    L = torch.stack(logits, -1)  # (B, H, T, C)
+    empty = torch.isinf(L).all(-1, keepdim=True)  # no valid column: reads 0
     p = L.masked_fill(empty, 0).softmax(-1).masked_fill(empty, 0)
     return (p.unsqueeze(-1) * torch.stack(values, -2)).sum(-2)
 
@@ -108,20 +115,30 @@ def _cases():
     """(B, T, D, W, alpha, base, rungs, G): T below and above the largest rung, never a multiple
     of the kernel's 64-row blocks; head dims vectorised (16, 32, 64) and not (8, 12); GQA ratios
     1, 2 and 4 each with both bases; then seeded random draws."""
-    cases = [(1, 1000, 8, 8, 1.0, "fib", 15, 4),            # above 987 (the full ladder)
-             (1, 600, 16, 8, 0.77, "fib", 15, 2),           # below 987
-             (2, 131, 64, 4, 1.5, "fib", 8, 1),             # above 34·1.5 = 51
-             (1, 45, 64, 3, 2.0, "fib", 8, 4),              # below 68, integer α
-             (2, 77, 32, 2, 0.66, "pow2", 15, 1),
-             (1, 150, 16, 6, 1.0, "pow2", 15, 2),
-             (1, 97, 64, 5, 1.21, "pow2", 15, 4),
-             (2, 70, 12, 1, 0.93, "fib", 10, 2)]
+    cases = [
+        (1, 1000, 8, 8, 1.0, "fib", 15, 4),  # above 987 (the full ladder)
+        (1, 600, 16, 8, 0.77, "fib", 15, 2),  # below 987
+        (2, 131, 64, 4, 1.5, "fib", 8, 1),  # above 34·1.5 = 51
+        (1, 45, 64, 3, 2.0, "fib", 8, 4),  # below 68, integer α
+        (2, 77, 32, 2, 0.66, "pow2", 15, 1),
+        (1, 150, 16, 6, 1.0, "pow2", 15, 2),
+        (1, 97, 64, 5, 1.21, "pow2", 15, 4),
+        (2, 70, 12, 1, 0.93, "fib", 10, 2),
+    ]
     rng = random.Random(7)
     for _ in range(4):
-        cases.append((rng.choice([1, 2]), rng.choice([37, 99, 203, 259]), rng.choice([12, 16, 64]),
-                      rng.randint(0, 8), round(rng.uniform(0.5, 1.5), 3),
-                      rng.choice(["fib", "pow2"]), rng.choice([8, 10, 12]),
-                      rng.choice([1, 2, 4])))
+        cases.append(
+            (
+                rng.choice([1, 2]),
+                rng.choice([37, 99, 203, 259]),
+                rng.choice([12, 16, 64]),
+                rng.randint(0, 8),
+                round(rng.uniform(0.5, 1.5), 3),
+                rng.choice(["fib", "pow2"]),
+                rng.choice([8, 10, 12]),
+                rng.choice([1, 2, 4]),
+            )
+        )
     return cases
 
 
@@ -149,7 +166,7 @@ def test_cpp_matches_oracle(built, B, T, D, W, alpha, base, rungs, G, learned):
     for name, g_got, g_ref in zip("qkva", grads, refs):
         assert rel(g_got, g_ref) <= 1e-5, name
     if learned:
-        assert abs(refs[3].item()) > 1e-3                           # the check has teeth
+        assert abs(refs[3].item()) > 1e-3  # the check has teeth
 
 
 def test_chunked_backward_matches_oracle(built):
@@ -183,7 +200,7 @@ def test_cpp_low_level_edges(built):
     dists = torch.tensor([c for c, _ in cols])
     fracs = torch.tensor([f for _, f in cols], requires_grad=True)
     got = cpu.cpp_columns_attention(q, k, v, dists, fracs, 0.4)
-    assert got[:, :, :2].abs().max() == 0                           # t < 2: no valid column
+    assert got[:, :, :2].abs().max() == 0  # t < 2: no valid column
     X = [x.double().requires_grad_() for x in (q, k, v)]
     f64 = fracs.detach().double().requires_grad_()
     ref = oracle(*X, [(lo, f64[i]) for i, (lo, _) in enumerate(cols)], 0.4)
@@ -192,7 +209,7 @@ def test_cpp_low_level_edges(built):
     g_got = torch.autograd.grad((got * w).sum(), fracs)[0]
     g_ref = torch.autograd.grad((ref * w).sum(), f64, retain_graph=True)[0]
     assert rel(g_got, g_ref) <= 1e-5
-    assert g_got[4] == 0 and g_got[3] == 0                          # read by no / one query at t=lo
+    assert g_got[4] == 0 and g_got[3] == 0  # read by no / one query at t=lo
     # fixed non-zero fractions (no gradient wanted for them): dk, dv still see both rows
     kk, vv = k.clone().requires_grad_(), v.clone().requires_grad_()
     out = cpu.cpp_columns_attention(q, kk, vv, dists, fracs.detach(), 0.4)
@@ -213,21 +230,32 @@ def test_gradcheck_float64(built):
 def test_custom_op_registration(built):
     q, k, v = make_qkv(1, 4, 2, 20, 16, seed=5)
     dists, fracs = torch.tensor([0, 1, 3, 7]), torch.tensor([0.0, 0.0, 0.4, 0.1])
-    args = (q.requires_grad_(), k.requires_grad_(), v.requires_grad_(), dists,
-            fracs.requires_grad_(), torch.ones(4, dtype=torch.bool), 0.25)
-    torch.library.opcheck(torch.ops.fiblab.cpu_columns_fwd.default, args,
-                          test_utils=("test_schema", "test_autograd_registration",
-                                      "test_faketensor"))
+    args = (
+        q.requires_grad_(),
+        k.requires_grad_(),
+        v.requires_grad_(),
+        dists,
+        fracs.requires_grad_(),
+        torch.ones(4, dtype=torch.bool),
+        0.25,
+    )
+    torch.library.opcheck(
+        torch.ops.fiblab.cpu_columns_fwd.default,
+        args,
+        test_utils=("test_schema", "test_autograd_registration", "test_faketensor"),
+    )
 
 
 def test_interpolated_mask_rules(built):
     q, k, v = make_qkv(1, 2, 1, 10, 4, seed=6)
     with pytest.raises(ValueError, match="not marked interpolated"):
-        cpu.cpp_columns_attention(q, k, v, torch.tensor([0, 3]), torch.tensor([0.0, 0.5]), 0.5,
-                                  interpolated=[True, False])
+        cpu.cpp_columns_attention(
+            q, k, v, torch.tensor([0, 3]), torch.tensor([0.0, 0.5]), 0.5, interpolated=[True, False]
+        )
     with pytest.raises(ValueError, match="float32 / float64"):
-        cpu.cpp_columns_attention(q.half(), k.half(), v.half(), torch.tensor([0]),
-                                  torch.zeros(1), 0.5)
+        cpu.cpp_columns_attention(
+            q.half(), k.half(), v.half(), torch.tensor([0]), torch.zeros(1), 0.5
+        )
     with pytest.raises(ValueError, match=">= 0"):
         cpu.cpp_columns_attention(q, k, v, torch.tensor([0, -1]), torch.zeros(2), 0.5)
 
@@ -242,7 +270,7 @@ def test_auto_picks_cpp_on_cpu(built, monkeypatch):
     assert kernels.resolve("auto", "cpu", torch.float32) == "cpp"
     assert kernels.resolve("auto", "cpu", torch.float64) == "cpp"
     with warnings.catch_warnings():
-        warnings.simplefilter("error")                              # unsupported dtype: silent
+        warnings.simplefilter("error")  # unsupported dtype: silent
         assert kernels.resolve("auto", "cpu", torch.bfloat16) == "torch"
     monkeypatch.setenv(kernels.ENV, "torch")
     assert kernels.resolve("auto", "cpu", torch.float32) == "torch"
@@ -259,8 +287,9 @@ def test_auto_picks_cpp_on_cpu(built, monkeypatch):
 def test_env_var_switches_the_model_path(built, monkeypatch):
     calls = []
     real = cpu.cpp_columns_attention
-    monkeypatch.setattr(cpu, "cpp_columns_attention",
-                        lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    monkeypatch.setattr(
+        cpu, "cpp_columns_attention", lambda *a, **kw: calls.append(1) or real(*a, **kw)
+    )
     q, k, v = make_qkv(1, 4, 2, 40, 16, seed=8)
     monkeypatch.delenv(kernels.ENV, raising=False)
     a = sparse_attention(q, k, v, alpha=1.0, window=3)
@@ -274,22 +303,29 @@ def test_env_var_switches_the_model_path(built, monkeypatch):
 def test_fallback_when_the_build_fails(monkeypatch):
     def no_compiler():
         raise RuntimeError("Error building extension: c++: command not found")
+
     monkeypatch.delenv(kernels.ENV, raising=False)
-    monkeypatch.setattr(cpu, "_STATE", {})                          # forget any loaded build
+    monkeypatch.setattr(cpu, "_STATE", {})  # forget any loaded build
     monkeypatch.setattr(cpu, "_build", no_compiler)
     monkeypatch.setattr(kernels, "_WARNED", set())
     q, k, v = make_qkv(1, 4, 2, 50, 8, seed=9)
     alpha = torch.tensor(0.8, dtype=torch.float64, requires_grad=True)
-    with pytest.warns(RuntimeWarning, match="cpp attention kernel is unavailable.*command not "
-                                            "found.*pure-PyTorch"):
+    with pytest.warns(
+        RuntimeWarning, match="cpp attention kernel is unavailable.*command not found.*pure-PyTorch"
+    ):
         got = sparse_attention(q, k, v, alpha=alpha, window=3, rungs=8)
-    ref = oracle(q, k, v, oracle_columns(torch.tensor(0.8, dtype=torch.float64), 3, 50, "fib", 8),
-                 1 / math.sqrt(8))
+    ref = oracle(
+        q,
+        k,
+        v,
+        oracle_columns(torch.tensor(0.8, dtype=torch.float64), 3, 50, "fib", 8),
+        1 / math.sqrt(8),
+    )
     assert rel(got, ref) <= 1e-5
     got.sum().backward()
     assert alpha.grad is not None and alpha.grad != 0
     with warnings.catch_warnings():
-        warnings.simplefilter("error")                              # warned once, not again
+        warnings.simplefilter("error")  # warned once, not again
         sparse_attention(q, k, v, alpha=1.0, window=3)
     status = kernels.available()["cpp"]
     assert isinstance(status, str) and "command not found" in status
@@ -300,6 +336,7 @@ def test_fallback_when_the_build_fails(monkeypatch):
 def test_auto_falls_back_when_triton_is_missing(monkeypatch):
     def missing():
         raise ImportError("No module named 'triton'")
+
     monkeypatch.delenv(kernels.ENV, raising=False)
     monkeypatch.setattr(kernels, "_triton_module", missing)
     monkeypatch.setattr(kernels, "_WARNED", set())
@@ -309,7 +346,7 @@ def test_auto_falls_back_when_triton_is_missing(monkeypatch):
     with pytest.raises(RuntimeError, match="impl='triton' cannot run here"):
         kernels.resolve("triton", "cuda", torch.float16)
     with warnings.catch_warnings():
-        warnings.simplefilter("error")                              # float64: no Triton kernel
+        warnings.simplefilter("error")  # float64: no Triton kernel
         assert kernels.resolve("auto", "cuda", torch.float64) == "torch"
 
 
@@ -323,13 +360,14 @@ def test_unknown_impl_is_rejected():
 # the model end to end
 # --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("schedule", ["fixed", "learned", "stagger"])
-@pytest.mark.parametrize("d_model", [32, 64])                   # head dim 8 (generic), 16 (vec)
+@pytest.mark.parametrize("d_model", [32, 64])  # head dim 8 (generic), 16 (vec)
 def test_model_same_loss_and_grads_cpp_and_torch(built, monkeypatch, schedule, d_model):
     torch.manual_seed(0)
     model = build_model("tiny", schedule=schedule, d_model=d_model)
     cfg = model.cfg if hasattr(model, "cfg") else model.config
-    ids = torch.randint(0, cfg.vocab_size, (2, cfg.seq_len + 1),
-                        generator=torch.Generator().manual_seed(3))
+    ids = torch.randint(
+        0, cfg.vocab_size, (2, cfg.seq_len + 1), generator=torch.Generator().manual_seed(3)
+    )
     results = {}
     for impl in ("cpp", "torch"):
         monkeypatch.setenv(kernels.ENV, impl)

@@ -1,5 +1,6 @@
 """Launching a training run as a separate process: it finishes and lands in the store; a stop
 request ends it cleanly with a resumable checkpoint; resuming reproduces the uninterrupted run."""
+
 import os
 import signal
 import subprocess
@@ -8,7 +9,7 @@ import time
 
 import pytest
 
-from lab import launch as L
+from fiblab import launch as L
 from lab.data import prepare
 from lab.store import Store
 from lab.train import STOP_FILE, list_checkpoints, load_checkpoint
@@ -16,14 +17,14 @@ from lab.train import STOP_FILE, list_checkpoints, load_checkpoint
 STEPS = 20
 # no periodic checkpoint or light eval: the stop's checkpoint is the only one mid-run
 FAST = {"eval_every": 0, "ckpt_every": 1000, "log_every": 1, "eval_batch": 64}
-ENV = {"OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}   # CPU: bit-exact resume
+ENV = {"OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}  # CPU: bit-exact resume
 
 
 def shared_corpus(tmp_path_factory):
     """The embedded corpus tokenised at the tiny preset's vocab, once per test session
     (tests/test_notebooks.py reuses the same folder)."""
     d = tmp_path_factory.getbasetemp() / "fiblab-tiny-data"
-    prepare("bible", vocab_size=512, cache_dir=str(d))          # a no-op once cached
+    prepare("bible", vocab_size=512, cache_dir=str(d))  # a no-op once cached
     return d
 
 
@@ -36,8 +37,17 @@ def runs(tmp_path_factory):
 
 
 def _launch(runs, name, **kw):
-    return L.launch("tiny", name=name, steps=kw.pop("steps", STEPS), overrides=FAST,
-                    store=str(runs / "store.db"), runs_dir=str(runs), env=ENV, nproc=1, **kw)
+    return L.launch(
+        "tiny",
+        name=name,
+        steps=kw.pop("steps", STEPS),
+        overrides=FAST,
+        store=str(runs / "store.db"),
+        runs_dir=str(runs),
+        env=ENV,
+        nproc=1,
+        **kw,
+    )
 
 
 def _losses(runs, name):
@@ -47,38 +57,60 @@ def _losses(runs, name):
 
 
 def test_command_is_cli_or_torchrun():
-    one = L.train_command("tiny", name="a", steps=5, overrides="lr=1e-3\nmodel.window=4",
-                          store="s.db", runs_dir="R", python="py")
-    assert one[:4] == ["py", "-m", "lab.cli", "train"]
-    assert one[one.index("--override") + 1:] == ["run_dir=R", "lr=1e-3", "model.window=4"]
+    one = L.train_command(
+        "tiny",
+        name="a",
+        steps=5,
+        overrides="lr=1e-3\nmodel.window=4",
+        store="s.db",
+        runs_dir="R",
+        python="py",
+    )
+    assert one[:4] == ["py", "-m", "fiblab.cli", "train"]
+    assert one[one.index("--override") + 1 :] == ["run_dir=R", "lr=1e-3", "model.window=4"]
     assert "--resume" not in one and one[one.index("--steps") + 1] == "5"
     two = L.train_command("tiny", nproc=4, resume=True, python="py")
-    assert two[:7] == ["py", "-m", "torch.distributed.run", "--standalone",
-                       "--nproc_per_node=4", "-m", "lab.cli"] and two[-1] == "--resume"
+    assert (
+        two[:7]
+        == [
+            "py",
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node=4",
+            "-m",
+            "fiblab.cli",
+        ]
+        and two[-1] == "--resume"
+    )
 
 
 def test_auto_nproc_uses_the_gpus_the_step_splits_over():
-    assert [L.auto_nproc(a, g) for a, g in [(3, 0), (4, 1), (4, 8), (2, 8), (8, 8), (6, 4),
-                                             (32, 8)]] == [1, 1, 4, 2, 8, 3, 8]
+    assert [
+        L.auto_nproc(a, g) for a, g in [(3, 0), (4, 1), (4, 8), (2, 8), (8, 8), (6, 4), (32, 8)]
+    ] == [1, 1, 4, 2, 8, 3, 8]
 
 
-@pytest.mark.parametrize("kw, needle", [
-    ({"overrides": "lr 1e-3"}, "key=value"),
-    ({"overrides": {"nope": 1}}, "names no training field"),
-    ({"nproc": 0}, "nproc"),
-    ({"nproc": 3}, "do not split over 3"),
-])
+@pytest.mark.parametrize(
+    "kw, needle",
+    [
+        ({"overrides": "lr 1e-3"}, "key=value"),
+        ({"overrides": {"nope": 1}}, "names no training field"),
+        ({"nproc": 0}, "nproc"),
+        ({"nproc": 3}, "do not split over 3"),
+    ],
+)
 def test_bad_launch_fails_before_starting(tmp_path, kw, needle):
     with pytest.raises(ValueError, match=needle):
         L.launch("tiny", name="bad", store="", runs_dir=str(tmp_path), **kw)
-    assert not (tmp_path / "bad").exists()                       # nothing was started
+    assert not (tmp_path / "bad").exists()  # nothing was started
     with pytest.raises(ValueError, match="unknown"):
         L.launch("no-such-preset", runs_dir=str(tmp_path))
 
 
 KERNEL = """
 import json, sys, time
-from lab import launch as L
+from fiblab import launch as L
 h = L.launch("tiny", name="straight", steps={steps}, overrides={fast!r}, store={store!r},
              runs_dir={runs!r}, env={env!r}, nproc=1)
 print(h.pid, flush=True)
@@ -89,10 +121,12 @@ time.sleep(600)
 def _launch_from_a_doomed_kernel(runs):
     """Launch 'straight' from a stand-in kernel process, then SIGKILL the kernel's whole process
     group, as a kernel restart does (jupyter_client kills the group); returns the run's PID."""
-    code = KERNEL.format(steps=STEPS, fast=FAST, store=str(runs / "store.db"), runs=str(runs),
-                         env=ENV)
-    kernel = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
-                              start_new_session=True)
+    code = KERNEL.format(
+        steps=STEPS, fast=FAST, store=str(runs / "store.db"), runs=str(runs), env=ENV
+    )
+    kernel = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         pid = int(kernel.stdout.readline())
     finally:
@@ -103,14 +137,14 @@ def _launch_from_a_doomed_kernel(runs):
 
 def test_run_finishes_and_a_stopped_run_resumes_exactly(runs):
     pid = _launch_from_a_doomed_kernel(runs)
-    stopped = _launch(runs, "stopped")                           # both at once: two writers
+    stopped = _launch(runs, "stopped")  # both at once: two writers
     assert stopped.proc is not None and stopped.pid != os.getpid()
-    assert os.getpgid(stopped.pid) == stopped.pid                # its own session
+    assert os.getpgid(stopped.pid) == stopped.pid  # its own session
     with pytest.raises(ValueError, match="already running"):
         _launch(runs, "stopped")
-    straight = L.attach("straight", str(runs))                   # a new kernel finds it again
+    straight = L.attach("straight", str(runs))  # a new kernel finds it again
     assert straight.pid == pid and straight.proc is None
-    assert L.is_alive(straight)                                  # the kernel's death spared it
+    assert L.is_alive(straight)  # the kernel's death spared it
 
     # stop the second run as soon as it has logged a step
     deadline = time.monotonic() + 120
@@ -121,25 +155,25 @@ def test_run_finishes_and_a_stopped_run_resumes_exactly(runs):
     L.request_stop(stopped)
     assert L.state(stopped) == "stopping"
     assert L.wait(stopped, timeout=120) == "stopped", L.log_tail(stopped)
-    assert stopped.proc.returncode == 0                          # a clean exit
+    assert stopped.proc.returncode == 0  # a clean exit
     snap = L.snapshot(stopped)
     k = snap["step"]
     assert 1 <= k < STEPS and snap["state"] == "stopped" and f"step {k}" in snap["message"]
     ckpts = list_checkpoints(stopped.run_dir)
     assert [os.path.basename(p) for p in ckpts] == [f"ckpt_{k:07d}.pt"]
-    assert load_checkpoint(ckpts[0])["step"] == k                # complete, checksum good
-    assert not os.path.exists(os.path.join(stopped.run_dir, STOP_FILE))   # request consumed
+    assert load_checkpoint(ckpts[0])["step"] == k  # complete, checksum good
+    assert not os.path.exists(os.path.join(stopped.run_dir, STOP_FILE))  # request consumed
     with Store(runs / "store.db") as st:
         row = st.runs().set_index("name").loc["stopped"]
         assert row.status in ("stopped", "pending") and f"step {k}" in row.message
         assert "stopped" in st.events("stopped")["kind"].tolist()
-        assert "full" not in set(st.evals("stopped")["kind"])    # no final eval yet
+        assert "full" not in set(st.evals("stopped")["kind"])  # no final eval yet
 
     # the uninterrupted run finished, and its rows are in the store
     assert L.wait(straight, timeout=180) == "done", L.log_tail(straight)
     done = L.snapshot(straight)
     assert done["step"] == STEPS and done["eta_s"] == 0.0 and done["tokens_per_s"] > 0
-    assert not done["alphas"].empty and done["alphas"].shape[1] == 2     # learned, 2 layers
+    assert not done["alphas"].empty and done["alphas"].shape[1] == 2  # learned, 2 layers
     with Store(runs / "store.db") as st:
         assert st.runs().set_index("name").loc["straight"].status == "done"
         assert (st.evals("straight")["kind"] == "full").any()
@@ -160,8 +194,16 @@ def test_run_finishes_and_a_stopped_run_resumes_exactly(runs):
 
 
 def test_failed_run_reports_why(runs):
-    h = L.launch("tiny", name="nodata", steps=2, data=str(runs / "missing.txt"),
-                 store=str(runs / "store.db"), runs_dir=str(runs), env=ENV, nproc=1)
+    h = L.launch(
+        "tiny",
+        name="nodata",
+        steps=2,
+        data=str(runs / "missing.txt"),
+        store=str(runs / "store.db"),
+        runs_dir=str(runs),
+        env=ENV,
+        nproc=1,
+    )
     assert L.wait(h, timeout=60) == "failed"
     snap = L.snapshot(h)
     assert h.proc.returncode != 0 and "missing.txt" in snap["message"]

@@ -1,4 +1,5 @@
 """The paper's model: parameter counts, init, paths agreeing, rebuild at longer length, errors."""
+
 import math
 from dataclasses import replace
 
@@ -29,7 +30,7 @@ def test_paper_parameter_counts(paper):
 
 
 def test_paper_init_stds(paper):
-    sigma = 512 ** -0.5
+    sigma = 512**-0.5
     assert paper.lm_head.weight is paper.embed.weight
     assert abs(paper.embed.weight.std().item() - sigma) < 0.002
     attn = paper.blocks[0].attn
@@ -42,8 +43,14 @@ def test_paper_init_stds(paper):
 def test_presets_exist():
     assert {"paper-60m", "probe-small", "tiny"} <= set(PRESETS)
     probe = config_for("probe-small", n_layers=8)
-    assert (probe.d_model, probe.n_heads, probe.n_kv_heads, probe.vocab_size, probe.seq_len,
-            probe.n_layers) == (256, 4, 2, 512, 512, 8)
+    assert (
+        probe.d_model,
+        probe.n_heads,
+        probe.n_kv_heads,
+        probe.vocab_size,
+        probe.seq_len,
+        probe.n_layers,
+    ) == (256, 4, 2, 512, 512, 8)
 
 
 def test_forward_loss_is_cross_entropy():
@@ -112,8 +119,8 @@ def test_frozen_rungs_stay_within_training_reach():
     frozen = _receptive_support(m.with_seq_len(256, "freeze"), ids, 255)
     recomputed = _receptive_support(m.with_seq_len(256, "recompute"), ids, 255)
     assert max(frozen) <= 63
-    assert frozen == [0, 1, 2, 3, 4, 8, 12, 20, 32, 51]         # 4.5 -> 4, 7.5 -> 8 (half-even)
-    assert sorted(set(recomputed) - set(frozen)) == [82, 134, 216]   # round(1.5*f), f=55,89,144
+    assert frozen == [0, 1, 2, 3, 4, 8, 12, 20, 32, 51]  # 4.5 -> 4, 7.5 -> 8 (half-even)
+    assert sorted(set(recomputed) - set(frozen)) == [82, 134, 216]  # round(1.5*f), f=55,89,144
 
 
 def test_recomputed_rungs_at_4x_are_spec_list():
@@ -126,23 +133,34 @@ def test_recomputed_rungs_at_4x_are_spec_list():
     frozen = replace(long, rung_policy="freeze")
     assert all(max(s) <= 1023 for s in frozen.attended_sets())
     hdc = replace(long, schedule="coprime")
-    assert [i for i, s in enumerate(hdc.attended_sets()) if max(s) > 1023] == [2, 4, 6, 9, 11, 13, 15]
+    assert [i for i, s in enumerate(hdc.attended_sets()) if max(s) > 1023] == [
+        2,
+        4,
+        6,
+        9,
+        11,
+        13,
+        15,
+    ]
 
 
-@pytest.mark.parametrize("overrides,needle", [
-    (dict(window=-1), "W=-1"),
-    (dict(rungs=0), "K=0"),
-    (dict(n_heads=4, n_kv_heads=3), "n_kv_heads=3"),
-    (dict(schedule="learned", learned_init=(1.5, 1.0)), "1.5"),
-    (dict(schedule=(1.0, 0.0)), "0.0"),
-    (dict(base=(1, 2, 2)), "duplicate"),
-    (dict(base=(0, 2)), "0"),
-    (dict(schedule="learned", path="mask"), "interp"),
-    (dict(rung_policy="grow"), "grow"),
-    (dict(path="blur"), "learned"),
-    (dict(path="blur", schedule="learned", base="pow2"), "base='fib'"),
-    (dict(colour="red"), "colour"),
-])
+@pytest.mark.parametrize(
+    "overrides,needle",
+    [
+        (dict(window=-1), "W=-1"),
+        (dict(rungs=0), "K=0"),
+        (dict(n_heads=4, n_kv_heads=3), "n_kv_heads=3"),
+        (dict(schedule="learned", learned_init=(1.5, 1.0)), "1.5"),
+        (dict(schedule=(1.0, 0.0)), "0.0"),
+        (dict(base=(1, 2, 2)), "duplicate"),
+        (dict(base=(0, 2)), "0"),
+        (dict(schedule="learned", path="mask"), "interp"),
+        (dict(rung_policy="grow"), "grow"),
+        (dict(path="blur"), "learned"),
+        (dict(path="blur", schedule="learned", base="pow2"), "base='fib'"),
+        (dict(colour="red"), "colour"),
+    ],
+)
 def test_bad_config(overrides, needle):
     with pytest.raises(ValueError, match=needle):
         build_model("tiny", **overrides)

@@ -1,5 +1,6 @@
 """Every notebook in notebooks/ runs top to bottom headlessly at the smoke scale (FIBLAB_SMOKE=1)
 with no error output, and the committed files carry no outputs (see notebooks/README.md)."""
+
 import copy
 import os
 from pathlib import Path
@@ -14,21 +15,28 @@ WIDGET = "application/vnd.jupyter.widget-view+json"
 
 def test_the_front_door_notebooks_exist():
     names = {p.name for p in NOTEBOOKS}
-    assert {"01_coverage_explorer.ipynb", "02_retrieval_probes.ipynb",
-            "03_train_lm.ipynb", "04_alpha_trajectories.ipynb", "05_results.ipynb"} <= names
+    assert {
+        "01_coverage_explorer.ipynb",
+        "02_retrieval_probes.ipynb",
+        "03_train_lm.ipynb",
+        "04_alpha_trajectories.ipynb",
+        "05_results.ipynb",
+    } <= names
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_committed_without_outputs(path):
     nb = nbformat.read(path, as_version=4)
     nbformat.validate(nb)
-    assert nb.metadata.get("kernelspec", {}).get("name") == "python3", \
+    assert nb.metadata.get("kernelspec", {}).get("name") == "python3", (
         "set the kernelspec to python3 (a Select Kernel dialog appears otherwise)"
+    )
     assert "widgets" not in nb.metadata, "widget state saved: strip it (notebooks/README.md)"
     for i, cell in enumerate(nb.cells):
         if cell.cell_type == "code":
-            assert cell.outputs == [] and cell.execution_count is None, \
+            assert cell.outputs == [] and cell.execution_count is None, (
                 f"{path.name} cell {i} has outputs: run `make strip-notebooks`"
+            )
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +46,7 @@ def smoke_env(tmp_path_factory):
     (d / "runs").mkdir()
     corpus = tmp_path_factory.getbasetemp() / "fiblab-tiny-data"  # tokenised once per session
     from lab.data import prepare
+
     prepare("bible", vocab_size=512, cache_dir=str(corpus))
     os.symlink(corpus, d / "runs" / "data")
     with pytest.MonkeyPatch.context() as mp:
@@ -51,36 +60,41 @@ def smoke_env(tmp_path_factory):
 
 def _run(path: Path) -> nbformat.NotebookNode:
     from nbclient import NotebookClient
+
     nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=600, kernel_name="python3",
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    ).execute()
     return nb
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_runs_top_to_bottom_at_smoke_scale(path, smoke_env):
     nb = _run(path)
-    from lab.ui.nbstrip import strip                # `make strip-notebooks` turns the executed
-    stripped = nbformat.writes(strip(copy.deepcopy(nb)))   # notebook back into the committed one
+    from fiblab.ui.nbstrip import strip  # `make strip-notebooks` turns the executed
+
+    stripped = nbformat.writes(strip(copy.deepcopy(nb)))  # notebook back into the committed one
     assert stripped.strip() == path.read_text(encoding="utf-8").strip()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
-    errors = [f"{o.get('ename')}: {o.get('evalue')}" for o in outputs
-              if o.output_type == "error"]
+    errors = [f"{o.get('ename')}: {o.get('evalue')}" for o in outputs if o.output_type == "error"]
     assert not errors, errors
-    stderr = "".join(o.get("text", "") for o in outputs
-                     if o.output_type == "stream" and o.name == "stderr")
+    stderr = "".join(
+        o.get("text", "") for o in outputs if o.output_type == "stream" and o.name == "stderr"
+    )
     assert "Traceback" not in stderr and "Error" not in stderr, stderr[-2000:]
-    if path.name.startswith(("01_", "02_", "03_", "04_", "05_")):     # each displays its panel
+    if path.name.startswith(("01_", "02_", "03_", "04_", "05_")):  # each displays its panel
         assert any(WIDGET in o.get("data", {}) for o in outputs), "no widget displayed"
     if path.name.startswith("02_"):
         from lab.store import Store
+
         with Store(smoke_env / "store.db") as st:
             probes = st.probes()
         assert len(probes) and set(probes["mechanism"]) == {"learned"}
-    if path.name.startswith("03_"):                        # launched from a cell, finished
+    if path.name.startswith("03_"):  # launched from a cell, finished
         text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
         assert "done | tiny: done at step 8/8" in text, text
         from lab.store import Store
+
         with Store(smoke_env / "store.db") as st:
             run = st.runs().set_index("name").loc["tiny"]
             loss = st.metrics("tiny", names=["loss"])

@@ -1,10 +1,19 @@
 """The attended set, checked against SPEC §2.2–2.7 and §9 (numbers copied into the test)."""
+
 import math
 
 import pytest
 
-from lab.offsets import (alpha_from_theta, attended_distances, fibonacci, interp_columns,
-                         powers_of_two, resolve_base, rung_distances, theta_from_alpha)
+from lab.offsets import (
+    alpha_from_theta,
+    attended_distances,
+    fibonacci,
+    interp_columns,
+    powers_of_two,
+    resolve_base,
+    rung_distances,
+    theta_from_alpha,
+)
 from lab.schedules import layer_alphas
 
 FIB15 = [1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377, 610, 987]
@@ -22,7 +31,7 @@ def test_fibonacci_has_no_duplicate_one():
 
 
 def test_powers_of_two_reach_matched():
-    assert powers_of_two(1024) == [2 ** i for i in range(10)]        # 1..512, 10 rungs
+    assert powers_of_two(1024) == [2**i for i in range(10)]  # 1..512, 10 rungs
     assert powers_of_two(2048)[-1] == 1024
     assert powers_of_two(4096)[-2:] == [1024, 2048]
     assert powers_of_two(1025)[-1] == 1024
@@ -44,8 +53,17 @@ def test_rung_sets_match_spec_2_7():
     assert rung_distances(1.5, 8, 1024) == [12, 20, 32, 51, 82, 134, 216, 350, 566, 915]
     # the gather rule at alpha=0.5 uses floor brackets instead
     targets = [0.5 * f for f in FIB15]
-    assert [lo for _, lo in interp_columns(targets, 8, 1024)] == [10, 17, 27, 44, 72, 116,
-                                                                  188, 305, 493]
+    assert [lo for _, lo in interp_columns(targets, 8, 1024)] == [
+        10,
+        17,
+        27,
+        44,
+        72,
+        116,
+        188,
+        305,
+        493,
+    ]
 
 
 def test_interp_rule_drops_floor_in_window():
@@ -58,16 +76,36 @@ def test_interp_rule_drops_floor_in_window():
 
 
 def test_rounding_conventions():
-    assert attended_distances(0.5, 8, 1024, rounding="floor")[9:] == [10, 17, 27, 44, 72, 116,
-                                                                      188, 305, 493]
-    assert attended_distances(0.5, 8, 1024, rounding="ceil")[9:] == [11, 17, 28, 45, 72, 117,
-                                                                     189, 305, 494]
+    assert attended_distances(0.5, 8, 1024, rounding="floor")[9:] == [
+        10,
+        17,
+        27,
+        44,
+        72,
+        116,
+        188,
+        305,
+        493,
+    ]
+    assert attended_distances(0.5, 8, 1024, rounding="ceil")[9:] == [
+        11,
+        17,
+        28,
+        45,
+        72,
+        117,
+        189,
+        305,
+        494,
+    ]
     with pytest.raises(ValueError, match="nearest"):
         attended_distances(0.5, 8, 1024, rounding="nearest")
 
 
-@pytest.mark.parametrize("W,fib_fixed,pow2_fixed,stag_lo,stag_hi", [
-    (6, 18, 14, 16, 18), (8, 19, 15, 18, 19), (10, 21, 17, 19, 21), (12, 23, 19, 21, 23)])
+@pytest.mark.parametrize(
+    "W,fib_fixed,pow2_fixed,stag_lo,stag_hi",
+    [(6, 18, 14, 16, 18), (8, 19, 15, 18, 19), (10, 21, 17, 19, 21), (12, 23, 19, 21, 23)],
+)
 def test_per_layer_set_sizes_spec(W, fib_fixed, pow2_fixed, stag_lo, stag_hi):
     assert len(attended_distances(1.0, W, 1024)) == fib_fixed
     assert len(attended_distances(1.0, W, 1024, base="pow2")) == pow2_fixed
@@ -79,23 +117,33 @@ def _union(alphas, **kw):
     return set().union(*(attended_distances(a, **kw) for a in alphas))
 
 
-@pytest.mark.parametrize("W,rounding,stagger", [(6, "round", 133), (8, "round", 133),
-                                                 (10, "round", 133), (12, "round", 133),
-                                                 (8, "floor", 139), (8, "ceil", 138)])
+@pytest.mark.parametrize(
+    "W,rounding,stagger",
+    [
+        (6, "round", 133),
+        (8, "round", 133),
+        (10, "round", 133),
+        (12, "round", 133),
+        (8, "floor", 139),
+        (8, "ceil", 138),
+    ],
+)
 def test_union_coverage_trained_config(W, rounding, stagger):
     fixed = {6: 18, 8: 19, 10: 21, 12: 23}[W]
     kw = dict(window=W, seq_len=1024, rounding=rounding)
     assert len(_union([1.0] * 16, **kw)) == fixed
     assert len(_union(layer_alphas("stagger", 16), **kw)) == stagger
-    assert len(_union(layer_alphas("coprime", 16), **kw)) == stagger   # same multiset
+    assert len(_union(layer_alphas("coprime", 16), **kw)) == stagger  # same multiset
 
 
 def test_union_coverage_paper_convention_19_to_75():
     kw = dict(window=8, seq_len=1024, rungs=25)
     assert len(_union([1.0] * 8, **kw)) == 19
     assert len(_union(layer_alphas("stagger", 8), **kw)) == 75
-    assert len(_union(layer_alphas("stagger", 8), window=8, seq_len=1024, rungs=25,
-                      rounding="floor")) == 76
+    assert (
+        len(_union(layer_alphas("stagger", 8), window=8, seq_len=1024, rungs=25, rounding="floor"))
+        == 76
+    )
     pow2 = dict(window=8, seq_len=1024, base="pow2")
     assert len(_union([1.0] * 16, **pow2)) == 15
     assert len(_union(layer_alphas("stagger", 16), **pow2)) == 101
@@ -124,13 +172,16 @@ def test_custom_base():
         resolve_base("log", 15, 1024)
 
 
-@pytest.mark.parametrize("kwargs,needle", [
-    (dict(alpha=1.0, window=-1, seq_len=64), "W=-1"),
-    (dict(alpha=0.0, window=4, seq_len=64), "alpha=0.0"),
-    (dict(alpha=-1.0, window=4, seq_len=64), "alpha=-1.0"),
-    (dict(alpha=1.0, window=4, seq_len=64, rungs=0), "K=0"),
-    (dict(alpha=1.0, window=4, seq_len=0), "seq_len=0"),
-])
+@pytest.mark.parametrize(
+    "kwargs,needle",
+    [
+        (dict(alpha=1.0, window=-1, seq_len=64), "W=-1"),
+        (dict(alpha=0.0, window=4, seq_len=64), "alpha=0.0"),
+        (dict(alpha=-1.0, window=4, seq_len=64), "alpha=-1.0"),
+        (dict(alpha=1.0, window=4, seq_len=64, rungs=0), "K=0"),
+        (dict(alpha=1.0, window=4, seq_len=0), "seq_len=0"),
+    ],
+)
 def test_bad_input_names_the_value(kwargs, needle):
     with pytest.raises(ValueError, match=needle):
         attended_distances(**kwargs)

@@ -3,6 +3,7 @@
 Most tests run on a small fixture database built here with the authors' schema; the last class
 rebuilds the paper's Table 1 from the real ``fib.db`` when ``../shared/reference`` is present.
 """
+
 import hashlib
 import json
 import re
@@ -13,8 +14,7 @@ import pandas as pd
 import pytest
 
 from analysis import paper
-from analysis.paperdb import (DATASETS, load_final_ppl, load_retrieval, load_runs,
-                              parse_title)
+from analysis.paperdb import DATASETS, load_final_ppl, load_retrieval, load_runs, parse_title
 from analysis.tables import TABLE1_COLUMNS, table1, with_paper
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,24 +79,49 @@ def build_fixture(path):
             "d_model, n_layers, params_effective, tokens_trained, status, wall_seconds, "
             "failure_reason, created_at) VALUES (?, ?, ?, 2, '{}', ?, 512, 16, ?, ?, ?, ?, ?, "
             "'2026-06-08T00:00:00+00:00')",
-            (title, f"C:\\exp\\{title}", kind, seed, 0 if kind == "reference" else 60850688,
-             425984000 if status == "done" else None, status, wall, why))
+            (
+                title,
+                f"C:\\exp\\{title}",
+                kind,
+                seed,
+                0 if kind == "reference" else 60850688,
+                425984000 if status == "done" else None,
+                status,
+                wall,
+                why,
+            ),
+        )
     run_ids = [r[0] for r in con.execute("SELECT id FROM runs WHERE variant_or_baseline='variant'")]
     for rid in run_ids:
         for step in STEPS:
             for ds in DATASETS:
                 p = ppl_of(rid, step, ds)
-                con.execute("INSERT INTO metrics VALUES (?, ?, ?, ?, ?, 1048576, 'now')",
-                            (rid, step, ds, p, p / 100))
+                con.execute(
+                    "INSERT INTO metrics VALUES (?, ?, ?, ?, ?, 1048576, 'now')",
+                    (rid, step, ds, p, p / 100),
+                )
     retrieval = [
         ("marked", "fib_blur", 2, 0, 1, -1, 200, "target", 0.99, json.dumps([0.56, 1.39])),
-        ("sweep", "gumbel_fib", 2, 0, -1, 55, 55, "trained", 1.0,
-         json.dumps([{"alpha": 0.9841}, {"alpha": 1.0714}])),
+        (
+            "sweep",
+            "gumbel_fib",
+            2,
+            0,
+            -1,
+            55,
+            55,
+            "trained",
+            1.0,
+            json.dumps([{"alpha": 0.9841}, {"alpha": 1.0714}]),
+        ),
         ("sweep", "dense", 2, 0, -1, 55, 128, "control", 0.0056, "[]"),
     ]
     for row in retrieval:
-        con.execute("INSERT INTO retrieval_results VALUES (?,?,?,?,?,?,?,?,?,?, 3.1, 'x.json', "
-                    "'{\"peakGB\": 3.1}')", row)
+        con.execute(
+            "INSERT INTO retrieval_results VALUES (?,?,?,?,?,?,?,?,?,?, 3.1, 'x.json', "
+            "'{\"peakGB\": 3.1}')",
+            row,
+        )
     con.commit()
     con.close()
     return path
@@ -111,16 +136,19 @@ def digest(path):
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-@pytest.mark.parametrize("title, expected", [
-    ("f13__fib_stagger_w12", ("f13", "fib", "stagger", 12, 42)),
-    ("f14__fib_hdc_w12", ("f14", "fib", "coprime", 12, 42)),
-    ("f05__fib_fixed_w6", ("f05", "fib", "fixed", 6, 42)),
-    ("f09__logsparse_w8", ("f09", "pow2", "fixed", 8, 42)),
-    ("f18__logsparse_stagger_w6", ("f18", "pow2", "stagger", 6, 42)),
-    ("g02__fib_learned_w12_s43", ("g02", "fib", "learned", 12, 43)),
-    ("h03__fib_hdc_w12_s44", ("h03", "fib", "coprime", 12, 44)),
-    ("g05__logsparse_stagger_w12_s43", ("g05", "pow2", "stagger", 12, 43)),
-])
+@pytest.mark.parametrize(
+    "title, expected",
+    [
+        ("f13__fib_stagger_w12", ("f13", "fib", "stagger", 12, 42)),
+        ("f14__fib_hdc_w12", ("f14", "fib", "coprime", 12, 42)),
+        ("f05__fib_fixed_w6", ("f05", "fib", "fixed", 6, 42)),
+        ("f09__logsparse_w8", ("f09", "pow2", "fixed", 8, 42)),
+        ("f18__logsparse_stagger_w6", ("f18", "pow2", "stagger", 6, 42)),
+        ("g02__fib_learned_w12_s43", ("g02", "fib", "learned", 12, 43)),
+        ("h03__fib_hdc_w12_s44", ("h03", "fib", "coprime", 12, 44)),
+        ("g05__logsparse_stagger_w12_s43", ("g05", "pow2", "stagger", 12, 43)),
+    ],
+)
 def test_parse_title_variants(title, expected):
     v = parse_title(title)
     assert (v["code"], v["base"], v["schedule"], v["W"], v["seed"]) == expected
@@ -131,7 +159,13 @@ def test_parse_title_reference_and_garbage():
     v = parse_title("ref_e0000")
     assert v["kind"] == "reference" and v["code"] == "e0000"
     assert v["base"] is v["schedule"] is v["W"] is v["seed"] is None
-    for bad in ("f13__fib_stagger", "f13__fib_zigzag_w12", "fib_stagger_w12", "", "f13__fib_stagger_w12_sx"):
+    for bad in (
+        "f13__fib_stagger",
+        "f13__fib_zigzag_w12",
+        "fib_stagger_w12",
+        "",
+        "f13__fib_stagger_w12_sx",
+    ):
         with pytest.raises(ValueError, match="unrecognised run title"):
             parse_title(bad)
 
@@ -141,15 +175,32 @@ def test_load_runs(db):
     runs = load_runs(db)
     assert list(runs["id"]) == list(range(1, len(RUNS) + 1))
     assert list(runs["title"]) == [r[0] for r in RUNS]
-    assert {"id", "title", "status", "seed", "params_effective", "wall_seconds", "base",
-            "schedule", "W"} <= set(runs.columns)
+    assert {
+        "id",
+        "title",
+        "status",
+        "seed",
+        "params_effective",
+        "wall_seconds",
+        "base",
+        "schedule",
+        "W",
+    } <= set(runs.columns)
     row = runs.set_index("title").loc["h03__fib_hdc_w12_s44"]
-    assert (row["code"], row["base"], row["schedule"], row["W"], row["seed"]) == ("h03", "fib", "coprime", 12, 44)
+    assert (row["code"], row["base"], row["schedule"], row["W"], row["seed"]) == (
+        "h03",
+        "fib",
+        "coprime",
+        12,
+        44,
+    )
     ref = runs[runs["title"] == "ref_e0000"].iloc[0]
     assert ref["kind"] == "reference" and pd.isna(ref["base"]) and pd.isna(ref["W"])
     assert ref["seed"] == 42  # from the runs table: the title has none
     failed = runs[runs["status"] == "failed"]
-    assert list(failed["title"]) == ["f01__fib_learned_w6"] and pd.isna(failed["wall_seconds"].iloc[0])
+    assert list(failed["title"]) == ["f01__fib_learned_w6"] and pd.isna(
+        failed["wall_seconds"].iloc[0]
+    )
     assert digest(db) == before  # opened read-only
 
 
@@ -170,7 +221,9 @@ def test_final_ppl_picks_the_step(db):
     for step in STEPS:
         final = load_final_ppl(db, step=step)
         assert set(final["step"]) == {step}
-        for rid, ds, ppl, loss in final[["run_id", "dataset", "ppl", "loss"]].itertuples(index=False):
+        for rid, ds, ppl, loss in final[["run_id", "dataset", "ppl", "loss"]].itertuples(
+            index=False
+        ):
             long_name = {v: k for k, v in DATASETS.items()}[ds]
             assert ppl == pytest.approx(ppl_of(rid, step, long_name))
             assert loss == pytest.approx(ppl / 100)
@@ -185,8 +238,12 @@ def test_table1_layout_on_fixture(db):
     assert list(t.columns) == ["base", "schedule", "W"] + TABLE1_COLUMNS
     # f-runs with seed 42 only, in the paper's order; g02/h03 (seeds 43, 44) are left out
     assert [tuple(r) for r in t[["base", "schedule", "W"]].itertuples(index=False)] == [
-        ("fib", "learned", 6), ("fib", "stagger", 12), ("fib", "coprime", 12),
-        ("pow2", "fixed", 8), ("pow2", "stagger", 6)]
+        ("fib", "learned", 6),
+        ("fib", "stagger", 12),
+        ("fib", "coprime", 12),
+        ("pow2", "fixed", 8),
+        ("pow2", "stagger", 6),
+    ]
     assert t["W"].dtype == "int64" and list(t.index) == list(range(5))
     f13 = t[(t["schedule"] == "stagger") & (t["base"] == "fib")].iloc[0]
     assert f13["fineweb_edu"] == pytest.approx(ppl_of(1, 13000, "fineweb_edu_val"))
@@ -213,8 +270,18 @@ def test_with_paper_columns(db):
 def test_load_retrieval(db):
     r = load_retrieval(db)
     assert len(r) == 3
-    assert list(r.columns[:10]) == ["source", "mech", "depth", "seed", "staggered", "train_d",
-                                    "distance", "kind", "acc", "alphas"]
+    assert list(r.columns[:10]) == [
+        "source",
+        "mech",
+        "depth",
+        "seed",
+        "staggered",
+        "train_d",
+        "distance",
+        "kind",
+        "acc",
+        "alphas",
+    ]
     alphas = dict(zip(r["mech"], r["alphas"]))
     assert alphas == {"fib_blur": [0.56, 1.39], "gumbel_fib": [0.9841, 1.0714], "dense": []}
     assert load_retrieval(db, extra=True)["extra"].iloc[0] == {"peakGB": 3.1}

@@ -1,8 +1,10 @@
 """The Markdown / HTML report renderer."""
+
 import math
 import os
 
 import matplotlib
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -12,14 +14,13 @@ from analysis.report import Report, markdown_table
 
 
 def test_markdown_table_layout_and_rounding():
-    df = pd.DataFrame({"schedule": ["fixed", "stagger"], "ppl": [44.0812, math.nan],
-                       "W": [8, 12]})
+    df = pd.DataFrame({"schedule": ["fixed", "stagger"], "ppl": [44.0812, math.nan], "W": [8, 12]})
     text = markdown_table(df, decimals=2)
     lines = text.splitlines()
     assert lines[0] == "| schedule | ppl | W |"
-    assert lines[1] == "|---|---:|---:|"                 # text left, numbers right
+    assert lines[1] == "|---|---:|---:|"  # text left, numbers right
     assert lines[2] == "| fixed | 44.08 | 8 |"
-    assert lines[3] == "| stagger |  | 12 |"              # NaN is a blank cell
+    assert lines[3] == "| stagger |  | 12 |"  # NaN is a blank cell
 
 
 def test_pipe_in_text_is_escaped():

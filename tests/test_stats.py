@@ -1,6 +1,7 @@
 """Seed statistics against hand computation: means and spreads, the pooled std, Welch's t-test by
 its formula (and a closed-form t tail at 2 degrees of freedom), the bootstrap interval against the
 exact bootstrap distribution enumerated by brute force, and the plain-English verdicts."""
+
 import itertools
 import math
 
@@ -9,8 +10,19 @@ import pandas as pd
 import pytest
 from scipy import stats as st
 
-from analysis.stats import (assess, bootstrap_ci, claim_kind, describe, gap, margin, pooled_std,
-                            samples, seed_summary, verdict, welch)
+from analysis.stats import (
+    assess,
+    bootstrap_ci,
+    claim_kind,
+    describe,
+    gap,
+    margin,
+    pooled_std,
+    samples,
+    seed_summary,
+    verdict,
+    welch,
+)
 
 # hand table: a = 1, 2, 3 (mean 2, s² = 1); b = 4, 6, 8, 10 (mean 7, s² = 20/3)
 A = [1.0, 2.0, 3.0]
@@ -18,9 +30,9 @@ B = [4.0, 6.0, 8.0, 10.0]
 
 
 def test_describe_by_hand():
-    d = describe([1.0, 2.0, float("nan"), 3.0])              # NaN is dropped
+    d = describe([1.0, 2.0, float("nan"), 3.0])  # NaN is dropped
     assert d["n"] == 3 and d["mean"] == 2.0
-    assert d["std"] == pytest.approx(1.0)                      # √(2/2)
+    assert d["std"] == pytest.approx(1.0)  # √(2/2)
     assert d["std_pop"] == pytest.approx(math.sqrt(2 / 3))
     assert d["sem"] == pytest.approx(1 / math.sqrt(3))
     assert (d["min"], d["max"]) == (1.0, 3.0)
@@ -36,12 +48,17 @@ def test_describe_by_hand():
 def test_seed_summary_matches_the_papers_table5_row():
     # fib/stagger at W = 12, seeds 42 43 44: mean 42.08, std 0.159 (ddof 1), 0.130 (ddof 0)
     x = [42.02, 41.96, 42.26]
-    df = pd.DataFrame({"config": ["fib/stagger"] * 3 + ["fib/fixed"] * 2,
-                       "seed": [42, 43, 44, 42, 43], "ppl": x + [43.12, 43.16]})
+    df = pd.DataFrame(
+        {
+            "config": ["fib/stagger"] * 3 + ["fib/fixed"] * 2,
+            "seed": [42, 43, 44, 42, 43],
+            "ppl": x + [43.12, 43.16],
+        }
+    )
     s = seed_summary(df, "config", "ppl")
     assert list(s["config"]) == ["fib/stagger", "fib/fixed"]
     row = s.iloc[0]
-    ss = (42.02 - 42.08) ** 2 + (41.96 - 42.08) ** 2 + (42.26 - 42.08) ** 2   # 0.0504
+    ss = (42.02 - 42.08) ** 2 + (41.96 - 42.08) ** 2 + (42.26 - 42.08) ** 2  # 0.0504
     assert row["n"] == 3 and row["mean"] == pytest.approx(42.08)
     assert row["std"] == pytest.approx(math.sqrt(ss / 2))
     assert row["std_pop"] == pytest.approx(math.sqrt(ss / 3))
@@ -61,12 +78,12 @@ def test_pooled_std_by_hand():
 
 
 def test_gap_and_margin():
-    assert gap(A, B) == 5.0                                   # lower is better: a beats b by 5
+    assert gap(A, B) == 5.0  # lower is better: a beats b by 5
     assert gap(A, B, lower_is_better=False) == -5.0
     assert margin(A, B) == pytest.approx(5 / math.sqrt(22 / 5))
     assert margin(A, B, sigma=2.5) == 2.0
     assert math.isnan(margin([1.0], [2.0]))
-    assert margin([1.0, 1.0], [2.0, 2.0]) == math.inf         # zero spread, non-zero gap
+    assert margin([1.0, 1.0], [2.0, 2.0]) == math.inf  # zero spread, non-zero gap
 
 
 def test_welch_by_the_formula():
@@ -111,7 +128,7 @@ def exact_bootstrap(a, b):
 
 def test_bootstrap_ci_against_the_exact_distribution():
     a, b = [1.0, 2.0, 4.0], [3.0, 5.0, 9.0]
-    exact = exact_bootstrap(a, b)                             # 27 × 27 outcomes
+    exact = exact_bootstrap(a, b)  # 27 × 27 outcomes
     lo, hi = bootstrap_ci(a, b, n=40_000, level=0.9, seed=3)
     # lo is a 5 % quantile and hi a 95 % one of the exact distribution (Monte Carlo slack 1 %)
     assert (exact < lo).mean() <= 0.05 + 0.01 and (exact <= lo).mean() >= 0.05 - 0.01
@@ -119,9 +136,10 @@ def test_bootstrap_ci_against_the_exact_distribution():
     assert lo < gap(a, b) < hi
     assert bootstrap_ci(a, b, n=2000, seed=7) == bootstrap_ci(a, b, n=2000, seed=7)
     lo2, hi2 = bootstrap_ci(a, b, n=2000, seed=7, lower_is_better=False)
-    assert (lo2, hi2) == pytest.approx((-bootstrap_ci(a, b, n=2000, seed=7)[1],
-                                        -bootstrap_ci(a, b, n=2000, seed=7)[0]))
-    assert bootstrap_ci([2.0, 2.0], [5.0], n=100) == (3.0, 3.0)   # nothing to resample
+    assert (lo2, hi2) == pytest.approx(
+        (-bootstrap_ci(a, b, n=2000, seed=7)[1], -bootstrap_ci(a, b, n=2000, seed=7)[0])
+    )
+    assert bootstrap_ci([2.0, 2.0], [5.0], n=100) == (3.0, 3.0)  # nothing to resample
     with pytest.raises(ValueError, match="level"):
         bootstrap_ci(a, b, level=95)
     with pytest.raises(ValueError, match="resamples"):
@@ -138,7 +156,7 @@ def test_claim_kind():
 
 
 def test_verdict_beats_yes_with_numbers():
-    a, b = [1.0, 1.2, 1.1], [3.0, 3.2, 3.1]                   # gap 2, s = 0.1 each
+    a, b = [1.0, 1.2, 1.1], [3.0, 3.2, 3.1]  # gap 2, s = 0.1 each
     line = verdict(a, b, "stagger beats fixed")
     p = welch(a, b).p
     assert line.startswith("stagger beats fixed: yes, gap 2.00 = 20.0σ")
@@ -153,8 +171,9 @@ def test_verdict_not_shown_no_and_ties():
     assert line.startswith("a beats b: not shown, gap 3.00 = 2.1σ (Welch p=0.17")
     assert verdict([3.0, 5.0], [0.0, 2.0], "a beats b").startswith("a beats b: no, gap -3.00")
     # higher is better: the same numbers now favour a
-    assert verdict([3.0, 5.1, 4.0], [0.0, 0.1, 0.2], "a beats b",
-                   lower_is_better=False).startswith("a beats b: yes")
+    assert verdict([3.0, 5.1, 4.0], [0.0, 0.1, 0.2], "a beats b", lower_is_better=False).startswith(
+        "a beats b: yes"
+    )
     assert verdict([1.0, 1.3, 1.1], [1.05, 1.25, 1.2], "a ties b").startswith("a ties b: yes")
     assert verdict([1.0, 1.1, 1.2], [3.0, 3.1, 3.2], "a ties b").startswith("a ties b: no")
     assert "σ (given)" in verdict(A, B, "a beats b", sigma=1.0)

@@ -1,5 +1,6 @@
 """The experiment store: round trips for every table, upserts that replace, concurrent writers that
 lose nothing, readers that only ever see whole transactions, and files it must refuse untouched."""
+
 import json
 import math
 import os
@@ -7,7 +8,6 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -31,16 +31,29 @@ def count(store, table):
 
 def probe_record(acc5=0.9, acc13=0.4, seconds=12.5):
     """A record shaped like probes.retrieval.run_cell's."""
-    return {"key": "marked/learned/d2/staggered/s1/n30/b8/lr0.003/w2", "mechanism": "learned",
-            "depth": 2, "init": "staggered", "seed": 1, "task": "marked", "steps": 30,
-            "alphas": [0.61, 1.39], "acc": {"5": acc5, "13": acc13}, "seconds": seconds,
-            "trajectory": [{"step": 0, "alphas": [0.55, 1.45]}, {"step": 10, "alphas": [0.58, 1.42]},
-                           {"step": 30, "alphas": [0.61, 1.39]}],
-            "loss": [{"step": 0, "loss": 3.4}, {"step": 10, "loss": 2.9}],
-            "settings": {"lr": 0.003, "batch": 8, "window": 2}}
+    return {
+        "key": "marked/learned/d2/staggered/s1/n30/b8/lr0.003/w2",
+        "mechanism": "learned",
+        "depth": 2,
+        "init": "staggered",
+        "seed": 1,
+        "task": "marked",
+        "steps": 30,
+        "alphas": [0.61, 1.39],
+        "acc": {"5": acc5, "13": acc13},
+        "seconds": seconds,
+        "trajectory": [
+            {"step": 0, "alphas": [0.55, 1.45]},
+            {"step": 10, "alphas": [0.58, 1.42]},
+            {"step": 30, "alphas": [0.61, 1.39]},
+        ],
+        "loss": [{"step": 0, "loss": 3.4}, {"step": 10, "loss": 2.9}],
+        "settings": {"lr": 0.003, "batch": 8, "window": 2},
+    }
 
 
 # -- opening -----------------------------------------------------------------------------------
+
 
 def test_open_creates_dirs_wal_schema_version_and_pragmas(tmp_path):
     path = tmp_path / "a" / "b" / "fiblab.db"
@@ -54,7 +67,7 @@ def test_open_creates_dirs_wal_schema_version_and_pragmas(tmp_path):
         s.start_run("r", {"W": 8})
     with pytest.raises(RuntimeError, match="closed"):
         s.runs()
-    with Store(path) as s2:                    # reopening keeps the data and the version
+    with Store(path) as s2:  # reopening keeps the data and the version
         assert list(s2.runs()["name"]) == ["r"] and s2.schema_version == SCHEMA_VERSION
     with sqlite3.connect(path) as c:
         tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -70,7 +83,7 @@ def test_text_file_is_rejected_and_left_byte_identical(tmp_path):
     assert str(path) in str(e.value) and "not an SQLite database" in str(e.value)
     assert "move this file aside" in str(e.value)
     assert path.read_bytes() == payload
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["fiblab.db"]   # no -wal / -shm
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fiblab.db"]  # no -wal / -shm
 
 
 def test_foreign_sqlite_db_and_newer_schema_are_rejected_unchanged(tmp_path):
@@ -93,7 +106,7 @@ def test_foreign_sqlite_db_and_newer_schema_are_rejected_unchanged(tmp_path):
 
 
 def test_git_revision(tmp_path):
-    assert git_revision(tmp_path) is None                   # not a checkout: None, no error
+    assert git_revision(tmp_path) is None  # not a checkout: None, no error
     assert git_revision(tmp_path / "missing") is None
     rev = git_revision(ROOT)
     assert rev is None or (len(rev) == 40 and int(rev, 16) >= 0)
@@ -101,15 +114,31 @@ def test_git_revision(tmp_path):
 
 # -- runs --------------------------------------------------------------------------------------
 
+
 def test_runs_round_trip_rerun_upserts_and_status(store, tmp_path):
-    cfg = {"base": "fibonacci", "schedule": "stagger", "W": 8, "K": 15, "seed": 0,
-           "alphas": (0.5, 1.5), "run_dir": tmp_path}
-    rid = store.start_run("fib-60m", cfg, preset="60m", seed=0, run_dir=tmp_path / "fib",
-                          git_rev="abc123")
+    cfg = {
+        "base": "fibonacci",
+        "schedule": "stagger",
+        "W": 8,
+        "K": 15,
+        "seed": 0,
+        "alphas": (0.5, 1.5),
+        "run_dir": tmp_path,
+    }
+    rid = store.start_run(
+        "fib-60m", cfg, preset="60m", seed=0, run_dir=tmp_path / "fib", git_rev="abc123"
+    )
     r = store.runs().iloc[0]
-    assert (r["id"], r["name"], r["kind"], r["status"], r["preset"], r["seed"], r["git_rev"],
-            r["run_dir"]) == (rid, "fib-60m", "lm", "running", "60m", 0, "abc123",
-                              str(tmp_path / "fib"))
+    assert (
+        r["id"],
+        r["name"],
+        r["kind"],
+        r["status"],
+        r["preset"],
+        r["seed"],
+        r["git_rev"],
+        r["run_dir"],
+    ) == (rid, "fib-60m", "lm", "running", "60m", 0, "abc123", str(tmp_path / "fib"))
     assert store.config("fib-60m") == {**cfg, "alphas": [0.5, 1.5], "run_dir": str(tmp_path)}
     assert json.loads(r["config_json"]) == store.config("fib-60m")
     assert r["started_at"] >= r["created_at"] and pd.isna(r["finished_at"])
@@ -134,12 +163,14 @@ def test_runs_round_trip_rerun_upserts_and_status(store, tmp_path):
 
 
 def test_unknown_runs_and_bad_values_raise_clearly(store):
-    for call in (lambda: store.set_status("nope", "done"),
-                 lambda: store.log_metrics("nope", 1, {"x": 1.0}),
-                 lambda: store.log_eval("nope", 1, "val", 1024, 3.0, 10),
-                 lambda: store.log_alphas("nope", 1, [1.0]),
-                 lambda: store.log_event("nope", "info", "x"),
-                 lambda: store.config("nope")):
+    for call in (
+        lambda: store.set_status("nope", "done"),
+        lambda: store.log_metrics("nope", 1, {"x": 1.0}),
+        lambda: store.log_eval("nope", 1, "val", 1024, 3.0, 10),
+        lambda: store.log_alphas("nope", 1, [1.0]),
+        lambda: store.log_event("nope", "info", "x"),
+        lambda: store.config("nope"),
+    ):
         with pytest.raises(KeyError) as e:
             call()
         assert isinstance(e.value, ValueError) and isinstance(e.value, UnknownRunError)
@@ -151,10 +182,11 @@ def test_unknown_runs_and_bad_values_raise_clearly(store):
         store.log_metrics("r", 1, {"x": "four"})
     with pytest.raises(ValueError, match="step"):
         store.log_metrics("r", 1.5, {"x": 1.0})
-    assert count(store, "metrics") == 0                     # a failed write leaves nothing
+    assert count(store, "metrics") == 0  # a failed write leaves nothing
 
 
 # -- metrics, evaluations, alphas, events ------------------------------------------------------
+
 
 def test_metrics_round_trip_filters_and_replace(store):
     store.start_run("a", {})
@@ -169,7 +201,7 @@ def test_metrics_round_trip_filters_and_replace(store):
     assert math.isnan(store.metrics("a", names=["grad_norm"])["value"].iloc[0])
     assert set(store.metrics(names=["lr", "train/loss"])["run"]) == {"a", "b"}
 
-    store.log_metrics("a", 10, {"train/loss": 4.25, "lr": 3e-4})          # re-run replaces
+    store.log_metrics("a", 10, {"train/loss": 4.25, "lr": 3e-4})  # re-run replaces
     assert count(store, "metrics") == 6
     assert store.metrics("a", "train/loss")["value"].tolist() == [4.25, 4.0]
 
@@ -183,9 +215,13 @@ def test_evals_perplexity_is_exp_loss_and_replace(store):
     df = store.evals("a")
     assert len(df) == 3 and (df["perplexity"] == df["loss"].map(math.exp)).all()
     row = df[(df.context_len == 4096)].iloc[0]
-    assert (row["dataset"], row["kind"], row["tokens"], row["loss"]) == ("val", "posmatched",
-                                                                          1_044_480, 3.5)
-    store.log_eval("a", 100, "val", 1024, loss=3.0, tokens=100)           # same key: replaced
+    assert (row["dataset"], row["kind"], row["tokens"], row["loss"]) == (
+        "val",
+        "posmatched",
+        1_044_480,
+        3.5,
+    )
+    store.log_eval("a", 100, "val", 1024, loss=3.0, tokens=100)  # same key: replaced
     df = store.evals()
     assert len(df) == 3 and count(store, "evaluations") == 3
     full = df[(df.kind == "full")].iloc[0]
@@ -212,19 +248,25 @@ def test_events_append_only(store):
     store.start_run("a", {})
     i = store.log_event("a", "checkpoint", "saved step 1000")
     j = store.log_event(None, "note", "store-wide")
-    k = store.log_event("a", "checkpoint", "saved step 1000")      # same content: appended again
+    k = store.log_event("a", "checkpoint", "saved step 1000")  # same content: appended again
     assert i < j < k
     ev = store.events()
-    assert ev["id"].tolist() == [i, j, k] and ev["kind"].tolist() == ["checkpoint", "note",
-                                                                        "checkpoint"]
+    assert ev["id"].tolist() == [i, j, k] and ev["kind"].tolist() == [
+        "checkpoint",
+        "note",
+        "checkpoint",
+    ]
     assert store.events("a")["message"].tolist() == ["saved step 1000"] * 2
     assert ev["time"].is_monotonic_increasing and str(ev["time"].dt.tz) == "UTC"
-    with sqlite3.connect(store.path) as c, pytest.raises(sqlite3.IntegrityError,
-                                                          match="append-only"):
+    with (
+        sqlite3.connect(store.path) as c,
+        pytest.raises(sqlite3.IntegrityError, match="append-only"),
+    ):
         c.execute("UPDATE events SET message = 'x'")
 
 
 # -- probes ------------------------------------------------------------------------------------
+
 
 def test_probe_record_round_trip_and_relog_replaces(store):
     rec = probe_record()
@@ -233,8 +275,15 @@ def test_probe_record_round_trip_and_relog_replaces(store):
     df = store.probes()
     assert df["distance"].tolist() == [5, 13] and df["accuracy"].tolist() == [0.9, 0.4]
     row = df.iloc[0]
-    assert (row["run"], row["task"], row["mechanism"], row["depth"], row["init"], row["seed"],
-            row["steps"]) == (name, "marked", "learned", 2, "staggered", 1, 30)
+    assert (
+        row["run"],
+        row["task"],
+        row["mechanism"],
+        row["depth"],
+        row["init"],
+        row["seed"],
+        row["steps"],
+    ) == (name, "marked", "learned", 2, "staggered", 1, 30)
     extra = json.loads(row["extra_json"])
     assert extra["seconds"] == 12.5 and extra["alphas"] == [0.61, 1.39]
     assert extra["settings"]["lr"] == 0.003
@@ -261,7 +310,7 @@ def test_probe_without_key_gets_a_derived_run_name(store):
     rec["acc"] = {"200": 0.5}
     name = store.log_probe(rec)
     assert name == "marked/learned/d2/staggered/s1/n30"
-    assert store.alphas(name)["alpha"].tolist() == [0.61, 1.39]      # final α at step = steps
+    assert store.alphas(name)["alpha"].tolist() == [0.61, 1.39]  # final α at step = steps
     with pytest.raises(ValueError, match="acc"):
         store.log_probe({k: v for k, v in rec.items() if k != "acc"})
 
@@ -302,7 +351,8 @@ def test_two_processes_writing_at_once_lose_no_rows(tmp_path):
         for run in ("w1", "w2"):
             mine = df[df.run == run]
             assert mine["step"].tolist() == list(range(n)) and mine["value"].tolist() == list(
-                map(float, range(n)))
+                map(float, range(n))
+            )
         assert len(s.runs()) == 2
 
 
@@ -337,8 +387,10 @@ def test_reader_sees_only_whole_transactions_while_another_process_writes(tmp_pa
                 assert len(df) % 2 == 0, f"reader saw half a transaction: {len(df)} rows"
                 steps = df.groupby("step")["name"].apply(tuple)
                 assert (steps == ("a", "b")).all()
-                assert (df[df.name == "a"]["value"].to_numpy()
-                        == -df[df.name == "b"]["value"].to_numpy()).all()
+                assert (
+                    df[df.name == "a"]["value"].to_numpy()
+                    == -df[df.name == "b"]["value"].to_numpy()
+                ).all()
                 seen.add(len(df))
                 if 0 < len(df) < 2 * n and not signalled:
                     s.log_event("pairs", "reader-saw", f"{len(df)} rows")
@@ -359,7 +411,7 @@ def test_snapshot_holds_one_view_across_reader_calls(tmp_path):
         writer.log_metrics("a", 0, {"x": 1.0})
         with reader.snapshot():
             before = len(reader.metrics())
-            writer.log_metrics("a", 1, {"x": 2.0})          # commits while the snapshot is open
+            writer.log_metrics("a", 1, {"x": 2.0})  # commits while the snapshot is open
             writer.log_alphas("a", 1, [1.0])
             assert len(reader.metrics()) == before == 1 and reader.alphas().empty
             with pytest.raises(RuntimeError, match="snapshot"):
@@ -370,17 +422,20 @@ def test_snapshot_holds_one_view_across_reader_calls(tmp_path):
 def test_version_1_store_migrates_keeping_rows_and_learns_stopped(tmp_path):
     """A store written by schema version 1 (no 'stopped' status) is rebuilt in place: every row
     survives, references still cascade, and 'stopped' becomes a valid status."""
-    from lab.store import _MIGRATIONS, _split_sql
+    from lab.store import MIGRATIONS, split_sql
+
     path = tmp_path / "v1.db"
     con = sqlite3.connect(path, isolation_level=None)
-    for stmt in _split_sql(_MIGRATIONS[0]):
+    for stmt in split_sql(MIGRATIONS[0]):
         con.execute(stmt)
     con.execute("PRAGMA user_version = 1")
-    con.execute("INSERT INTO runs (name, kind, status, created_at) "
-                "VALUES ('a', 'lm', 'done', '2026-11-30T00:00:00Z')")
+    con.execute(
+        "INSERT INTO runs (name, kind, status, created_at) "
+        "VALUES ('a', 'lm', 'done', '2026-11-30T00:00:00Z')"
+    )
     con.execute("INSERT INTO metrics (run_id, step, name, value) VALUES (1, 5, 'loss', 2.5)")
     con.execute("INSERT INTO alphas (run_id, step, layer, alpha) VALUES (1, 5, 0, 0.9)")
-    with pytest.raises(sqlite3.IntegrityError):      # version 1 refuses the new status
+    with pytest.raises(sqlite3.IntegrityError):  # version 1 refuses the new status
         con.execute("UPDATE runs SET status = 'stopped'")
     con.close()
     with Store(path) as st:
@@ -392,6 +447,6 @@ def test_version_1_store_migrates_keeping_rows_and_learns_stopped(tmp_path):
         assert st.runs()["status"].tolist() == ["stopped"]
     con = sqlite3.connect(path)
     con.execute("PRAGMA foreign_keys = ON")
-    con.execute("DELETE FROM runs WHERE name = 'a'")   # the children still follow their run
+    con.execute("DELETE FROM runs WHERE name = 'a'")  # the children still follow their run
     assert con.execute("SELECT count(*) FROM metrics").fetchone()[0] == 0
     con.close()

@@ -2,29 +2,46 @@
 here by hand, from the authors' frames (the fixture fib.db of test_paperdb.py, and the length and
 position dumps inside analysis/reference), and — when ../shared/reference/fib.db is present — the
 paper's Tables 2 and 5 rebuilt from the real database."""
+
 import math
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from test_paperdb import build_fixture, ppl_of
 
 from analysis import paper
 from analysis import trajectories as tj
 from analysis.paperdb import load_final_ppl, load_retrieval
-from analysis.tables import (lm_evals, lm_runs, probe_cells_from_paperdb,
-                             probe_cells_from_records, probe_cells_from_store, published, table2,
-                             table2_from_paperdb, table2_from_store, table3, table3_from_lenextrap,
-                             table3_from_store, table4_from_posloss, table4_from_store, table5,
-                             table5_from_final_ppl, table5_from_store, table1_from_store,
-                             variant_of, with_paper)
+from analysis.tables import (
+    lm_evals,
+    lm_runs,
+    probe_cells_from_paperdb,
+    probe_cells_from_records,
+    probe_cells_from_store,
+    published,
+    table1_from_store,
+    table2,
+    table2_from_paperdb,
+    table2_from_store,
+    table3,
+    table3_from_lenextrap,
+    table3_from_store,
+    table4_from_posloss,
+    table4_from_store,
+    table5,
+    table5_from_final_ppl,
+    table5_from_store,
+    variant_of,
+    with_paper,
+)
 from lab.model import ModelConfig
 from lab.store import Store
 from lab.train import TrainConfig
-from test_paperdb import build_fixture, ppl_of
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL_DB = ROOT.parent / "shared" / "reference" / "fib.db"
-T = 64                                        # the fixture runs' training length
+T = 64  # the fixture runs' training length
 e = math.exp
 
 # run: (model overrides, seed, status)
@@ -39,39 +56,87 @@ RUNS = {
     "fixed-s3": (dict(schedule="fixed"), 3, "failed"),
 }
 # final FineWeb loss at the training length (step 100); Bible is 0.5 higher
-LOSS = {"fixed-s1": 3.0, "fixed-s2": 3.2, "stag-s1": 2.8, "stag-s2": 2.9, "learn-s1": 2.95,
-        "pow2-s1": 3.1, "dense-s1": 2.5, "fixed-s3": 9.0}
+LOSS = {
+    "fixed-s1": 3.0,
+    "fixed-s2": 3.2,
+    "stag-s1": 2.8,
+    "stag-s2": 2.9,
+    "learn-s1": 2.95,
+    "pow2-s1": 3.1,
+    "dense-s1": 2.5,
+    "fixed-s3": 9.0,
+}
 # length extrapolation (fineweb_edu, step 100): run -> {(kind, context_len): loss}
 EXTRAP = {
-    "fixed-s1": {("full", 128): 2.98, ("full", 256): 2.97, ("frozen", 128): 2.99,
-                 ("frozen", 256): 2.985},
-    "stag-s1": {("full", 128): 2.79, ("full", 256): 2.77, ("frozen", 128): 2.795,
-                ("frozen", 256): 2.79, **{(f"full:block{j}", 256): 2.9 - 0.05 * j
-                                          for j in range(4)},
-                **{(f"frozen:block{j}", 256): 2.91 - 0.05 * j for j in range(4)}},
+    "fixed-s1": {
+        ("full", 128): 2.98,
+        ("full", 256): 2.97,
+        ("frozen", 128): 2.99,
+        ("frozen", 256): 2.985,
+    },
+    "stag-s1": {
+        ("full", 128): 2.79,
+        ("full", 256): 2.77,
+        ("frozen", 128): 2.795,
+        ("frozen", 256): 2.79,
+        **{(f"full:block{j}", 256): 2.9 - 0.05 * j for j in range(4)},
+        **{(f"frozen:block{j}", 256): 2.91 - 0.05 * j for j in range(4)},
+    },
     "dense-s1": {("full", 128): 3.3, ("full", 256): 4.4},
 }
 BIN_BASE = {"fixed-s1": 4.0, "fixed-s2": 4.2, "stag-s1": 3.9, "stag-s2": 3.95}
 
 
 def model_config(**over):
-    return ModelConfig(**{**dict(d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, vocab_size=64,
-                                 seq_len=T, window=8, rungs=8), **over})
+    return ModelConfig(
+        **{
+            **dict(
+                d_model=32,
+                n_layers=2,
+                n_heads=4,
+                n_kv_heads=2,
+                vocab_size=64,
+                seq_len=T,
+                window=8,
+                rungs=8,
+            ),
+            **over,
+        }
+    )
 
 
 def probe(mech, depth, init, seed, acc, alphas, steps=100, trajectory=None):
-    rec = {"key": f"marked/{mech}/d{depth}/{init}/s{seed}/n{steps}", "mechanism": mech,
-           "depth": depth, "init": init, "seed": seed, "task": "marked", "steps": steps,
-           "alphas": alphas, "acc": {str(d): a for d, a in acc.items()}, "seconds": 1.0}
+    rec = {
+        "key": f"marked/{mech}/d{depth}/{init}/s{seed}/n{steps}",
+        "mechanism": mech,
+        "depth": depth,
+        "init": init,
+        "seed": seed,
+        "task": "marked",
+        "steps": steps,
+        "alphas": alphas,
+        "acc": {str(d): a for d, a in acc.items()},
+        "seconds": 1.0,
+    }
     if trajectory is not None:
         rec["trajectory"] = trajectory
     return rec
 
 
 PROBES = [
-    probe("blur", 2, "uniform", 0, {200: 0.5, 350: 0.2}, [0.98, 1.03],
-          trajectory=[{"step": 0, "alphas": [1.0, 1.0]}, {"step": 50, "alphas": [1.01, 0.97]},
-                      {"step": 100, "alphas": [0.98, 1.03]}]),
+    probe(
+        "blur",
+        2,
+        "uniform",
+        0,
+        {200: 0.5, 350: 0.2},
+        [0.98, 1.03],
+        trajectory=[
+            {"step": 0, "alphas": [1.0, 1.0]},
+            {"step": 50, "alphas": [1.01, 0.97]},
+            {"step": 100, "alphas": [0.98, 1.03]},
+        ],
+    ),
     probe("blur", 2, "uniform", 1, {200: 0.3, 350: 0.1}, [0.93, 1.01]),
     probe("blur", 2, "staggered", 0, {200: 1.0, 350: 0.0}, [0.56, 1.40]),
     probe("blur", 2, "staggered", 1, {200: 0.9, 350: 0.02}, [0.58, 1.38]),
@@ -88,14 +153,15 @@ def store(tmp_path_factory):
             s.start_run(name, cfg, kind="lm", seed=seed, git_rev="test")
             for ds, extra in (("fineweb_edu", 0.0), ("bible", 0.5)):
                 s.log_eval(name, 100, ds, T, LOSS[name] + extra, 1000, kind="full")
-                s.log_eval(name, 50, ds, T, 7.0, 1000, kind="full")       # not the last step
-                s.log_eval(name, 100, ds, T, 8.0, 100, kind="light")      # never read
+                s.log_eval(name, 50, ds, T, 7.0, 1000, kind="full")  # not the last step
+                s.log_eval(name, 100, ds, T, 8.0, 100, kind="light")  # never read
             for (kind, L), loss in EXTRAP.get(name, {}).items():
                 s.log_eval(name, 100, "fineweb_edu", L, loss, 1000, kind=kind)
             if name in BIN_BASE:
                 for b in range(8):
-                    s.log_eval(name, 100, "fineweb_edu", T, BIN_BASE[name] - 0.1 * b, 100,
-                               kind=f"bin{b}")
+                    s.log_eval(
+                        name, 100, "fineweb_edu", T, BIN_BASE[name] - 0.1 * b, 100, kind=f"bin{b}"
+                    )
                     s.log_eval(name, 100, "bible", T, 5.0, 100, kind=f"bin{b}")
             s.set_status(name, status)
         for step, alphas in ((1, [0.56, 1.44]), (50, [0.60, 1.43]), (100, [0.62, 1.41])):
@@ -107,9 +173,13 @@ def store(tmp_path_factory):
 
 # -- which run is which ------------------------------------------------------------------------
 
+
 def test_variant_of_nested_and_flat_configs():
-    v = variant_of(TrainConfig(model=model_config(base="pow2", schedule="stagger", window=12),
-                               seed=7).to_dict())
+    v = variant_of(
+        TrainConfig(
+            model=model_config(base="pow2", schedule="stagger", window=12), seed=7
+        ).to_dict()
+    )
     assert (v["config"], v["W"], v["seed"], v["seq_len"]) == ("pow2/stagger", 12, 7, T)
     d = variant_of(TrainConfig(model=model_config(attention="dense")).to_dict())
     assert d["config"] == "dense" and d["W"] is None and d["base"] is None
@@ -121,26 +191,33 @@ def test_variant_of_nested_and_flat_configs():
 
 def test_lm_runs_keeps_done_lm_runs_only(store):
     runs = lm_runs(store)
-    assert list(runs["run"]) == [n for n, r in RUNS.items() if r[2] == "done"]   # no probes
+    assert list(runs["run"]) == [n for n, r in RUNS.items() if r[2] == "done"]  # no probes
     assert "fixed-s3" in set(lm_runs(store, status=None)["run"])
     row = runs.set_index("run").loc["pow2-s1"]
     assert (row["config"], row["W"], row["seed"], row["seq_len"]) == ("pow2/stagger", 12, 1, T)
     assert set(lm_evals(store)["run"]) == set(runs["run"])
     assert list(lm_runs(store, runs=["stag-s2", "fixed-s1", "fixed-s3"])["run"]) == [
-        "fixed-s1", "stag-s2"]                                    # failed s3 still filtered
+        "fixed-s1",
+        "stag-s2",
+    ]  # failed s3 still filtered
     with pytest.raises(ValueError, match=r"no language-model runs named \['nope'\]"):
         lm_runs(store, runs=["nope", "fixed-s1"])
 
 
 # -- Table 1 -----------------------------------------------------------------------------------
 
+
 def test_table1_from_store_by_hand(store):
     t = table1_from_store(store)
     assert list(t.columns) == ["base", "schedule", "W", "fineweb_edu", "bible", "seeds"]
     assert [tuple(r) for r in t[["base", "schedule", "W"]].itertuples(index=False)] == [
-        ("fib", "fixed", 8), ("fib", "learned", 8), ("fib", "stagger", 8), ("pow2", "stagger", 12)]
+        ("fib", "fixed", 8),
+        ("fib", "learned", 8),
+        ("fib", "stagger", 8),
+        ("pow2", "stagger", 12),
+    ]
     fixed = t.iloc[0]
-    assert fixed["fineweb_edu"] == pytest.approx((e(3.0) + e(3.2)) / 2)   # failed s3 left out
+    assert fixed["fineweb_edu"] == pytest.approx((e(3.0) + e(3.2)) / 2)  # failed s3 left out
     assert fixed["bible"] == pytest.approx((e(3.5) + e(3.7)) / 2)
     assert fixed["seeds"] == 2
     assert t.iloc[3]["fineweb_edu"] == pytest.approx(e(3.1))
@@ -151,15 +228,23 @@ def test_table1_from_store_by_hand(store):
     assert list(one["schedule"]) == ["fixed", "stagger"]
     assert one.iloc[0]["fineweb_edu"] == round(e(3.2), 2) and one.iloc[0]["seeds"] == 1
     both = with_paper(t, paper.perplexity())
-    assert both.iloc[0]["fineweb_edu_paper"] == 44.08       # the paper's fib fixed W=8
+    assert both.iloc[0]["fineweb_edu_paper"] == 44.08  # the paper's fib fixed W=8
 
 
 # -- Table 2 -----------------------------------------------------------------------------------
 
+
 def test_table2_from_store_by_hand(store):
     t = table2_from_store(store)
-    assert list(t.columns) == ["depth", "init", "learned_alpha_min", "learned_alpha_max",
-                               "acc_at_200", "acc_at_350", "seeds"]
+    assert list(t.columns) == [
+        "depth",
+        "init",
+        "learned_alpha_min",
+        "learned_alpha_max",
+        "acc_at_200",
+        "acc_at_350",
+        "seeds",
+    ]
     assert list(t["init"]) == ["uniform", "staggered"]
     u, s = t.iloc[0], t.iloc[1]
     assert (u["learned_alpha_min"], u["learned_alpha_max"]) == (0.93, 1.03)
@@ -170,7 +255,7 @@ def test_table2_from_store_by_hand(store):
     learned = table2_from_store(store, mechanism="learned")
     assert len(learned) == 1 and learned.iloc[0]["seeds"] == 1
     both = with_paper(t, published(2))
-    assert both.iloc[0]["acc_at_200_paper"] == 0.38              # paper: depth 2, uniform
+    assert both.iloc[0]["acc_at_200_paper"] == 0.38  # paper: depth 2, uniform
     with pytest.raises(ValueError, match="no cells for task='marked', mechanism='dense'"):
         table2_from_store(store, mechanism="dense")
 
@@ -194,19 +279,40 @@ def test_table2_from_paper_fixture_db(tmp_path):
     cells = probe_cells_from_paperdb(load_retrieval(db))
     assert list(cells["mechanism"]) == ["blur"] and list(cells["init"]) == ["staggered"]
     t = table2_from_paperdb(load_retrieval(db))
-    assert t.to_dict("records") == [{"depth": 2, "init": "staggered", "learned_alpha_min": 0.56,
-                                     "learned_alpha_max": 1.39, "acc_at_200": 0.99, "seeds": 1}]
+    assert t.to_dict("records") == [
+        {
+            "depth": 2,
+            "init": "staggered",
+            "learned_alpha_min": 0.56,
+            "learned_alpha_max": 1.39,
+            "acc_at_200": 0.99,
+            "seeds": 1,
+        }
+    ]
 
 
 # -- Table 3 -----------------------------------------------------------------------------------
 
+
 def test_table3_from_store_by_hand(store):
     t = table3_from_store(store)
     blocks = [f"ppl_T256_block{j}" for j in range(4)]
-    assert list(t.columns) == (["model", "W", "ppl_T64", "ppl_T128", "ppl_T256",
-                                "change_at_4x_percent", "frozen_ppl_T128", "frozen_ppl_T256",
-                                "frozen_change_at_4x_percent"] + blocks
-                               + ["frozen_" + b for b in blocks] + ["seeds"])
+    assert list(t.columns) == (
+        [
+            "model",
+            "W",
+            "ppl_T64",
+            "ppl_T128",
+            "ppl_T256",
+            "change_at_4x_percent",
+            "frozen_ppl_T128",
+            "frozen_ppl_T256",
+            "frozen_change_at_4x_percent",
+        ]
+        + blocks
+        + ["frozen_" + b for b in blocks]
+        + ["seeds"]
+    )
     # only runs evaluated beyond their training length; dense first
     assert list(t["model"]) == ["dense", "fib/fixed", "fib/stagger"]
     assert pd.isna(t.iloc[0]["W"]) and list(t["W"][1:]) == [8, 8]
@@ -214,7 +320,7 @@ def test_table3_from_store_by_hand(store):
     assert dense["ppl_T256"] == pytest.approx(e(4.4))
     assert dense["change_at_4x_percent"] == pytest.approx(100 * (e(4.4) / e(2.5) - 1))
     assert math.isnan(dense["frozen_ppl_T256"])
-    assert fixed["ppl_T64"] == pytest.approx(e(3.0))         # seed 1 only: s2 was not extrapolated
+    assert fixed["ppl_T64"] == pytest.approx(e(3.0))  # seed 1 only: s2 was not extrapolated
     assert fixed["frozen_change_at_4x_percent"] == pytest.approx(100 * (e(2.985) / e(3.0) - 1))
     assert stag["ppl_T128"] == pytest.approx(e(2.79))
     assert [stag[b] for b in blocks] == pytest.approx([e(2.9 - 0.05 * j) for j in range(4)])
@@ -227,15 +333,23 @@ def test_table3_from_store_by_hand(store):
 
 
 def test_table3_long_frame_rules():
-    long = pd.DataFrame({"model": "fib/stagger", "W": 8, "run": ["a", "a", "b", "b"],
-                         "train_len": [100, 100, 100, 200], "context_len": [100, 200, 100, 200],
-                         "policy": "full", "block": pd.array([pd.NA] * 4, dtype="Int64"),
-                         "ppl": [10.0, 11.0, 12.0, 13.0]})
+    long = pd.DataFrame(
+        {
+            "model": "fib/stagger",
+            "W": 8,
+            "run": ["a", "a", "b", "b"],
+            "train_len": [100, 100, 100, 200],
+            "context_len": [100, 200, 100, 200],
+            "policy": "full",
+            "block": pd.array([pd.NA] * 4, dtype="Int64"),
+            "ppl": [10.0, 11.0, 12.0, 13.0],
+        }
+    )
     with pytest.raises(ValueError, match="different lengths"):
         table3(long)
     two = long.iloc[:3].assign(run=["a", "a", "b"])
     t = table3(two)
-    assert t.iloc[0]["ppl_T100"] == 11.0 and t.iloc[0]["seeds"] == 2   # mean of a and b
+    assert t.iloc[0]["ppl_T100"] == 11.0 and t.iloc[0]["seeds"] == 2  # mean of a and b
     assert t.iloc[0]["change_at_2x_percent"] == pytest.approx(0.0)
     with pytest.raises(ValueError, match="missing"):
         table3(long.drop(columns="policy"))
@@ -247,16 +361,17 @@ def test_table3_from_the_authors_dump_matches_the_paper():
     both = with_paper(ours, published(3)).dropna(subset=["ppl_T1024_paper"])
     assert len(both) == 7
     for c in ("ppl_T1024", "ppl_T2048", "ppl_T4096"):
-        assert (both[c + "_diff"].abs() <= 0.005 + 1e-9).all(), c     # printed to 2 decimals
+        assert (both[c + "_diff"].abs() <= 0.005 + 1e-9).all(), c  # printed to 2 decimals
     change = both.set_index("model")["change_at_4x_percent_diff"]
-    assert abs(change["dense"]) <= 0.5                                # printed as an integer
+    assert abs(change["dense"]) <= 0.5  # printed as an integer
     assert (change.drop("dense").abs() <= 0.05 + 1e-9).all()
 
 
 # -- Table 4 -----------------------------------------------------------------------------------
 
+
 def test_table4_from_store_by_hand(store):
-    t = table4_from_store(store)            # two datasets: fineweb_edu is the default
+    t = table4_from_store(store)  # two datasets: fineweb_edu is the default
     bins = [f"b{b}" for b in range(8)]
     assert list(t.columns) == ["schedule", "W"] + bins + ["seeds"]
     assert list(t["schedule"]) == ["fib/fixed", "fib/stagger", "fib/fixed - fib/stagger"]
@@ -279,10 +394,12 @@ def test_table4_from_the_authors_dump_matches_the_paper():
     gap = ours[ours["schedule"] == "fib/fixed - fib/stagger"].iloc[0]
     # SPEC §7.4: f06 minus f11 = .023 .039 .033 .040 .033 .044 .037 .037
     assert [gap[f"b{b}"] for b in range(8)] == pytest.approx(
-        [0.023, 0.039, 0.033, 0.040, 0.033, 0.044, 0.037, 0.037], abs=1e-9)
+        [0.023, 0.039, 0.033, 0.040, 0.033, 0.044, 0.037, 0.037], abs=1e-9
+    )
 
 
 # -- Table 5 -----------------------------------------------------------------------------------
+
 
 def test_table5_from_store_by_hand(store):
     t = table5_from_store(store, W=8)
@@ -300,7 +417,7 @@ def test_table5_from_store_by_hand(store):
     assert list(table5_from_store(store, runs=["fixed-s1", "fixed-s2"])["n"]) == [2]
     everything = table5_from_store(store)
     assert {"dense", "pow2/stagger"} <= set(everything["config"])
-    assert pd.isna(everything.iloc[0]["W"])                  # dense has no window, comes first
+    assert pd.isna(everything.iloc[0]["W"])  # dense has no window, comes first
 
 
 def test_table5_long_frame_guards():
@@ -317,15 +434,18 @@ def test_table5_from_paper_fixture_db(tmp_path):
     assert list(t["config"]) == ["fib/stagger", "fib/coprime", "fib/learned"]
     assert list(t.columns[2:5]) == ["seed42", "seed43", "seed44"]
     cop = t.iloc[1]
-    assert (cop["seed42"], cop["seed44"]) == (ppl_of(5, 13000, "fineweb_edu_val"),
-                                              ppl_of(9, 13000, "fineweb_edu_val"))
+    assert (cop["seed42"], cop["seed44"]) == (
+        ppl_of(5, 13000, "fineweb_edu_val"),
+        ppl_of(9, 13000, "fineweb_edu_val"),
+    )
     assert cop["mean"] == 70.5 and cop["std_pop"] == 20.0
     assert cop["std"] == pytest.approx(40 / math.sqrt(2))
     both = with_paper(t, published(5))
-    assert both.iloc[0]["std_pop_paper"] == 0.13            # the paper's population std
+    assert both.iloc[0]["std_pop_paper"] == 0.13  # the paper's population std
 
 
 # -- trajectories ------------------------------------------------------------------------------
+
 
 def test_trajectories_from_store(store):
     traj = tj.from_store(store)
@@ -339,8 +459,8 @@ def test_trajectories_from_store(store):
     assert d.loc[("learn-s1", 1), "max_drift"] == pytest.approx(0.04)
     assert d.loc[("learn-s1", 1), "alpha_final"] == pytest.approx(1.41)
     key = PROBES[0]["key"]
-    assert d.loc[(key, 0), "max_drift"] == pytest.approx(0.02)    # |0.98 − 1|
-    assert d.loc[(key, 1), "max_drift"] == pytest.approx(0.03)    # |0.97 − 1| and |1.03 − 1|
+    assert d.loc[(key, 0), "max_drift"] == pytest.approx(0.02)  # |0.98 − 1|
+    assert d.loc[(key, 1), "max_drift"] == pytest.approx(0.03)  # |0.97 − 1| and |1.03 − 1|
     fr = tj.final_range(traj).set_index("run")
     assert (fr.loc["learn-s1", "alpha_min"], fr.loc["learn-s1", "alpha_max"]) == (0.62, 1.41)
     assert fr.loc["learn-s1", "step"] == 100
@@ -353,7 +473,8 @@ def test_trajectories_from_store(store):
     with pytest.raises(ValueError, match="no runs named"):
         tj.from_store(store, runs="nope")
     assert tj.from_store(store, runs=["learn-s1", PROBES[0]["key"]], kinds=("lm",))[
-        "run"].unique().tolist() == ["learn-s1"]
+        "run"
+    ].unique().tolist() == ["learn-s1"]
 
 
 def test_trajectories_from_records_match_the_store(store):
@@ -361,14 +482,17 @@ def test_trajectories_from_records_match_the_store(store):
     stored = tj.from_store(store, kinds=("probe",))
     cols = ["run", "step", "layer", "alpha", "alpha_init"]
     key = PROBES[0]["key"]
-    pd.testing.assert_frame_equal(recs[recs["run"] == key][cols].reset_index(drop=True),
-                                  stored[stored["run"] == key][cols].reset_index(drop=True))
+    pd.testing.assert_frame_equal(
+        recs[recs["run"] == key][cols].reset_index(drop=True),
+        stored[stored["run"] == key][cols].reset_index(drop=True),
+    )
     # a record without trajectory has only its final point and no known start
     lone = recs[recs["run"] == PROBES[1]["key"]]
     assert lone["step"].tolist() == [100, 100] and lone["alpha_init"].isna().all()
     assert pd.isna(tj.inert(recs).set_index("run").loc[PROBES[1]["key"], "inert"])
-    nan_layers = tj.from_records([probe("dense", 2, "-", 0, {200: 1.0},
-                                        [float("nan"), float("nan")])])
+    nan_layers = tj.from_records(
+        [probe("dense", 2, "-", 0, {200: 1.0}, [float("nan"), float("nan")])]
+    )
     assert nan_layers.empty
     with pytest.raises(ValueError, match="not a trajectory frame"):
         tj.drift(pd.DataFrame({"run": []}))
@@ -384,6 +508,7 @@ def test_initial_alphas():
 
 # -- the real database ---------------------------------------------------------------------------
 
+
 @pytest.mark.skipif(not REAL_DB.is_file(), reason=f"{REAL_DB} not present")
 class TestRealDatabase:
     def test_table5_rebuilt(self):
@@ -398,8 +523,7 @@ class TestRealDatabase:
         # the paper took the std of the seed values as printed (2 decimals); so do we here
         rounded = final.assign(ppl=final["ppl"].round(2))
         again = table5_from_final_ppl(rounded, decimals=2)
-        pd.testing.assert_series_equal(again["std_pop"], published5["std_pop"],
-                                       check_names=False)
+        pd.testing.assert_series_equal(again["std_pop"], published5["std_pop"], check_names=False)
 
     def test_table2_rebuilt(self):
         ours = table2_from_paperdb(load_retrieval(REAL_DB), decimals=2)
@@ -412,6 +536,7 @@ def test_table2_agrees_with_the_probe_runner_on_measured_cells():
     independent computation of the same table."""
     from probes.retrieval import load_records
     from probes.retrieval import table2 as runner_table2
+
     path = ROOT / "benchmarks" / "results" / "probe-marked-paper.jsonl"
     records = load_records(str(path))
     ours = table2(probe_cells_from_records(records)).set_index(["depth", "init"])
@@ -421,6 +546,8 @@ def test_table2_agrees_with_the_probe_runner_on_measured_cells():
         mine = ours.loc[(row["depth"], row["init"])]
         assert mine["seeds"] == row["seeds"]
         assert (mine["learned_alpha_min"], mine["learned_alpha_max"]) == pytest.approx(
-            (row["alpha_min"], row["alpha_max"]))
+            (row["alpha_min"], row["alpha_max"])
+        )
         assert (mine["acc_at_200"], mine["acc_at_350"]) == pytest.approx(
-            (row["acc"]["200"], row["acc"]["350"]))
+            (row["acc"]["200"], row["acc"]["350"])
+        )

@@ -5,6 +5,7 @@ binomial standard deviations, sqrt(p(1-p)/N), of the accuracy over the N scored 
 correct helper would fail them with probability < 1e-6 for a fresh seed, while an off-by-one or a
 wrong mask (accuracy 1.0, 0 or a different p) falls far outside.
 """
+
 import itertools
 import math
 
@@ -12,13 +13,24 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from probes.tasks import (EVAL_DISTANCES, IGNORE, KVRetrieval, MarkedCopy, ShiftCopy,
-                          forced_choice_accuracy, kv_retrieval_batch, marked_copy_accuracy,
-                          marked_copy_batch, sample_distance, shift_copy_accuracy,
-                          shift_copy_batch)
+from probes.tasks import (
+    EVAL_DISTANCES,
+    IGNORE,
+    KVRetrieval,
+    MarkedCopy,
+    ShiftCopy,
+    forced_choice_accuracy,
+    kv_retrieval_batch,
+    marked_copy_accuracy,
+    marked_copy_batch,
+    sample_distance,
+    shift_copy_accuracy,
+    shift_copy_batch,
+)
 
-SMALL_KV = KVRetrieval(seq_len=12, vocab=64, filler=(0, 16), keys=(16, 32), values=(32, 48),
-                       n_distract=2)
+SMALL_KV = KVRetrieval(
+    seq_len=12, vocab=64, filler=(0, 16), keys=(16, 32), values=(32, 48), n_distract=2
+)
 
 
 def five_sigma(p, n):
@@ -31,6 +43,7 @@ def random_logits(shape, seed):
 
 # ----------------------------------------------------------------------------------- marked copy
 
+
 def test_marked_copy_targets_brute_force():
     cfg = MarkedCopy()
     x, y = marked_copy_batch(3, cfg, generator=0)
@@ -39,10 +52,10 @@ def test_marked_copy_targets_brute_force():
         row, tgt = x[b].tolist(), y[b].tolist()
         for t in range(512):
             assert 0 <= row[t] < 512
-            d = (200, 350)[row[t] // 256]            # marker read back from the id
+            d = (200, 350)[row[t] // 256]  # marker read back from the id
             assert tgt[t] == (row[t - d] if t >= d else -100), (b, t)
     marker = x // 256
-    assert 0.45 < marker.float().mean() < 0.55      # both markers drawn, about equally
+    assert 0.45 < marker.float().mean() < 0.55  # both markers drawn, about equally
 
 
 def test_marked_copy_three_markers():
@@ -79,6 +92,7 @@ def test_marked_copy_accuracy_perfect_and_chance():
 
 # ------------------------------------------------------------------------------ key-value recall
 
+
 def check_kv_row(row, answer, cands, ans_idx, d, cfg):
     """Loop over every position and check it holds what the task says; return distractor starts."""
     T, n = cfg.seq_len, cfg.n_distract
@@ -109,7 +123,7 @@ def check_kv_row(row, answer, cands, ans_idx, d, cfg):
     values = [answer] + [row[s + 1] for s in starts]
     assert len(set(keys)) == 1 + n and len(set(values)) == 1 + n
     assert sorted(values) == sorted(cands)
-    assert row.count(k_star) == 2              # K* only at the target and the query
+    assert row.count(k_star) == 2  # K* only at the target and the query
     return starts
 
 
@@ -121,23 +135,47 @@ def test_kv_layout_brute_force(d):
     assert bt.candidates.shape == (3, 5)
     assert all(t.dtype == torch.int64 for t in bt)
     for b in range(3):
-        check_kv_row(bt.x[b].tolist(), int(bt.answer[b]), bt.candidates[b].tolist(),
-                     int(bt.answer_index[b]), d, cfg)
+        check_kv_row(
+            bt.x[b].tolist(),
+            int(bt.answer[b]),
+            bt.candidates[b].tolist(),
+            int(bt.answer_index[b]),
+            d,
+            cfg,
+        )
 
 
 @pytest.mark.parametrize("d", [1, 2, 5, 9, 10])
 def test_kv_tight_fit(d):
     # T=16: the free runs hold exactly ⌊(13−d)/2⌋ + ⌊(d−1)/2⌋ pairs; fill them all
     runs = (16 - 2 - d) // 2 + (d - 1) // 2
-    cfg = KVRetrieval(seq_len=16, vocab=64, filler=(0, 16), keys=(16, 32), values=(32, 48),
-                      n_distract=runs)
+    cfg = KVRetrieval(
+        seq_len=16, vocab=64, filler=(0, 16), keys=(16, 32), values=(32, 48), n_distract=runs
+    )
     bt = kv_retrieval_batch(20, d, cfg, generator=0)
     for b in range(20):
-        check_kv_row(bt.x[b].tolist(), int(bt.answer[b]), bt.candidates[b].tolist(),
-                     int(bt.answer_index[b]), d, cfg)
+        check_kv_row(
+            bt.x[b].tolist(),
+            int(bt.answer[b]),
+            bt.candidates[b].tolist(),
+            int(bt.answer_index[b]),
+            d,
+            cfg,
+        )
     with pytest.raises(ValueError, match=f"n_distract={runs + 1}"):
-        kv_retrieval_batch(2, d, KVRetrieval(seq_len=16, vocab=64, filler=(0, 16), keys=(16, 32),
-                                             values=(32, 48), n_distract=runs + 1), generator=0)
+        kv_retrieval_batch(
+            2,
+            d,
+            KVRetrieval(
+                seq_len=16,
+                vocab=64,
+                filler=(0, 16),
+                keys=(16, 32),
+                values=(32, 48),
+                n_distract=runs + 1,
+            ),
+            generator=0,
+        )
 
 
 def test_kv_placement_uniform_over_all_arrangements():
@@ -153,8 +191,8 @@ def test_kv_placement_uniform_over_all_arrangements():
     starts = is_key.nonzero()[:, 1].view(N, 2)
     code = torch.bincount(starts[:, 0] * T + starts[:, 1], minlength=T * T).tolist()
     legal = {s0 * T + s1 for s0, s1 in arrangements}
-    assert all(c == 0 for i, c in enumerate(code) if i not in legal)   # nothing illegal drawn
-    p = 1 / len(arrangements)                  # 16 arrangements: 6 both left, 10 split
+    assert all(c == 0 for i, c in enumerate(code) if i not in legal)  # nothing illegal drawn
+    p = 1 / len(arrangements)  # 16 arrangements: 6 both left, 10 split
     for i in legal:
         assert abs(code[i] / N - p) < five_sigma(p, N), (divmod(i, T), code[i], N * p)
 
@@ -193,17 +231,18 @@ def test_distance_samplers():
     assert all(773 <= d <= 823 for d in band) and len(set(band)) > 35
     multi = [sample_distance("multiband", g) for _ in range(600)]
     hits = [sum(abs(d - c) <= 20 for d in multi) for c in (300, 600, 800)]
-    assert sum(hits) == 600 and min(hits) > 150     # every draw in a band; each band ≈ 200
+    assert sum(hits) == 600 and min(hits) > 150  # every draw in a band; each band ≈ 200
     assert sample_distance("band", 7) == sample_distance("band", 7)
     assert EVAL_DISTANCES["coverage"] == tuple(range(40, 881, 40))
     assert EVAL_DISTANCES["band"] == (120, 250, 400, 610, 700, 770, 798, 820, 850, 937)
     assert EVAL_DISTANCES["multiband"] == (120, 300, 450, 600, 720, 800, 880)
-    for kind, ds in EVAL_DISTANCES.items():     # every eval distance builds a default batch
+    for ds in EVAL_DISTANCES.values():  # every eval distance builds a default batch
         for d in ds:
             kv_retrieval_batch(1, d, generator=0)
 
 
 # ------------------------------------------------------------------------------------ shift copy
+
 
 @pytest.mark.parametrize("d", [1, 200, 1023])
 def test_shift_copy_targets_brute_force(d):
@@ -230,46 +269,71 @@ def test_shift_copy_accuracy_perfect_and_chance():
 
 # ------------------------------------------------------------------------------------ seeds
 
-@pytest.mark.parametrize("make", [
-    lambda g: marked_copy_batch(4, MarkedCopy(), g),
-    lambda g: tuple(kv_retrieval_batch(4, 300, KVRetrieval(), g)),
-    lambda g: shift_copy_batch(4, 10, ShiftCopy(), g),
-])
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda g: marked_copy_batch(4, MarkedCopy(), g),
+        lambda g: tuple(kv_retrieval_batch(4, 300, KVRetrieval(), g)),
+        lambda g: shift_copy_batch(4, 10, ShiftCopy(), g),
+    ],
+)
 def test_seeds_reproduce_and_differ(make):
     same = lambda a, b: all(torch.equal(u, v) for u, v in zip(a, b))
     a = make(123)
     assert same(a, make(123))
-    assert same(a, make(torch.Generator().manual_seed(123)))   # int seed ≡ fresh generator
+    assert same(a, make(torch.Generator().manual_seed(123)))  # int seed ≡ fresh generator
     assert not same(a, make(124))
     g = torch.Generator().manual_seed(123)
-    first, second = make(g), make(g)                           # a generator advances
+    first, second = make(g), make(g)  # a generator advances
     assert same(first, a) and not same(first, second)
 
 
 # ------------------------------------------------------------------------------------ bad input
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: shift_copy_batch(2, 1024, generator=0), "d=1024"),
-    (lambda: shift_copy_batch(2, 0, generator=0), "d=0"),
-    (lambda: shift_copy_batch(0, 5, generator=0), "batch=0"),
-    (lambda: shift_copy_accuracy(torch.zeros(1, 8, 4), torch.zeros(1, 8, dtype=torch.long), 8),
-     "d=8"),
-    (lambda: ShiftCopy(vocab=100), "vocab=100"),
-    (lambda: kv_retrieval_batch(2, 1023, generator=0), "d=1023"),
-    (lambda: kv_retrieval_batch(2, 0, generator=0), "d=0"),
-    (lambda: kv_retrieval_batch(2, 5, generator="seed"), "generator='seed'"),
-    (lambda: kv_retrieval_batch(2, 4, KVRetrieval(seq_len=12, vocab=64, filler=(0, 16),
-                                                   keys=(16, 32), values=(32, 48), n_distract=5),
-                                generator=0), "n_distract=5"),   # 9 free cells hold 4 pairs
-    (lambda: KVRetrieval(keys=(20000, 20003)), "n_distract=4"),
-    (lambda: KVRetrieval(vocab=20000), "vocab=20000"),
-    (lambda: KVRetrieval(keys=(19000, 24000)), r"keys=\(19000, 24000\)"),
-    (lambda: KVRetrieval(values=(28000, 24000)), r"values=\(28000, 24000\)"),
-    (lambda: MarkedCopy(distances=(200, 512)), "distance=512"),
-    (lambda: MarkedCopy(vocab=300), "vocab=300"),
-    (lambda: marked_copy_batch(2, generator=None), "generator=None"),
-    (lambda: sample_distance("wide", 0), "kind='wide'"),
-])
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: shift_copy_batch(2, 1024, generator=0), "d=1024"),
+        (lambda: shift_copy_batch(2, 0, generator=0), "d=0"),
+        (lambda: shift_copy_batch(0, 5, generator=0), "batch=0"),
+        (
+            lambda: shift_copy_accuracy(
+                torch.zeros(1, 8, 4), torch.zeros(1, 8, dtype=torch.long), 8
+            ),
+            "d=8",
+        ),
+        (lambda: ShiftCopy(vocab=100), "vocab=100"),
+        (lambda: kv_retrieval_batch(2, 1023, generator=0), "d=1023"),
+        (lambda: kv_retrieval_batch(2, 0, generator=0), "d=0"),
+        (lambda: kv_retrieval_batch(2, 5, generator="seed"), "generator='seed'"),
+        (
+            lambda: kv_retrieval_batch(
+                2,
+                4,
+                KVRetrieval(
+                    seq_len=12,
+                    vocab=64,
+                    filler=(0, 16),
+                    keys=(16, 32),
+                    values=(32, 48),
+                    n_distract=5,
+                ),
+                generator=0,
+            ),
+            "n_distract=5",
+        ),  # 9 free cells hold 4 pairs
+        (lambda: KVRetrieval(keys=(20000, 20003)), "n_distract=4"),
+        (lambda: KVRetrieval(vocab=20000), "vocab=20000"),
+        (lambda: KVRetrieval(keys=(19000, 24000)), r"keys=\(19000, 24000\)"),
+        (lambda: KVRetrieval(values=(28000, 24000)), r"values=\(28000, 24000\)"),
+        (lambda: MarkedCopy(distances=(200, 512)), "distance=512"),
+        (lambda: MarkedCopy(vocab=300), "vocab=300"),
+        (lambda: marked_copy_batch(2, generator=None), "generator=None"),
+        (lambda: sample_distance("wide", 0), "kind='wide'"),
+    ],
+)
 def test_bad_input_names_the_value(call, match):
     with pytest.raises(ValueError, match=match):
         call()

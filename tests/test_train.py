@@ -1,19 +1,27 @@
 """The training recipe: LR schedule, decay groups, exact kill-and-resume, corrupt checkpoints,
 divergence, torchrun = one process, and errors before any work."""
-import math
+
 import os
 import shutil
 import subprocess
 import sys
 
 import pytest
-import torch
 
 from lab.data import prepare
 from lab.model import build_model
 from lab.store import Store
-from lab.train import (CorruptCheckpoint, TrainingDiverged, latest_good_checkpoint,
-                       list_checkpoints, load_checkpoint, lr_at, make_config, param_groups, train)
+from lab.train import (
+    CorruptCheckpoint,
+    TrainingDiverged,
+    latest_good_checkpoint,
+    list_checkpoints,
+    load_checkpoint,
+    lr_at,
+    make_config,
+    param_groups,
+    train,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -30,10 +38,10 @@ def test_lr_schedule_matches_spec():
     cfg = make_config("fib-stagger-w12")
     assert lr_at(1, cfg) == pytest.approx(1e-6)
     assert lr_at(300, cfg) == pytest.approx(3e-4)
-    assert lr_at(6650, cfg) == pytest.approx(3e-4 * (0.1 + 0.45))       # p = 0.5
+    assert lr_at(6650, cfg) == pytest.approx(3e-4 * (0.1 + 0.45))  # p = 0.5
     assert lr_at(13000, cfg) == pytest.approx(3e-5)
     assert (cfg.steps, cfg.tokens_per_step, cfg.micro_batch, cfg.accum) == (13000, 32768, 8, 4)
-    assert make_config("fib-learned-w6").accum == 8                       # 4 × 8 as the paper
+    assert make_config("fib-learned-w6").accum == 8  # 4 × 8 as the paper
 
 
 def test_weight_decay_only_on_matrices():
@@ -47,11 +55,26 @@ def test_weight_decay_only_on_matrices():
 
 
 def _cli(runs, *args, env=None):
-    return subprocess.run([sys.executable, "-m", "lab.cli", "train", "--preset", "tiny",
-                           "--quiet", "--store", str(runs / "store.db"),
-                           "--override", f"run_dir={runs}", *args],
-                          cwd=ROOT, env={**os.environ, **(env or {})}, capture_output=True,
-                          text=True)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fiblab.cli",
+            "train",
+            "--preset",
+            "tiny",
+            "--quiet",
+            "--store",
+            str(runs / "store.db"),
+            "--override",
+            f"run_dir={runs}",
+            *args,
+        ],
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+    )
 
 
 def _losses(runs, name):
@@ -64,18 +87,18 @@ def test_kill_and_resume_reproduces_losses_exactly(runs):
     full = _cli(runs, "--name", "straight")
     assert full.returncode == 0, full.stderr
     killed = _cli(runs, "--name", "killed", env={"FIBLAB_KILL_AT_STEP": "8"})
-    assert killed.returncode == -9                                     # SIGKILL after step 8
+    assert killed.returncode == -9  # SIGKILL after step 8
     assert [os.path.basename(p) for p in list_checkpoints(runs / "killed")][-1] == "ckpt_0000008.pt"
     again = _cli(runs, "--name", "killed")
-    assert again.returncode != 0 and "--resume" in again.stderr        # nothing overwritten
+    assert again.returncode != 0 and "--resume" in again.stderr  # nothing overwritten
     resumed = _cli(runs, "--name", "killed", "--resume")
     assert resumed.returncode == 0, resumed.stderr
     a, b = _losses(runs, "straight"), _losses(runs, "killed")
-    assert sorted(a) == list(range(1, 13)) and a == b                 # bit for bit
+    assert sorted(a) == list(range(1, 13)) and a == b  # bit for bit
     with Store(runs / "store.db") as st:
         runs_df = st.runs()
         assert set(runs_df[runs_df.name.isin(["straight", "killed"])].status) == {"done"}
-        assert len(st.alphas("killed")) > 0                             # learned α logged
+        assert len(st.alphas("killed")) > 0  # learned α logged
         ev = st.evals("killed")
         assert {"light", "full"} <= set(ev["kind"]) and (ev["tokens"] > 0).all()
 
@@ -94,17 +117,18 @@ def test_corrupt_checkpoint_falls_back_to_previous(runs, tmp_path):
     notes = []
     ck = latest_good_checkpoint(str(d), notes.append)
     assert ck["step"] == 8 and "skipping" in notes[0]
-    os.remove(list_checkpoints(d)[-2] + ".json")                        # an unfinished write
+    os.remove(list_checkpoints(d)[-2] + ".json")  # an unfinished write
     assert latest_good_checkpoint(str(d), notes.append)["step"] == 4
 
 
 def test_divergence_stops_keeps_checkpoint_and_marks_failed(runs):
-    cfg = make_config("tiny", {"lr": 1e30, "warmup": 1, "run_dir": str(runs), "ckpt_every": 1,
-                               "name": "diverge"})
+    cfg = make_config(
+        "tiny", {"lr": 1e30, "warmup": 1, "run_dir": str(runs), "ckpt_every": 1, "name": "diverge"}
+    )
     data = prepare("bible", vocab_size=512, cache_dir=str(runs / "data"))
     with pytest.raises(TrainingDiverged, match="not finite"):
         train(cfg, store_path=str(runs / "store.db"), quiet=True, data=data)
-    assert list_checkpoints(runs / "diverge")                          # the good one survives
+    assert list_checkpoints(runs / "diverge")  # the good one survives
     with Store(runs / "store.db") as st:
         row = st.runs().set_index("name").loc["diverge"]
         assert row.status == "failed" and "not finite" in row.message
@@ -112,26 +136,56 @@ def test_divergence_stops_keeps_checkpoint_and_marks_failed(runs):
 
 def test_torchrun_two_ranks_equal_one_process(runs):
     torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
-    common = ["--preset", "tiny", "--quiet", "--store", str(runs / "store.db"), "--override",
-              f"run_dir={runs}", "steps=6", "eval_every=0"]
-    one = subprocess.run([sys.executable, "-m", "lab.cli", "train", "--name", "one", *common],
-                         cwd=ROOT, capture_output=True, text=True)
+    common = [
+        "--preset",
+        "tiny",
+        "--quiet",
+        "--store",
+        str(runs / "store.db"),
+        "--override",
+        f"run_dir={runs}",
+        "steps=6",
+        "eval_every=0",
+    ]
+    one = subprocess.run(
+        [sys.executable, "-m", "fiblab.cli", "train", "--name", "one", *common],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert one.returncode == 0, one.stderr
-    two = subprocess.run([torchrun, "--standalone", "--nproc_per_node=2", "-m", "lab.cli",
-                          "train", "--name", "two", *common], cwd=ROOT, capture_output=True,
-                         text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    two = subprocess.run(
+        [
+            torchrun,
+            "--standalone",
+            "--nproc_per_node=2",
+            "-m",
+            "fiblab.cli",
+            "train",
+            "--name",
+            "two",
+            *common,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     assert two.returncode == 0, two.stderr[-2000:]
     a, b = _losses(runs, "one"), _losses(runs, "two")
     assert sorted(a) == sorted(b) == list(range(1, 7))
     assert all(abs(a[s] - b[s]) <= 1e-5 for s in a)
 
 
-@pytest.mark.parametrize("preset,over,needle", [
-    ("fib-stagger-w99", {}, "fib-stagger-w99"),
-    ("tiny", {"colour": "red"}, "colour"),
-    ("tiny", {"model.colour": "red"}, "colour"),
-    ("tiny", {"micro_batch": 3}, "micro_batch"),
-])
+@pytest.mark.parametrize(
+    "preset,over,needle",
+    [
+        ("fib-stagger-w99", {}, "fib-stagger-w99"),
+        ("tiny", {"colour": "red"}, "colour"),
+        ("tiny", {"model.colour": "red"}, "colour"),
+        ("tiny", {"micro_batch": 3}, "micro_batch"),
+    ],
+)
 def test_bad_config_before_any_work(preset, over, needle):
     with pytest.raises(ValueError, match=needle):
         make_config(preset, over)
@@ -146,9 +200,11 @@ def test_missing_corpus_fails_before_training(tmp_path):
 
 def test_sequence_longer_than_data_fails_before_training(tmp_path):
     import numpy as np
-    from lab.data import write_tokens
+
+    from lab.tokenizer import write_tokens
+
     tokens = tmp_path / "short.bin"
-    write_tokens(tokens, np.arange(60) % 500, 512)             # 60 tokens; tiny has seq_len 64
+    write_tokens(tokens, np.arange(60) % 500, 512)  # 60 tokens; tiny has seq_len 64
     cfg = make_config("tiny", {"data": str(tokens), "run_dir": str(tmp_path), "val_tokens": 10})
     with pytest.raises(ValueError, match="seq_len"):
         train(cfg, quiet=True)

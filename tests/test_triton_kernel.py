@@ -12,6 +12,7 @@ interpolated as (1 − f)·row[t − lo] + f·row[max(t − lo − 1, 0)], maske
 softmax over the columns; gradients by float64 autograd.  Tolerance: max |error| ≤ 1e-5 ·
 max |reference| per tensor (float32 kernel against float64).
 """
+
 from __future__ import annotations
 
 import math
@@ -32,39 +33,95 @@ RTOL = 1e-5
 # --------------------------------------------------------------------------------------------
 CASES = {
     # integer columns of a real attended set, no GQA, T not a multiple of the block
-    "int-gqa1": dict(B=1, H=2, KV=2, T=40, D=16, dists=[0, 1, 2, 3, 6, 10, 16, 27],
-                     fracs=[0] * 8, block=16),
+    "int-gqa1": dict(
+        B=1, H=2, KV=2, T=40, D=16, dists=[0, 1, 2, 3, 6, 10, 16, 27], fracs=[0] * 8, block=16
+    ),
     # interpolated columns (the clamp at row 0: lo = 1), GQA 2, T not a multiple of 32
-    "interp-gqa2": dict(B=1, H=4, KV=2, T=50, D=16, dists=[0, 1, 2, 4, 7, 12, 20, 33],
-                        fracs=[0, 0.7, 0, 0.25, 0.5, 0.9, 0.05, 0.6], block=32),
+    "interp-gqa2": dict(
+        B=1,
+        H=4,
+        KV=2,
+        T=50,
+        D=16,
+        dists=[0, 1, 2, 4, 7, 12, 20, 33],
+        fracs=[0, 0.7, 0, 0.25, 0.5, 0.9, 0.05, 0.6],
+        block=32,
+    ),
     # GQA 4; a column at lo = T − 1 (one query reads it) and one at lo ≥ T (none reads it)
-    "gqa4-edge": dict(B=1, H=4, KV=1, T=32, D=16, dists=[0, 1, 3, 31, 40, 9],
-                      fracs=[0, 0, 0.4, 0.3, 0.5, 0.8], block=16),
+    "gqa4-edge": dict(
+        B=1,
+        H=4,
+        KV=1,
+        T=32,
+        D=16,
+        dists=[0, 1, 3, 31, 40, 9],
+        fracs=[0, 0, 0.4, 0.3, 0.5, 0.8],
+        block=16,
+    ),
     # batch 2, head dim not a power of two, unsorted and repeated distances
-    "batch-d12": dict(B=2, H=2, KV=1, T=33, D=12, dists=[5, 0, 2, 5, 1, 13],
-                      fracs=[0.3, 0, 0, 0.3, 0.6, 0.45], block=16),
+    "batch-d12": dict(
+        B=2,
+        H=2,
+        KV=1,
+        T=33,
+        D=12,
+        dists=[5, 0, 2, 5, 1, 13],
+        fracs=[0.3, 0, 0, 0.3, 0.6, 0.45],
+        block=16,
+    ),
     # fracs requiring grad with the default marking: every column (window too) reads two rows,
     # so dfracs is the derivative even where f = 0
-    "all-marked": dict(B=1, H=2, KV=1, T=24, D=16, dists=[0, 1, 2, 3, 5, 8],
-                       fracs=[0, 0, 0, 0, 0.35, 0], block=16, marking="default"),
+    "all-marked": dict(
+        B=1,
+        H=2,
+        KV=1,
+        T=24,
+        D=16,
+        dists=[0, 1, 2, 3, 5, 8],
+        fracs=[0, 0, 0, 0, 0.35, 0],
+        block=16,
+        marking="default",
+    ),
     # no column at distance 0: queries t < 2 read nothing (zero output, zero gradients)
-    "empty-rows": dict(B=1, H=2, KV=2, T=20, D=16, dists=[2, 5, 3], fracs=[0.5, 0, 0.2],
-                       block=16),
+    "empty-rows": dict(B=1, H=2, KV=2, T=20, D=16, dists=[2, 5, 3], fracs=[0.5, 0, 0.2], block=16),
     # non-contiguous q/k/v (a (B, T, heads, D) buffer viewed as (B, heads, T, D)) and the
     # stride-0 gradient of out.sum()
-    "strided": dict(B=1, H=4, KV=2, T=37, D=16, dists=[0, 1, 2, 3, 8, 13],
-                    fracs=[0, 0, 0, 0, 0.5, 0.2], block=32, layout="bthd", grad="ones"),
+    "strided": dict(
+        B=1,
+        H=4,
+        KV=2,
+        T=37,
+        D=16,
+        dists=[0, 1, 2, 3, 8, 13],
+        fracs=[0, 0, 0, 0, 0.5, 0.2],
+        block=32,
+        layout="bthd",
+        grad="ones",
+    ),
     # fracs without grad, default marking (the columns with f ≠ 0), default launch shape
-    "no-grad-fracs": dict(B=1, H=2, KV=1, T=21, D=16, dists=[0, 1, 4, 7], fracs=[0, 0, 0.3, 0.6],
-                          block=None, marking="default", frac_grad=False),
+    "no-grad-fracs": dict(
+        B=1,
+        H=2,
+        KV=1,
+        T=21,
+        D=16,
+        dists=[0, 1, 4, 7],
+        fracs=[0, 0, 0.3, 0.6],
+        block=None,
+        marking="default",
+        frac_grad=False,
+    ),
     # α tensors through column_plan: a fractional α, an integer α (all fracs 0, dα ≠ 0),
     # T below the largest rung, and the power-of-2 base
-    "alpha-0.73": dict(B=1, H=4, KV=2, T=48, D=16, alpha=0.73, window=3, base="fib", rungs=9,
-                       block=32),
-    "alpha-1.0": dict(B=1, H=2, KV=1, T=40, D=16, alpha=1.0, window=2, base="fib", rungs=12,
-                      block=32),
-    "alpha-pow2": dict(B=1, H=2, KV=2, T=45, D=16, alpha=1.3, window=4, base="pow2", rungs=15,
-                       block=16),
+    "alpha-0.73": dict(
+        B=1, H=4, KV=2, T=48, D=16, alpha=0.73, window=3, base="fib", rungs=9, block=32
+    ),
+    "alpha-1.0": dict(
+        B=1, H=2, KV=1, T=40, D=16, alpha=1.0, window=2, base="fib", rungs=12, block=32
+    ),
+    "alpha-pow2": dict(
+        B=1, H=2, KV=2, T=45, D=16, alpha=1.3, window=4, base="pow2", rungs=15, block=16
+    ),
 }
 
 
@@ -72,15 +129,25 @@ def make_inputs(name: str, spec: dict) -> dict:
     """Seeded float32 inputs for one case (the same numbers go to the oracle in float64)."""
     g = torch.Generator().manual_seed(sum(map(ord, name)))
     B, H, KV, T, D = spec["B"], spec["H"], spec["KV"], spec["T"], spec["D"]
-    x = dict(q=torch.randn(B, H, T, D, generator=g), k=torch.randn(B, KV, T, D, generator=g),
-             v=torch.randn(B, KV, T, D, generator=g), scale=1.0 / math.sqrt(D))
-    x["go"] = (torch.ones(B, H, T, D) if spec.get("grad") == "ones"
-               else torch.randn(B, H, T, D, generator=g))
+    x = dict(
+        q=torch.randn(B, H, T, D, generator=g),
+        k=torch.randn(B, KV, T, D, generator=g),
+        v=torch.randn(B, KV, T, D, generator=g),
+        scale=1.0 / math.sqrt(D),
+    )
+    x["go"] = (
+        torch.ones(B, H, T, D)
+        if spec.get("grad") == "ones"
+        else torch.randn(B, H, T, D, generator=g)
+    )
     if "alpha" not in spec:
         x["dists"] = torch.tensor(spec["dists"], dtype=torch.int64)
         x["fracs"] = torch.tensor(spec["fracs"], dtype=torch.float32)
-        x["interp"] = (None if spec.get("marking") == "default"
-                       else torch.tensor([f != 0 for f in spec["fracs"]]))
+        x["interp"] = (
+            None
+            if spec.get("marking") == "default"
+            else torch.tensor([f != 0 for f in spec["fracs"]])
+        )
         x["frac_grad"] = spec.get("frac_grad", True)
     return x
 
@@ -92,21 +159,21 @@ def gather_oracle(q, k, v, dists, fracs, interp, scale):
     """Float64 dense gather: (B,H,T,D) output, differentiable in q, k, v and fracs."""
     B, H, T, D = q.shape
     G = H // k.shape[1]
-    kk, vv = k.repeat_interleave(G, 1), v.repeat_interleave(G, 1)             # (B,H,T,D)
+    kk, vv = k.repeat_interleave(G, 1), v.repeat_interleave(G, 1)  # (B,H,T,D)
     t = torch.arange(T)
     logits, vals = [], []
     for c, lo in enumerate(int(d) for d in dists):
         f = fracs[c] if interp[c] else fracs[c] * 0
-        r_lo, r_hi = (t - lo).clamp(min=0), (t - lo - 1).clamp(min=0)          # (T,)
-        key = (1 - f) * kk[:, :, r_lo] + f * kk[:, :, r_hi]                    # (B,H,T,D)
+        r_lo, r_hi = (t - lo).clamp(min=0), (t - lo - 1).clamp(min=0)  # (T,)
+        key = (1 - f) * kk[:, :, r_lo] + f * kk[:, :, r_hi]  # (B,H,T,D)
         val = (1 - f) * vv[:, :, r_lo] + f * vv[:, :, r_hi]
-        s = (q * key).sum(-1) * scale                                           # (B,H,T)
+        s = (q * key).sum(-1) * scale  # (B,H,T)
         logits.append(s.masked_fill(t < lo, float("-inf")))
         vals.append(val)
-    logits = torch.stack(logits, -1)                                            # (B,H,T,C)
-    valid = torch.isfinite(logits).any(-1, keepdim=True)                        # (B,H,T,1)
+    logits = torch.stack(logits, -1)  # (B,H,T,C)
+    valid = torch.isfinite(logits).any(-1, keepdim=True)  # (B,H,T,1)
     p = torch.softmax(torch.where(valid, logits, 0.0), -1) * valid
-    return (p[..., None] * torch.stack(vals, -2)).sum(-2)                       # (B,H,T,D)
+    return (p[..., None] * torch.stack(vals, -2)).sum(-2)  # (B,H,T,D)
 
 
 def reference(name: str, spec: dict, x: dict) -> dict:
@@ -114,24 +181,38 @@ def reference(name: str, spec: dict, x: dict) -> dict:
     q, k, v = (x[n].double().requires_grad_() for n in ("q", "k", "v"))
     if "alpha" in spec:
         from lab.attention import column_plan
+
         # the worker's α (a float32 value held in float64)
         a = torch.tensor(spec["alpha"], dtype=torch.float32).double().requires_grad_()
-        cols = column_plan(a, spec["window"], spec["T"], spec["base"], spec["rungs"],
-                           interpolate=True)
+        cols = column_plan(
+            a, spec["window"], spec["T"], spec["base"], spec["rungs"], interpolate=True
+        )
         dists = [d for d, _ in cols]
         fr = torch.stack([f if f is not None else a * 0 for _, f in cols])
         out = gather_oracle(q, k, v, dists, fr, [f is not None for _, f in cols], x["scale"])
         grads = torch.autograd.grad(out, (q, k, v, a, fr), x["go"].double())
         # dα = Σ_c dfrac_c · f_k sums terms of both signs; float32 accuracy is relative to
         # Σ_c |dfrac_c · f_k| (f_k = target / α), the scale its error is measured against
-        f_k = torch.tensor([(d + float(f.detach())) / float(a.detach()) if f is not None else 0.0
-                            for d, f in cols], dtype=torch.float64)
-        return dict(out=out.detach(), dq=grads[0], dk=grads[1], dv=grads[2], dalpha=grads[3],
-                    dalpha_scale=float((grads[4].abs() * f_k).sum()), dists=dists)
+        f_k = torch.tensor(
+            [
+                (d + float(f.detach())) / float(a.detach()) if f is not None else 0.0
+                for d, f in cols
+            ],
+            dtype=torch.float64,
+        )
+        return dict(
+            out=out.detach(),
+            dq=grads[0],
+            dk=grads[1],
+            dv=grads[2],
+            dalpha=grads[3],
+            dalpha_scale=float((grads[4].abs() * f_k).sum()),
+            dists=dists,
+        )
     fr = x["fracs"].double().requires_grad_()
     if x["interp"] is not None:
         interp = x["interp"].tolist()
-    else:                           # the kernel's default: all when fracs need grad, else f ≠ 0
+    else:  # the kernel's default: all when fracs need grad, else f ≠ 0
         interp = [x["frac_grad"] or f != 0 for f in spec["fracs"]]
     out = gather_oracle(q, k, v, spec["dists"], fr, interp, x["scale"])
     grads = torch.autograd.grad(out, (q, k, v, fr), x["go"].double())
@@ -143,6 +224,7 @@ def reference(name: str, spec: dict, x: dict) -> dict:
 # --------------------------------------------------------------------------------------------
 def _worker(cases_path: str, results_path: str, device: str) -> None:
     from lab.kernels.triton_attn import interpreted, plan_tensors, triton_columns_attention
+
     if device == "cpu" and not interpreted():
         raise SystemExit("worker: the Triton interpreter is off (TRITON_INTERPRET=1 not set)")
     payload = torch.load(cases_path)
@@ -151,16 +233,18 @@ def _worker(cases_path: str, results_path: str, device: str) -> None:
         try:
             dt = getattr(torch, spec.get("dtype", "float32"))
             q, k, v = (x[n].to(device, dt) for n in ("q", "k", "v"))
-            if spec.get("layout") == "bthd":                  # (B,T,heads,D) storage
+            if spec.get("layout") == "bthd":  # (B,T,heads,D) storage
                 q, k, v = (y.transpose(1, 2).contiguous().transpose(1, 2) for y in (q, k, v))
             q, k, v = (y.requires_grad_() for y in (q, k, v))
             if "alpha" in spec:
                 from lab.attention import column_plan
+
                 # the plan in float64 (fracs reach the kernel rounded once, to float32), so
                 # the comparison measures the kernel, not float32 rounding of α·f in the plan
                 a = torch.tensor(spec["alpha"], dtype=torch.float32).double().requires_grad_()
-                cols = column_plan(a, spec["window"], spec["T"], spec["base"], spec["rungs"],
-                                   interpolate=True)
+                cols = column_plan(
+                    a, spec["window"], spec["T"], spec["base"], spec["rungs"], interpolate=True
+                )
                 dists, fracs, interp = plan_tensors(cols, device, torch.float64)
                 leaves = (q, k, v, a)
             else:
@@ -168,27 +252,33 @@ def _worker(cases_path: str, results_path: str, device: str) -> None:
                 fracs = x["fracs"].to(device).requires_grad_(x["frac_grad"])
                 interp = None if x["interp"] is None else x["interp"].to(device)
                 leaves = (q, k, v, fracs) if x["frac_grad"] else (q, k, v)
-            out = triton_columns_attention(q, k, v, dists, fracs, x["scale"], interpolated=interp,
-                                           block_t=spec["block"])
+            out = triton_columns_attention(
+                q, k, v, dists, fracs, x["scale"], interpolated=interp, block_t=spec["block"]
+            )
             go = x["go"].to(device, dt)
             if spec.get("grad") == "ones":
-                loss = out.float().sum()                      # stride-0 grad_out
+                loss = out.float().sum()  # stride-0 grad_out
             else:
                 loss = (out.float() * go.float()).sum()
             grads = torch.autograd.grad(loss, leaves)
-            r = dict(out=out.detach().double().cpu(), dq=grads[0].double().cpu(),
-                     dk=grads[1].double().cpu(), dv=grads[2].double().cpu(),
-                     dists=dists.cpu().tolist())
+            r = dict(
+                out=out.detach().double().cpu(),
+                dq=grads[0].double().cpu(),
+                dk=grads[1].double().cpu(),
+                dv=grads[2].double().cpu(),
+                dists=dists.cpu().tolist(),
+            )
             if len(grads) > 3:
                 r["dalpha" if "alpha" in spec else "dfracs"] = grads[3].double().cpu()
             results[name] = r
-        except Exception as e:                                # reported per case
+        except Exception as e:  # reported per case
             results[name] = dict(error=f"{type(e).__name__}: {e}")
     torch.save(results, results_path)
 
 
-def run_worker(cases: dict, device: str = "cpu", interpret: bool = True,
-               timeout: float = 600) -> dict:
+def run_worker(
+    cases: dict, device: str = "cpu", interpret: bool = True, timeout: float = 600
+) -> dict:
     """Run the kernel on `cases` in a fresh process; returns {name: results or error}."""
     env = dict(os.environ)
     env.pop("TRITON_INTERPRET", None)
@@ -198,9 +288,14 @@ def run_worker(cases: dict, device: str = "cpu", interpret: bool = True,
     with tempfile.TemporaryDirectory() as d:
         cin, cout = os.path.join(d, "cases.pt"), os.path.join(d, "results.pt")
         torch.save(cases, cin)
-        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", cin, cout,
-                               "--device", device], env=env, cwd=ROOT, capture_output=True,
-                              text=True, timeout=timeout)
+        proc = subprocess.run(
+            [sys.executable, os.path.abspath(__file__), "--worker", cin, cout, "--device", device],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         if proc.returncode != 0 or not os.path.exists(cout):
             raise RuntimeError(f"worker failed (rc {proc.returncode}):\n{proc.stderr[-4000:]}")
         return torch.load(cout)
@@ -218,13 +313,15 @@ def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
 # --------------------------------------------------------------------------------------------
 try:
     import triton  # noqa: F401
+
     HAVE_TRITON = True
-except Exception as e:                                           # pragma: no cover
+except Exception as e:  # pragma: no cover
     HAVE_TRITON, TRITON_ERR = False, repr(e)
 
-if __name__ != "__main__" and not HAVE_TRITON:                   # pragma: no cover
-    pytest.skip(f"triton is not importable ({TRITON_ERR}); install the dev extra",
-                allow_module_level=True)
+if __name__ != "__main__" and not HAVE_TRITON:  # pragma: no cover
+    pytest.skip(
+        f"triton is not importable ({TRITON_ERR}); install the dev extra", allow_module_level=True
+    )
 
 
 @pytest.fixture(scope="module")
@@ -248,7 +345,7 @@ def test_matches_float64_oracle(interpreted_results, name):
     if "alpha" in spec:
         errs["dalpha"] = abs(float(got["dalpha"] - ref["dalpha"])) / ref["dalpha_scale"]
     assert all(e <= RTOL for e in errs.values()), errs
-    for key in keys:                                              # the oracle is not trivial
+    for key in keys:  # the oracle is not trivial
         assert ref[key].abs().max() > 0 or key == "dfracs", key
 
 
@@ -257,8 +354,8 @@ def test_edge_columns(interpreted_results):
     first column are zero (checked against the oracle, and directly)."""
     payload, results = interpreted_results
     got = results["gqa4-edge"]
-    assert got["dfracs"][4] == 0                  # lo = 40 ≥ T = 32: no query reads it
-    assert got["dfracs"][3] == 0                  # lo = 31: only t = 31, both taps on row 0
+    assert got["dfracs"][4] == 0  # lo = 40 ≥ T = 32: no query reads it
+    assert got["dfracs"][3] == 0  # lo = 31: only t = 31, both taps on row 0
     empty = results["empty-rows"]
     assert empty["out"][:, :, :2].abs().max() == 0
     assert empty["dq"][:, :, :2].abs().max() == 0
@@ -274,6 +371,7 @@ def test_integer_alpha_has_alpha_gradient(interpreted_results):
 def test_plan_tensors_and_errors():
     """Input checks raise clear errors before any launch (same in either mode)."""
     from lab.kernels.triton_attn import plan_tensors, triton_columns_attention
+
     a = torch.tensor(0.8, requires_grad=True)
     cols = [(0, None), (1, None), (6, a * 8 - 6)]
     dists, fracs, interp = plan_tensors(cols)
@@ -301,34 +399,40 @@ def test_plan_tensors_and_errors():
         args.update(override)
         kw = {n: args.pop(n) for n in ("interpolated", "block_t") if n in args}
         with pytest.raises((ValueError, RuntimeError), match=msg):
-            triton_columns_attention(args["q"], args["k"], args["v"], args["dists"],
-                                     args["fracs"], args["scale"], **kw)
+            triton_columns_attention(
+                args["q"], args["k"], args["v"], args["dists"], args["fracs"], args["scale"], **kw
+            )
 
 
 def test_cpu_tensors_without_interpreter_raise():
     """Compiled mode on CPU tensors is refused with a message naming the two ways out."""
-    code = ("import torch\nfrom lab.kernels.triton_attn import triton_columns_attention, "
-            "interpreted\nassert not interpreted()\nq = torch.randn(1, 2, 8, 16)\n"
-            "try:\n    triton_columns_attention(q, q, q, torch.tensor([0]), torch.zeros(1), 0.25)\n"
-            "except RuntimeError as e:\n    print('ERR', e)\n")
+    code = (
+        "import torch\nfrom lab.kernels.triton_attn import triton_columns_attention, "
+        "interpreted\nassert not interpreted()\nq = torch.randn(1, 2, 8, 16)\n"
+        "try:\n    triton_columns_attention(q, q, q, torch.tensor([0]), torch.zeros(1), 0.25)\n"
+        "except RuntimeError as e:\n    print('ERR', e)\n"
+    )
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    if torch.cuda.is_available():                                 # pragma: no cover
+    if torch.cuda.is_available():  # pragma: no cover
         return
     assert "ERR" in proc.stdout and "TRITON_INTERPRET=1" in proc.stdout, proc.stdout
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (compiled kernels)")
-def test_compiled_kernels_on_cuda():                              # pragma: no cover
+def test_compiled_kernels_on_cuda():  # pragma: no cover
     """The same cases compiled on a GPU: float32 to 1e-5; bfloat16 inputs (the oracle gets the
     same bf16-rounded values) to 1e-2, the rounding of bf16 outputs and gradients."""
     payload = {name: (spec, make_inputs(name, spec)) for name, spec in CASES.items()}
-    rounded = lambda x: {n: (y.bfloat16().float() if n in ("q", "k", "v", "go") else y)
-                         for n, y in x.items()}
-    bf16 = {f"{n}-bf16": (dict(spec, dtype="bfloat16"), rounded(x))
-            for n, (spec, x) in payload.items()}
+    rounded = lambda x: {
+        n: (y.bfloat16().float() if n in ("q", "k", "v", "go") else y) for n, y in x.items()
+    }
+    bf16 = {
+        f"{n}-bf16": (dict(spec, dtype="bfloat16"), rounded(x)) for n, (spec, x) in payload.items()
+    }
     results = run_worker({**payload, **bf16}, device="cuda", interpret=False)
     failures = {}
     for name, (spec, x) in {**payload, **bf16}.items():
@@ -351,6 +455,7 @@ def test_compiled_kernels_on_cuda():                              # pragma: no c
 
 if __name__ == "__main__":
     import argparse
+
     p = argparse.ArgumentParser(description="worker for tests/test_triton_kernel.py")
     p.add_argument("--worker", nargs=2, metavar=("CASES", "RESULTS"), required=True)
     p.add_argument("--device", default="cpu")

@@ -1,5 +1,6 @@
 """Widget wiring: setting a widget value changes the computed outputs as the probes compute them;
 bad input is shown in the UI state (ipywidgets would swallow an exception), never raised."""
+
 import html
 import itertools
 import os
@@ -7,9 +8,9 @@ import os
 import numpy as np
 import pytest
 
+from fiblab.ui.coverage import CoverageExplorer, explore, heatmap, log_bins
 from lab.offsets import attended_distances
 from lab.schedules import layer_alphas
-from lab.ui.coverage import CoverageExplorer, explore, heatmap, log_bins
 from probes.coverage import coverage
 
 
@@ -46,7 +47,7 @@ def test_defaults_are_the_papers_numbers(ex):
     assert ex.result["union_beyond_window"] == 10
     ex.rounding.value = "floor"
     ex.schedule.value = "stagger"
-    assert ex.result["union"] == 139                         # README: floor 139, ceil 138
+    assert ex.result["union"] == 139  # README: floor 139, ceil 138
     ex.rounding.value = "ceil"
     assert ex.result["union"] == 138
 
@@ -54,8 +55,8 @@ def test_defaults_are_the_papers_numbers(ex):
 def test_moving_one_slider_changes_the_union_and_reset_restores(ex):
     before = ex.result["union"]
     n = ex.updates
-    ex.sliders[3].value = 1.23                              # as a user drags it
-    assert ex.updates == n + 1                              # exactly one recompute
+    ex.sliders[3].value = 1.23  # as a user drags it
+    assert ex.updates == n + 1  # exactly one recompute
     want = layer_alphas("stagger", 16)
     want[3] = 1.23
     assert ex.alphas == want
@@ -73,15 +74,14 @@ def test_settings_flow_into_the_count(ex):
     ex.seq_len.value = 2048
     ex.rungs.value = 17
     a = layer_alphas("stagger", 16)
-    assert (ex.result["union"], ex.result["union_beyond_window"]) == \
-        union_of(a, 12, 2048, rungs=17)
+    assert (ex.result["union"], ex.result["union_beyond_window"]) == union_of(a, 12, 2048, rungs=17)
     assert ex.result["convention"]["band"] == 12
     ex.base.value = "pow2"
     ex.window.value = 8
     ex.seq_len.value = 1024
-    assert ex.result["union"] == 101                        # README: pow2 stagger 101
+    assert ex.result["union"] == 101  # README: pow2 stagger 101
     ex.schedule.value = "fixed"
-    assert ex.result["union"] == 15                         # pow2 fixed 15
+    assert ex.result["union"] == 15  # pow2 fixed 15
 
 
 def test_layers_and_the_papers_19_to_75(ex):
@@ -89,12 +89,12 @@ def test_layers_and_the_papers_19_to_75(ex):
     assert len(ex.sliders) == 8 and len(ex.slider_box.children) == 8
     assert ex.alphas == layer_alphas("stagger", 8)
     ex.rungs.value = 25
-    assert ex.result["union"] == 75                         # SPEC §9: "19 → about 75"
+    assert ex.result["union"] == 75  # SPEC §9: "19 → about 75"
     ex.schedule.value = "fixed"
     assert ex.result["union"] == 19
     ex.schedule.value = "coprime"
     assert ex.alphas == layer_alphas("coprime", 8) != layer_alphas("stagger", 8)
-    assert ex.result["union"] == 75                         # the same values, permuted
+    assert ex.result["union"] == 75  # the same values, permuted
     ex.schedule.value = "learned-init"
     assert min(ex.alphas) == pytest.approx(0.55) and max(ex.alphas) == pytest.approx(1.45)
 
@@ -103,39 +103,42 @@ def test_custom_alphas_and_custom_base(ex):
     ex.layers.value = 4
     ex.schedule.value = "custom"
     assert not ex.custom_alphas.disabled
-    assert ex.custom_alphas.value                          # prefilled with the current α
+    assert ex.custom_alphas.value  # prefilled with the current α
     ex.custom_alphas.value = "0.5, 0.8, 1.2, 1.5"
     assert ex.alphas == [0.5, 0.8, 1.2, 1.5]
     ex.base.value = "custom"
     ex.custom_base.value = "1, 3, 9, 27, 81, 243"
     assert ex.base_value() == (1, 3, 9, 27, 81, 243)
-    assert (ex.result["union"], ex.result["union_beyond_window"]) == \
-        union_of([0.5, 0.8, 1.2, 1.5], base=[1, 3, 9, 27, 81, 243])
+    assert (ex.result["union"], ex.result["union_beyond_window"]) == union_of(
+        [0.5, 0.8, 1.2, 1.5], base=[1, 3, 9, 27, 81, 243]
+    )
     ex.sliders[0].value = 1.0
-    ex.layers.value = 6                                     # custom: kept, padded with α = 1
+    ex.layers.value = 6  # custom: kept, padded with α = 1
     assert ex.alphas == [1.0, 0.8, 1.2, 1.5, 1.0, 1.0]
-    ex.reset_to_schedule()                                  # custom: back to the typed list
+    ex.reset_to_schedule()  # custom: back to the typed list
     assert ex.alphas == [1.0, 0.8, 1.2, 1.5, 1.0, 1.0]
 
 
-@pytest.mark.parametrize("widget, value, needle", [
-    ("custom_base", "1, x, 9", "'x' is not a number"),
-    ("custom_base", "1, 3, 3", "duplicate"),
-    ("custom_base", "1, -2", "positive"),
-    ("custom_alphas", "0.7, 0.9", "2 values but the model has 16 layers"),
-    ("custom_alphas", "0.7, " * 15 + "2.5", "alpha=2.5 at layer 15"),
-])
+@pytest.mark.parametrize(
+    "widget, value, needle",
+    [
+        ("custom_base", "1, x, 9", "'x' is not a number"),
+        ("custom_base", "1, 3, 3", "duplicate"),
+        ("custom_base", "1, -2", "positive"),
+        ("custom_alphas", "0.7, 0.9", "2 values but the model has 16 layers"),
+        ("custom_alphas", "0.7, " * 15 + "2.5", "alpha=2.5 at layer 15"),
+    ],
+)
 def test_bad_input_is_shown_not_raised(ex, widget, value, needle):
     ex.base.value = "custom" if widget == "custom_base" else "fib"
     if widget == "custom_alphas":
         ex.schedule.value = "custom"
     good = ex.result["union"]
-    getattr(ex, widget).value = value                       # must not raise
+    getattr(ex, widget).value = value  # must not raise
     assert ex.error is not None and needle in ex.error
     assert html.escape(ex.error) in ex.error_box.value and "fib-error" in ex.error_box._dom_classes
-    assert ex.result["union"] == good                       # the last good outputs stay
-    getattr(ex, widget).value = ("1, 3, 9" if widget == "custom_base"
-                                 else ", ".join(["1.0"] * 16))
+    assert ex.result["union"] == good  # the last good outputs stay
+    getattr(ex, widget).value = "1, 3, 9" if widget == "custom_base" else ", ".join(["1.0"] * 16)
     assert ex.error is None and ex.error_box.value == ""
 
 
@@ -144,17 +147,19 @@ def test_longer_length_rungs_and_heatmap(ex):
     new2, new4 = rep["new_at"][2], rep["new_at"][4]
     # README: at 4096 the stagger's layers 9–15 gain one never-trained rung each (987·α)
     assert new4[9:] == [[1086], [1151], [1217], [1283], [1349], [1415], [1480]]
-    assert new4[:9] == [[]] * 9 and new2 == new4           # K=15 ends at 987: nothing more
-    ex.rungs.value = 16                                     # 1597 joins at 4T for small α
+    assert new4[:9] == [[]] * 9 and new2 == new4  # K=15 ends at 987: nothing more
+    ex.rungs.value = 16  # 1597 joins at 4T for small α
     a = layer_alphas("stagger", 16)
     for ell in (0, 15):
-        extra = sorted(set(attended_distances(a[ell], 8, 4096, rungs=16))
-                       - set(attended_distances(a[ell], 8, 1024, rungs=16)))
+        extra = sorted(
+            set(attended_distances(a[ell], 8, 4096, rungs=16))
+            - set(attended_distances(a[ell], 8, 1024, rungs=16))
+        )
         assert ex.result["new_at"][4][ell] == extra
     edges, counts = ex.result["heatmap"]
     sets = ex.result["per_layer_sets"]
     assert counts.shape == (16, len(edges) - 1)
-    assert counts.sum(axis=1).tolist() == [len(s) - 1 for s in sets]   # all but δ = 0
+    assert counts.sum(axis=1).tolist() == [len(s) - 1 for s in sets]  # all but δ = 0
     b = np.searchsorted(edges, sets[15][-1], side="right") - 1
     assert counts[15, b] >= 1 and edges[b] <= sets[15][-1] < edges[b + 1]
 
@@ -173,7 +178,7 @@ def test_reachable_share_matches_explicit_sums():
 
 
 def test_update_is_fast_at_L16_T4096():
-    ex = CoverageExplorer(layers=16, seq_len=4096)          # with the figure
+    ex = CoverageExplorer(layers=16, seq_len=4096)  # with the figure
     ex.set_alpha(5, 0.9)
     ex.set_alpha(5, 1.3)
     assert ex.result["convention"]["seq_len"] == 4096 and len(ex.image.value) > 1000
@@ -185,17 +190,25 @@ def test_update_is_fast_at_L16_T4096():
 
 # ----------------------------------------------------------------------------- probe panel
 def test_probe_panel_maps_widgets_to_the_grid(tmp_path):
+    from fiblab.ui.probes import ProbePanel
     from probes import retrieval as R
-    from lab.ui.probes import ProbePanel
-    p = ProbePanel(scale="quick", mechanisms=("blur", "dense"), depths=(2, 4),
-                   seeds=(0, 1), store="", out_dir=str(tmp_path), render=False)
+
+    p = ProbePanel(
+        scale="quick",
+        mechanisms=("blur", "dense"),
+        depths=(2, 4),
+        seeds=(0, 1),
+        store="",
+        out_dir=str(tmp_path),
+        render=False,
+    )
     cells = p.cells()
-    assert len(cells) == 2 * 2 * 2 + 2 * 2                  # dense ignores the init
+    assert len(cells) == 2 * 2 * 2 + 2 * 2  # dense ignores the init
     assert p.settings() == R.SCALES["quick"] and not p.paper_settings()
     assert "12 cells × 400 steps" in p.plan.value
     p.scale.value = "paper"
     assert p.paper_settings() and "paper's settings" in p.plan.value
-    p.precision.value = "bf16"                              # the paper's own probe precision
+    p.precision.value = "bf16"  # the paper's own probe precision
     assert p.settings().precision == "bf16" and p.paper_settings()
     assert all(c.key(p.settings()).endswith("/bf16") for c in p.cells())
     p.precision.value = "fp32"
@@ -216,11 +229,19 @@ def test_probe_panel_maps_widgets_to_the_grid(tmp_path):
 
 
 def test_probe_panel_runs_a_tiny_grid(tmp_path):
+    from fiblab.ui.probes import ProbePanel
     from lab.store import Store
-    from lab.ui.probes import ProbePanel
-    p = ProbePanel(scale="tiny", mechanisms=("learned",), depths=(2,), inits=("staggered",),
-                   seeds=(0,), steps=4, store=str(tmp_path / "s.db"),
-                   out_dir=str(tmp_path))
+
+    p = ProbePanel(
+        scale="tiny",
+        mechanisms=("learned",),
+        depths=(2,),
+        inits=("staggered",),
+        seeds=(0,),
+        steps=4,
+        store=str(tmp_path / "s.db"),
+        out_dir=str(tmp_path),
+    )
     p.run_button.click()
     assert p.error is None and len(p.records) == 1
     assert p.progress.value == p.progress.max == 4 and p.progress_steps == 4
@@ -230,13 +251,14 @@ def test_probe_panel_runs_a_tiny_grid(tmp_path):
     assert p.image.value[:4] == b"\x89PNG"
     with Store(tmp_path / "s.db") as st:
         assert st.probes()["run"].unique().tolist() == [rec["key"]]
-    p.run()                                                 # resumable: nothing retrained
+    p.run()  # resumable: nothing retrained
     assert "0 trained now, 1 from the results file" in p.progress_label.value
 
 
 # ----------------------------------------------------------------------------- train panel
 def test_train_panel_errors_are_shown(tmp_path):
-    from lab.ui.train import TrainPanel, preset_options
+    from fiblab.ui.train import TrainPanel, preset_options
+
     assert preset_options()[0].startswith("cpu-") and "fib-stagger-w12" in preset_options()
     p = TrainPanel(preset="tiny", store="", runs=str(tmp_path), auto_refresh=False)
     p.overrides.value = "lr 3"
@@ -247,7 +269,7 @@ def test_train_panel_errors_are_shown(tmp_path):
     assert "names no training field" in p.error
     p.stop_button.click()
     assert "no run to stop" in p.error
-    assert not os.listdir(tmp_path)                         # nothing was started
+    assert not os.listdir(tmp_path)  # nothing was started
 
 
 def test_train_panel_buttons_follow_the_run(tmp_path):
@@ -255,17 +277,29 @@ def test_train_panel_buttons_follow_the_run(tmp_path):
     process lives; after it exits (no store: nothing recorded) the run reads 'failed' and
     resume becomes available.  A `sleep` process stands in for the training run."""
     import subprocess
-    from lab import launch as LA
+
+    from fiblab import launch as LA
+    from fiblab.ui.train import TrainPanel
     from lab.train import STOP_FILE
-    from lab.ui.train import TrainPanel
+
     p = TrainPanel(preset="tiny", store="", runs=str(tmp_path), auto_refresh=False)
     assert p.state == "idle" and p.stop_button.disabled
     proc = subprocess.Popen(["sleep", "60"])
     try:
-        p.handle = LA.RunHandle(name="fake", preset="tiny", run_dir=str(tmp_path / "fake"),
-                                runs_dir=str(tmp_path), store="", pid=proc.pid,
-                                command=["sleep"], steps=10, tokens_per_step=512,
-                                learned=True, spec={"preset": "tiny"}, proc=proc)
+        p.handle = LA.RunHandle(
+            name="fake",
+            preset="tiny",
+            run_dir=str(tmp_path / "fake"),
+            runs_dir=str(tmp_path),
+            store="",
+            pid=proc.pid,
+            command=["sleep"],
+            steps=10,
+            tokens_per_step=512,
+            learned=True,
+            spec={"preset": "tiny"},
+            proc=proc,
+        )
         p.refresh_button.click()
         assert p.state == "starting" and not p.stop_button.disabled
         assert p.launch_button.disabled and p.resume_button.disabled

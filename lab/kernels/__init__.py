@@ -15,7 +15,7 @@ requires grad, else those with f ≠ 0.
 
 Implementations (``impl``):
 
-``torch``    the pure-PyTorch reference, `lab.attention._ShiftedAttention` (any device/dtype)
+``torch``    the pure-PyTorch reference, `lab.kernels.reference` (any device/dtype)
 ``cpp``      the fused C++/OpenMP kernel, `lab.kernels.cpu` (CPU, float32/float64), compiled on
              first use and cached
 ``triton``   the fused Triton kernel, `lab.kernels.triton_attn` (CUDA; float32/16/bf16)
@@ -28,6 +28,7 @@ The environment variable ``FIBLAB_ATTN_IMPL`` (torch | cpp | triton | auto) over
 ``impl="auto"`` for a whole process, e.g. ``FIBLAB_ATTN_IMPL=torch`` to compare against the
 reference; a forced implementation that cannot run raises instead of falling back.
 """
+
 from __future__ import annotations
 
 import os
@@ -37,6 +38,7 @@ from collections.abc import Sequence
 import torch
 
 from lab.kernels import cpu
+from lab.kernels.reference import columns_attention_reference
 from lab.kernels.shapes import check_columns
 
 IMPLS = ("auto", "torch", "cpp", "triton")
@@ -51,6 +53,7 @@ _WARNED: set[str] = set()
 def _triton_module():
     """The Triton kernel module, imported lazily (it may be absent); raises ImportError."""
     from lab.kernels import triton_attn
+
     return triton_attn
 
 
@@ -58,12 +61,14 @@ def triton_status(device: torch.device | str = "cuda") -> bool | str:
     """True when the Triton kernel can run on tensors of `device`, else the reason."""
     try:
         mod = _triton_module()
-    except Exception as err:                             # triton or the module missing
+    except Exception as err:  # triton or the module missing
         return f"lab.kernels.triton_attn cannot be imported ({type(err).__name__}: {err})"
     check = getattr(mod, "available", None)
     if check is not None and not check(device):
-        return (f"Triton cannot run on {torch.device(device).type} tensors here (needs a CUDA "
-                f"device, or TRITON_INTERPRET=1 for CPU tests)")
+        return (
+            f"Triton cannot run on {torch.device(device).type} tensors here (needs a CUDA "
+            f"device, or TRITON_INTERPRET=1 for CPU tests)"
+        )
     return True
 
 
@@ -85,14 +90,17 @@ def _blocker(impl: str, device: str, dtype: torch.dtype) -> tuple[str, str] | No
         status = cpu.status()
         return None if status is True else ("missing", status)
     if dtype not in TRITON_DTYPES:
-        return ("unsupported",
-                f"the Triton kernel supports float32 / float16 / bfloat16, not {dtype}")
+        return (
+            "unsupported",
+            f"the Triton kernel supports float32 / float16 / bfloat16, not {dtype}",
+        )
     status = triton_status(device)
     return None if status is True else ("missing", status)
 
 
-def resolve(impl: str = "auto", device: torch.device | str = "cpu",
-            dtype: torch.dtype = torch.float32) -> str:
+def resolve(
+    impl: str = "auto", device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32
+) -> str:
     """The implementation `columns_attention(..., impl=impl)` uses for tensors of (device,
     dtype): one of 'torch', 'cpp', 'triton'.  Honours FIBLAB_ATTN_IMPL when impl is 'auto'."""
     source = "impl"
@@ -104,8 +112,10 @@ def resolve(impl: str = "auto", device: torch.device | str = "cpu",
     if impl != "auto":
         block = _blocker(impl, dev, dtype)
         if block is not None:
-            raise RuntimeError(f"{source}={impl!r} cannot run here: {block[1]}. Use 'auto' (falls "
-                               f"back to 'torch') or 'torch'")
+            raise RuntimeError(
+                f"{source}={impl!r} cannot run here: {block[1]}. Use 'auto' (falls "
+                f"back to 'torch') or 'torch'"
+            )
         return impl
     choice = {"cpu": "cpp", "cuda": "triton"}.get(dev)
     if choice is None:
@@ -116,24 +126,36 @@ def resolve(impl: str = "auto", device: torch.device | str = "cpu",
     kind, reason = block
     if kind == "missing" and choice not in _WARNED:
         _WARNED.add(choice)
-        warnings.warn(f"fiblab: the {choice} attention kernel is unavailable ({reason}); using "
-                      f"the pure-PyTorch path", RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"fiblab: the {choice} attention kernel is unavailable ({reason}); using "
+            f"the pure-PyTorch path",
+            RuntimeWarning,
+            stacklevel=3,
+        )
     return "torch"
 
 
 # --------------------------------------------------------------------------------------------
 # the operation
 # --------------------------------------------------------------------------------------------
-def columns_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dists: torch.Tensor,
-                      fracs: torch.Tensor, scale: float, impl: str = "auto", *,
-                      interpolated: torch.Tensor | Sequence[bool] | None = None) -> torch.Tensor:
+def columns_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    dists: torch.Tensor,
+    fracs: torch.Tensor,
+    scale: float,
+    impl: str = "auto",
+    *,
+    interpolated: torch.Tensor | Sequence[bool] | None = None,
+) -> torch.Tensor:
     """Softmax attention over C columns (see the module docstring).  Returns (B, H, T, D)."""
     check_columns(q, k, v, dists, fracs, scale)
     which = resolve(impl, q.device, q.dtype)
     if which == "cpp":
         return cpu.cpp_columns_attention(q, k, v, dists, fracs, scale, interpolated=interpolated)
     if which == "triton":
-        return _triton_module().triton_columns_attention(q, k, v, dists, fracs, scale,
-                                                         interpolated=interpolated)
-    from lab.attention import columns_attention_reference
+        return _triton_module().triton_columns_attention(
+            q, k, v, dists, fracs, scale, interpolated=interpolated
+        )
     return columns_attention_reference(q, k, v, dists, fracs, scale, interpolated=interpolated)

@@ -5,7 +5,7 @@
 computes, for every query t, one softmax over C columns; column c reads distance lo_c =
 dists[c] (masked for t < lo_c) and, with f = fracs[c], the key/value blend
 (1 − f)·row[t − lo_c] + f·row[max(t − lo_c − 1, 0)] — the math of `lab.attention`'s
-`_ShiftedAttention`, which stays the reference.  Shapes (GQA, query head h reads KV head
+`lab.kernels.reference.ShiftedAttention`, which stays the reference.  Shapes (GQA, query head h reads KV head
 h // (H/KV)): q (B, H, T, D); k, v (B, KV, T, D).  Differentiable in q, k, v and fracs.
 
 The C++ sources (``csrc/columns_attention.cpp``, the binding, and ``csrc/columns_kernel.h``,
@@ -24,6 +24,7 @@ halo rows (at most B·KV·T·D·2 values) for its scatter — and dS (B, H, T, C
 path (float64, or head dims / group sizes the vectorised kernels do not cover).  Memory is
 O(B·H·T·C) beyond the inputs, outputs and gradients; no gathered (T, C, D) keys exist.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -38,9 +39,11 @@ import torch
 from lab.kernels.shapes import check_columns
 
 CSRC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc")
-SOURCES = (os.path.join(CSRC_DIR, "columns_attention.cpp"),      # the binding (compiled)
-           os.path.join(CSRC_DIR, "columns_kernel.h"),        # the kernels (included)
-           os.path.join(CSRC_DIR, "blur_band.h"))             # the blur probe's band kernels
+SOURCES = (
+    os.path.join(CSRC_DIR, "columns_attention.cpp"),  # the binding (compiled)
+    os.path.join(CSRC_DIR, "columns_kernel.h"),  # the kernels (included)
+    os.path.join(CSRC_DIR, "blur_band.h"),
+)  # the blur probe's band kernels
 _NATIVE_FLAGS = ["-O3", "-march=native", "-fopenmp"]
 _PORTABLE_FLAGS = ["-O3", "-fopenmp"]
 DTYPES = (torch.float32, torch.float64)
@@ -62,8 +65,9 @@ def cpu_signature() -> str:
         for line in text.split("\n\n")[0].splitlines():
             key, _, val = line.partition(":")
             fields[key.strip()] = val.strip()
-        return " ".join(fields.get(k, "") for k in ("vendor_id", "model name", "flags",
-                                                     "Features", "CPU part"))
+        return " ".join(
+            fields.get(k, "") for k in ("vendor_id", "model name", "flags", "Features", "CPU part")
+        )
     except OSError:
         return f"{platform.machine()} {platform.processor()}"
 
@@ -75,8 +79,13 @@ def extension_name(flags: Sequence[str]) -> str:
     for path in SOURCES:
         with open(path, "rb") as f:
             srcs.append(f.read())
-    for part in (*srcs, " ".join(flags).encode(), torch.__version__.encode(),
-                 cpu_signature().encode(), sys.version.encode()):
+    for part in (
+        *srcs,
+        " ".join(flags).encode(),
+        torch.__version__.encode(),
+        cpu_signature().encode(),
+        sys.version.encode(),
+    ):
         h.update(part)
         h.update(b"\0")
     return f"fiblab_cpu_{h.hexdigest()[:16]}"
@@ -86,18 +95,29 @@ def _compile(flags: Sequence[str]):
     """Build (or reuse the cached build of) the extension with `flags`, load it into this
     process and return its operator namespace, ``torch.ops.fiblab_cpu``."""
     from torch.utils import cpp_extension
+
     name = extension_name(flags)
     try:
         build_dir = cpp_extension._get_build_directory(name, False)
         cached = os.path.exists(os.path.join(build_dir, f"{name}.so"))
-    except Exception:                                    # private helper: best effort only
+    except Exception:  # private helper: best effort only
         build_dir, cached = "TORCH_EXTENSIONS_DIR", False
     if not cached:
-        print(f"fiblab: compiling the CPU attention kernel ({' '.join(flags)}) into {build_dir} "
-              f"— once, then cached", file=sys.stderr, flush=True)
-    cpp_extension.load(name=name, sources=[SOURCES[0]], extra_cflags=list(flags),
-                       extra_ldflags=["-fopenmp"], extra_include_paths=[CSRC_DIR],
-                       is_python_module=False, verbose=False)
+        print(
+            f"fiblab: compiling the CPU attention kernel ({' '.join(flags)}) into {build_dir} "
+            f"— once, then cached",
+            file=sys.stderr,
+            flush=True,
+        )
+    cpp_extension.load(
+        name=name,
+        sources=[SOURCES[0]],
+        extra_cflags=list(flags),
+        extra_ldflags=["-fopenmp"],
+        extra_include_paths=[CSRC_DIR],
+        is_python_module=False,
+        verbose=False,
+    )
     return torch.ops.fiblab_cpu
 
 
@@ -106,7 +126,7 @@ def _build():
     refuses them."""
     try:
         return _compile(_NATIVE_FLAGS)
-    except Exception as native_err:                      # e.g. a compiler without -march=native
+    except Exception as native_err:  # e.g. a compiler without -march=native
         try:
             return _compile(_PORTABLE_FLAGS)
         except Exception:
@@ -128,7 +148,7 @@ def load():
             raise KernelUnavailable(_STATE["error"])
         try:
             _STATE["module"] = _build()
-        except Exception as err:                         # compiler missing, build failed, …
+        except Exception as err:  # compiler missing, build failed, …
             first = (str(err).strip().splitlines() or [type(err).__name__])[0]
             _STATE["error"] = f"the C++ extension could not be built: {first[:300]}"
             raise KernelUnavailable(_STATE["error"]) from err
@@ -151,8 +171,9 @@ Tensor = torch.Tensor
 
 
 @torch.library.custom_op("fiblab::cpu_columns_fwd", mutates_args=(), device_types="cpu")
-def _fwd_op(q: Tensor, k: Tensor, v: Tensor, dists: Tensor, fracs: Tensor, grad_cols: Tensor,
-            scale: float) -> tuple[Tensor, Tensor]:
+def _fwd_op(
+    q: Tensor, k: Tensor, v: Tensor, dists: Tensor, fracs: Tensor, grad_cols: Tensor, scale: float
+) -> tuple[Tensor, Tensor]:
     """(out (B,H,T,D), P (B,H,T,C)).  grad_cols is only kept for the backward."""
     out, probs = load().forward(q, k, v, dists, fracs, scale)
     return out, probs
@@ -165,9 +186,17 @@ def _(q, k, v, dists, fracs, grad_cols, scale):
 
 
 @torch.library.custom_op("fiblab::cpu_columns_bwd", mutates_args=(), device_types="cpu")
-def _bwd_op(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, probs: Tensor, dists: Tensor,
-            fracs: Tensor, grad_cols: Tensor, scale: float
-            ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def _bwd_op(
+    dout: Tensor,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    probs: Tensor,
+    dists: Tensor,
+    fracs: Tensor,
+    grad_cols: Tensor,
+    scale: float,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """(dq, dk, dv, dfracs); dfracs is computed for the columns grad_cols marks (empty: none)."""
     dq, dk, dv, dfracs = load().backward(dout, q, k, v, probs, dists, fracs, grad_cols, scale)
     return dq, dk, dv, dfracs
@@ -182,7 +211,7 @@ def _setup_context(ctx, inputs, output):
     q, k, v, dists, fracs, grad_cols, scale = inputs
     ctx.save_for_backward(q, k, v, dists, fracs, grad_cols, output[1])
     ctx.scale = scale
-    ctx.set_materialize_grads(False)                     # P's gradient is never used
+    ctx.set_materialize_grads(False)  # P's gradient is never used
 
 
 def _backward(ctx, dout, _dprobs):
@@ -201,9 +230,16 @@ _fwd_op.register_autograd(_backward, setup_context=_setup_context)
 # --------------------------------------------------------------------------------------------
 # public entry point
 # --------------------------------------------------------------------------------------------
-def cpp_columns_attention(q: Tensor, k: Tensor, v: Tensor, dists: Tensor, fracs: Tensor,
-                          scale: float, *,
-                          interpolated: Tensor | Sequence[bool] | None = None) -> Tensor:
+def cpp_columns_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    dists: Tensor,
+    fracs: Tensor,
+    scale: float,
+    *,
+    interpolated: Tensor | Sequence[bool] | None = None,
+) -> Tensor:
     """Column attention with the fused C++ kernel.  Returns (B, H, T, D).
 
     q (B, H, T, D); k, v (B, KV, T, D), float32 or float64 on CPU; dists (C,) int64 ≥ 0;
@@ -215,11 +251,15 @@ def cpp_columns_attention(q: Tensor, k: Tensor, v: Tensor, dists: Tensor, fracs:
     """
     check_columns(q, k, v, dists, fracs, scale)
     if q.device.type != "cpu" or k.device.type != "cpu" or v.device.type != "cpu":
-        raise ValueError(f"the C++ kernel runs on CPU tensors; got q on {q.device}: use "
-                         f"impl='triton' or 'torch' for other devices")
+        raise ValueError(
+            f"the C++ kernel runs on CPU tensors; got q on {q.device}: use "
+            f"impl='triton' or 'torch' for other devices"
+        )
     if not (q.dtype == k.dtype == v.dtype) or q.dtype not in DTYPES:
-        raise ValueError(f"the C++ kernel needs q, k, v in one of float32 / float64; got "
-                         f"{q.dtype}, {k.dtype}, {v.dtype}: cast them, or use impl='torch'")
+        raise ValueError(
+            f"the C++ kernel needs q, k, v in one of float32 / float64; got "
+            f"{q.dtype}, {k.dtype}, {v.dtype}: cast them, or use impl='torch'"
+        )
     C = dists.numel()
     fr = fracs.to(device="cpu", dtype=q.dtype)
     host = fracs.detach().to("cpu", torch.float64)
@@ -229,15 +269,19 @@ def cpp_columns_attention(q: Tensor, k: Tensor, v: Tensor, dists: Tensor, fracs:
     if int(d.min()) < 0:
         raise ValueError(f"dists must be >= 0 (a query reads only the past); got {d.tolist()}")
     if interpolated is None:
-        cols = (torch.ones(C, dtype=torch.bool) if fracs.requires_grad else host != 0)
+        cols = torch.ones(C, dtype=torch.bool) if fracs.requires_grad else host != 0
     else:
         cols = torch.as_tensor(interpolated).to("cpu")
         if cols.shape != (C,) or cols.dtype != torch.bool:
-            raise ValueError(f"interpolated must be a bool mask of shape ({C},); got "
-                             f"{cols.dtype} {tuple(cols.shape)}")
+            raise ValueError(
+                f"interpolated must be a bool mask of shape ({C},); got "
+                f"{cols.dtype} {tuple(cols.shape)}"
+            )
         bad = ((host != 0) & ~cols).nonzero().flatten().tolist()
         if bad:
-            raise ValueError(f"columns {bad} have non-zero fracs {host[bad].tolist()} but are not "
-                             f"marked interpolated: mark them, or pass fracs 0 there")
+            raise ValueError(
+                f"columns {bad} have non-zero fracs {host[bad].tolist()} but are not "
+                f"marked interpolated: mark them, or pass fracs 0 there"
+            )
     out, _ = _fwd_op(q, k, v, d, fr, cols, float(scale))
     return out

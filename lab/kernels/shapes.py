@@ -1,8 +1,9 @@
 """Shape checks shared by every attention implementation (pure PyTorch, C++, Triton).
 
-    q        (B, H,  T, D)        query head h reads KV head h // (H / KV)
-    k, v     (B, KV, T, D)
+q        (B, H,  T, D)        query head h reads KV head h // (H / KV)
+k, v     (B, KV, T, D)
 """
+
 from __future__ import annotations
 
 import math
@@ -21,8 +22,10 @@ def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, i
         raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must have the same shape")
     Bk, KV, Tk, Dk = k.shape
     if (Bk, Tk, Dk) != (B, T, D):
-        raise ValueError(f"k/v shape {tuple(k.shape)} does not match q {tuple(q.shape)} in batch, "
-                         f"length or head_dim")
+        raise ValueError(
+            f"k/v shape {tuple(k.shape)} does not match q {tuple(q.shape)} in batch, "
+            f"length or head_dim"
+        )
     if KV < 1 or H % KV != 0:
         raise ValueError(f"n_heads={H} must be a multiple of n_kv_heads={KV}")
     return B, H, KV, T, D
@@ -37,8 +40,10 @@ def check_columns(q, k, v, dists, fracs, scale) -> None:
         raise ValueError(f"dists must hold integers (int64); got {dists.dtype}")
     if not isinstance(fracs, torch.Tensor) or fracs.shape != dists.shape:
         got = tuple(fracs.shape) if isinstance(fracs, torch.Tensor) else type(fracs).__name__
-        raise ValueError(f"fracs must be a float tensor of shape {tuple(dists.shape)} (one per "
-                         f"column); got {got}")
+        raise ValueError(
+            f"fracs must be a float tensor of shape {tuple(dists.shape)} (one per "
+            f"column); got {got}"
+        )
     if not fracs.dtype.is_floating_point:
         raise ValueError(f"fracs must be a float tensor; got {fracs.dtype}")
     if not (isinstance(scale, (int, float)) and math.isfinite(scale)):

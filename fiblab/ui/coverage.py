@@ -11,25 +11,39 @@ Schedules: ``fixed`` (α = 1), ``stagger`` (linear 0.5 → 1.5), ``coprime`` (th
 permuted by ℓ ↦ S·ℓ mod L), ``learned-init`` (a learned schedule's starting point: the stagger
 clamped to [0.55, 1.45]) and ``custom`` (a comma list, or whatever the sliders say).
 """
+
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
 from contextlib import contextmanager
 
-import numpy as np
 import ipywidgets as W
+import numpy as np
 
+from fiblab.ui.common import (
+    error_widget,
+    figure,
+    guarded,
+    html_table,
+    image_widget,
+    parse_numbers,
+    png,
+    set_png,
+    show_error,
+)
 from lab.offsets import ROUNDINGS, Base, attended_distances
 from lab.schedules import check_alphas, layer_alphas
-from lab.ui.common import (error_widget, figure, guarded, html_table, image_widget,
-                           parse_numbers, png, set_png, show_error)
 from probes.coverage import coverage
 from probes.receptive_field import reachable_fraction
 
-SCHEDULE_OPTIONS = [("fixed (α = 1)", "fixed"), ("linear stagger", "stagger"),
-                    ("coprime stagger", "coprime"), ("learned init (stagger, clamped)",
-                                                     "learned-init"), ("custom", "custom")]
+SCHEDULE_OPTIONS = [
+    ("fixed (α = 1)", "fixed"),
+    ("linear stagger", "stagger"),
+    ("coprime stagger", "coprime"),
+    ("learned init (stagger, clamped)", "learned-init"),
+    ("custom", "custom"),
+]
 ALPHA_RANGE = (0.5, 1.5)
 ALPHA_STEP = 0.01
 MAX_LAYERS = 48
@@ -58,8 +72,15 @@ def heatmap(sets: Sequence[Sequence[int]], seq_len: int, bins: int = 96):
     return edges, counts
 
 
-def explore(alphas: Sequence[float], window: int = 8, seq_len: int = 1024, base: Base = "fib",
-            rungs: int = 15, rounding: str = "round", band: int | None = None) -> dict:
+def explore(
+    alphas: Sequence[float],
+    window: int = 8,
+    seq_len: int = 1024,
+    base: Base = "fib",
+    rungs: int = 15,
+    rounding: str = "round",
+    band: int | None = None,
+) -> dict:
     """Everything the explorer shows, for one per-layer α list and convention.
 
     Returns `probes.coverage.coverage`'s report plus ``reachable`` (share of 0..T−1 reachable
@@ -71,8 +92,10 @@ def explore(alphas: Sequence[float], window: int = 8, seq_len: int = 1024, base:
     sets = report["per_layer_sets"]
     current = [set(s) for s in sets]
     new_at = {2: report["beyond_reach"]}
-    new_at[4] = [sorted(set(attended_distances(a, window, 4 * seq_len, base, rungs, rounding))
-                        - cur) for a, cur in zip(alphas, current)]
+    new_at[4] = [
+        sorted(set(attended_distances(a, window, 4 * seq_len, base, rungs, rounding)) - cur)
+        for a, cur in zip(alphas, current)
+    ]
     report["new_at"] = new_at
     report["reachable"] = reachable_fraction(sets, seq_len)
     report["heatmap"] = heatmap(sets, seq_len)
@@ -99,14 +122,21 @@ class CoverageFigure:
         fig = figure(10.5, 1.1 + 0.16 * max(L, 6))
         ax = fig.add_axes([0.06, 0.2, 0.64, 0.68])
         ax2 = fig.add_axes([0.78, 0.2, 0.2, 0.68])
-        self.mesh = ax.pcolormesh(edges, np.arange(L + 1), np.full((L, len(edges) - 1), np.nan),
-                                  cmap="viridis", vmin=1, vmax=2)
+        self.mesh = ax.pcolormesh(
+            edges,
+            np.arange(L + 1),
+            np.full((L, len(edges) - 1), np.nan),
+            cmap="viridis",
+            vmin=1,
+            vmax=2,
+        )
         ax.set_xscale("log")
         ax.minorticks_off()
         ax.set_xlim(1, edges[-1])
         ax.set_ylim(L, 0)
-        ax.set_yticks(np.arange(L)[:: max(1, L // 8)] + 0.5,
-                      [str(i) for i in range(L)][:: max(1, L // 8)])
+        ax.set_yticks(
+            np.arange(L)[:: max(1, L // 8)] + 0.5, [str(i) for i in range(L)][:: max(1, L // 8)]
+        )
         ax.set_xlabel("distance δ (log scale); colour: attended distances per bin")
         ax.set_ylabel("layer")
         self.window_line = ax.axvline(1, color="crimson", lw=0.8, ls="--")
@@ -131,8 +161,10 @@ class CoverageFigure:
         w = report["convention"]["window"]
         self.window_line.set_xdata([w + 0.5, w + 0.5])
         self.window_line.set_visible(w >= 1)
-        self.title.set_text(f"attended distances per layer — union {report['union']} "
-                            f"(window counted), dashed line: W = {w}")
+        self.title.set_text(
+            f"attended distances per layer — union {report['union']} "
+            f"(window counted), dashed line: W = {w}"
+        )
         for rect, r in zip(self.bars, report["reachable"]):
             rect.set_width(r)
         return png(self.fig)
@@ -151,9 +183,17 @@ class CoverageExplorer:
     CPU seconds of the last compute + render).
     """
 
-    def __init__(self, schedule: str = "stagger", layers: int = 16, window: int = 8,
-                 rungs: int = 15, seq_len: int = 1024, base: str = "fib",
-                 rounding: str = "round", render: bool = True):
+    def __init__(
+        self,
+        schedule: str = "stagger",
+        layers: int = 16,
+        window: int = 8,
+        rungs: int = 15,
+        seq_len: int = 1024,
+        base: str = "fib",
+        rounding: str = "round",
+        render: bool = True,
+    ):
         self.render = render
         self._figure = CoverageFigure()
         self.result: dict | None = None
@@ -163,30 +203,73 @@ class CoverageExplorer:
         self.updates = 0
         self._hold = 0
         style = {"description_width": "initial"}
-        self.schedule = W.Dropdown(options=SCHEDULE_OPTIONS, value=schedule,
-                                   description="schedule", style=style)
-        self.custom_alphas = W.Text(value="", description="custom α", continuous_update=False,
-                                    placeholder="one α per layer: 0.5, 0.6, …", style=style,
-                                    layout=W.Layout(width="420px"))
-        self.layers = W.BoundedIntText(value=layers, min=1, max=MAX_LAYERS, description="layers L",
-                                       style=style, layout=W.Layout(width="150px"))
-        self.window = W.BoundedIntText(value=window, min=0, max=4096, description="window W",
-                                       style=style, layout=W.Layout(width="150px"))
-        self.rungs = W.BoundedIntText(value=rungs, min=1, max=40, description="rungs K",
-                                      style=style, layout=W.Layout(width="150px"))
-        self.seq_len = W.BoundedIntText(value=seq_len, min=2, max=65536, description="length T",
-                                        style=style, layout=W.Layout(width="170px"))
-        self.base = W.Dropdown(options=[("Fibonacci", "fib"), ("power of 2", "pow2"),
-                                        ("custom list", "custom")], value=base,
-                               description="base", style=style, layout=W.Layout(width="200px"))
-        self.custom_base = W.Text(value="1, 3, 9, 27, 81, 243, 729", description="custom base",
-                                  continuous_update=False, style=style,
-                                  layout=W.Layout(width="420px"))
-        self.rounding = W.Dropdown(options=list(ROUNDINGS), value=rounding,
-                                   description="rounding", style=style,
-                                   layout=W.Layout(width="200px"))
-        self.reset = W.Button(description="reset to schedule", icon="undo",
-                              layout=W.Layout(width="180px"))
+        self.schedule = W.Dropdown(
+            options=SCHEDULE_OPTIONS, value=schedule, description="schedule", style=style
+        )
+        self.custom_alphas = W.Text(
+            value="",
+            description="custom α",
+            continuous_update=False,
+            placeholder="one α per layer: 0.5, 0.6, …",
+            style=style,
+            layout=W.Layout(width="420px"),
+        )
+        self.layers = W.BoundedIntText(
+            value=layers,
+            min=1,
+            max=MAX_LAYERS,
+            description="layers L",
+            style=style,
+            layout=W.Layout(width="150px"),
+        )
+        self.window = W.BoundedIntText(
+            value=window,
+            min=0,
+            max=4096,
+            description="window W",
+            style=style,
+            layout=W.Layout(width="150px"),
+        )
+        self.rungs = W.BoundedIntText(
+            value=rungs,
+            min=1,
+            max=40,
+            description="rungs K",
+            style=style,
+            layout=W.Layout(width="150px"),
+        )
+        self.seq_len = W.BoundedIntText(
+            value=seq_len,
+            min=2,
+            max=65536,
+            description="length T",
+            style=style,
+            layout=W.Layout(width="170px"),
+        )
+        self.base = W.Dropdown(
+            options=[("Fibonacci", "fib"), ("power of 2", "pow2"), ("custom list", "custom")],
+            value=base,
+            description="base",
+            style=style,
+            layout=W.Layout(width="200px"),
+        )
+        self.custom_base = W.Text(
+            value="1, 3, 9, 27, 81, 243, 729",
+            description="custom base",
+            continuous_update=False,
+            style=style,
+            layout=W.Layout(width="420px"),
+        )
+        self.rounding = W.Dropdown(
+            options=list(ROUNDINGS),
+            value=rounding,
+            description="rounding",
+            style=style,
+            layout=W.Layout(width="200px"),
+        )
+        self.reset = W.Button(
+            description="reset to schedule", icon="undo", layout=W.Layout(width="180px")
+        )
         self.sliders: list[W.FloatSlider] = []
         self.slider_box = W.VBox()
         self.slider_box.add_class("fib-alpha-sliders")
@@ -203,8 +286,14 @@ class CoverageExplorer:
 
         with self._batch(update=False):
             self._build_sliders(self._schedule_values())
-        for w in (self.window, self.rungs, self.seq_len, self.base, self.custom_base,
-                  self.rounding):
+        for w in (
+            self.window,
+            self.rungs,
+            self.seq_len,
+            self.base,
+            self.custom_base,
+            self.rounding,
+        ):
             w.observe(self._on_setting, names="value")
         self.schedule.observe(self._on_schedule, names="value")
         self.custom_alphas.observe(self._on_custom_alphas, names="value")
@@ -213,14 +302,24 @@ class CoverageExplorer:
         self._sync_enabled()
         self.update()
 
-        controls = W.VBox([
-            W.HBox([self.schedule, self.reset]), self.custom_alphas,
-            W.HBox([self.layers, self.window, self.rungs, self.seq_len]),
-            W.HBox([self.base, self.rounding]), self.custom_base])
-        self.widget = W.VBox([
-            controls, self.error_box,
-            W.HBox([self.slider_box, W.VBox([self.union_label, self.band_label, self.timing])]),
-            self.image, self.table])
+        controls = W.VBox(
+            [
+                W.HBox([self.schedule, self.reset]),
+                self.custom_alphas,
+                W.HBox([self.layers, self.window, self.rungs, self.seq_len]),
+                W.HBox([self.base, self.rounding]),
+                self.custom_base,
+            ]
+        )
+        self.widget = W.VBox(
+            [
+                controls,
+                self.error_box,
+                W.HBox([self.slider_box, W.VBox([self.union_label, self.band_label, self.timing])]),
+                self.image,
+                self.table,
+            ]
+        )
         self.widget.add_class("fib-coverage-explorer")
 
     # -- display -------------------------------------------------------------------------------
@@ -235,8 +334,10 @@ class CoverageExplorer:
     def set_alpha(self, layer: int, value: float) -> None:
         """Move one slider (as a user would); the outputs update."""
         if not 0 <= layer < len(self.sliders):
-            raise ValueError(f"layer={layer} is out of range: the explorer has "
-                             f"{len(self.sliders)} layers (0..{len(self.sliders) - 1})")
+            raise ValueError(
+                f"layer={layer} is out of range: the explorer has "
+                f"{len(self.sliders)} layers (0..{len(self.sliders) - 1})"
+            )
         self.sliders[layer].value = value
 
     def base_value(self) -> Base:
@@ -271,9 +372,16 @@ class CoverageExplorer:
         lo, hi = ALPHA_RANGE
         self.sliders = []
         for ell, a in enumerate(values):
-            s = W.FloatSlider(value=a, min=lo, max=hi, step=ALPHA_STEP, description=f"α{ell}",
-                              readout_format=".3f", continuous_update=False,
-                              layout=W.Layout(width="330px"))
+            s = W.FloatSlider(
+                value=a,
+                min=lo,
+                max=hi,
+                step=ALPHA_STEP,
+                description=f"α{ell}",
+                readout_format=".3f",
+                continuous_update=False,
+                layout=W.Layout(width="330px"),
+            )
             s.add_class("fib-alpha")
             s.observe(self._on_slider, names="value")
             self.sliders.append(s)
@@ -320,7 +428,7 @@ class CoverageExplorer:
     @guarded
     def _on_layers(self, change) -> None:
         L = change["new"]
-        if self.schedule.value == "custom":          # keep what was set, pad with α = 1
+        if self.schedule.value == "custom":  # keep what was set, pad with α = 1
             vals = (self.alphas + [1.0] * L)[:L]
             with self._batch():
                 self._set_sliders(vals)
@@ -342,8 +450,14 @@ class CoverageExplorer:
     # -- the update ----------------------------------------------------------------------------
     def compute(self) -> dict:
         """`explore` for the current widget values (raises ValueError on bad input)."""
-        return explore(self.alphas, self.window.value, self.seq_len.value, self.base_value(),
-                       self.rungs.value, self.rounding.value)
+        return explore(
+            self.alphas,
+            self.window.value,
+            self.seq_len.value,
+            self.base_value(),
+            self.rungs.value,
+            self.rounding.value,
+        )
 
     def update(self) -> bool:
         """Recompute and redraw; on bad input show the message and keep the last outputs."""
@@ -351,15 +465,17 @@ class CoverageExplorer:
         try:
             rep = self.compute()
             self._render(rep)
-        except Exception as e:                     # noqa: BLE001 - shown, never swallowed
+        except Exception as e:  # noqa: BLE001 - shown, never swallowed
             show_error(self, e)
             return False
         self.result = rep
         self.last_update_s = time.perf_counter() - t0
         self.last_update_cpu_s = time.process_time() - c0
         self.updates += 1
-        self.timing.value = (f"<small>updated in {1000 * self.last_update_s:.0f} ms "
-                             f"(compute {1000 * rep['seconds']:.0f} ms)</small>")
+        self.timing.value = (
+            f"<small>updated in {1000 * self.last_update_s:.0f} ms "
+            f"(compute {1000 * rep['seconds']:.0f} ms)</small>"
+        )
         show_error(self, None)
         return True
 
@@ -368,25 +484,36 @@ class CoverageExplorer:
         W_ = c["window"]
         self.union_label.value = (
             f"<b>union: <span class='fib-union-count'>{rep['union']}</span> distinct "
-            f"distances</b> (window counted) · {rep['union_beyond_window']} beyond W={W_}")
+            f"distances</b> (window counted) · {rep['union_beyond_window']} beyond W={W_}"
+        )
         gaps = rep["gaps"]
         uncovered = sum(b - a + 1 for a, b in gaps)
         widest = sorted(gaps, key=lambda g: g[0] - g[1])[:5]
         self.band_label.value = (
             f"band ±{c['band']} covers <b>{100 * rep['band_coverage']:.1f}%</b> of 1..T−1 · "
-            f"{len(gaps)} gaps ({uncovered} distances)" + (
-                "<br>widest gaps: " + ", ".join(f"{a}–{b}" for a, b in widest) if gaps else "")
+            f"{len(gaps)} gaps ({uncovered} distances)"
+            + ("<br>widest gaps: " + ", ".join(f"{a}–{b}" for a, b in widest) if gaps else "")
             + f"<br>reachable after all {c['layers']} layers: "
-              f"<b>{100 * rep['reachable'][-1]:.1f}%</b> of 0..T−1")
+            f"<b>{100 * rep['reachable'][-1]:.1f}%</b> of 0..T−1"
+        )
         rows = []
         for ell, a in enumerate(rep["alphas"]):
-            rows.append([ell, f"{a:.3f}", rep["per_layer"][ell],
-                         f"{100 * rep['band_coverage_per_layer'][ell]:.1f}%",
-                         f"{100 * rep['reachable'][ell]:.1f}%",
-                         _fmt_list(rep["new_at"][2][ell]), _fmt_list(rep["new_at"][4][ell])])
+            rows.append(
+                [
+                    ell,
+                    f"{a:.3f}",
+                    rep["per_layer"][ell],
+                    f"{100 * rep['band_coverage_per_layer'][ell]:.1f}%",
+                    f"{100 * rep['reachable'][ell]:.1f}%",
+                    _fmt_list(rep["new_at"][2][ell]),
+                    _fmt_list(rep["new_at"][4][ell]),
+                ]
+            )
         self.table.value = html_table(
-            ["layer", "α", "|set|", "band", "reach after", "new rungs at 2T",
-             "new rungs at 4T"], rows, "fib-layer-table")
+            ["layer", "α", "|set|", "band", "reach after", "new rungs at 2T", "new rungs at 4T"],
+            rows,
+            "fib-layer-table",
+        )
         if self.render:
             set_png(self.image, self._figure.draw(rep))
 
@@ -395,7 +522,9 @@ class CoverageExplorer:
         if self.result is None:
             return f"no result ({self.error})"
         c = self.result["convention"]
-        return (f"union {self.result['union']} ({self.result['union_beyond_window']} beyond "
-                f"W={c['window']}), band {100 * self.result['band_coverage']:.1f}%, reach "
-                f"{100 * self.result['reachable'][-1]:.1f}% | L={c['layers']} K={c['rungs']} "
-                f"T={c['seq_len']} base={c['base']} rounding={c['rounding']}")
+        return (
+            f"union {self.result['union']} ({self.result['union_beyond_window']} beyond "
+            f"W={c['window']}), band {100 * self.result['band_coverage']:.1f}%, reach "
+            f"{100 * self.result['reachable'][-1]:.1f}% | L={c['layers']} K={c['rungs']} "
+            f"T={c['seq_len']} base={c['base']} rounding={c['rounding']}"
+        )

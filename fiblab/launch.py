@@ -1,7 +1,7 @@
 """Launch a training run as a separate process, watch it through the store, stop it, resume it.
 
-A notebook (or any Python session) starts ``python -m lab.cli train …`` — or, when several GPUs
-are visible, ``python -m torch.distributed.run --standalone --nproc_per_node=N -m lab.cli train …``
+A notebook (or any Python session) starts ``python -m fiblab.cli train …`` — or, when several GPUs
+are visible, ``python -m torch.distributed.run --standalone --nproc_per_node=N -m fiblab.cli train …``
 — in a new session (``start_new_session=True``), so neither a busy nor a restarted kernel stops
 it.  Its stdout and stderr go to ``<runs>/<name>/launch.log``; ``<runs>/<name>/launch.json``
 records the command and the PID, so a new kernel can `attach` to a run it did not start.
@@ -17,6 +17,7 @@ States (`state`): ``starting`` (process alive, no step logged yet), ``running``,
 ``failed`` (the store's message, or the log's last lines, says why).  Live values come from the
 experiment store, so a run launched with ``store=''`` can only be told apart by its exit code.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,26 +41,41 @@ LOG_NAME = "launch.log"
 META_NAME = "launch.json"
 TERMINAL = ("done", "stopped", "failed")
 
-__all__ = ["RunHandle", "train_command", "auto_nproc", "launch", "attach", "resume", "request_stop",
-           "terminate", "is_alive", "state", "snapshot", "wait", "log_tail", "gpu_count",
-           "TERMINAL"]
+__all__ = [
+    "RunHandle",
+    "train_command",
+    "auto_nproc",
+    "launch",
+    "attach",
+    "resume",
+    "request_stop",
+    "terminate",
+    "is_alive",
+    "state",
+    "snapshot",
+    "wait",
+    "log_tail",
+    "gpu_count",
+    "TERMINAL",
+]
 
 
 @dataclass
 class RunHandle:
     """One launched run: what was started, where it writes, and (in the launching process) the
     `subprocess.Popen` object used to reap it and read its exit code."""
+
     name: str
     preset: str
-    run_dir: str                      # <runs>/<name>: checkpoints, config, launch.log
+    run_dir: str  # <runs>/<name>: checkpoints, config, launch.log
     runs_dir: str
-    store: str                        # '' when the run writes no store
+    store: str  # '' when the run writes no store
     pid: int
     command: list[str]
     steps: int
     tokens_per_step: int
     learned: bool
-    spec: dict = field(default_factory=dict)    # launch() arguments, for resume()
+    spec: dict = field(default_factory=dict)  # launch() arguments, for resume()
     started: float = 0.0
     proc: subprocess.Popen | None = field(default=None, repr=False, compare=False)
 
@@ -68,16 +84,18 @@ class RunHandle:
         return os.path.join(self.run_dir, LOG_NAME)
 
     def to_json(self) -> dict:
-        return json.loads(json.dumps({f.name: getattr(self, f.name) for f in fields(self)
-                                      if f.name != "proc"}))
+        return json.loads(
+            json.dumps({f.name: getattr(self, f.name) for f in fields(self) if f.name != "proc"})
+        )
 
 
 def gpu_count() -> int:
     """CUDA devices visible to this process (0 without CUDA)."""
     try:
         import torch
+
         return torch.cuda.device_count() if torch.cuda.is_available() else 0
-    except Exception:                                  # noqa: BLE001 - a broken CUDA is no GPU
+    except Exception:  # noqa: BLE001 - a broken CUDA is no GPU
         return 0
 
 
@@ -101,23 +119,41 @@ def _overrides(overrides) -> dict:
             continue
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise ValueError(f"override {item!r}: write key=value, e.g. lr=5e-4 or "
-                             f"model.window=12")
+            raise ValueError(f"override {item!r}: write key=value, e.g. lr=5e-4 or model.window=12")
         out[key.strip()] = value.strip()
     return out
 
 
-def train_command(preset: str, *, name: str | None = None, steps: int | None = None,
-                  data: str | None = None, overrides=None, store: str = DEFAULT_STORE,
-                  runs_dir: str = DEFAULT_RUNS, resume: bool = False, nproc: int = 1,
-                  python: str | None = None) -> list[str]:
+def train_command(
+    preset: str,
+    *,
+    name: str | None = None,
+    steps: int | None = None,
+    data: str | None = None,
+    overrides=None,
+    store: str = DEFAULT_STORE,
+    runs_dir: str = DEFAULT_RUNS,
+    resume: bool = False,
+    nproc: int = 1,
+    python: str | None = None,
+) -> list[str]:
     """The argv that trains ``preset`` (torchrun when ``nproc`` > 1).  Pure: starts nothing."""
     if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
         raise ValueError(f"nproc={nproc!r} must be an integer >= 1 (processes, one per GPU)")
     py = python or sys.executable
-    head = [py, "-m", "lab.cli"] if nproc == 1 else [
-        py, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-        "-m", "lab.cli"]
+    head = (
+        [py, "-m", "fiblab.cli"]
+        if nproc == 1
+        else [
+            py,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={nproc}",
+            "-m",
+            "fiblab.cli",
+        ]
+    )
     cmd = head + ["train", "--preset", preset, "--quiet", "--store", store or ""]
     if name:
         cmd += ["--name", name]
@@ -125,8 +161,10 @@ def train_command(preset: str, *, name: str | None = None, steps: int | None = N
         cmd += ["--steps", str(int(steps))]
     if data:
         cmd += ["--data", data]
-    over = {"run_dir": runs_dir, **{k: v for k, v in _overrides(overrides).items()
-                                    if k != "run_dir"}}
+    over = {
+        "run_dir": runs_dir,
+        **{k: v for k, v in _overrides(overrides).items() if k != "run_dir"},
+    }
     cmd += ["--override"] + [f"{k}={v}" for k, v in over.items()]
     if resume:
         cmd.append("--resume")
@@ -140,7 +178,7 @@ def _pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    try:                                   # a zombie (exited, not yet reaped) is not running
+    try:  # a zombie (exited, not yet reaped) is not running
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
@@ -154,10 +192,20 @@ def is_alive(h: RunHandle) -> bool:
     return _pid_alive(h.pid)
 
 
-def launch(preset: str, *, name: str | None = None, steps: int | None = None,
-           data: str | None = None, overrides=None, store: str | None = DEFAULT_STORE,
-           runs_dir: str = DEFAULT_RUNS, resume: bool = False, nproc: int | None = None,
-           env: dict | None = None, cwd: str | None = None) -> RunHandle:
+def launch(
+    preset: str,
+    *,
+    name: str | None = None,
+    steps: int | None = None,
+    data: str | None = None,
+    overrides=None,
+    store: str | None = DEFAULT_STORE,
+    runs_dir: str = DEFAULT_RUNS,
+    resume: bool = False,
+    nproc: int | None = None,
+    env: dict | None = None,
+    cwd: str | None = None,
+) -> RunHandle:
     """Start one training run in its own process session and return its handle.
 
     The configuration is built here first (`lab.train.make_config`), so a bad preset, override
@@ -171,46 +219,90 @@ def launch(preset: str, *, name: str | None = None, steps: int | None = None,
     for key, value in (("steps", steps), ("data", data), ("name", name)):
         if value is not None and value != "":
             cfg_over[key] = value
-    cfg = make_config(preset, cfg_over)                       # validates before any work
+    cfg = make_config(preset, cfg_over)  # validates before any work
     if nproc is None:
         nproc = auto_nproc(cfg.accum, gpu_count())
     if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
-        raise ValueError(f"nproc={nproc!r} must be an integer >= 1 (processes, one per GPU), "
-                         f"or None for one per visible GPU")
+        raise ValueError(
+            f"nproc={nproc!r} must be an integer >= 1 (processes, one per GPU), "
+            f"or None for one per visible GPU"
+        )
     if cfg.accum % nproc:
-        raise ValueError(f"{cfg.accum} micro-batches per step do not split over {nproc} "
-                         f"processes: set nproc to a divisor of {cfg.accum} or change "
-                         f"micro_batch")
+        raise ValueError(
+            f"{cfg.accum} micro-batches per step do not split over {nproc} "
+            f"processes: set nproc to a divisor of {cfg.accum} or change "
+            f"micro_batch"
+        )
     run_dir = os.path.join(runs_dir, cfg.name)
     meta = os.path.join(run_dir, META_NAME)
     if os.path.exists(meta):
         with open(meta) as f:
             old = json.load(f)
         if _pid_alive(int(old.get("pid", -1))) and _cmdline_is_ours(int(old["pid"])):
-            raise ValueError(f"run {cfg.name!r} is already running (pid {old['pid']}): stop it "
-                             f"first, or launch under another name")
+            raise ValueError(
+                f"run {cfg.name!r} is already running (pid {old['pid']}): stop it "
+                f"first, or launch under another name"
+            )
     if list_checkpoints(run_dir) and not resume:
-        raise ValueError(f"run {cfg.name!r} already has checkpoints in {run_dir}: resume it, "
-                         f"or choose another name")
+        raise ValueError(
+            f"run {cfg.name!r} already has checkpoints in {run_dir}: resume it, "
+            f"or choose another name"
+        )
     os.makedirs(run_dir, exist_ok=True)
     stale = os.path.join(run_dir, STOP_FILE)
-    if os.path.exists(stale):                                 # an old request must not fire
+    if os.path.exists(stale):  # an old request must not fire
         os.remove(stale)
-    cmd = train_command(preset, name=cfg.name, steps=steps, data=data, overrides=over,
-                        store=store, runs_dir=runs_dir, resume=resume, nproc=nproc)
+    cmd = train_command(
+        preset,
+        name=cfg.name,
+        steps=steps,
+        data=data,
+        overrides=over,
+        store=store,
+        runs_dir=runs_dir,
+        resume=resume,
+        nproc=nproc,
+    )
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     with open(os.path.join(run_dir, LOG_NAME), "ab") as log:
         log.write(f"\n== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(cmd)}\n".encode())
         log.flush()
-        proc = subprocess.Popen(cmd, cwd=cwd or str(ROOT), env=full_env, stdout=log,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
-    spec = dict(preset=preset, name=cfg.name, steps=steps, data=data, overrides=over,
-                store=store, runs_dir=runs_dir, nproc=nproc, env=env or {}, cwd=cwd)
-    h = RunHandle(name=cfg.name, preset=preset, run_dir=run_dir, runs_dir=runs_dir,
-                  store=store, pid=proc.pid, command=cmd, steps=cfg.steps,
-                  tokens_per_step=cfg.tokens_per_step, learned=cfg.model.learned, spec=spec,
-                  started=time.time(), proc=proc)
+        proc = subprocess.Popen(
+            cmd,
+            cwd=cwd or str(ROOT),
+            env=full_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    spec = dict(
+        preset=preset,
+        name=cfg.name,
+        steps=steps,
+        data=data,
+        overrides=over,
+        store=store,
+        runs_dir=runs_dir,
+        nproc=nproc,
+        env=env or {},
+        cwd=cwd,
+    )
+    h = RunHandle(
+        name=cfg.name,
+        preset=preset,
+        run_dir=run_dir,
+        runs_dir=runs_dir,
+        store=store,
+        pid=proc.pid,
+        command=cmd,
+        steps=cfg.steps,
+        tokens_per_step=cfg.tokens_per_step,
+        learned=cfg.model.learned,
+        spec=spec,
+        started=time.time(),
+        proc=proc,
+    )
     tmp = meta + ".tmp"
     with open(tmp, "w") as f:
         json.dump(h.to_json(), f, indent=1)
@@ -219,10 +311,10 @@ def launch(preset: str, *, name: str | None = None, steps: int | None = None,
 
 
 def _cmdline_is_ours(pid: int) -> bool:
-    """Guard against PID reuse: the process's command line names lab.cli (True if unknown)."""
+    """Guard against PID reuse: the process's command line names fiblab.cli (True if unknown)."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return b"lab.cli" in f.read()
+            return b"fiblab.cli" in f.read()
     except OSError:
         return True
 
@@ -231,8 +323,10 @@ def attach(name: str, runs_dir: str = DEFAULT_RUNS) -> RunHandle:
     """The handle of a run launched earlier (e.g. before a kernel restart), from launch.json."""
     meta = os.path.join(runs_dir, name, META_NAME)
     if not os.path.exists(meta):
-        raise ValueError(f"no launched run {name!r} under {runs_dir} (no {meta}): launch it, or "
-                         f"pass the runs folder it was launched with")
+        raise ValueError(
+            f"no launched run {name!r} under {runs_dir} (no {meta}): launch it, or "
+            f"pass the runs folder it was launched with"
+        )
     with open(meta) as f:
         d = json.load(f)
     return RunHandle(**d)
@@ -242,8 +336,10 @@ def resume(h: RunHandle, **changes) -> RunHandle:
     """Launch ``h`` again with resume=True (same preset, name, overrides; ``changes`` override
     launch() arguments, e.g. ``steps=``)."""
     if is_alive(h):
-        raise ValueError(f"run {h.name!r} is still running (pid {h.pid}): stop it and wait for it "
-                         f"to exit before resuming")
+        raise ValueError(
+            f"run {h.name!r} is still running (pid {h.pid}): stop it and wait for it "
+            f"to exit before resuming"
+        )
     spec = {**h.spec, **changes}
     preset = spec.pop("preset")
     return launch(preset, resume=True, **spec)
@@ -273,7 +369,7 @@ def terminate(h: RunHandle, timeout: float = 10.0) -> None:
     if h.store:
         with _suppress(), Store(h.store) as st:
             st.set_status(h.name, "failed", "terminated by the launcher")
-            st.log_event(h.name, "terminated", "SIGTERM from lab.launch.terminate")
+            st.log_event(h.name, "terminated", "SIGTERM from fiblab.launch.terminate")
 
 
 class _suppress:
@@ -319,7 +415,7 @@ def state(h: RunHandle, _row: dict | None = None, _event: str | None = None) -> 
             return "stopping"
         return "running" if status == "running" else "starting"
     rc = h.proc.returncode if h.proc is not None else None
-    if rc not in (None, 0):            # e.g. a resume that failed before it reached the store
+    if rc not in (None, 0):  # e.g. a resume that failed before it reached the store
         return "failed"
     if status == "done":
         return "done"
@@ -340,6 +436,7 @@ def snapshot(h: RunHandle) -> dict:
     (steps × layers, learned runs; empty otherwise).
     """
     import pandas as pd
+
     row, event = None, None
     loss = pd.DataFrame(columns=["step", "value"])
     tok = pd.DataFrame(columns=["step", "value"])
@@ -365,16 +462,24 @@ def snapshot(h: RunHandle) -> dict:
     rc = h.proc.returncode if h.proc is not None else None
     if st_ == "failed" and (not message or rc not in (None, 0)):
         message = log_tail(h, 8) or "the process exited without recording a result"
-    return {"name": h.name, "state": st_, "step": step, "steps": h.steps,
-            "loss": float(loss["value"].iloc[-1]) if len(loss) else math.nan,
-            "ppl": float(evals["perplexity"].iloc[-1]) if len(evals) else math.nan,
-            "tokens_per_s": rate, "eta_s": 0.0 if st_ in TERMINAL else eta,
-            "message": message, "returncode": rc, "loss_curve": loss, "evals": evals,
-            "alphas": alphas}
+    return {
+        "name": h.name,
+        "state": st_,
+        "step": step,
+        "steps": h.steps,
+        "loss": float(loss["value"].iloc[-1]) if len(loss) else math.nan,
+        "ppl": float(evals["perplexity"].iloc[-1]) if len(evals) else math.nan,
+        "tokens_per_s": rate,
+        "eta_s": 0.0 if st_ in TERMINAL else eta,
+        "message": message,
+        "returncode": rc,
+        "loss_curve": loss,
+        "evals": evals,
+        "alphas": alphas,
+    }
 
 
-def wait(h: RunHandle, timeout: float | None = None, poll: float = 0.5,
-         on_poll=None) -> str:
+def wait(h: RunHandle, timeout: float | None = None, poll: float = 0.5, on_poll=None) -> str:
     """Block until the process exits (calling ``on_poll()`` every ``poll`` seconds); returns
     the final `state`.  Raises TimeoutError after ``timeout`` seconds, leaving the run alone."""
     deadline = None if timeout is None else time.monotonic() + timeout
@@ -382,8 +487,10 @@ def wait(h: RunHandle, timeout: float | None = None, poll: float = 0.5,
         if on_poll is not None:
             on_poll()
         if deadline is not None and time.monotonic() > deadline:
-            raise TimeoutError(f"run {h.name!r} still running after {timeout:.0f} s (pid "
-                               f"{h.pid}); wait longer, or request_stop() it")
+            raise TimeoutError(
+                f"run {h.name!r} still running after {timeout:.0f} s (pid "
+                f"{h.pid}); wait longer, or request_stop() it"
+            )
         time.sleep(poll)
     if on_poll is not None:
         on_poll()

@@ -11,6 +11,7 @@ Environment variables read by the notebooks:
     FIBLAB_STORE       the experiment store (default <project>/runs/fiblab.db)
     FIBLAB_RUNS        the runs folder (default <project>/runs)
 """
+
 from __future__ import annotations
 
 import functools
@@ -48,24 +49,37 @@ def error_widget() -> W.HTML:
 
 def show_error(target, exc: BaseException | str | None) -> None:
     """Set ``target.error`` (str or None) and its ``error_box`` widget."""
-    msg = None if exc is None else (exc if isinstance(exc, str) else
-                                    f"{type(exc).__name__}: {exc}" if not isinstance(
-                                        exc, ValueError) else str(exc))
+    msg = (
+        None
+        if exc is None
+        else (
+            exc
+            if isinstance(exc, str)
+            else f"{type(exc).__name__}: {exc}"
+            if not isinstance(exc, ValueError)
+            else str(exc)
+        )
+    )
     target.error = msg
-    target.error_box.value = "" if msg is None else (
-        f"<div style='color:#b00020;font-weight:bold'>⚠ {html.escape(msg)}</div>")
+    target.error_box.value = (
+        ""
+        if msg is None
+        else (f"<div style='color:#b00020;font-weight:bold'>⚠ {html.escape(msg)}</div>")
+    )
 
 
 def guarded(method):
     """Decorate a handler: an exception is shown in the object's error widget (and kept in
     ``obj.error``) instead of being raised into ipywidgets, which would swallow it."""
+
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
         try:
             return method(self, *args, **kwargs)
-        except Exception as e:                     # noqa: BLE001 - surfaced in the UI
+        except Exception as e:  # noqa: BLE001 - surfaced in the UI
             show_error(self, e)
             return None
+
     return wrapper
 
 
@@ -79,8 +93,9 @@ def parse_numbers(text: str, what: str, cast=float) -> list:
         try:
             v = cast(t)
         except ValueError:
-            raise ValueError(f"{what}: {t!r} is not a number; write numbers separated by "
-                             f"commas, e.g. 1, 3, 9") from None
+            raise ValueError(
+                f"{what}: {t!r} is not a number; write numbers separated by commas, e.g. 1, 3, 9"
+            ) from None
         out.append(v)
     return out
 
@@ -107,6 +122,7 @@ def figure(width: float, height: float, dpi: int = 80, layout: str | None = None
     """A pyplot-free Agg figure (no global state, safe from threads)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+
     fig = Figure(figsize=(width, height), dpi=dpi, layout=layout)
     FigureCanvasAgg(fig)
     return fig
@@ -115,7 +131,12 @@ def figure(width: float, height: float, dpi: int = 80, layout: str | None = None
 def html_table(header: list[str], rows: list[list], cls: str = "") -> str:
     """A small HTML table (cells escaped)."""
     head = "".join(f"<th style='padding:2px 8px'>{html.escape(str(h))}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td style='padding:1px 8px;text-align:right'>"
-                                    f"{html.escape(str(c))}</td>" for c in r) + "</tr>"
-                   for r in rows)
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f"<td style='padding:1px 8px;text-align:right'>{html.escape(str(c))}</td>" for c in r
+        )
+        + "</tr>"
+        for r in rows
+    )
     return f"<table class='{cls}' style='border-collapse:collapse'><tr>{head}</tr>{body}</table>"

@@ -1,13 +1,14 @@
 """The training panel (notebook 03): launch a language-model run as a separate process and watch
 it through the experiment store.
 
-The Launch button calls `lab.launch.launch` (``python -m lab.cli train …`` in its own session,
+The Launch button calls `fiblab.launch.launch` (``python -m fiblab.cli train …`` in its own session,
 or torchrun over every visible GPU), so the kernel stays free and a kernel restart does not stop
 the run.  A background thread (``auto_refresh``) calls `refresh` every few seconds while the run
 lives: loss and perplexity curves, tokens/s, ETA and — for learned-α runs — α per layer.  Stop
 asks the loop to checkpoint and exit after its current step; Resume continues from there.  After
 a kernel restart, `TrainPanel.attach(name)` finds a run by its launch.json.
 """
+
 from __future__ import annotations
 
 import html
@@ -17,10 +18,20 @@ import threading
 import ipywidgets as W
 import numpy as np
 
-from lab import launch as LA
+from fiblab import launch as LA
+from fiblab.ui.common import (
+    error_widget,
+    figure,
+    guarded,
+    image_widget,
+    png,
+    runs_dir,
+    set_png,
+    show_error,
+    smoke,
+    store_path,
+)
 from lab.train import TRAIN_PRESETS
-from lab.ui.common import (error_widget, figure, guarded, image_widget, png, runs_dir,
-                           set_png, show_error, smoke, store_path)
 
 
 def preset_options() -> list[str]:
@@ -39,14 +50,24 @@ def _fmt_secs(s: float) -> str:
 class TrainPanel:
     """Widgets to launch, watch, stop and resume one training run.
 
-    State: ``handle`` (the `lab.launch.RunHandle`), ``snap`` (the last `lab.launch.snapshot`),
+    State: ``handle`` (the `fiblab.launch.RunHandle`), ``snap`` (the last `fiblab.launch.snapshot`),
     ``state`` (its state string), ``error`` (the message shown, or None).
     """
 
-    def __init__(self, preset: str | None = None, steps: int | None = None, name: str = "",
-                 data: str = "bible", overrides: str = "", store: str | None = None,
-                 runs: str | None = None, auto_refresh: bool = True, every: float = 3.0,
-                 render: bool = True, env: dict | None = None):
+    def __init__(
+        self,
+        preset: str | None = None,
+        steps: int | None = None,
+        name: str = "",
+        data: str = "bible",
+        overrides: str = "",
+        store: str | None = None,
+        runs: str | None = None,
+        auto_refresh: bool = True,
+        every: float = 3.0,
+        render: bool = True,
+        env: dict | None = None,
+    ):
         small = smoke()
         preset = preset or ("tiny" if small else "cpu-stagger")
         if steps is None:
@@ -66,24 +87,35 @@ class TrainPanel:
         self._watcher: threading.Thread | None = None
         self._stop_watch = threading.Event()
         style = {"description_width": "initial"}
-        self.preset = W.Dropdown(options=preset_options(), value=preset, description="preset",
-                                 style=style)
-        self.data = W.Text(value=data, description="data", style=style,
-                           placeholder="bible, a file/folder, or name=src@w,…")
-        self.steps = W.BoundedIntText(value=steps, min=0, max=10**8,
-                                      description="steps (0: preset's)", style=style)
-        self.name = W.Text(value=name, description="run name", placeholder="(the preset's)",
-                           style=style)
-        self.overrides = W.Textarea(value=overrides, description="overrides",
-                                    placeholder="one key=value per line, e.g. lr=5e-4 or "
-                                                "model.window=12", style=style,
-                                    layout=W.Layout(width="420px", height="70px"))
-        self.nproc = W.BoundedIntText(value=0, min=0, max=64, style=style,
-                                      description="processes (0: one per GPU)")
-        self.launch_button = W.Button(description="launch", icon="rocket",
-                                      button_style="primary")
-        self.stop_button = W.Button(description="stop", icon="stop", button_style="warning",
-                                    disabled=True)
+        self.preset = W.Dropdown(
+            options=preset_options(), value=preset, description="preset", style=style
+        )
+        self.data = W.Text(
+            value=data,
+            description="data",
+            style=style,
+            placeholder="bible, a file/folder, or name=src@w,…",
+        )
+        self.steps = W.BoundedIntText(
+            value=steps, min=0, max=10**8, description="steps (0: preset's)", style=style
+        )
+        self.name = W.Text(
+            value=name, description="run name", placeholder="(the preset's)", style=style
+        )
+        self.overrides = W.Textarea(
+            value=overrides,
+            description="overrides",
+            placeholder="one key=value per line, e.g. lr=5e-4 or model.window=12",
+            style=style,
+            layout=W.Layout(width="420px", height="70px"),
+        )
+        self.nproc = W.BoundedIntText(
+            value=0, min=0, max=64, style=style, description="processes (0: one per GPU)"
+        )
+        self.launch_button = W.Button(description="launch", icon="rocket", button_style="primary")
+        self.stop_button = W.Button(
+            description="stop", icon="stop", button_style="warning", disabled=True
+        )
         self.resume_button = W.Button(description="resume", icon="play", disabled=True)
         self.refresh_button = W.Button(description="refresh", icon="refresh", disabled=True)
         self.status = W.HTML(value="no run launched")
@@ -96,12 +128,24 @@ class TrainPanel:
         self.stop_button.on_click(self._on_stop)
         self.resume_button.on_click(self._on_resume)
         self.refresh_button.on_click(self._on_refresh)
-        self.widget = W.VBox([
-            W.HBox([W.VBox([self.preset, self.data, self.steps, self.name, self.nproc]),
-                    self.overrides]),
-            W.HBox([self.launch_button, self.stop_button, self.resume_button,
-                    self.refresh_button]),
-            self.error_box, self.status, self.stats, self.image, self.log])
+        self.widget = W.VBox(
+            [
+                W.HBox(
+                    [
+                        W.VBox([self.preset, self.data, self.steps, self.name, self.nproc]),
+                        self.overrides,
+                    ]
+                ),
+                W.HBox(
+                    [self.launch_button, self.stop_button, self.resume_button, self.refresh_button]
+                ),
+                self.error_box,
+                self.status,
+                self.stats,
+                self.image,
+                self.log,
+            ]
+        )
         self.widget.add_class("fib-train-panel")
 
     def _repr_mimebundle_(self, **kwargs):
@@ -118,10 +162,16 @@ class TrainPanel:
         if self.handle is not None and LA.is_alive(self.handle):
             raise ValueError(f"run {self.handle.name!r} is still running: stop it first")
         self.handle = LA.launch(
-            self.preset.value, name=self.name.value.strip() or None,
-            steps=self.steps.value or None, data=self.data.value.strip() or None,
-            overrides=self.overrides.value, store=self.store, runs_dir=self.runs,
-            nproc=self.nproc.value or None, env=self.env)
+            self.preset.value,
+            name=self.name.value.strip() or None,
+            steps=self.steps.value or None,
+            data=self.data.value.strip() or None,
+            overrides=self.overrides.value,
+            store=self.store,
+            runs_dir=self.runs,
+            nproc=self.nproc.value or None,
+            env=self.env,
+        )
         self._started()
         return self.handle
 
@@ -171,7 +221,7 @@ class TrainPanel:
             while not ev.wait(self.every):
                 try:
                     snap = self.refresh()
-                except Exception as e:             # noqa: BLE001 - shown in the UI
+                except Exception as e:  # noqa: BLE001 - shown in the UI
                     show_error(self, e)
                     continue
                 if snap is not None and snap["state"] in LA.TERMINAL:
@@ -200,12 +250,17 @@ class TrainPanel:
 
     def _render(self, s: dict) -> None:
         st = s["state"]
-        colour = {"done": "#2e7d32", "failed": "#b00020", "stopped": "#ef6c00",
-                  "stopping": "#ef6c00"}.get(st, "#1565c0")
-        self.status.value = (f"<b>{html.escape(s['name'])}</b>: <span class='fib-run-state' "
-                             f"style='color:{colour}'>{st}</span> · step {s['step']}/"
-                             f"{s['steps']}" + (f" · {html.escape(s['message'])}"
-                                                if s["message"] else ""))
+        colour = {
+            "done": "#2e7d32",
+            "failed": "#b00020",
+            "stopped": "#ef6c00",
+            "stopping": "#ef6c00",
+        }.get(st, "#1565c0")
+        self.status.value = (
+            f"<b>{html.escape(s['name'])}</b>: <span class='fib-run-state' "
+            f"style='color:{colour}'>{st}</span> · step {s['step']}/"
+            f"{s['steps']}" + (f" · {html.escape(s['message'])}" if s["message"] else "")
+        )
         alive = st in ("starting", "running", "stopping")
         self.stop_button.disabled = not alive
         self.resume_button.disabled = st not in ("stopped", "failed")
@@ -213,7 +268,10 @@ class TrainPanel:
         ppl = s["ppl"]
         self.stats.value = (
             f"loss {s['loss']:.4f} · held-out ppl {ppl:.2f} · {s['tokens_per_s']:,.0f} tokens/s"
-            f" · ETA {_fmt_secs(s['eta_s'])}" if math.isfinite(s["loss"]) else "")
+            f" · ETA {_fmt_secs(s['eta_s'])}"
+            if math.isfinite(s["loss"])
+            else ""
+        )
         if st == "failed":
             self.log.value = f"<pre>{html.escape(LA.log_tail(self.handle, 15))}</pre>"
         else:
@@ -243,8 +301,10 @@ class TrainPanel:
         if self.snap is None:
             return "no run"
         s = self.snap
-        return (f"{s['name']}: {s['state']} at step {s['step']}/{s['steps']}, loss "
-                f"{s['loss']:.4f}, ppl {s['ppl']:.2f}")
+        return (
+            f"{s['name']}: {s['state']} at step {s['step']}/{s['steps']}, loss "
+            f"{s['loss']:.4f}, ppl {s['ppl']:.2f}"
+        )
 
 
 def curves_png(s: dict) -> bytes:

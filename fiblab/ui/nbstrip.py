@@ -1,10 +1,11 @@
 """Strip notebooks for committing: no outputs, no execution counts, no saved widget state, and
 ``language_info`` reduced to the language's name (the kernel rewrites it with its Python version).
 
-    python -m lab.ui.nbstrip notebooks/*.ipynb        (what `make strip-notebooks` runs)
+    python -m fiblab.ui.nbstrip notebooks/*.ipynb        (what `make strip-notebooks` runs)
 
 The kernelspec and the cells' sources and ids are kept; a file already stripped is not rewritten.
 """
+
 from __future__ import annotations
 
 import sys
@@ -29,7 +30,7 @@ def strip(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 def main(paths: list[str]) -> int:
     if not paths:
-        print("usage: python -m lab.ui.nbstrip NOTEBOOK.ipynb ...", file=sys.stderr)
+        print("usage: python -m fiblab.ui.nbstrip NOTEBOOK.ipynb ...", file=sys.stderr)
         return 2
     for path in paths:
         nb = nbformat.read(path, as_version=4)

@@ -27,6 +27,7 @@ so in its section; an unexpected exception goes to the panel's ``fib-error`` lin
 `smoke_store()` writes a small synthetic store (FIBLAB_SMOKE=1: notebooks 04 and 05 use it, so
 that the smoke run exercises every section in seconds).
 """
+
 from __future__ import annotations
 
 import html
@@ -41,14 +42,35 @@ import ipywidgets as W
 import numpy as np
 import pandas as pd
 
-from analysis import plots, tables, trajectories as TJ
+from analysis import plots, tables
+from analysis import trajectories as TJ
 from analysis.stats import assess
+from fiblab.ui.common import (
+    ROOT,
+    error_widget,
+    guarded,
+    html_table,
+    image_widget,
+    png,
+    runs_dir,
+    set_png,
+    show_error,
+    smoke,
+    store_path,
+)
 from lab.store import Store
-from lab.ui.common import (ROOT, error_widget, guarded, html_table, image_widget, png,
-                           runs_dir, set_png, show_error, smoke, store_path)
 
-__all__ = ["NO_RUNS", "AlphaExplorer", "ResultsPanel", "smoke_store", "write_fixture",
-           "default_paper_db", "default_reports_dir", "inert_sentence", "frame_html"]
+__all__ = [
+    "NO_RUNS",
+    "AlphaExplorer",
+    "ResultsPanel",
+    "smoke_store",
+    "write_fixture",
+    "default_paper_db",
+    "default_reports_dir",
+    "inert_sentence",
+    "frame_html",
+]
 
 #: What both panels say when the store holds nothing to show.
 NO_RUNS = "no runs yet — run `fiblab demo` or notebook 03"
@@ -136,24 +158,36 @@ def inert_sentence(inert: pd.DataFrame, tol: float) -> str:
     known = inert[inert["inert"].notna()]
     n, unknown = len(known), len(inert) - len(known)
     if n == 0:
-        return (f"cannot check: none of the {len(inert)} selected runs has a known initial α "
-                f"(no step-0 value and no schedule in its config)")
+        return (
+            f"cannot check: none of the {len(inert)} selected runs has a known initial α "
+            f"(no step-0 value and no schedule in its config)"
+        )
     k = int(known["inert"].astype(bool).sum())
-    s = (f"{k} of {n} run{'s' if n != 1 else ''} stay{'s' if n == 1 else ''} within {tol:g} of "
-         f"{'their' if n != 1 else 'its'} init")
+    s = (
+        f"{k} of {n} run{'s' if n != 1 else ''} stay{'s' if n == 1 else ''} within {tol:g} of "
+        f"{'their' if n != 1 else 'its'} init"
+    )
     worst = known.loc[known["max_drift"].astype(float).idxmax()]
-    s += (f" (largest drift {float(worst['max_drift']):.3f}: {worst['run']}, layer "
-          f"{int(worst['worst_layer'])})")
+    s += (
+        f" (largest drift {float(worst['max_drift']):.3f}: {worst['run']}, layer "
+        f"{int(worst['worst_layer'])})"
+    )
     if unknown:
-        s += (f"; {unknown} run{'s' if unknown != 1 else ''} without a known initial α "
-              f"not counted")
+        s += f"; {unknown} run{'s' if unknown != 1 else ''} without a known initial α not counted"
     return s
 
 
 def _empty_traj() -> pd.DataFrame:
-    return pd.DataFrame({"run": pd.Series(dtype=str), "kind": pd.Series(dtype=str),
-                         "step": pd.Series(dtype="int64"), "layer": pd.Series(dtype="int64"),
-                         "alpha": pd.Series(dtype=float), "alpha_init": pd.Series(dtype=float)})
+    return pd.DataFrame(
+        {
+            "run": pd.Series(dtype=str),
+            "kind": pd.Series(dtype=str),
+            "step": pd.Series(dtype="int64"),
+            "layer": pd.Series(dtype="int64"),
+            "alpha": pd.Series(dtype=float),
+            "alpha_init": pd.Series(dtype=float),
+        }
+    )
 
 
 class AlphaExplorer:
@@ -166,8 +200,9 @@ class AlphaExplorer:
     ``message`` (e.g. "no runs yet …", or None) and ``error``.
     """
 
-    def __init__(self, store=None, runs=None, tol: float = 0.05, max_default: int = 6,
-                 render: bool = True):
+    def __init__(
+        self, store=None, runs=None, tol: float = 0.05, max_default: int = 6, render: bool = True
+    ):
         self.store = store_path() if store is None else store
         self.render = render
         self.max_default = max_default
@@ -183,14 +218,29 @@ class AlphaExplorer:
         self._loaded = False
         self._quiet = False
         style = {"description_width": "initial"}
-        self.runs = W.SelectMultiple(options=[], rows=8, description="runs with α",
-                                     style=style, layout=W.Layout(width="640px"))
-        self.tolerance = W.FloatSlider(value=tol, min=0.0, max=0.5, step=0.005,
-                                       readout_format=".3f", continuous_update=False,
-                                       description="inert if |α − α_init| ≤", style=style,
-                                       layout=W.Layout(width="420px"))
-        self.refresh_button = W.Button(description="refresh", icon="refresh",
-                                       tooltip="re-read the store (a run may be writing to it)")
+        self.runs = W.SelectMultiple(
+            options=[],
+            rows=8,
+            description="runs with α",
+            style=style,
+            layout=W.Layout(width="640px"),
+        )
+        self.tolerance = W.FloatSlider(
+            value=tol,
+            min=0.0,
+            max=0.5,
+            step=0.005,
+            readout_format=".3f",
+            continuous_update=False,
+            description="inert if |α − α_init| ≤",
+            style=style,
+            layout=W.Layout(width="420px"),
+        )
+        self.refresh_button = W.Button(
+            description="refresh",
+            icon="refresh",
+            tooltip="re-read the store (a run may be writing to it)",
+        )
         self.status = W.HTML()
         self.status.add_class("fib-status")
         self.sentence_box = W.HTML()
@@ -207,15 +257,21 @@ class AlphaExplorer:
         self.tolerance.observe(self._on_tolerance, names="value")
         self.refresh_button.on_click(self._on_refresh)
         self.refresh(select=runs)
-        self.widget = W.VBox([
-            W.HBox([self.runs, W.VBox([self.refresh_button, self.tolerance])]),
-            self.error_box, self.status, self.sentence_box, self.image,
-            W.HTML("<b>α at each run's last step</b> (init: the range it started from)"),
-            self.range_table,
-            W.HTML("<b>inertness per run</b> (largest |α − α_init| over layers and steps)"),
-            self.inert_table,
-            W.HTML("<b>max |α − α_init| per layer</b> over the logged steps"),
-            self.drift_table])
+        self.widget = W.VBox(
+            [
+                W.HBox([self.runs, W.VBox([self.refresh_button, self.tolerance])]),
+                self.error_box,
+                self.status,
+                self.sentence_box,
+                self.image,
+                W.HTML("<b>α at each run's last step</b> (init: the range it started from)"),
+                self.range_table,
+                W.HTML("<b>inertness per run</b> (largest |α − α_init| over layers and steps)"),
+                self.inert_table,
+                W.HTML("<b>max |α − α_init| per layer</b> over the logged steps"),
+                self.drift_table,
+            ]
+        )
         self.widget.add_class("fib-alpha-explorer")
 
     def _repr_mimebundle_(self, **kwargs):
@@ -237,11 +293,16 @@ class AlphaExplorer:
         if al.empty:
             return pd.DataFrame(columns=cols)
         agg = al.groupby("run").agg(layers=("layer", "nunique"), last_step=("step", "max"))
-        info = info[info["name"].isin(agg.index)]                  # store order: oldest first
-        return pd.DataFrame({"run": info["name"].to_numpy(), "kind": info["kind"].to_numpy(),
-                             "layers": agg.loc[info["name"], "layers"].to_numpy(),
-                             "last_step": agg.loc[info["name"], "last_step"].to_numpy()},
-                            columns=cols)
+        info = info[info["name"].isin(agg.index)]  # store order: oldest first
+        return pd.DataFrame(
+            {
+                "run": info["name"].to_numpy(),
+                "kind": info["kind"].to_numpy(),
+                "layers": agg.loc[info["name"], "layers"].to_numpy(),
+                "last_step": agg.loc[info["name"], "last_step"].to_numpy(),
+            },
+            columns=cols,
+        )
 
     def refresh(self, select=None) -> None:
         """Re-read the store: the list of runs with α and every output.  The selection is kept
@@ -254,18 +315,22 @@ class AlphaExplorer:
             select = [select] if isinstance(select, str) else list(select)
             unknown = [r for r in select if r not in names]
             if unknown:
-                raise ValueError(f"no α trajectories for runs {unknown} in "
-                                 f"{_store_label(self.store)} (runs with α: {names or 'none'})")
+                raise ValueError(
+                    f"no α trajectories for runs {unknown} in "
+                    f"{_store_label(self.store)} (runs with α: {names or 'none'})"
+                )
             keep = select
         elif self._loaded and len(self.available):
             keep = [r for r in self.selected if r in names]
-        else:                                    # first look, or the store had no α before
-            keep = names[-self.max_default:] if self.max_default else names
+        else:  # first look, or the store had no α before
+            keep = names[-self.max_default :] if self.max_default else names
         self.available = avail
         self._quiet = True
         try:
-            self.runs.options = [(f"{r.run}  [{r.kind}] · {r.layers} layers · step "
-                                  f"{r.last_step}", r.run) for r in avail.itertuples()]
+            self.runs.options = [
+                (f"{r.run}  [{r.kind}] · {r.layers} layers · step {r.last_step}", r.run)
+                for r in avail.itertuples()
+            ]
             self.runs.value = tuple(keep)
         finally:
             self._quiet = False
@@ -276,25 +341,31 @@ class AlphaExplorer:
         """Trajectories of the selected runs, their summaries and the figure."""
         sel = self.selected
         if self.available.empty:
-            self.message = (f"{NO_RUNS} (no α trajectories in {_store_label(self.store)}; "
-                            f"learned-α LM runs and retrieval probes log them)")
+            self.message = (
+                f"{NO_RUNS} (no α trajectories in {_store_label(self.store)}; "
+                f"learned-α LM runs and retrieval probes log them)"
+            )
         elif not sel:
             self.message = "no runs selected: pick one or more runs above"
         else:
             self.message = None
         if sel:
             with _reading(self.store) as st:
-                self.traj = (TJ.from_store(st, runs=sel) if st is not None else _empty_traj())
+                self.traj = TJ.from_store(st, runs=sel) if st is not None else _empty_traj()
         else:
             self.traj = _empty_traj()
         self.final_range = TJ.final_range(self.traj)
         self.drift = TJ.drift(self.traj)
-        self.status.value = "" if self.message is None else (
-            f"<div style='color:#1565c0'>{html.escape(self.message)}</div>")
+        self.status.value = (
+            ""
+            if self.message is None
+            else (f"<div style='color:#1565c0'>{html.escape(self.message)}</div>")
+        )
         self.range_table.value = frame_html(self.final_range, 3) if len(self.traj) else ""
         if len(self.drift):
-            wide = self.drift.pivot_table(index="run", columns="layer", values="max_drift",
-                                          aggfunc="first", dropna=False)
+            wide = self.drift.pivot_table(
+                index="run", columns="layer", values="max_drift", aggfunc="first", dropna=False
+            )
             wide = wide.reindex([r for r in sel if r in wide.index])
             wide.columns = [f"layer {c}" for c in wide.columns]
             self.drift_table.value = frame_html(wide.reset_index(), 3)
@@ -304,7 +375,8 @@ class AlphaExplorer:
         if self.render and len(self.traj):
             runs = [r for r in sel if r in set(self.traj["run"])]
             self.figure = plots.alpha_trajectories(
-                self.traj, runs=runs, title="α per layer (dotted: the layer's initial α)")
+                self.traj, runs=runs, title="α per layer (dotted: the layer's initial α)"
+            )
             set_png(self.image, png(self.figure))
         elif not len(self.traj):
             self.image.layout.display = "none"
@@ -315,9 +387,14 @@ class AlphaExplorer:
         tol = float(self.tolerance.value)
         self.inert = TJ.inert(self.traj, tol)
         self.sentence = inert_sentence(self.inert, tol) if len(self.traj) else ""
-        self.sentence_box.value = "" if not self.sentence else (
-            f"<div style='font-size:1.1em'><b>The paper: learned α is inert.</b> Here: "
-            f"<span class='fib-inert-sentence'>{html.escape(self.sentence)}</span>.</div>")
+        self.sentence_box.value = (
+            ""
+            if not self.sentence
+            else (
+                f"<div style='font-size:1.1em'><b>The paper: learned α is inert.</b> Here: "
+                f"<span class='fib-inert-sentence'>{html.escape(self.sentence)}</span>.</div>"
+            )
+        )
         self.inert_table.value = frame_html(self.inert, 3) if len(self.inert) else ""
 
     def summary(self) -> str:
@@ -350,18 +427,16 @@ SECTION_TITLES = {
     "table1": "Table 1 — held-out perplexity (base × schedule × W; seeds averaged)",
     "table2": "Table 2 — the marked two-distance retrieval probe",
     "table3": "Table 3 — length extrapolation (ppl_T{L}: rungs recomputed for L, the paper's "
-              "policy; frozen_ppl_T{L}: the training-length rung set)",
+    "policy; frozen_ppl_T{L}: the training-length rung set)",
     "table3_blocks": "Table 3, position-matched — block j = positions [j·T, (j+1)·T) of the "
-                     "long windows",
+    "long windows",
     "table4": "Table 4 — mean NLL (nats) per position bin of the training window (last row: "
-              "fixed − stagger)",
+    "fixed − stagger)",
     "table5": "Table 5 — seeds: perplexity per seed, mean, std (sample) and std_pop (the "
-              "paper's population std)",
+    "paper's population std)",
 }
-_DECIMALS = {"table1": 2, "table2": 3, "table3": 2, "table3_blocks": 2, "table4": 3,
-             "table5": 3}
-_PAPER_OF = {"table1": 1, "table2": 2, "table3": 3, "table3_blocks": None, "table4": 4,
-             "table5": 5}
+_DECIMALS = {"table1": 2, "table2": 3, "table3": 2, "table3_blocks": 2, "table4": 3, "table5": 3}
+_PAPER_OF = {"table1": 1, "table2": 2, "table3": 3, "table3_blocks": None, "table4": 4, "table5": 5}
 
 
 def _config_line(r) -> str:
@@ -382,8 +457,14 @@ class ResultsPanel:
     ``report_path`` (report.md after an export), ``message`` and ``error``.
     """
 
-    def __init__(self, store=None, paper_db: str | None = None, reports_dir: str | None = None,
-                 name: str | None = None, render: bool = True):
+    def __init__(
+        self,
+        store=None,
+        paper_db: str | None = None,
+        reports_dir: str | None = None,
+        name: str | None = None,
+        render: bool = True,
+    ):
         self.store = store_path() if store is None else store
         self.reports_dir = reports_dir or default_reports_dir()
         self.render = render
@@ -400,12 +481,20 @@ class ResultsPanel:
         self._loaded = False
         self._quiet = False
         style = {"description_width": "initial"}
-        self.runs = W.SelectMultiple(options=[], rows=6, description="LM runs (finished)",
-                                     style=style, layout=W.Layout(width="640px"))
+        self.runs = W.SelectMultiple(
+            options=[],
+            rows=6,
+            description="LM runs (finished)",
+            style=style,
+            layout=W.Layout(width="640px"),
+        )
         self.dataset = W.Dropdown(options=[], description="dataset", style=style)
         self.mechanism = W.Dropdown(options=[], description="Table 2 mechanism", style=style)
-        self.refresh_button = W.Button(description="refresh", icon="refresh",
-                                       tooltip="re-read the store (a run may be writing to it)")
+        self.refresh_button = W.Button(
+            description="refresh",
+            icon="refresh",
+            tooltip="re-read the store (a run may be writing to it)",
+        )
         self.status = W.HTML()
         self.status.add_class("fib-status")
         self.section_boxes = {}
@@ -417,16 +506,24 @@ class ResultsPanel:
         self.verdict_box.add_class("fib-verdict")
         self.extrap_image = image_widget()
         self.bins_image = image_widget()
-        self.paper_db = W.Text(value=default_paper_db() if paper_db is None else paper_db,
-                               description="authors' fib.db", continuous_update=False,
-                               placeholder="path to the authors' results database (optional)",
-                               style=style, layout=W.Layout(width="640px"))
+        self.paper_db = W.Text(
+            value=default_paper_db() if paper_db is None else paper_db,
+            description="authors' fib.db",
+            continuous_update=False,
+            placeholder="path to the authors' results database (optional)",
+            style=style,
+            layout=W.Layout(width="640px"),
+        )
         self.paper_box = W.HTML()
         self.paper_box.add_class("fib-paperdb")
-        self.report_name = W.Text(value=name or time.strftime("results-%Y%m%d-%H%M"),
-                                  description="report name", style=style)
-        self.export_button = W.Button(description="export report", icon="file-text",
-                                      button_style="primary")
+        self.report_name = W.Text(
+            value=name or time.strftime("results-%Y%m%d-%H%M"),
+            description="report name",
+            style=style,
+        )
+        self.export_button = W.Button(
+            description="export report", icon="file-text", button_style="primary"
+        )
         self.export_status = W.HTML()
         self.export_status.add_class("fib-export")
         self.error_box = error_widget()
@@ -439,14 +536,28 @@ class ResultsPanel:
         self.refresh()
         self.load_paper_db()
         b = self.section_boxes
-        self.widget = W.VBox([
-            W.HBox([self.runs, W.VBox([self.dataset, self.mechanism, self.refresh_button])]),
-            self.error_box, self.status,
-            b["table1"], b["table5"], self.verdict_box, b["table3"], self.extrap_image,
-            b["table3_blocks"], b["table4"], self.bins_image, b["table2"],
-            W.HTML("<h4>The authors' results database</h4>"), self.paper_db, self.paper_box,
-            W.HTML("<h4>Export</h4>"),
-            W.HBox([self.report_name, self.export_button]), self.export_status])
+        self.widget = W.VBox(
+            [
+                W.HBox([self.runs, W.VBox([self.dataset, self.mechanism, self.refresh_button])]),
+                self.error_box,
+                self.status,
+                b["table1"],
+                b["table5"],
+                self.verdict_box,
+                b["table3"],
+                self.extrap_image,
+                b["table3_blocks"],
+                b["table4"],
+                self.bins_image,
+                b["table2"],
+                W.HTML("<h4>The authors' results database</h4>"),
+                self.paper_db,
+                self.paper_box,
+                W.HTML("<h4>Export</h4>"),
+                W.HBox([self.report_name, self.export_button]),
+                self.export_status,
+            ]
+        )
         self.widget.add_class("fib-results-panel")
 
     def _repr_mimebundle_(self, **kwargs):
@@ -474,8 +585,7 @@ class ResultsPanel:
         before = {v for _, v in self.runs.options}
         names = list(lm["run"])
         if self._loaded:
-            keep = [r for r in self.selected if r in names] + [r for r in names
-                                                               if r not in before]
+            keep = [r for r in self.selected if r in names] + [r for r in names if r not in before]
         else:
             keep = names
         mechs = sorted(set(probes.loc[probes["task"] == "marked", "mechanism"]))
@@ -492,8 +602,10 @@ class ResultsPanel:
         if n_runs == 0:
             self.message = f"{NO_RUNS} (store: {_store_label(self.store)})"
         elif not names:
-            self.message = ("no finished language-model runs yet — run `fiblab demo` or "
-                            "notebook 03; probe results are in Table 2")
+            self.message = (
+                "no finished language-model runs yet — run `fiblab demo` or "
+                "notebook 03; probe results are in Table 2"
+            )
         else:
             self.message = None
         self.compute()
@@ -513,8 +625,13 @@ class ResultsPanel:
         """Build one section: ``build()`` returns (frame, note); a ValueError or an empty frame
         becomes the section's message."""
         n = _PAPER_OF[key]
-        sec = {"title": SECTION_TITLES[key], "ours": None, "note": None, "message": None,
-               "paper": tables.published(n) if n else None}
+        sec = {
+            "title": SECTION_TITLES[key],
+            "ours": None,
+            "note": None,
+            "message": None,
+            "paper": tables.published(n) if n else None,
+        }
         try:
             df, note = build()
             if df is None or df.empty:
@@ -528,6 +645,7 @@ class ResultsPanel:
     def _missing(self, key: str, why: str) -> None:
         def build():
             raise ValueError(why)
+
         self._section(key, build)
 
     def compute(self) -> None:
@@ -536,8 +654,11 @@ class ResultsPanel:
         self.sections = {}
         with _reading(self.store) as st:
             if st is None or not sel:
-                why = ("no finished language-model runs in the store" if not len(
-                    self.runs.options) else "no LM runs selected")
+                why = (
+                    "no finished language-model runs in the store"
+                    if not len(self.runs.options)
+                    else "no LM runs selected"
+                )
                 for key in ("table1", "table3", "table3_blocks", "table4", "table5"):
                     self._missing(key, why)
             else:
@@ -560,20 +681,22 @@ class ResultsPanel:
 
                 self._section("table3", table3)
                 self._section("table3_blocks", table3_blocks)
-                self._section("table4", lambda: (tables.table4_from_store(st, ds, runs=sel),
-                                                 None))
-                self._section("table5", lambda: (tables.table5_from_store(st, ds, runs=sel),
-                                                 None))
+                self._section("table4", lambda: (tables.table4_from_store(st, ds, runs=sel), None))
+                self._section("table5", lambda: (tables.table5_from_store(st, ds, runs=sel), None))
             if st is None or mech is None:
-                self._missing("table2", "no marked-probe results (notebook 02 or "
-                                        "`fiblab probe marked`)")
+                self._missing(
+                    "table2", "no marked-probe results (notebook 02 or `fiblab probe marked`)"
+                )
             else:
                 self._section("table2", lambda: self._table2(st, mech))
         self._verdicts()
         self._render_sections()
         self._figures()
-        self.status.value = "" if self.message is None else (
-            f"<div style='color:#1565c0'>{html.escape(self.message)}</div>")
+        self.status.value = (
+            ""
+            if self.message is None
+            else (f"<div style='color:#1565c0'>{html.escape(self.message)}</div>")
+        )
 
     @staticmethod
     def _table2(st, mech):
@@ -582,8 +705,10 @@ class ResultsPanel:
         steps = sorted(int(s) for s in cells["steps"].dropna().unique())
         note = None
         if len(steps) > 1:
-            note = (f"cells of {mech} were trained for {steps} steps: showing the "
-                    f"{steps[-1]}-step cells")
+            note = (
+                f"cells of {mech} were trained for {steps} steps: showing the "
+                f"{steps[-1]}-step cells"
+            )
         t2 = tables.table2(cells, mech, "marked", steps=steps[-1] if len(steps) > 1 else None)
         return t2, note
 
@@ -598,11 +723,19 @@ class ResultsPanel:
 
             def values(config, w):
                 rows = t5[(t5["config"] == config) & (t5["W"] == w)]
-                return ([] if rows.empty else
-                        [float(v) for v in rows.iloc[0][seed_cols] if not pd.isna(v)])
+                return (
+                    []
+                    if rows.empty
+                    else [float(v) for v in rows.iloc[0][seed_cols] if not pd.isna(v)]
+                )
 
-            windows = sorted({int(w) for c, w in zip(t5["config"], t5["W"])
-                              if c in VERDICT_PAIR and not pd.isna(w)})
+            windows = sorted(
+                {
+                    int(w)
+                    for c, w in zip(t5["config"], t5["W"])
+                    if c in VERDICT_PAIR and not pd.isna(w)
+                }
+            )
             for w in windows:
                 a, b = values(a_name, w), values(b_name, w)
                 if len(a) >= 2 and len(b) >= 2:
@@ -612,12 +745,16 @@ class ResultsPanel:
                 else:
                     self.verdicts.append(
                         f"{a_name} vs {b_name} at W={w}: no verdict, it needs at least 2 seeds "
-                        f"of each (have {len(a)} and {len(b)})")
+                        f"of each (have {len(a)} and {len(b)})"
+                    )
             if not windows:
                 self.verdicts = [f"{a_name} vs {b_name}: the selected runs have neither"]
-        self.verdict_box.value = ("<div><b>verdict (Welch's t-test on perplexity over seeds)"
-                                  "</b><ul>" + "".join(f"<li>{html.escape(v)}</li>"
-                                                       for v in self.verdicts) + "</ul></div>")
+        self.verdict_box.value = (
+            "<div><b>verdict (Welch's t-test on perplexity over seeds)"
+            "</b><ul>"
+            + "".join(f"<li>{html.escape(v)}</li>" for v in self.verdicts)
+            + "</ul></div>"
+        )
 
     def _render_sections(self) -> None:
         for key, sec in self.sections.items():
@@ -629,8 +766,10 @@ class ResultsPanel:
                 ours = frame_html(sec["ours"], d, f"fib-ours-{key}")
                 if sec["note"]:
                     ours += _note(sec["note"])
-            parts.append("<div style='display:flex;gap:2em;flex-wrap:wrap;align-items:"
-                         "flex-start'><div><b>this store</b>" + ours + "</div>")
+            parts.append(
+                "<div style='display:flex;gap:2em;flex-wrap:wrap;align-items:"
+                "flex-start'><div><b>this store</b>" + ours + "</div>"
+            )
             if sec["paper"] is not None:
                 parts.append(f"<div><b>the paper</b>{frame_html(sec['paper'], d)}</div>")
             parts.append("</div>")
@@ -641,11 +780,21 @@ class ResultsPanel:
         t3 = self.sections.get("table3", {}).get("ours")
         t4 = self.sections.get("table4", {}).get("ours")
         for key, image, frame, make in (
-                ("extrapolation", self.extrap_image, t3,
-                 lambda t: plots.extrapolation(t, title="perplexity vs evaluation length "
-                                                        "(solid: recomputed, dashed: frozen)")),
-                ("position_bins", self.bins_image, t4,
-                 lambda t: plots.position_bins(t, title="NLL per position bin"))):
+            (
+                "extrapolation",
+                self.extrap_image,
+                t3,
+                lambda t: plots.extrapolation(
+                    t, title="perplexity vs evaluation length (solid: recomputed, dashed: frozen)"
+                ),
+            ),
+            (
+                "position_bins",
+                self.bins_image,
+                t4,
+                lambda t: plots.position_bins(t, title="NLL per position bin"),
+            ),
+        ):
             fig = None
             if frame is not None and self.render:
                 try:
@@ -673,12 +822,15 @@ class ResultsPanel:
     def load_paper_db(self) -> None:
         """The paper's tables rebuilt from the authors' database, beside the published ones."""
         from analysis import paperdb
+
         self.paper_sections, self.paper_db_path = {}, None
         path = self.resolve_paper_db()
         if path is None:
-            self.paper_box.value = _note("no database given: the paper's tables are shown "
-                                         "beside ours above; give the path of the authors' "
-                                         "fib.db to rebuild them from their data")
+            self.paper_box.value = _note(
+                "no database given: the paper's tables are shown "
+                "beside ours above; give the path of the authors' "
+                "fib.db to rebuild them from their data"
+            )
             return
         if not os.path.isfile(path):
             self.paper_box.value = _note(f"no file at {path}", "fib-no-data")
@@ -690,14 +842,23 @@ class ResultsPanel:
             return
         self.paper_db_path = path
         builders = {
-            "table1": ("Table 1 from fib.db (_paper: published, _diff: rebuilt − published)",
-                       lambda: tables.with_paper(tables.table1(fp, decimals=2),
-                                                 tables.published(1)), 2),
-            "table5": ("Table 5 from fib.db (W=12, FineWeb-Edu)",
-                       lambda: tables.with_paper(tables.table5_from_final_ppl(fp, decimals=2),
-                                                 tables.published(5)), 2),
-            "table2": ("Table 2 from fib.db's marked-probe rows",
-                       lambda: tables.table2_from_paperdb(paperdb.load_retrieval(path)), 3),
+            "table1": (
+                "Table 1 from fib.db (_paper: published, _diff: rebuilt − published)",
+                lambda: tables.with_paper(tables.table1(fp, decimals=2), tables.published(1)),
+                2,
+            ),
+            "table5": (
+                "Table 5 from fib.db (W=12, FineWeb-Edu)",
+                lambda: tables.with_paper(
+                    tables.table5_from_final_ppl(fp, decimals=2), tables.published(5)
+                ),
+                2,
+            ),
+            "table2": (
+                "Table 2 from fib.db's marked-probe rows",
+                lambda: tables.table2_from_paperdb(paperdb.load_retrieval(path)),
+                3,
+            ),
         }
         parts = [f"<div>read from <code>{html.escape(path)}</code></div>"]
         for key, (title, build, d) in builders.items():
@@ -706,9 +867,14 @@ class ResultsPanel:
             except (ValueError, KeyError) as e:
                 df, msg = None, str(e)
             self.paper_sections[key] = {"title": title, "table": df, "message": msg}
-            parts.append(f"<h4>{html.escape(title)}</h4>" + (
-                frame_html(df, d) if df is not None else _note(f"not available: {msg}",
-                                                               "fib-no-data")))
+            parts.append(
+                f"<h4>{html.escape(title)}</h4>"
+                + (
+                    frame_html(df, d)
+                    if df is not None
+                    else _note(f"not available: {msg}", "fib-no-data")
+                )
+            )
         self.paper_box.value = "".join(parts)
 
     # -- export ----------------------------------------------------------------------------------
@@ -716,24 +882,34 @@ class ResultsPanel:
         """Write `analysis.results.build_report` for the selected runs to
         ``<reports_dir>/<report name>/``; returns the path of report.md."""
         from analysis.results import build_report
+
         name = self.report_name.value.strip()
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name or ""):
-            raise ValueError(f"report name {name!r}: use letters, digits, '.', '_' or '-' "
-                             f"(it becomes the folder reports/<name>/)")
+            raise ValueError(
+                f"report name {name!r}: use letters, digits, '.', '_' or '-' "
+                f"(it becomes the folder reports/<name>/)"
+            )
         out = os.path.join(self.reports_dir, name)
         with _reading(self.store) as st:
             if st is None:
-                raise ValueError(f"{NO_RUNS}: there is no store at {_store_label(self.store)} "
-                                 f"to report on")
-            report = build_report(st, runs=self.selected, title=f"fiblab results: {name}",
-                                  dataset=self.dataset.value, paper_db=self.paper_db_path)
+                raise ValueError(
+                    f"{NO_RUNS}: there is no store at {_store_label(self.store)} to report on"
+                )
+            report = build_report(
+                st,
+                runs=self.selected,
+                title=f"fiblab results: {name}",
+                dataset=self.dataset.value,
+                paper_db=self.paper_db_path,
+            )
             paths = report.write(out)
         self.report_paths = paths
         self.report_path = paths["report.md"]
         n_fig = len(paths) - 2
         self.export_status.value = (
             f"written: <code class='fib-report-path'>{html.escape(self.report_path)}</code> "
-            f"(and report.html, {n_fig} figure{'s' if n_fig != 1 else ''})")
+            f"(and report.html, {n_fig} figure{'s' if n_fig != 1 else ''})"
+        )
         return self.report_path
 
     def summary(self) -> str:
@@ -741,8 +917,10 @@ class ResultsPanel:
         if self.message and not self.selected:
             return self.message
         have = [k for k, s in self.sections.items() if s["ours"] is not None]
-        return (f"{len(self.selected)} LM runs; tables with data: {', '.join(have) or 'none'}; "
-                + " | ".join(self.verdicts))
+        return (
+            f"{len(self.selected)} LM runs; tables with data: {', '.join(have) or 'none'}; "
+            + " | ".join(self.verdicts)
+        )
 
     # -- handlers (errors are shown, not swallowed) ------------------------------------------------
     @guarded
@@ -782,13 +960,29 @@ _FIX_BASE = {"fixed": 3.00, "stagger": 2.90, "learned": 2.95, "dense": 2.70}
 
 
 def _fixture_config(schedule: str, seed: int) -> dict:
-    model = {"d_model": 32, "n_layers": _FIX_L, "n_heads": 4, "n_kv_heads": 2, "vocab_size": 512,
-             "seq_len": _FIX_T, "attention": "dense" if schedule == "dense" else "sparse",
-             "base": "fib", "rungs": 8, "window": 8,
-             "schedule": "fixed" if schedule == "dense" else schedule,
-             "learned_init": "stagger", "alpha_min": 0.5, "alpha_span": 1.0}
-    return {"model": model, "seed": seed, "data": "bible", "steps": _FIX_STEP,
-            "name": f"smoke-{schedule}-s{seed}"}
+    model = {
+        "d_model": 32,
+        "n_layers": _FIX_L,
+        "n_heads": 4,
+        "n_kv_heads": 2,
+        "vocab_size": 512,
+        "seq_len": _FIX_T,
+        "attention": "dense" if schedule == "dense" else "sparse",
+        "base": "fib",
+        "rungs": 8,
+        "window": 8,
+        "schedule": "fixed" if schedule == "dense" else schedule,
+        "learned_init": "stagger",
+        "alpha_min": 0.5,
+        "alpha_span": 1.0,
+    }
+    return {
+        "model": model,
+        "seed": seed,
+        "data": "bible",
+        "steps": _FIX_STEP,
+        "name": f"smoke-{schedule}-s{seed}",
+    }
 
 
 def write_fixture(path: str) -> list[str]:
@@ -799,8 +993,12 @@ def write_fixture(path: str) -> list[str]:
     names = []
     T, ds = _FIX_T, "bible"
     with Store(path) as s:
-        for schedule, seeds in (("fixed", (0, 1)), ("stagger", (0, 1)), ("learned", (0,)),
-                                ("dense", (0,))):
+        for schedule, seeds in (
+            ("fixed", (0, 1)),
+            ("stagger", (0, 1)),
+            ("learned", (0,)),
+            ("dense", (0,)),
+        ):
             for seed in seeds:
                 cfg = _fixture_config(schedule, seed)
                 name = cfg["name"]
@@ -814,34 +1012,70 @@ def write_fixture(path: str) -> list[str]:
                     grow = 0.8 * (m - 1) if dense else -0.02 * m
                     s.log_eval(name, _FIX_STEP, ds, m * T, base + grow, 64 * T)
                     if not dense:
-                        s.log_eval(name, _FIX_STEP, ds, m * T, base - 0.01 * m, 64 * T,
-                                   kind="frozen")
+                        s.log_eval(
+                            name, _FIX_STEP, ds, m * T, base - 0.01 * m, 64 * T, kind="frozen"
+                        )
                 for j in range(4):
-                    s.log_eval(name, _FIX_STEP, ds, 4 * T,
-                               base + (0.5 * j if dense else 0.05 - 0.03 * j), 16 * T,
-                               kind=f"full:block{j}")
+                    s.log_eval(
+                        name,
+                        _FIX_STEP,
+                        ds,
+                        4 * T,
+                        base + (0.5 * j if dense else 0.05 - 0.03 * j),
+                        16 * T,
+                        kind=f"full:block{j}",
+                    )
                     if not dense:
-                        s.log_eval(name, _FIX_STEP, ds, 4 * T, base + 0.06 - 0.03 * j, 16 * T,
-                                   kind=f"frozen:block{j}")
+                        s.log_eval(
+                            name,
+                            _FIX_STEP,
+                            ds,
+                            4 * T,
+                            base + 0.06 - 0.03 * j,
+                            16 * T,
+                            kind=f"frozen:block{j}",
+                        )
                 for b in range(8):
-                    s.log_eval(name, _FIX_STEP, ds, T, base + 0.6 - 0.08 * b, 8 * 64,
-                               kind=f"bin{b}")
+                    s.log_eval(
+                        name, _FIX_STEP, ds, T, base + 0.6 - 0.08 * b, 8 * 64, kind=f"bin{b}"
+                    )
                 if schedule == "learned":
-                    init = [0.55, 0.5 + 1 / 3, 0.5 + 2 / 3, 1.45]     # stagger, clamped
+                    init = [0.55, 0.5 + 1 / 3, 0.5 + 2 / 3, 1.45]  # stagger, clamped
                     for step in (1, 10, 20, 30, 40):
-                        s.log_alphas(name, step, [a + (0.0015 if i == 0 else -0.0004) * step
-                                                  for i, a in enumerate(init)])
+                        s.log_alphas(
+                            name,
+                            step,
+                            [
+                                a + (0.0015 if i == 0 else -0.0004) * step
+                                for i, a in enumerate(init)
+                            ],
+                        )
                 s.set_status(name, "done")
-        for init, start, acc in (("uniform", [1.0, 1.0], {200: 0.4, 350: 0.1}),
-                                 ("staggered", [0.55, 1.45], {200: 0.9, 350: 0.05})):
-            traj = [{"step": st, "alphas": [a + 0.0005 * st * (1 - 2 * i)
-                                            for i, a in enumerate(start)]}
-                    for st in range(0, 41, 10)]
-            names.append(s.log_probe({
-                "task": "marked", "mechanism": "blur", "depth": 2, "init": init, "seed": 0,
-                "steps": 40, "acc": acc, "alphas": traj[-1]["alphas"], "trajectory": traj,
-                "loss": [{"step": st, "loss": 3.0 - 0.01 * st} for st in range(0, 41, 10)],
-                "git_rev": "fixture"}))
+        for init, start, acc in (
+            ("uniform", [1.0, 1.0], {200: 0.4, 350: 0.1}),
+            ("staggered", [0.55, 1.45], {200: 0.9, 350: 0.05}),
+        ):
+            traj = [
+                {"step": st, "alphas": [a + 0.0005 * st * (1 - 2 * i) for i, a in enumerate(start)]}
+                for st in range(0, 41, 10)
+            ]
+            names.append(
+                s.log_probe(
+                    {
+                        "task": "marked",
+                        "mechanism": "blur",
+                        "depth": 2,
+                        "init": init,
+                        "seed": 0,
+                        "steps": 40,
+                        "acc": acc,
+                        "alphas": traj[-1]["alphas"],
+                        "trajectory": traj,
+                        "loss": [{"step": st, "loss": 3.0 - 0.01 * st} for st in range(0, 41, 10)],
+                        "git_rev": "fixture",
+                    }
+                )
+            )
     return names
 
 

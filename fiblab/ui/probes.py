@@ -11,6 +11,7 @@ Distances mean, by task: ``marked`` — the two marker distances of the task (th
 evaluation distances are fixed by the sampler).  The paper's Table-2 values are shown only when
 the settings are the paper's (marked task, blur mechanism, scale ``paper``, distances 200/350).
 """
+
 from __future__ import annotations
 
 import html
@@ -21,10 +22,21 @@ from dataclasses import replace
 import ipywidgets as W
 import numpy as np
 
+from fiblab.ui.common import (
+    error_widget,
+    figure,
+    guarded,
+    html_table,
+    image_widget,
+    parse_numbers,
+    png,
+    runs_dir,
+    set_png,
+    show_error,
+    smoke,
+    store_path,
+)
 from probes import retrieval as R
-from lab.ui.common import (error_widget, figure, guarded, html_table, image_widget,
-                           parse_numbers, png, runs_dir, set_png, show_error, smoke,
-                           store_path)
 
 TASKS = ("marked", "shift", "kv")
 
@@ -46,11 +58,20 @@ class ProbePanel:
     ``error`` (the message shown, or None), ``store`` / ``out_dir`` (where results go).
     """
 
-    def __init__(self, task: str = "marked", scale: str | None = None,
-                 mechanisms=("blur",), depths=(2, 4, 8), inits=("uniform", "staggered"),
-                 seeds=(0, 1), steps: int = 0, distances: str | None = None,
-                 store: str | None = None,
-                 out_dir: str | None = None, render: bool = True):
+    def __init__(
+        self,
+        task: str = "marked",
+        scale: str | None = None,
+        mechanisms=("blur",),
+        depths=(2, 4, 8),
+        inits=("uniform", "staggered"),
+        seeds=(0, 1),
+        steps: int = 0,
+        distances: str | None = None,
+        store: str | None = None,
+        out_dir: str | None = None,
+        render: bool = True,
+    ):
         scale = scale or ("tiny" if smoke() else "quick")
         self.store = store_path() if store is None else store
         self.out_dir = out_dir or os.path.join(runs_dir(), "probes")
@@ -60,22 +81,40 @@ class ProbePanel:
         self.progress_steps = 0
         style = {"description_width": "initial"}
         self.task = W.Dropdown(options=list(TASKS), value=task, description="task", style=style)
-        self.scale = W.Dropdown(options=["paper", "quick", "tiny"], value=scale,
-                                description="scale", style=style)
-        self.mechanisms = W.SelectMultiple(options=list(R.MECHANISMS), value=tuple(mechanisms),
-                                           description="mechanisms", rows=6, style=style)
-        self.inits = W.SelectMultiple(options=list(R.INITS), value=tuple(inits),
-                                      description="inits (learned α)", rows=2, style=style)
-        self.depths = W.Text(value=", ".join(map(str, depths)), description="depths",
-                             style=style)
+        self.scale = W.Dropdown(
+            options=["paper", "quick", "tiny"], value=scale, description="scale", style=style
+        )
+        self.mechanisms = W.SelectMultiple(
+            options=list(R.MECHANISMS),
+            value=tuple(mechanisms),
+            description="mechanisms",
+            rows=6,
+            style=style,
+        )
+        self.inits = W.SelectMultiple(
+            options=list(R.INITS),
+            value=tuple(inits),
+            description="inits (learned α)",
+            rows=2,
+            style=style,
+        )
+        self.depths = W.Text(value=", ".join(map(str, depths)), description="depths", style=style)
         self.seeds = W.Text(value=", ".join(map(str, seeds)), description="seeds", style=style)
-        self.distances = W.Text(value=default_distances(task, scale) if distances is None
-                                else distances, description="distances", style=style,
-                                disabled=task == "kv")
-        self.steps = W.BoundedIntText(value=steps, min=0, max=10**7,
-                                      description="steps (0: scale's)", style=style)
-        self.precision = W.Dropdown(options=list(R.PRECISIONS), value="fp32",
-                                    description="precision (bf16: autocast)", style=style)
+        self.distances = W.Text(
+            value=default_distances(task, scale) if distances is None else distances,
+            description="distances",
+            style=style,
+            disabled=task == "kv",
+        )
+        self.steps = W.BoundedIntText(
+            value=steps, min=0, max=10**7, description="steps (0: scale's)", style=style
+        )
+        self.precision = W.Dropdown(
+            options=list(R.PRECISIONS),
+            value="fp32",
+            description="precision (bf16: autocast)",
+            style=style,
+        )
         self.run_button = W.Button(description="run grid", icon="play", button_style="primary")
         self.progress = W.IntProgress(value=0, min=0, max=1, description="progress")
         self.progress.add_class("fib-probe-progress")
@@ -89,17 +128,45 @@ class ProbePanel:
         self.error_box = error_widget()
         self.task.observe(self._on_task, names="value")
         self.scale.observe(self._on_task, names="value")
-        for w in (self.mechanisms, self.inits, self.depths, self.seeds,
-                  self.distances, self.steps, self.precision):
+        for w in (
+            self.mechanisms,
+            self.inits,
+            self.depths,
+            self.seeds,
+            self.distances,
+            self.steps,
+            self.precision,
+        ):
             w.observe(self._on_change, names="value")
         self.run_button.on_click(self._on_run)
         self._on_change()
-        self.widget = W.VBox([
-            W.HBox([W.VBox([self.task, self.scale, self.steps, self.depths, self.seeds,
-                            self.distances, self.precision]), self.mechanisms, self.inits]),
-            self.plan, self.error_box, W.HBox([self.run_button, self.progress,
-                                               self.progress_label]),
-            self.acc_table, self.image, self.table2])
+        self.widget = W.VBox(
+            [
+                W.HBox(
+                    [
+                        W.VBox(
+                            [
+                                self.task,
+                                self.scale,
+                                self.steps,
+                                self.depths,
+                                self.seeds,
+                                self.distances,
+                                self.precision,
+                            ]
+                        ),
+                        self.mechanisms,
+                        self.inits,
+                    ]
+                ),
+                self.plan,
+                self.error_box,
+                W.HBox([self.run_button, self.progress, self.progress_label]),
+                self.acc_table,
+                self.image,
+                self.table2,
+            ]
+        )
         self.widget.add_class("fib-probe-panel")
 
     def _repr_mimebundle_(self, **kwargs):
@@ -110,11 +177,14 @@ class ProbePanel:
         """The ProbeSettings the widgets select (raises ValueError on bad input)."""
         s = R.TASK_SCALES[self.task.value][self.scale.value]
         if self.steps.value:
-            s = replace(s, steps=int(self.steps.value),
-                        log_every=max(1, min(s.log_every, self.steps.value // 4 or 1)))
+            s = replace(
+                s,
+                steps=int(self.steps.value),
+                log_every=max(1, min(s.log_every, self.steps.value // 4 or 1)),
+            )
         if self.task.value == "marked" and self.distances.value.strip():
             dists = tuple(parse_numbers(self.distances.value, "distances", int))
-            s = replace(s, task=replace(s.task, distances=dists))     # validated by MarkedCopy
+            s = replace(s, task=replace(s.task, distances=dists))  # validated by MarkedCopy
         return replace(s, precision=self.precision.value)
 
     def cells(self) -> list[R.Cell]:
@@ -134,16 +204,20 @@ class ProbePanel:
             T = self.settings().task.seq_len
             far = [d for d in dists if not 1 <= d < T]
             if far:
-                raise ValueError(f"shift distances {far} must lie in 1..{T - 1} (the task's "
-                                 f"seq_len is {T} at scale {self.scale.value!r})")
+                raise ValueError(
+                    f"shift distances {far} must lie in 1..{T - 1} (the task's "
+                    f"seq_len is {T} at scale {self.scale.value!r})"
+                )
         return R.grid(mechs, depths, inits, seeds, self.task.value, dists)
 
     def paper_settings(self) -> bool:
         """Whether the settings are the paper's Table-2 settings (so its numbers compare)."""
         try:
             # the paper's probes ran under bf16 autocast: either precision compares
-            return (self.task.value == "marked"
-                    and replace(self.settings(), precision="fp32") == R.SCALES["paper"])
+            return (
+                self.task.value == "marked"
+                and replace(self.settings(), precision="fp32") == R.SCALES["paper"]
+            )
         except ValueError:
             return False
 
@@ -165,10 +239,12 @@ class ProbePanel:
     @guarded
     def _on_change(self, change=None) -> None:
         s, cells = self.settings(), self.cells()
-        self.plan.value = (f"{len(cells)} cells × {s.steps} steps (T={s.task.seq_len}, batch "
-                           f"{s.batch}, lr {s.lr:g}); results in "
-                           f"<code>{html.escape(self.results_path())}</code>"
-                           + (" — the paper's settings" if self.paper_settings() else ""))
+        self.plan.value = (
+            f"{len(cells)} cells × {s.steps} steps (T={s.task.seq_len}, batch "
+            f"{s.batch}, lr {s.lr:g}); results in "
+            f"<code>{html.escape(self.results_path())}</code>"
+            + (" — the paper's settings" if self.paper_settings() else "")
+        )
         show_error(self, None)
 
     @guarded
@@ -185,13 +261,15 @@ class ProbePanel:
         finished: list[dict] = []
         state = {"base": 0}
 
-        def bar(cell, done, n, loss, secs, alphas):          # run_cell's on_step callback
+        def bar(cell, done, n, loss, secs, alphas):  # run_cell's on_step callback
             self.progress_steps = state["base"] + done
             self.progress.value = min(total, self.progress_steps)
             eta = secs / max(done, 1) * (n - done)
-            self.progress_label.value = (f"{cell.mechanism} depth {cell.depth} {cell.init} seed "
-                                         f"{cell.seed}: step {done}/{n}, loss {loss:.3f}, "
-                                         f"cell ETA {eta:.0f} s")
+            self.progress_label.value = (
+                f"{cell.mechanism} depth {cell.depth} {cell.init} seed "
+                f"{cell.seed}: step {done}/{n}, loss {loss:.3f}, "
+                f"cell ETA {eta:.0f} s"
+            )
 
         def on_record(rec):
             state["base"] += settings.steps
@@ -200,16 +278,25 @@ class ProbePanel:
 
         self.run_button.disabled = True
         try:
-            records = R.run_grid(cells, settings, self.results_path(), progress=False,
-                                 on_record=on_record, on_step=bar)
+            records = R.run_grid(
+                cells,
+                settings,
+                self.results_path(),
+                progress=False,
+                on_record=on_record,
+                on_step=bar,
+            )
         finally:
             self.run_button.disabled = False
         self.records = records
         self.progress.value = total
-        self.progress_label.value = (f"done: {len(records)} cells ({len(finished)} trained now, "
-                                     f"{len(records) - len(finished)} from the results file)")
+        self.progress_label.value = (
+            f"done: {len(records)} cells ({len(finished)} trained now, "
+            f"{len(records) - len(finished)} from the results file)"
+        )
         if self.store:
             from lab.store import Store
+
             with Store(self.store) as st:
                 for rec in records:
                     st.log_probe(rec)
@@ -221,13 +308,21 @@ class ProbePanel:
         if not records:
             return
         dists = sorted({d for r in records for d in r["acc"]}, key=int)
-        rows = [[r["mechanism"], r["depth"], r["init"], r["seed"],
-                 f"{min(_finite(r['alphas']), default=math.nan):.3f}–"
-                 f"{max(_finite(r['alphas']), default=math.nan):.3f}"]
-                + [f"{r['acc'][d]:.2f}" if d in r["acc"] else "" for d in dists]
-                for r in records]
-        self.acc_table.value = ("<b>accuracy per distance</b>" + html_table(
-            ["mechanism", "depth", "init", "seed", "α range"] + [f"@{d}" for d in dists], rows))
+        rows = [
+            [
+                r["mechanism"],
+                r["depth"],
+                r["init"],
+                r["seed"],
+                f"{min(_finite(r['alphas']), default=math.nan):.3f}–"
+                f"{max(_finite(r['alphas']), default=math.nan):.3f}",
+            ]
+            + [f"{r['acc'][d]:.2f}" if d in r["acc"] else "" for d in dists]
+            for r in records
+        ]
+        self.acc_table.value = "<b>accuracy per distance</b>" + html_table(
+            ["mechanism", "depth", "init", "seed", "α range"] + [f"@{d}" for d in dists], rows
+        )
         if self.task.value == "marked":
             self.table2.value = self.table2_text(records)
         if self.render:
@@ -242,11 +337,16 @@ class ProbePanel:
             if not match:
                 rows = [{k: v for k, v in row.items() if k != "paper"} for row in rows]
             parts.append(f"mechanism {mech}\n{R.format_table2(rows)}")
-        note = ("the paper's Table 2 (blur, marked task) is beside ours" if match else
-                "paper columns hidden: these settings are not the paper's (marked task, scale "
-                "'paper', 2,500 steps, distances 200/350)")
-        return (f"<b>Table-2 layout</b> <small>({html.escape(note)})</small>"
-                f"<pre>{html.escape(chr(10).join(parts))}</pre>")
+        note = (
+            "the paper's Table 2 (blur, marked task) is beside ours"
+            if match
+            else "paper columns hidden: these settings are not the paper's (marked task, scale "
+            "'paper', 2,500 steps, distances 200/350)"
+        )
+        return (
+            f"<b>Table-2 layout</b> <small>({html.escape(note)})</small>"
+            f"<pre>{html.escape(chr(10).join(parts))}</pre>"
+        )
 
 
 def _finite(xs):
@@ -263,15 +363,16 @@ def trajectory_png(records: list[dict], max_cells: int = 8) -> bytes:
     axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False)).ravel()
     for ax, rec in zip(axes, shown):
         steps = [t["step"] for t in rec["trajectory"]]
-        traj = np.array([[math.nan if a is None else a for a in t["alphas"]]
-                         for t in rec["trajectory"]], dtype=float)
+        traj = np.array(
+            [[math.nan if a is None else a for a in t["alphas"]] for t in rec["trajectory"]],
+            dtype=float,
+        )
         for ell in range(traj.shape[1]):
             ax.plot(steps, traj[:, ell], lw=1)
         ax.set_ylim(0.45, 1.55)
-        ax.set_title(f"{rec['mechanism']} d{rec['depth']} {rec['init']} s{rec['seed']}",
-                     fontsize=8)
+        ax.set_title(f"{rec['mechanism']} d{rec['depth']} {rec['init']} s{rec['seed']}", fontsize=8)
         ax.tick_params(labelsize=7)
-    for ax in axes[len(shown):]:
+    for ax in axes[len(shown) :]:
         ax.axis("off")
     if not shown:
         axes[0].text(0.5, 0.5, "no α to plot (dense cells)", ha="center", va="center")

@@ -1,0 +1,207 @@
+"""`fiblab` command line.
+
+fiblab demo [--scale full|smoke] [--out reports/demo]    the main job (see README)
+fiblab report [RUN ...] --out reports/NAME              tables + figures of runs in the store
+fiblab eval RUN_DIR [--factors 1 2 4 8]                 perplexity, extrapolation, position bins
+fiblab efficiency [--preset probe-small] [--measure]    attention FLOPs, keys/query, tokens/s
+fiblab selfcheck [--preset paper-60m] [--seq-len 1024]   build the model, run every path
+fiblab offsets --alpha 0.5 --window 8 [--base pow2] [--rounding floor] [--interp]
+fiblab schedule stagger --layers 16 [--window 8] [--seq-len 1024] [--sets]
+fiblab params [--preset paper-60m] [--schedule learned]
+fiblab coverage --layers 16 --window 8 --rungs 15 --seq-len 1024 --schedule stagger [--json]
+fiblab receptive-field --layers 16 --schedule coprime [--residual 0.5] [--json]
+fiblab probe marked --depths 2 4 8 --init uniform staggered --seeds 0 1 [--scale quick] [--jobs 2] [--precision bf16]
+fiblab train --preset cpu-stagger [--data bible] [--steps N] [--override key=value ...] [--resume]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from fiblab.cli.argtypes import base_arg, schedule_arg
+from fiblab.cli.attention import (
+    cmd_coverage,
+    cmd_offsets,
+    cmd_params,
+    cmd_receptive_field,
+    cmd_schedule,
+    cmd_selfcheck,
+)
+from fiblab.cli.measure import add_efficiency, add_eval
+from fiblab.cli.runs import cmd_demo, cmd_probe, cmd_report, cmd_train
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="fiblab", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    s = sub.add_parser("demo", help="the main job: a lab-scale reproduction ending in a report")
+    s.add_argument(
+        "--scale",
+        choices=["full", "smoke"],
+        default="full",
+        help="full (≈6–8 min on 2 cores) or smoke (seconds)",
+    )
+    s.add_argument("--out", default="reports/demo", help="report folder")
+    s.add_argument("--runs", default="runs", help="folder for run directories and probe results")
+    s.add_argument("--store", default="runs/fiblab.db", help="experiment store ('' to skip)")
+    s.add_argument("--quiet", action="store_true", help="no progress bars")
+    s.set_defaults(fn=cmd_demo)
+
+    s = sub.add_parser("report", help="Markdown + HTML report of runs in the store")
+    s.add_argument("runs", nargs="*", help="LM run names (default: every finished run)")
+    s.add_argument("--store", default="runs/fiblab.db")
+    s.add_argument(
+        "--probes",
+        nargs="*",
+        default=None,
+        help="probe result JSONL files (default: the probe cells in the store)",
+    )
+    s.add_argument("--dataset", default=None, help="held-out domain (default: the only one)")
+    s.add_argument("--title", default="fiblab report")
+    s.add_argument(
+        "--paper-db", default=None, help="also rebuild the paper's tables from the authors' fib.db"
+    )
+    s.add_argument("--out", required=True, help="report folder, e.g. reports/NAME")
+    s.set_defaults(fn=cmd_report)
+
+    s = sub.add_parser("selfcheck", help="build a model, forward/backward through every path")
+    s.add_argument("--preset", default="paper-60m")
+    s.add_argument("--seq-len", type=int, default=None, help="input length (default: preset's)")
+    s.set_defaults(fn=cmd_selfcheck)
+
+    def set_args(sp):
+        sp.add_argument("--window", "-W", type=int, default=8)
+        sp.add_argument("--seq-len", "-T", type=int, default=1024)
+        sp.add_argument("--base", type=base_arg, default="fib")
+        sp.add_argument("--rungs", "-K", type=int, default=15)
+        sp.add_argument("--rounding", choices=["round", "floor", "ceil"], default="round")
+
+    s = sub.add_parser("offsets", help="the attended distances of one layer")
+    s.add_argument("--alpha", type=float, default=1.0)
+    s.add_argument("--reach", type=int, default=None, help="freeze rungs at this length")
+    s.add_argument("--interp", action="store_true", help="show interpolated columns instead")
+    set_args(s)
+    s.set_defaults(fn=cmd_offsets)
+
+    s = sub.add_parser("schedule", help="per-layer alpha and attended sets of a schedule")
+    s.add_argument("schedule", type=schedule_arg, help="fixed|stagger|coprime|a,comma,list")
+    s.add_argument("--layers", "-L", type=int, default=16)
+    s.add_argument("--stride", type=int, default=None, help="coprime stride S")
+    s.add_argument("--sets", action="store_true", help="print each layer's rungs")
+    set_args(s)
+    s.set_defaults(fn=cmd_schedule)
+
+    s = sub.add_parser("coverage", help="distinct-distance and band coverage of a schedule")
+    s.add_argument("--schedule", default="stagger", help="fixed|stagger|coprime")
+    s.add_argument("--alphas", type=schedule_arg, default=None, help="custom a,b,c per layer")
+    s.add_argument("--layers", "-L", type=int, default=16)
+    s.add_argument("--stride", type=int, default=None, help="coprime stride S")
+    s.add_argument("--band", type=int, default=None, help="soft band half-width (default W)")
+    s.add_argument("--json", action="store_true", help="one JSON object")
+    s.add_argument("--full", action="store_true", help="with --json: include per-distance data")
+    set_args(s)
+    s.set_defaults(fn=cmd_coverage)
+
+    s = sub.add_parser("receptive-field", help="reachable distances through the stack")
+    s.add_argument(
+        "--schedule", default="stagger", help="fixed|stagger|coprime|pow2|pow2-stagger|dense"
+    )
+    s.add_argument("--schemes", nargs="+", default=None, help="compare several schemes")
+    s.add_argument("--alphas", type=schedule_arg, default=None, help="custom a,b,c per layer")
+    s.add_argument("--layers", "-L", type=int, default=16)
+    s.add_argument("--residual", type=float, default=0.0, help="weight kept on staying put")
+    s.add_argument("--json", action="store_true")
+    set_args(s)
+    s.set_defaults(fn=cmd_receptive_field)
+
+    s = sub.add_parser("probe", help="retrieval probes (the paper's Table 2 grid)")
+    s.add_argument("task", choices=["marked", "shift", "kv"])
+    s.add_argument(
+        "--distances",
+        type=int,
+        nargs="+",
+        default=None,
+        help="shift: trained distances (one cell each)",
+    )
+    s.add_argument(
+        "--mechanisms",
+        nargs="+",
+        default=["blur"],
+        help="dense fib-fixed pow2 fib-stagger learned blur",
+    )
+    s.add_argument("--depths", type=int, nargs="+", default=[2, 4, 8])
+    s.add_argument("--init", nargs="+", default=["uniform", "staggered"])
+    s.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    s.add_argument("--scale", choices=["paper", "quick", "demo", "tiny"], default="paper")
+    s.add_argument("--steps", type=int, default=None)
+    s.add_argument("--batch", type=int, default=None)
+    s.add_argument("--lr", type=float, default=None)
+    s.add_argument(
+        "--precision",
+        choices=["fp32", "bf16"],
+        default=None,
+        help="bf16: forward under bfloat16 autocast, as the paper's GPU probes (default fp32)",
+    )
+    s.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="cells run at once, in worker processes of cores/jobs threads each",
+    )
+    s.add_argument("--out", default=None, help="results JSONL (resumable); default runs/probes/")
+    s.add_argument("--json", action="store_true", help="one JSON record per cell on stdout")
+    s.add_argument("--no-progress", action="store_true")
+    s.add_argument(
+        "--store",
+        default="runs/fiblab.db",
+        help="experiment store to log the records into ('' to skip)",
+    )
+    s.set_defaults(fn=cmd_probe)
+
+    s = sub.add_parser("train", help="train a language model (paper recipe or a CPU preset)")
+    s.add_argument("--preset", required=True, help="e.g. fib-stagger-w12, dense, cpu-stagger")
+    s.add_argument(
+        "--data",
+        default=None,
+        help="bible (default), a file/folder/.jsonl/.parquet/"
+        ".bin, or a mixture name=source@weight,...",
+    )
+    s.add_argument("--steps", type=int, default=None)
+    s.add_argument("--seed", type=int, default=None)
+    s.add_argument("--name", default=None, help="run name (default: the preset)")
+    s.add_argument(
+        "--override",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="any TrainConfig field, or model.<ModelConfig field>",
+    )
+    s.add_argument("--resume", action="store_true", help="continue from the last good checkpoint")
+    s.add_argument("--store", default="runs/fiblab.db", help="experiment store ('' to skip)")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.set_defaults(fn=cmd_train)
+
+    add_eval(sub)
+    add_efficiency(sub)
+
+    s = sub.add_parser("params", help="parameter count of a preset")
+    s.add_argument("--preset", default="paper-60m")
+    s.add_argument("--schedule", default=None)
+    s.set_defaults(fn=cmd_params)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except ValueError as e:
+        print(f"fiblab: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

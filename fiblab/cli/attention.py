@@ -1,0 +1,242 @@
+"""Subcommands on the attention rule itself: selfcheck, offsets, schedule, params, coverage,
+receptive-field."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import torch
+
+
+# --------------------------------------------------------------------------------------------
+def cmd_selfcheck(args) -> int:
+    from lab.model import build_model
+
+    torch.manual_seed(0)
+    ref = build_model(args.preset)
+    cfg = ref.cfg
+    T = args.seq_len or cfg.seq_len
+    print(
+        f"preset {args.preset}: d={cfg.d_model} L={cfg.n_layers} heads={cfg.n_heads}/"
+        f"{cfg.n_kv_heads}kv vocab={cfg.vocab_size} seq_len={cfg.seq_len} W={cfg.window}"
+    )
+    print(
+        f"parameters: {ref.num_params():,} (non-embedding {ref.num_params(True):,}); "
+        f"learned alpha adds {cfg.n_layers} theta scalars"
+    )
+    ids = torch.randint(0, cfg.vocab_size, (1, T + 1), generator=torch.Generator().manual_seed(1))
+    x, y = ids[:, :-1], ids[:, 1:]
+    variants = [
+        ("dense", dict(attention="dense")),
+        ("fixed / mask", dict(path="mask")),
+        ("fixed / shift", dict(path="shift")),
+        ("fixed / interp", dict(path="interp")),
+        ("stagger / mask", dict(schedule="stagger", path="mask")),
+        ("stagger / shift", dict(schedule="stagger", path="shift")),
+        ("coprime / shift", dict(schedule="coprime", path="shift")),
+        ("pow2 stagger / shift", dict(base="pow2", schedule="stagger", path="shift")),
+        ("learned / interp", dict(schedule="learned")),
+    ]
+    state = ref.state_dict()
+    losses = {}
+    print(f"\nforward + backward, B=1, T={T}:")
+    print(f"{'variant':<22}{'loss':>10}{'grad norm':>12}{'seconds':>10}")
+    for name, over in variants:
+        model = build_model(args.preset, **over)
+        model.load_state_dict(state, strict=False)
+        t0 = time.perf_counter()
+        _, loss = model(x, y)
+        loss.backward()
+        dt = time.perf_counter() - t0
+        gn = torch.norm(
+            torch.stack([p.grad.norm() for p in model.parameters() if p.grad is not None])
+        )
+        if not (torch.isfinite(loss) and torch.isfinite(gn)):
+            print(f"FAILED: {name} gave a non-finite loss or gradient")
+            return 1
+        losses[name] = loss.item()
+        extra = ""
+        if model.cfg.learned:
+            g = [b.attn.theta.grad.item() for b in model.blocks]
+            extra = f"   dL/dtheta layer0={g[0]:+.2e}"
+        print(f"{name:<22}{loss.item():>10.5f}{gn.item():>12.4f}{dt:>10.2f}{extra}")
+    checks = [
+        ("fixed / mask", "fixed / shift"),
+        ("fixed / mask", "fixed / interp"),
+        ("stagger / mask", "stagger / shift"),
+    ]
+    for a, b in checks:
+        diff = abs(losses[a] - losses[b])
+        ok = diff < 1e-4
+        print(f"{'OK ' if ok else 'BAD'} {a} vs {b}: |dloss| = {diff:.2e}")
+        if not ok:
+            return 1
+    print("\nselfcheck passed")
+    return 0
+
+
+def cmd_offsets(args) -> int:
+    from lab.attention import column_plan
+    from lab.offsets import attended_distances
+
+    if args.interp:
+        cols = column_plan(
+            torch.tensor(args.alpha, dtype=torch.float64),
+            args.window,
+            args.seq_len,
+            args.base,
+            args.rungs,
+            reach=args.reach,
+            interpolate=True,
+        )
+        print(
+            f"interpolated columns (alpha={args.alpha}, W={args.window}, T={args.seq_len}, "
+            f"paper's skip rule): {len(cols)}"
+        )
+        for lo, frac in cols[args.window + 1 :]:
+            print(f"  lo={lo:<6} frac={float(frac):.4f}")
+        return 0
+    d = attended_distances(
+        args.alpha, args.window, args.seq_len, args.base, args.rungs, args.rounding, args.reach
+    )
+    print(
+        f"attended distances (alpha={args.alpha}, W={args.window}, T={args.seq_len}, "
+        f"base={args.base}, rounding={args.rounding}, window counted): {len(d)}"
+    )
+    print(" ".join(map(str, d)))
+    return 0
+
+
+def cmd_schedule(args) -> int:
+    from lab.offsets import attended_distances
+    from lab.schedules import coprime_stride, layer_alphas
+
+    alphas = layer_alphas(args.schedule, args.layers, stride=args.stride)
+    if args.schedule in ("coprime", "hdc"):
+        print(f"coprime stride S = {args.stride or coprime_stride(args.layers)}")
+    union: set[int] = set()
+    for ell, a in enumerate(alphas):
+        d = attended_distances(a, args.window, args.seq_len, args.base, args.rungs, args.rounding)
+        union.update(d)
+        line = f"layer {ell:>2}  alpha={a:.4f}  |set|={len(d)}"
+        if args.sets:
+            line += "  rungs: " + " ".join(str(x) for x in d if x > args.window)
+        print(line)
+    print(
+        f"union over layers: {len(union)} distinct distances (window counted; "
+        f"{len([u for u in union if u > args.window])} beyond it), rounding={args.rounding}"
+    )
+    return 0
+
+
+def cmd_params(args) -> int:
+    from lab.model import build_model
+
+    over = {"schedule": args.schedule} if args.schedule else {}
+    m = build_model(args.preset, **over)
+    print(f"{m.num_params():,} parameters ({m.num_params(True):,} non-embedding)")
+    return 0
+
+
+def cmd_coverage(args) -> int:
+    from probes.coverage import describe, schedule_coverage
+
+    report = schedule_coverage(
+        args.alphas or args.schedule,
+        args.layers,
+        args.window,
+        args.seq_len,
+        args.base,
+        args.rungs,
+        args.rounding,
+        args.band,
+        args.stride,
+    )
+    if args.json:
+        if not args.full:
+            for key in ("layers_per_distance", "per_layer_sets"):
+                report.pop(key)
+        print(json.dumps(report))
+        return 0
+    print(describe(report))
+    for ell, (a, n, b) in enumerate(
+        zip(report["alphas"], report["per_layer"], report["band_coverage_per_layer"])
+    ):
+        extra = report["beyond_reach"][ell]
+        print(
+            f"  layer {ell:>2} alpha={a:.4f} |set|={n:>3} band={100 * b:5.1f}%"
+            + (f"  untrained at longer T: {extra}" if extra else "")
+        )
+    g = report["gaps"]
+    print(
+        f"gaps outside the ±{args.band if args.band is not None else args.window} band: "
+        f"{len(g)}" + (f" (first: {g[:5]})" if g else "")
+    )
+    return 0
+
+
+def cmd_receptive_field(args) -> int:
+    from lab.schedules import layer_alphas
+    from probes.coverage import layer_sets
+    from probes.receptive_field import receptive_report, scheme_sets
+
+    schemes = args.schemes or [args.schedule]
+    out = {}
+    for name in schemes:
+        if args.alphas:
+            sets = layer_sets(
+                layer_alphas(args.alphas, args.layers),
+                args.window,
+                args.seq_len,
+                args.base,
+                args.rungs,
+                args.rounding,
+            )
+        elif args.base == "pow2" and not name.startswith("pow2") and name != "dense":
+            sets = layer_sets(
+                layer_alphas(name, args.layers),
+                args.window,
+                args.seq_len,
+                "pow2",
+                args.rungs,
+                args.rounding,
+            )
+        else:
+            sets = scheme_sets(
+                name, args.layers, args.window, args.seq_len, args.rungs, args.rounding
+            )
+        out[name] = receptive_report(sets, args.seq_len, args.residual)
+    convention = dict(
+        layers=args.layers,
+        window=args.window,
+        rungs=args.rungs,
+        seq_len=args.seq_len,
+        base=args.base,
+        rounding=args.rounding,
+        residual=args.residual,
+    )
+    if args.json:
+        if len(out) == 1:
+            print(
+                json.dumps(
+                    {"scheme": schemes[0], "convention": convention, **next(iter(out.values()))}
+                )
+            )
+        else:
+            print(json.dumps({"convention": convention, "schemes": out}))
+        return 0
+    print(f"convention: {convention}")
+    print(
+        f"{'scheme':<14}"
+        + "".join(f"{'l' + str(i + 1):>7}" for i in range(args.layers))
+        + f"{'max hops':>10}{'mean dist':>11}"
+    )
+    for name, r in out.items():
+        print(
+            f"{name:<14}"
+            + "".join(f"{f:>7.3f}" for f in r["reachable_fraction"])
+            + f"{r['max_min_hops']:>10}{r['effective_mean_distance']:>11.1f}"
+        )
+    print("(reachable share of distances 0..T-1 after each layer)")
+    return 0

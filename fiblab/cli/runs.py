@@ -1,0 +1,180 @@
+"""Subcommands that run or read experiments: probe, train, demo, report."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+
+def cmd_probe(args) -> int:
+    from dataclasses import replace as dc_replace
+
+    from probes import retrieval as R
+
+    if args.scale not in R.TASK_SCALES[args.task]:
+        raise ValueError(
+            f"scale {args.scale!r} is not defined for the {args.task} task: use one "
+            f"of {sorted(R.TASK_SCALES[args.task])}"
+        )
+    settings = R.TASK_SCALES[args.task][args.scale]
+    over = {
+        k: v
+        for k, v in (
+            ("steps", args.steps),
+            ("batch", args.batch),
+            ("lr", args.lr),
+            ("precision", args.precision),
+        )
+        if v is not None
+    }
+    settings = dc_replace(settings, **over)
+    if args.task == "shift" and not args.distances:
+        raise ValueError("probe shift needs --distances (the trained distances, e.g. 89 233 350)")
+    cells = R.grid(
+        args.mechanisms, args.depths, args.init, args.seeds, args.task, args.distances or (None,)
+    )
+    out = args.out or f"runs/probes/{args.task}-{args.scale}.jsonl"
+    t0 = time.perf_counter()
+    records = R.run_grid(cells, settings, out, progress=not args.no_progress, jobs=args.jobs)
+    wall = time.perf_counter() - t0
+    if args.store:
+        from lab.store import Store
+
+        with Store(args.store) as store:
+            for rec in records:
+                store.log_probe(rec)  # upsert: re-logging replaces
+    if args.json:
+        for rec in records:
+            print(
+                json.dumps(
+                    {
+                        k: rec[k]
+                        for k in (
+                            "key",
+                            "mechanism",
+                            "depth",
+                            "init",
+                            "seed",
+                            "alphas",
+                            "acc",
+                            "seconds",
+                        )
+                    }
+                )
+            )
+        return 0
+    print(
+        f"results: {out}  ({len(records)} cells, settings: steps={settings.steps} "
+        f"batch={settings.batch} lr={settings.lr} precision={settings.precision}; "
+        f"this run: {wall:.0f} s wall, jobs={args.jobs})"
+    )
+    if args.task != "marked":
+        for rec in records:
+            accs = " ".join(f"{d}:{a:.2f}" for d, a in rec["acc"].items())
+            print(
+                f"{rec['key']:<55} alpha {min(rec['alphas']):.3f}-{max(rec['alphas']):.3f}"
+                f"  acc {accs}"
+            )
+        return 0
+    for mech in args.mechanisms:
+        rows = R.table2(records, mech)
+        if rows:
+            print(
+                f"\nmechanism {mech}" + (" (paper's Table 2 beside it)" if mech == "blur" else "")
+            )
+            print(R.format_table2(rows))
+    return 0
+
+
+def parse_overrides(items, hint: str) -> dict[str, str]:
+    """``["key=value", …]`` (from ``--override``) as a dict of strings; the caller types them."""
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"override {item!r}: {hint}")
+        out[key] = value
+    return out
+
+
+def cmd_train(args) -> int:
+    from lab.train import TrainingDiverged, make_config, train
+
+    overrides = parse_overrides(args.override, "write key=value (model fields as model.key)")
+    for key in ("steps", "data", "name", "seed"):
+        if getattr(args, key) is not None:
+            overrides[key] = getattr(args, key)
+    cfg = make_config(args.preset, overrides)
+    try:
+        out = train(cfg, resume=args.resume, store_path=args.store or None, quiet=args.quiet)
+    except TrainingDiverged as e:
+        print(f"fiblab: training stopped: {e}", file=sys.stderr)
+        return 3
+    if out.get("status") == "stopped":
+        print(
+            f"{out['name']}: stopped at step {out.get('stopped_at')} by request; continue it "
+            f"with the same command and --resume"
+        )
+        return 0
+    if out["final_ppl"]:
+        print(
+            f"{out['name']}: final held-out perplexity "
+            + ", ".join(f"{k} {v:.3f}" for k, v in out["final_ppl"].items())
+            + f"  (run dir {out['run_dir']})"
+        )
+    return 0
+
+
+def cmd_demo(args) -> int:
+    """The main job (analysis.demo): coverage, a reduced Table 2 probe, small LMs trained and
+    evaluated at 1×/2×/4× length, and a report with the paper's claims checked."""
+    from analysis.demo import run_demo
+
+    run_demo(
+        args.scale,
+        out_dir=args.out,
+        runs_dir=args.runs,
+        store_path=args.store or None,
+        quiet=args.quiet,
+    )
+    return 0
+
+
+def cmd_report(args) -> int:
+    """A Markdown + HTML report of runs in the store (every table and figure that applies)."""
+    import os
+
+    from analysis.results import build_report
+    from lab.store import Store
+    from probes.retrieval import load_records
+
+    if not os.path.exists(args.store):
+        raise ValueError(
+            f"experiment store {args.store!r} does not exist: train or probe "
+            f"something first, or pass --store"
+        )
+    records = None
+    if args.probes:
+        records = []
+        for path in args.probes:
+            if not os.path.exists(path):
+                raise ValueError(f"probe results file {path!r} does not exist")
+            records += load_records(path)
+    with Store(args.store) as st:
+        if args.paper_db and not os.path.exists(args.paper_db):
+            raise ValueError(
+                f"--paper-db {args.paper_db!r} does not exist (the authors' "
+                f"database; a copy ships at ../shared/reference/fib.db)"
+            )
+        rep = build_report(
+            st,
+            args.runs or None,
+            records,
+            title=args.title,
+            dataset=args.dataset,
+            paper_db=args.paper_db,
+        )
+        paths = rep.write(args.out)
+    print(f"report: {paths['report.md']} and {paths['report.html']}")
+    return 0
