@@ -643,7 +643,6 @@ def train(
                     },
                     cfg.keep_ckpts,
                 )
-                _maybe_kill_for_test(step)
             if di.world > 1 and (step % cfg.ckpt_every == 0 or stop):
                 dist.barrier()
             if stop:
@@ -687,12 +686,3 @@ def train(
         "status": status,
         "stopped_at": stopped_at,
     }
-
-
-def _maybe_kill_for_test(step: int) -> None:
-    """Tests set FIBLAB_KILL_AT_STEP to SIGKILL the process right after a checkpoint."""
-    at = os.environ.get("FIBLAB_KILL_AT_STEP")
-    if at and int(at) == step:
-        import signal
-
-        os.kill(os.getpid(), signal.SIGKILL)

@@ -54,12 +54,29 @@ def test_weight_decay_only_on_matrices():
     assert len(decay["params"]) + len(other["params"]) == len(list(m.parameters()))
 
 
-def _cli(runs, *args, env=None):
+# `python -c` body: the CLI, with the process SIGKILLed right after the checkpoint of step
+# argv[1] is written (a crash at the worst moment), patched in from here, not in product code.
+_KILL_AFTER_CHECKPOINT = """
+import os, signal, sys
+import lab.train as T
+at, save = int(sys.argv[1]), T.save_checkpoint
+def save_then_die(run_dir, step, state, keep):
+    path = save(run_dir, step, state, keep)
+    if step == at:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return path
+T.save_checkpoint = save_then_die
+from fiblab.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def _cli(runs, *args, kill_at=None):
+    head = ["-m", "fiblab.cli"] if kill_at is None else ["-c", _KILL_AFTER_CHECKPOINT, str(kill_at)]
     return subprocess.run(
         [
             sys.executable,
-            "-m",
-            "fiblab.cli",
+            *head,
             "train",
             "--preset",
             "tiny",
@@ -71,7 +88,6 @@ def _cli(runs, *args, env=None):
             *args,
         ],
         cwd=ROOT,
-        env={**os.environ, **(env or {})},
         capture_output=True,
         text=True,
     )
@@ -86,7 +102,7 @@ def _losses(runs, name):
 def test_kill_and_resume_reproduces_losses_exactly(runs):
     full = _cli(runs, "--name", "straight")
     assert full.returncode == 0, full.stderr
-    killed = _cli(runs, "--name", "killed", env={"FIBLAB_KILL_AT_STEP": "8"})
+    killed = _cli(runs, "--name", "killed", kill_at=8)
     assert killed.returncode == -9  # SIGKILL after step 8
     assert [os.path.basename(p) for p in list_checkpoints(runs / "killed")][-1] == "ckpt_0000008.pt"
     again = _cli(runs, "--name", "killed")
