@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from fixture_store import smoke_store
 from scipy import stats as st
 from test_paperdb import build_fixture, ppl_of
 
 from analysis.paper import REFERENCE_DIR
-from fiblab.ui.results import NO_RUNS, AlphaExplorer, ResultsPanel, smoke_store
+from fiblab.ui.results import NO_RUNS, AlphaExplorer, ResultsPanel
 from lab.model import ModelConfig
 from lab.store import Store
 from lab.train import TrainConfig
