@@ -60,7 +60,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from lab.attention import column_plan, sparse_attention  # noqa: E402
-from lab.offsets import attended_distances  # noqa: E402
+from lab.plan import plan_for  # noqa: E402
 
 
 # --------------------------------------------------------------------------------------------
@@ -172,16 +172,16 @@ def triton_attention(
 ):
     """The Triton kernel driven as the dispatch would: the column plan from α (a float: the
     integer set; a 0-d tensor: interpolated columns carrying dα), then one fused call."""
-    from lab.kernels.triton_attn import plan_tensors, triton_columns_attention
+    from lab.kernels.triton_attn import triton_columns_attention
 
     T, D = q.shape[-2], q.shape[-1]
     scale = 1.0 / math.sqrt(D) if scale is None else scale
-    if isinstance(alpha, torch.Tensor):
-        cols = column_plan(alpha, window, T, base, rungs, rounding, reach, interpolate=True)
-    else:
-        cols = column_plan(alpha, window, T, base, rungs, rounding, reach)
-    dists, fracs, interp = plan_tensors(
-        cols, q.device, torch.float64 if q.dtype == torch.float64 else torch.float32
+    learned = isinstance(alpha, torch.Tensor)
+    plan = plan_for(alpha, window, T, base, rungs, rounding, reach, interpolate=learned)
+    dists, fracs, interp = plan.kernel_inputs(
+        alpha if learned else None,
+        q.device,
+        torch.float64 if q.dtype == torch.float64 else torch.float32,
     )
     block_t, num_warps = launch or (None, None)
     return triton_columns_attention(
@@ -413,9 +413,7 @@ def section_check(run: Run, shapes, launch=None) -> None:
                         lambda q, k, v, a: sparse_attention(q, k, v, alpha=a, path="auto", **kw),
                     )
                 if flex_available() and si == 0:  # one shape: compiles are slow
-                    dists = attended_distances(
-                        sh["alpha"], sh["window"], T, sh["base"], sh["rungs"]
-                    )
+                    dists = plan_for(sh["alpha"], sh["window"], T, sh["base"], sh["rungs"]).dists
                     flex = FlexInteger(dists, T, dev)
                     yield (
                         "flex",
@@ -536,7 +534,7 @@ def flex_impl(T: int, dev: torch.device):
     def flex(q, k, v, a):
         if "f" not in holder:
             holder["f"] = FlexInteger(
-                attended_distances(1.0, ATTN["window"], T, rungs=ATTN["rungs"]), T, dev
+                plan_for(1.0, ATTN["window"], T, rungs=ATTN["rungs"]).dists, T, dev
             )
         return holder["f"](q, k, v)
 

@@ -26,8 +26,9 @@ receive exactly zero probability.
 
 Implementations of shift / interp (``impl``)
 --------------------------------------------
-Both paths reduce to one low-level operation, ``lab.kernels.columns_attention`` (C columns, each a
-distance and a fraction).  ``lab.kernels.reference`` is its pure-PyTorch reference
+Both paths read one `lab.plan.ColumnPlan` (the columns, decided once from α in float64 and
+cached) and reduce to one low-level operation, ``lab.kernels.columns_attention`` (C columns, each
+a distance and a fraction; `plan_attention` runs a plan through it).  ``lab.kernels.reference`` is its pure-PyTorch reference
 (``impl="torch"``); ``impl="cpp"`` is the fused C++ kernel (CPU), ``impl="triton"`` the fused
 Triton kernel (CUDA), and ``impl="auto"`` (the default) picks the fastest available one for the
 device, falling back to the reference with a warning.  ``FIBLAB_ATTN_IMPL`` overrides "auto".
@@ -43,20 +44,14 @@ import torch.nn.functional as F
 
 from lab import kernels
 from lab.kernels.shapes import check_qkv  # noqa: F401  (re-exported: lab.blur uses it)
-from lab.offsets import (
-    Base,
-    attended_distances,
-    check_alpha,
-    check_window,
-    interp_columns,
-    resolve_base,
-)
+from lab.offsets import Base, check_alpha, check_window
+from lab.plan import ColumnPlan, plan_for
 
 PATHS = ("auto", "shift", "interp", "mask", "dense")
 
 
 # --------------------------------------------------------------------------------------------
-# the column plan: which distances a query reads, integer or interpolated
+# the column plan: which distances a query reads, integer or interpolated (`lab.plan`)
 # --------------------------------------------------------------------------------------------
 def column_plan(
     alpha,
@@ -70,77 +65,37 @@ def column_plan(
 ) -> list[tuple[int, torch.Tensor | None]]:
     """Columns as (distance lo, frac) pairs; frac is None for an exact integer column.
 
-    With ``interpolate=False`` (float α) the columns are the integer attended set.  With
-    ``interpolate=True`` (α a 0-d tensor) the window is exact and each kept rung carries
-    frac = α·f − floor(α·f) as a tensor attached to α's graph.  Rung decisions need the values
-    of α·f on the host: one transfer per call, not one per rung.
+    `lab.plan.plan_for` as a list.  With ``interpolate=False`` the columns are the integer
+    attended set.  With ``interpolate=True`` (α a 0-d tensor) the window is exact and each kept
+    rung carries frac = α·f − floor(α·f) as a tensor attached to α's graph (in α's dtype).
     """
-    check_window(window)
+    plan = plan_for(alpha, window, seq_len, base, rungs, rounding, reach, interpolate)
     if not interpolate:
-        return [
-            (d, None)
-            for d in attended_distances(alpha, window, seq_len, base, rungs, rounding, reach)
-        ]
-    reach_ = seq_len if reach is None else reach
-    f = torch.tensor(
-        resolve_base(base, rungs, max(reach_, 2)), dtype=alpha.dtype, device=alpha.device
+        return [(d, None) for d in plan.dists]
+    a = (
+        alpha
+        if isinstance(alpha, torch.Tensor)
+        else torch.tensor(float(alpha), dtype=torch.float64)
     )
-    targets = alpha.reshape(()) * f  # (K,)
-    cols: list[tuple[int, torch.Tensor | None]] = [
-        (d, None) for d in range(min(window, seq_len - 1) + 1)
-    ]
-    for kk, lo in interp_columns(targets.detach().cpu().tolist(), window, seq_len, reach):
-        cols.append((lo, targets[kk] - lo))
-    return cols
+    _, fracs, interp = plan.kernel_inputs(a)  # fracs (C,) in α's dtype
+    return [(d, fracs[c] if interp[c] else None) for c, d in enumerate(plan.dists)]
 
 
-def _interp_column_tensors(
-    alpha: torch.Tensor, window: int, seq_len: int, base: Base, rungs: int, reach: int | None
-):
-    """`column_plan(..., interpolate=True)` as kernel inputs: (dists (C,) int64 on CPU, fracs
-    (C,) on α's graph, interpolated (C,) bool).  Same rule and the same α·f values; the
-    fractions come from two tensor ops, α·F − LO, instead of one graph node per rung."""
-    check_window(window)
-    reach_ = seq_len if reach is None else reach
-    f = torch.tensor(
-        resolve_base(base, rungs, max(reach_, 2)), dtype=alpha.dtype, device=alpha.device
-    )
-    targets = (alpha.detach().reshape(()) * f).cpu().tolist()  # one transfer
-    n_win = min(window, seq_len - 1) + 1
-    kept = interp_columns(targets, window, seq_len, reach)  # [(rung, lo)]
-    dists = list(range(n_win)) + [lo for _, lo in kept]
-    scale_f = [0.0] * n_win + [float(f[kk]) for kk, _ in kept]
-    fracs = alpha.reshape(()) * torch.tensor(
-        scale_f, dtype=alpha.dtype, device=alpha.device
-    ) - torch.tensor([0] * n_win + [lo for _, lo in kept], dtype=alpha.dtype, device=alpha.device)
-    interp = torch.tensor([False] * n_win + [True] * len(kept))
-    return torch.tensor(dists, dtype=torch.int64), fracs, interp
-
-
-def _columns(
+def plan_attention(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
-    cols: list[tuple[int, torch.Tensor | None]],
-    scale: float,
-    impl: str,
+    plan: ColumnPlan,
+    alpha=None,
+    scale: float | None = None,
+    impl: str = "auto",
 ) -> torch.Tensor:
-    """An integer column plan (see `column_plan`) through `lab.kernels.columns_attention`."""
-    if any(frac is not None for _, frac in cols):
-        raise ValueError(
-            "_columns takes integer columns; interpolated ones go through _interp_column_tensors"
-        )
-    dists = torch.tensor([d for d, _ in cols], dtype=torch.int64)
-    return kernels.columns_attention(
-        q,
-        k,
-        v,
-        dists,
-        q.new_zeros(len(cols)),
-        scale,
-        impl,
-        interpolated=torch.zeros(len(cols), dtype=torch.bool),
-    )
+    """One `ColumnPlan` through `lab.kernels.columns_attention`.  Returns (B, H, T, D).
+
+    ``alpha`` the 0-d tensor the plan was built from, when the fractions must carry dα."""
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    dists, fracs, interp = plan.kernel_inputs(alpha, q.device, q.dtype)
+    return kernels.columns_attention(q, k, v, dists, fracs, scale, impl, interpolated=interp)
 
 
 # --------------------------------------------------------------------------------------------
@@ -208,7 +163,8 @@ def sparse_attention(
             raise ValueError(
                 f"alpha tensor must hold one value (0-d); got shape {tuple(alpha.shape)}"
             )
-        check_alpha(float(alpha.detach()))
+        value = float(alpha.detach())  # the one host transfer: the plan needs α's value
+        check_alpha(value)
         if path in ("shift", "mask"):
             raise ValueError(
                 f"path={path!r} uses integer offsets and carries no gradient to a "
@@ -217,17 +173,11 @@ def sparse_attention(
         path = "interp"
     else:
         check_alpha(alpha)
+        value = alpha
         path = "shift" if path == "auto" else path
+    plan = plan_for(value, window, T, base, rungs, rounding, reach, interpolate=path == "interp")
     if path == "mask":
-        dists = attended_distances(alpha, window, T, base, rungs, rounding, reach)
         return F.scaled_dot_product_attention(
-            q, k, v, attn_mask=bool_mask(T, dists, q.device), scale=scale, enable_gqa=H != KV
+            q, k, v, attn_mask=bool_mask(T, plan.dists, q.device), scale=scale, enable_gqa=H != KV
         )
-    if path == "interp":
-        a = alpha if is_tensor else torch.tensor(float(alpha), dtype=torch.float64)
-        dists, fracs, interp = _interp_column_tensors(a.to(q.device), window, T, base, rungs, reach)
-        return kernels.columns_attention(
-            q, k, v, dists, fracs.to(q.dtype), scale, impl, interpolated=interp
-        )
-    cols = column_plan(alpha, window, T, base, rungs, rounding, reach)
-    return _columns(q, k, v, cols, scale, impl)
+    return plan_attention(q, k, v, plan, alpha if is_tensor else None, scale, impl)

@@ -13,8 +13,8 @@ and the blend of an interpolated key are not counted.  Reads per layer:
               the layer's attended distances d (query i reads distance d when i ≥ d)
     learned   (the interp path) window distances as above; a rung column at lo = ⌊α·f⌋ reads two
               rows, i − lo and i − lo − 1, for i > lo and one row at i = lo:
-              (T − lo) + max(T − lo − 1, 0).  The rung columns are the paper's interpolated rule
-              (`lab.offsets.interp_columns`) with α·f computed in float32, as the model does.
+              (T − lo) + max(T − lo − 1, 0).  The columns are each layer's `lab.plan.ColumnPlan`,
+              the one the model's forward reads (α·f in float64 from the model's float32 α).
 
 attention FLOPs per layer = 4 · D · H · reads (H query heads; GQA shares K/V rows but every query
 head does its own dot products), summed over layers for the model.  ``keys_per_query`` is
@@ -23,7 +23,7 @@ own convention (SPEC §5.8: 4·H·T·Katt·D per layer, Katt = the size of the a
 for dense, no causal halving) is reported beside it as ``attn_gflop_paper``.  ``attn_share`` is
 attention FLOPs / (attention + the blocks' linear-layer FLOPs 2·T·Σ weights; the tied lm_head is
 left out).  ``union`` is the number of distinct distances attended by any layer (window counted;
-`lab.offsets.layer_sets`); for learned, the integer sets of its α (rounded); dense: T.
+`lab.plan.layer_sets`); for learned, the integer sets of its α (rounded); dense: T.
 
 What is measured
 ----------------
@@ -64,9 +64,8 @@ from pathlib import Path
 
 import torch
 
-from lab import offsets
 from lab.model import FibLM, ModelConfig, config_for
-from lab.offsets import layer_sets
+from lab.plan import layer_sets
 
 # scheme name -> ModelConfig overrides
 SCHEMES: dict[str, dict] = {
@@ -101,52 +100,16 @@ def scheme_config(
 # --------------------------------------------------------------------------------------------
 # analytic counts
 # --------------------------------------------------------------------------------------------
-def _learned_targets(cfg: ModelConfig, alpha: float, explicit: bool) -> list[float]:
-    """α·f_k in float32 as the interp path computes them (α from θ unless given explicitly)."""
-    if explicit:
-        a = torch.tensor(float(alpha), dtype=torch.float32)
-    else:  # the model stores θ = logit(α) in float32 and recomputes α = α_min + span·sigmoid(θ)
-        theta = torch.tensor(offsets.theta_from_alpha(alpha, cfg.alpha_min, cfg.alpha_span))
-        a = offsets.alpha_from_theta(theta, cfg.alpha_min, cfg.alpha_span)
-    f = torch.tensor(
-        offsets.resolve_base(cfg.base, cfg.rungs, max(cfg.rung_reach, 2)), dtype=a.dtype
-    )
-    return (a * f).tolist()
-
-
 def layer_columns(
     cfg: ModelConfig, alphas: Sequence[float] | None = None
 ) -> list[list[tuple[int, int]]] | None:
     """Per layer, the columns a query reads as (distance, rows): rows 1 for an integer column,
-    2 for an interpolated rung (rows d and d + 1).  None for dense attention.
+    2 for an interpolated rung (rows d and d + 1); `ColumnPlan.columns` of each layer's plan
+    (`ModelConfig.layer_plans`).  None for dense attention.
 
     ``alphas`` overrides the per-layer α (e.g. a trained learned model's ``model.alphas()``)."""
-    if cfg.attention == "dense":
-        return None
-    T = cfg.seq_len
-    explicit = alphas is not None
-    alphas = list(cfg.layer_alphas() if alphas is None else alphas)
-    if len(alphas) != cfg.n_layers:
-        raise ValueError(
-            f"{len(alphas)} alphas given for n_layers={cfg.n_layers}: give one per layer"
-        )
-    window = [(d, 1) for d in range(min(cfg.window, T - 1) + 1)]
-    out = []
-    for a in alphas:
-        if cfg.learned:
-            targets = _learned_targets(cfg, a, explicit)
-            rungs = offsets.interp_columns(targets, cfg.window, T, cfg.rung_reach)
-            out.append(window + [(lo, 2) for _, lo in rungs])
-        else:
-            out.append(
-                [
-                    (d, 1)
-                    for d in offsets.attended_distances(
-                        a, cfg.window, T, cfg.base, cfg.rungs, cfg.rounding, cfg.rung_reach
-                    )
-                ]
-            )
-    return out
+    plans = cfg.layer_plans(alphas)
+    return None if plans is None else [p.columns() for p in plans]
 
 
 def column_reads(columns: Sequence[tuple[int, int]], seq_len: int) -> int:
@@ -186,12 +149,12 @@ def analyze(cfg: ModelConfig, alphas: Sequence[float] | None = None) -> dict:
     over positions), flops (per layer), attn_flops (model), attn_flops_paper (SPEC §5.8
     convention), linear_flops, attn_share, union."""
     T, L, H, D = cfg.seq_len, cfg.n_layers, cfg.n_heads, cfg.head_dim
-    cols = layer_columns(cfg, alphas)
-    if cols is None:
+    plans = cfg.layer_plans(alphas)
+    if plans is None:
         katt, reads, union = [T] * L, [dense_reads(T)] * L, T
     else:
-        katt = [len(c) for c in cols]
-        reads = [column_reads(c, T) for c in cols]
+        katt = [len(p) for p in plans]
+        reads = [p.reads() for p in plans]
         layer_alpha = list(cfg.layer_alphas() if alphas is None else alphas)
         sets = layer_sets(
             layer_alpha, cfg.window, T, cfg.base, cfg.rungs, cfg.rounding, cfg.rung_reach

@@ -332,36 +332,11 @@ def train_len(model: FibLM) -> int:
 
 def attended_columns(model: FibLM) -> list[list[int]] | None:
     """Per layer, the sorted distances a full-length window's queries read at the model's own
-    seq_len and rung policy: the integer set for the shift / mask paths, the window plus each
-    kept rung's floor(α·f) for interpolated layers (learned α at its current value).
-    None for a dense model (every distance is attended)."""
-    from lab.attention import column_plan
-
-    cfg = model.cfg
-    if cfg.attention == "dense":
-        return None
-    interpolate = cfg.learned or cfg.path in ("interp", "blur")
-    out = []
-    for block in model.blocks:
-        a = block.attn.alpha
-        if interpolate:
-            a = (
-                a.detach().cpu()
-                if isinstance(a, torch.Tensor)
-                else torch.tensor(float(a), dtype=torch.float64)
-            )
-        cols = column_plan(
-            a,
-            cfg.window,
-            cfg.seq_len,
-            cfg.base,
-            cfg.rungs,
-            cfg.rounding,
-            cfg.rung_reach,
-            interpolate=interpolate,
-        )
-        out.append(sorted({d for d, _ in cols}))
-    return out
+    seq_len and rung policy: each layer's `ColumnPlan` (`FibLM.plans`) — the integer set for
+    the shift / mask paths, the window plus each kept rung's floor(α·f) for interpolated layers
+    (learned α at its current value).  None for a dense model (every distance is attended)."""
+    plans = model.plans()
+    return None if plans is None else [p.distances for p in plans]
 
 
 def new_rungs(trained: FibLM, rebuilt: FibLM) -> list[list[int]] | None:

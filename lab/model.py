@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Union
 
@@ -24,6 +25,7 @@ import torch.nn.functional as F
 
 from lab import offsets, schedules
 from lab.attention import sparse_attention
+from lab.plan import ColumnPlan, plan_for
 
 RUNG_POLICIES = ("recompute", "freeze")
 
@@ -125,15 +127,57 @@ class ModelConfig:
             alpha_span=self.alpha_span,
         )
 
+    @property
+    def interpolated(self) -> bool:
+        """Whether the sparse layers read interpolated columns (a learned α, or path='interp')."""
+        return self.attention == "sparse" and (self.learned or self.path == "interp")
+
+    def plan(self, alpha: float, seq_len: int | None = None) -> ColumnPlan:
+        """The `ColumnPlan` of a layer of scale α at `seq_len` (default the config's), under the
+        config's window, base, rounding, rung reach and rule: what the forward reads."""
+        T = self.seq_len if seq_len is None else seq_len
+        return plan_for(
+            alpha,
+            self.window,
+            T,
+            self.base,
+            self.rungs,
+            self.rounding,
+            self.rung_reach,
+            interpolate=self.interpolated,
+        )
+
+    def layer_plans(self, alphas: Sequence[float] | None = None) -> list[ColumnPlan] | None:
+        """Each layer's `ColumnPlan` at seq_len; None for dense attention.  ``alphas``: per-layer
+        α (e.g. a trained model's ``model.alphas()``); default the schedule's, for a learned one
+        as a fresh model's float32 θ holds it."""
+        if self.attention == "dense":
+            return None
+        if alphas is None:
+            alphas = self.layer_alphas()
+            if self.learned:
+                alphas = [self.stored_alpha(a) for a in alphas]
+        alphas = list(alphas)
+        if len(alphas) != self.n_layers:
+            raise ValueError(
+                f"{len(alphas)} alphas given for n_layers={self.n_layers}: give one per layer"
+            )
+        return [self.plan(a) for a in alphas]
+
+    def stored_alpha(self, alpha: float) -> float:
+        """A learned layer's α as the model holds it: α_min + span·sigmoid(θ), θ in float32."""
+        theta = torch.tensor(offsets.theta_from_alpha(alpha, self.alpha_min, self.alpha_span))
+        return float(offsets.alpha_from_theta(theta, self.alpha_min, self.alpha_span))
+
     def attended_sets(self) -> list[list[int]]:
         """Per-layer integer attended distances at seq_len (what the shift / mask paths read;
         for a learned schedule, the sets of the current initial α)."""
         if self.attention == "dense":
             return [list(range(self.seq_len))] * self.n_layers
         return [
-            offsets.attended_distances(
+            plan_for(
                 a, self.window, self.seq_len, self.base, self.rungs, self.rounding, self.rung_reach
-            )
+            ).distances
             for a in self.layer_alphas()
         ]
 
@@ -229,6 +273,11 @@ class Attention(nn.Module):
         if self.theta is None:
             return self.fixed_alpha
         return offsets.alpha_from_theta(self.theta, self.cfg.alpha_min, self.cfg.alpha_span)
+
+    def plan(self, seq_len: int | None = None) -> ColumnPlan:
+        """The columns this layer reads at `seq_len` (default the config's), at its current α."""
+        a = self.alpha
+        return self.cfg.plan(float(a.detach()) if isinstance(a, torch.Tensor) else a, seq_len)
 
     def forward(self, x, cos, sin):  # x (B, T, d)
         cfg = self.cfg
@@ -346,6 +395,12 @@ class FibLM(nn.Module):
             float(b.attn.alpha.detach()) if b.attn.theta is not None else b.attn.alpha
             for b in self.blocks
         ]
+
+    def plans(self, seq_len: int | None = None) -> list[ColumnPlan] | None:
+        """Every layer's `ColumnPlan` at its current α (None for a dense model)."""
+        if self.cfg.attention == "dense":
+            return None
+        return [b.attn.plan(seq_len) for b in self.blocks]
 
     def set_blur_width(self, width: float) -> None:
         """Set the Gaussian width of every blur-gather layer (path="blur")."""

@@ -5,13 +5,15 @@ Every query at position t attends keys at distances δ = t − s drawn from
     window   {0, 1, …, W}                         (self plus the dense local window)
     rungs    {α·f : f in base}                    (scaled, then made integer or interpolated)
 
-Two ways to turn a scaled rung α·f into keys exist, and the paper's models used both:
+Two ways to turn a scaled rung α·f into keys exist, and the paper's models used both.  Both take
+α·f in IEEE double, formed in one place (`scaled_rungs`); `lab.plan.plan_for` assembles from
+them the per-layer record every consumer reads.
 
-* **Integer sets** (`attended_distances`): each rung becomes one integer distance by a rounding
-  convention (``"round"`` = Python's half-to-even, what the paper's fixed / staggered / coprime /
-  pow2 models were trained with; ``"floor"``; ``"ceil"``).  Collision rule: *merge* — a rung that
-  lands inside the window or on an earlier rung adds nothing (the set is a set).  Rungs beyond the
-  reach (distance > reach − 1) are dropped.
+* **Integer sets** (`integer_columns`, `attended_distances`): each rung becomes one integer
+  distance by a rounding convention (``"round"`` = Python's half-to-even, what the paper's fixed /
+  staggered / coprime / pow2 models were trained with; ``"floor"``; ``"ceil"``).  Collision rule:
+  *merge* — a rung that lands inside the window or on an earlier rung adds nothing (the set is a
+  set).  Rungs beyond the reach (distance > reach − 1) are dropped.
 
 * **Interpolated columns** (`interp_columns`): rung k reads the key at the continuous distance
   α·f_k as ``(1 − frac)·key[t − lo] + frac·key[t − lo − 1]`` with ``lo = floor(α·f_k)``.  The
@@ -152,6 +154,42 @@ def round_distance(x: float, rounding: str = "round") -> int:
 # --------------------------------------------------------------------------------------------
 # integer attended sets (fixed / staggered / coprime / pow2 models; the mask and shift paths)
 # --------------------------------------------------------------------------------------------
+def scaled_rungs(alpha: float, values: Sequence[float]) -> list[float]:
+    """α·f_k for each rung f_k of a resolved base (`resolve_base`), in order: the one place the
+    product is formed, in IEEE double (a float32 α is widened exactly first; see
+    `round_distance`)."""
+    check_alpha(alpha)
+    return [float(alpha) * float(f) for f in values]
+
+
+def integer_columns(
+    targets: Sequence[float],
+    window: int,
+    seq_len: int,
+    reach: int | None = None,
+    rounding: str = "round",
+) -> list[tuple[int, int]]:
+    """The integer rule: ``(k, d)`` pairs, base order, with d = r(α·f_k) the rounded target.
+
+    Kept when W < d ≤ min(T, reach) − 1 and d is new (collision rule: *merge* — a rung landing
+    on the window or on an earlier rung adds nothing; the first rung keeps the distance).
+    """
+    check_window(window)
+    _check_len("seq_len", seq_len)
+    reach = seq_len if reach is None else reach
+    _check_len("reach", reach)
+    limit = min(seq_len, reach) - 1
+    seen: set[int] = set()
+    out = []
+    for k, x in enumerate(targets):
+        d = round_distance(x, rounding)
+        if d <= window or d > limit or d in seen:
+            continue
+        seen.add(d)
+        out.append((k, d))
+    return out
+
+
 def rung_distances(
     alpha: float,
     window: int,
@@ -167,9 +205,8 @@ def rung_distances(
     _check_len("seq_len", seq_len)
     reach = seq_len if reach is None else reach
     _check_len("reach", reach)
-    limit = min(seq_len, reach) - 1
-    dists = {round_distance(alpha * f, rounding) for f in resolve_base(base, rungs, max(reach, 2))}
-    return sorted(d for d in dists if window < d <= limit)
+    targets = scaled_rungs(alpha, resolve_base(base, rungs, max(reach, 2)))
+    return sorted(d for _, d in integer_columns(targets, window, seq_len, reach, rounding))
 
 
 def attended_distances(
@@ -226,5 +263,8 @@ def layer_sets(
     rounding: str = "round",
     reach: int | None = None,
 ) -> list[list[int]]:
-    """Each layer's sorted integer attended distances (one `attended_distances` per α)."""
-    return [attended_distances(a, window, seq_len, base, rungs, rounding, reach) for a in alphas]
+    """Each layer's sorted integer attended distances: `lab.plan.layer_sets` (kept here so that
+    older imports work; the plan is the one source)."""
+    from lab import plan  # lab.plan builds on this module
+
+    return plan.layer_sets(alphas, window, seq_len, base, rungs, rounding, reach)

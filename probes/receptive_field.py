@@ -22,8 +22,8 @@ import numpy as np
 from scipy.signal import fftconvolve
 
 from lab.offsets import Base
+from lab.plan import layer_sets
 from lab.schedules import layer_alphas
-from probes.coverage import layer_sets
 
 
 def reachable(sets: Sequence[Sequence[int]], seq_len: int) -> list[int]:

@@ -29,7 +29,7 @@ RTOL = 1e-5
 
 # --------------------------------------------------------------------------------------------
 # cases: (name, spec).  spec: shapes, columns, launch block; "alpha" cases build the column plan
-# from an α tensor in the worker (through lab.attention.column_plan) and return dα.
+# from an α tensor in the worker (lab.plan.plan_for's kernel inputs) and return dα.
 # --------------------------------------------------------------------------------------------
 CASES = {
     # integer columns of a real attended set, no GQA, T not a multiple of the block
@@ -111,7 +111,7 @@ CASES = {
         marking="default",
         frac_grad=False,
     ),
-    # α tensors through column_plan: a fractional α, an integer α (all fracs 0, dα ≠ 0),
+    # α tensors through the plan: a fractional α, an integer α (all fracs 0, dα ≠ 0),
     # T below the largest rung, and the power-of-2 base
     "alpha-0.73": dict(
         B=1, H=4, KV=2, T=48, D=16, alpha=0.73, window=3, base="fib", rungs=9, block=32
@@ -223,7 +223,7 @@ def reference(name: str, spec: dict, x: dict) -> dict:
 # the worker (runs in a subprocess with TRITON_INTERPRET=1, or on CUDA)
 # --------------------------------------------------------------------------------------------
 def _worker(cases_path: str, results_path: str, device: str) -> None:
-    from lab.kernels.triton_attn import interpreted, plan_tensors, triton_columns_attention
+    from lab.kernels.triton_attn import interpreted, triton_columns_attention
 
     if device == "cpu" and not interpreted():
         raise SystemExit("worker: the Triton interpreter is off (TRITON_INTERPRET=1 not set)")
@@ -237,15 +237,15 @@ def _worker(cases_path: str, results_path: str, device: str) -> None:
                 q, k, v = (y.transpose(1, 2).contiguous().transpose(1, 2) for y in (q, k, v))
             q, k, v = (y.requires_grad_() for y in (q, k, v))
             if "alpha" in spec:
-                from lab.attention import column_plan
+                from lab.plan import plan_for
 
-                # the plan in float64 (fracs reach the kernel rounded once, to float32), so
-                # the comparison measures the kernel, not float32 rounding of α·f in the plan
+                # the plan's own kernel inputs, fracs in float64 (they reach the kernel rounded
+                # once, to float32), so the comparison measures the kernel
                 a = torch.tensor(spec["alpha"], dtype=torch.float32).double().requires_grad_()
-                cols = column_plan(
+                plan = plan_for(
                     a, spec["window"], spec["T"], spec["base"], spec["rungs"], interpolate=True
                 )
-                dists, fracs, interp = plan_tensors(cols, device, torch.float64)
+                dists, fracs, interp = plan.kernel_inputs(a, device, torch.float64)
                 leaves = (q, k, v, a)
             else:
                 dists = x["dists"].to(device)

@@ -77,29 +77,28 @@ def cmd_selfcheck(args) -> int:
 
 
 def cmd_offsets(args) -> int:
-    from lab.attention import column_plan
-    from lab.offsets import attended_distances
+    from lab.plan import plan_for
 
+    plan = plan_for(
+        args.alpha,
+        args.window,
+        args.seq_len,
+        args.base,
+        args.rungs,
+        args.rounding,
+        args.reach,
+        interpolate=args.interp,
+    )
     if args.interp:
-        cols = column_plan(
-            torch.tensor(args.alpha, dtype=torch.float64),
-            args.window,
-            args.seq_len,
-            args.base,
-            args.rungs,
-            reach=args.reach,
-            interpolate=True,
-        )
         print(
             f"interpolated columns (alpha={args.alpha}, W={args.window}, T={args.seq_len}, "
-            f"paper's skip rule): {len(cols)}"
+            f"paper's skip rule): {len(plan)}"
         )
-        for lo, frac in cols[args.window + 1 :]:
-            print(f"  lo={lo:<6} frac={float(frac):.4f}")
+        for lo, frac, interp in zip(plan.dists, plan.fracs, plan.interpolated):
+            if interp:
+                print(f"  lo={lo:<6} frac={frac:.4f}")
         return 0
-    d = attended_distances(
-        args.alpha, args.window, args.seq_len, args.base, args.rungs, args.rounding, args.reach
-    )
+    d = plan.distances
     print(
         f"attended distances (alpha={args.alpha}, W={args.window}, T={args.seq_len}, "
         f"base={args.base}, rounding={args.rounding}, window counted): {len(d)}"
@@ -177,8 +176,8 @@ def cmd_coverage(args) -> int:
 
 
 def cmd_receptive_field(args) -> int:
+    from lab.plan import layer_sets
     from lab.schedules import layer_alphas
-    from probes.coverage import layer_sets
     from probes.receptive_field import receptive_report, scheme_sets
 
     schemes = args.schemes or [args.schedule]

@@ -604,9 +604,11 @@ def triton_columns_attention(
 def plan_tensors(
     cols: Sequence[tuple[int, torch.Tensor | None]], device=None, dtype: torch.dtype = torch.float32
 ):
-    """A `lab.attention.column_plan` list as kernel inputs: (dists (C,) int64 on the host,
-    fracs (C,) `dtype` on `device` and on α's graph, interpolated (C,) bool on the host).
-    Host-side dists are checked without a device sync; the wrapper copies them over."""
+    """A column list [(lo, frac tensor or None)] as kernel inputs: (dists (C,) int64 on the
+    host, fracs (C,) `dtype` on `device` and on the fracs' graph, interpolated (C,) bool on the
+    host).  Host-side dists are checked without a device sync; the wrapper copies them over.
+    Only a conversion (no rung rule here): a layer's plan hands these tensors over directly,
+    `lab.plan.ColumnPlan.kernel_inputs`; this is for hand-written column lists."""
     if not cols:
         raise ValueError("the column plan is empty")
     dists = torch.tensor([int(d) for d, _ in cols], dtype=torch.int64)
