@@ -8,12 +8,13 @@
 Sections (each in its own try/except: an error is printed, recorded and the run goes on; a
 section or measurement that would start past --budget-s is skipped and recorded as such):
 
-1. ``check``  outputs and gradients (q, k, v and α) of every path against a float64 gather
-   reference written here, for a few shapes (GQA 1 and 4, D 32 and 64, Fibonacci and pow2 bases,
-   integer and learned α): the fused Triton kernel, the pure-PyTorch ``shift`` / ``interp``
-   paths, the ``mask`` path, ``auto`` (whatever the dispatch picks) and flex_attention with a
-   hand-built block mask (integer offsets).  float32 to 1e-5; bfloat16 (Triton 1e-2, auto 3e-2)
-   against the reference evaluated on the same bf16-rounded inputs.
+1. ``check``  outputs and gradients (q, k, v and α) of every path against the float64 oracle
+   (`lab.kernels.oracle` over the columns `column_plan` gives), for a few shapes (GQA 1 and 4,
+   D 32 and 64, Fibonacci and pow2 bases, integer and learned α): the fused Triton kernel, the
+   pure-PyTorch ``shift`` / ``interp`` paths, the ``mask`` path, ``auto`` (whatever the dispatch
+   picks) and flex_attention with a hand-built block mask (integer offsets).  float32 to 1e-5;
+   bfloat16 (Triton 1e-2, auto 3e-2) against the reference evaluated on the same bf16-rounded
+   inputs.
 2. ``tune``   the Triton launch shape (queries per program, warps) at one length; the fastest
    forward+backward is used for the rest of the run.
 3. ``attn``   attention forward and forward+backward, B=1, 8 heads, 2 KV heads, head_dim 64,
@@ -60,6 +61,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from lab.attention import column_plan, sparse_attention  # noqa: E402
+from lab.kernels.oracle import oracle_attention  # noqa: E402
 from lab.offsets import attended_distances  # noqa: E402
 
 
@@ -129,34 +131,8 @@ def peak_mb(fn, device: torch.device) -> float | None:
 
 
 # --------------------------------------------------------------------------------------------
-# the float64 reference and the implementations under test
+# the implementations under test (the float64 reference: lab.kernels.oracle)
 # --------------------------------------------------------------------------------------------
-def gather_reference(q, k, v, cols, scale):
-    """Softmax over the plan's columns with every query's rows gathered by index, in the
-    inputs' dtype (float64 here): column (lo, frac) reads (1−f)·row[t−lo] + f·row[max(t−lo−1,0)]
-    for t ≥ lo.  Differentiable in q, k, v and α (through the fracs)."""
-    B, H, T, D = q.shape
-    G = H // k.shape[1]
-    kk, vv = k.repeat_interleave(G, 1), v.repeat_interleave(G, 1)  # (B,H,T,D)
-    t = torch.arange(T, device=q.device)
-    logits, out = [], 0
-    for lo, f in cols:
-        r_lo, r_hi = (t - lo).clamp(min=0), (t - lo - 1).clamp(min=0)
-        key, val = kk[:, :, r_lo], vv[:, :, r_lo]
-        if f is not None:
-            key = key + f * (kk[:, :, r_hi] - key)
-            val = val + f * (vv[:, :, r_hi] - val)
-        logits.append(((q * key).sum(-1) * scale).masked_fill(t < lo, float("-inf")))
-    p = torch.softmax(torch.stack(logits, -1), -1)  # (B,H,T,C)
-    for c, (lo, f) in enumerate(cols):
-        r_lo, r_hi = (t - lo).clamp(min=0), (t - lo - 1).clamp(min=0)
-        val = vv[:, :, r_lo]
-        if f is not None:
-            val = val + f * (vv[:, :, r_hi] - val)
-        out = out + p[..., c, None] * val
-    return out
-
-
 def triton_attention(
     q,
     k,
@@ -331,7 +307,7 @@ def section_check(run: Run, shapes, launch=None) -> None:
                     )
                     leaves = (q, k, v, a)
                 fr = [f for _, f in cols if f is not None]
-                out = gather_reference(q, k, v, cols, scale)
+                out = oracle_attention(q, k, v, cols, scale)
                 grads = torch.autograd.grad(out, leaves + tuple(fr), rounded(go64, rdt))
                 refs[mode, rdt] = [out.detach()] + list(grads[: len(leaves)])
                 if mode == "learned":
