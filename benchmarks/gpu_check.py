@@ -51,7 +51,6 @@ import json
 import math
 import os
 import platform
-import statistics
 import sys
 import time
 import traceback
@@ -62,7 +61,9 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from lab.attention import column_plan, sparse_attention  # noqa: E402
 from lab.kernels.oracle import oracle_attention  # noqa: E402
+from lab.measure import peak_growth, time_fn  # noqa: E402
 from lab.offsets import attended_distances  # noqa: E402
+from lab.precision import autocast  # noqa: E402
 
 
 # --------------------------------------------------------------------------------------------
@@ -96,38 +97,6 @@ class Run:
         print(f"  [error] {where}: {msg[:500]}")
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def timed(
-    fn, device: torch.device, min_reps: int = 3, max_reps: int = 25, target_s: float = 0.4
-) -> float:
-    """Median seconds of fn() after one warm-up call."""
-    fn()
-    sync(device)
-    times: list[float] = []
-    while len(times) < max_reps and (len(times) < min_reps or sum(times) < target_s):
-        t = time.perf_counter()
-        fn()
-        sync(device)
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
-
-
-def peak_mb(fn, device: torch.device) -> float | None:
-    """Peak CUDA memory (MiB) allocated during fn() beyond what was held before."""
-    if device.type != "cuda":
-        return None
-    sync(device)
-    torch.cuda.reset_peak_memory_stats(device)
-    base = torch.cuda.memory_allocated(device)
-    fn()
-    sync(device)
-    return (torch.cuda.max_memory_allocated(device) - base) / 2**20
 
 
 # --------------------------------------------------------------------------------------------
@@ -534,14 +503,14 @@ def measure(run: Run, name: str, fn, T: int, dtype, backward: bool, learned: boo
             with torch.no_grad():
                 fn(q, k, v, a)
 
-    sec = timed(step, dev, min_reps=REPS[0], max_reps=REPS[1])
+    sec = time_fn(step, dev, reps=REPS[0], max_reps=REPS[1], min_time_s=0.4).median_s
     rec = dict(impl=name, T=T, mode="fwd+bwd" if backward else "fwd", ms=sec * 1e3)
     if name == "dense-sdpa":
         rec["backend"] = (
             ("flash" if _FLASH["ok"] else "sdpa-default") if dev.type == "cuda" else "cpu"
         )
     if backward:
-        rec["peak_mb"] = peak_mb(step, dev)
+        rec["peak_mb"] = peak_growth(step, dev).mib if dev.type == "cuda" else None
     return rec
 
 
@@ -692,22 +661,17 @@ def train_step_time(
     opt = torch.optim.AdamW(param_groups(model, 0.1), lr=3e-4, betas=(0.9, 0.95))
     T, V = model.cfg.seq_len, model.cfg.vocab_size
     g = torch.Generator(device="cpu").manual_seed(0)
-    amp = (
-        torch.autocast("cuda", dtype=torch.bfloat16)
-        if dev.type == "cuda"
-        else contextlib.nullcontext()
-    )
 
     def step():
         ids = torch.randint(0, V, (batch, T + 1), generator=g).to(dev)
-        with amp:
+        with autocast(dev):  # bf16 on CUDA
             _, loss = model(ids[:, :-1], ids[:, 1:])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    sec = timed(step, dev, min_reps=steps, max_reps=steps, target_s=0)  # after 1 warm-up
+    sec = time_fn(step, dev, reps=steps).median_s  # after 1 warm-up
     model = opt = None  # free the device memory (the closure holds the names)
     if dev.type == "cuda":
         torch.cuda.empty_cache()
@@ -814,11 +778,6 @@ def section_probe(run: Run, smoke: bool, steps: int) -> None:
         except Exception as e:
             run.error(f"probe check {shp}", e)
     settings = SCALES["tiny"] if smoke else SCALES["paper"]
-    amp = (
-        torch.autocast("cuda", dtype=torch.bfloat16)
-        if dev.type == "cuda"
-        else contextlib.nullcontext()
-    )
     for depth in (2,) if smoke else (2, 4, 8):
         for mech in ("dense", "blur"):
             if not run.has_time(20, f"probe step {mech} depth {depth}"):
@@ -833,13 +792,13 @@ def section_probe(run: Run, smoke: bool, steps: int) -> None:
                 gen = torch.Generator().manual_seed(0)
 
                 def step():
-                    with amp:
+                    with autocast(dev):  # bf16 on CUDA
                         loss = task_loss(model, cell, settings, gen)
                     opt.zero_grad(set_to_none=True)
                     loss.backward()
                     opt.step()
 
-                sec = timed(step, dev, min_reps=steps, max_reps=steps, target_s=0)
+                sec = time_fn(step, dev, reps=steps).median_s
                 rows["step"].append(dict(mechanism=mech, depth=depth, step_s=sec))
                 print(f"  probe-small depth {depth} {mech:<6} {sec * 1e3:8.1f} ms/step", flush=True)
                 model = opt = None  # free the device memory (the closure holds the names)
