@@ -9,8 +9,8 @@ returns outputs and gradients (q, k, v, fracs or α); each test compares one cas
 
 Oracle: `lab.kernels.oracle` — each column's key/value rows gathered for every query,
 interpolated as (1 − f)·row[t − lo] + f·row[max(t − lo − 1, 0)], masked for t < lo, one dense
-softmax over the columns (zeros where no column is valid); gradients by float64 autograd.  Tolerance: max |error| ≤ 1e-5 ·
-max |reference| per tensor (float32 kernel against float64).
+softmax over the columns (zeros where no column is valid); gradients by float64 autograd.
+Tolerance: max |error| ≤ 1e-5 · max |reference| per tensor (float32 kernel against float64).
 """
 
 from __future__ import annotations
