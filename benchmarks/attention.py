@@ -30,17 +30,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-import subprocess
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from lab import kernels  # noqa: E402
 from lab.attention import sparse_attention  # noqa: E402
-from lab.efficiency import status_kib  # noqa: E402  (VmRSS / VmHWM in KiB)
+from lab.measure import CLOCKS, peak_growth, run_child, time_fn  # noqa: E402
 
 ROWS = {
     "dense": dict(path="dense", alpha=1.0, impl="torch"),
@@ -84,14 +81,6 @@ def run_once(name: str, q, k, v, backward: bool):
     return out
 
 
-def _sync(device):
-    if device == "cuda":
-        torch.cuda.synchronize()
-
-
-CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
-
-
 def median_time(
     name: str,
     T: int,
@@ -102,53 +91,32 @@ def median_time(
     stat: str = "median",
 ) -> float:
     q, k, v = make_inputs(T, device, backward)
-    now = CLOCKS[clock]
-    times = []
     warm = T <= 16384 or ROWS[name]["impl"] in ("cpp", "triton")  # fused kernels: cheap
-    for i in range(reps + warm):
-        _sync(device)
-        t0 = now()
+
+    def call():
         if backward:
             run_once(name, q, k, v, True)
             q.grad = k.grad = v.grad = None
         else:
             with torch.no_grad():
                 run_once(name, q, k, v, False)
-        _sync(device)
-        if i >= warm:
-            times.append(now() - t0)
-    return statistics.median(times) if stat == "median" else min(times)
+
+    return time_fn(call, device, warmup=int(warm), reps=reps, clock=clock).stat(stat)
 
 
 def peak_memory_child(name: str, T: int, device: str) -> None:
-    """Runs in a subprocess: prints the peak memory growth (bytes) of one forward+backward."""
+    """Runs in a subprocess: prints the peak memory growth (bytes; nan where it cannot be
+    measured) of one forward+backward."""
     run_once(name, *make_inputs(min(T, 128), device, True), True)  # first-call set-up
     q, k, v = make_inputs(T, device, True)
-    if device == "cuda":
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
-        run_once(name, q, k, v, True)
-        print(torch.cuda.max_memory_allocated() - base)
-        return
-    with open("/proc/self/clear_refs", "w") as f:  # reset the peak (VmHWM)
-        f.write("5")
-    base = status_kib("VmRSS")
-    run_once(name, q, k, v, True)
-    print((status_kib("VmHWM") - base) * 1024)
+    print(peak_growth(lambda: run_once(name, q, k, v, True), device).bytes)
 
 
-def peak_memory(name: str, T: int, device: str, threads: int) -> int:
-    # large blocks go straight to mmap and back to the OS when freed, so resident memory tracks
-    # live tensors instead of the allocator's free lists
-    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
-    out = subprocess.run(
-        [sys.executable, __file__, "--threads", str(threads), "--child", name, str(T), device],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=env,
-    )
-    return int(out.stdout.strip().splitlines()[-1])
+def peak_memory(name: str, T: int, device: str, threads: int) -> float:
+    """Bytes, measured in a fresh process (`lab.measure.run_child`: freed blocks go back to
+    the system, so the resident set tracks live tensors)."""
+    argv = [__file__, "--threads", str(threads), "--child", name, str(T), device]
+    return float(run_child(argv, f"peak memory of {name} at T={T}"))
 
 
 def _fmt(x: float | None, spec: str) -> str:

@@ -8,12 +8,13 @@
 Sections (each in its own try/except: an error is printed, recorded and the run goes on; a
 section or measurement that would start past --budget-s is skipped and recorded as such):
 
-1. ``check``  outputs and gradients (q, k, v and α) of every path against a float64 gather
-   reference written here, for a few shapes (GQA 1 and 4, D 32 and 64, Fibonacci and pow2 bases,
-   integer and learned α): the fused Triton kernel, the pure-PyTorch ``shift`` / ``interp``
-   paths, the ``mask`` path, ``auto`` (whatever the dispatch picks) and flex_attention with a
-   hand-built block mask (integer offsets).  float32 to 1e-5; bfloat16 (Triton 1e-2, auto 3e-2)
-   against the reference evaluated on the same bf16-rounded inputs.
+1. ``check``  outputs and gradients (q, k, v and α) of every path against the float64 oracle
+   (`lab.kernels.oracle` over the columns `column_plan` gives), for a few shapes (GQA 1 and 4,
+   D 32 and 64, Fibonacci and pow2 bases, integer and learned α): the fused Triton kernel, the
+   pure-PyTorch ``shift`` / ``interp`` paths, the ``mask`` path, ``auto`` (whatever the dispatch
+   picks) and flex_attention with a hand-built block mask (integer offsets).  float32 to 1e-5;
+   bfloat16 (Triton 1e-2, auto 3e-2) against the reference evaluated on the same bf16-rounded
+   inputs.
 2. ``tune``   the Triton launch shape (queries per program, warps) at one length; the fastest
    forward+backward is used for the rest of the run.
 3. ``attn``   attention forward and forward+backward, B=1, 8 heads, 2 KV heads, head_dim 64,
@@ -50,7 +51,6 @@ import json
 import math
 import os
 import platform
-import statistics
 import sys
 import time
 import traceback
@@ -60,7 +60,10 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from lab.attention import column_plan, sparse_attention  # noqa: E402
+from lab.kernels.oracle import oracle_attention  # noqa: E402
+from lab.measure import peak_growth, time_fn  # noqa: E402
 from lab.plan import plan_for  # noqa: E402
+from lab.precision import autocast  # noqa: E402
 
 
 # --------------------------------------------------------------------------------------------
@@ -96,67 +99,9 @@ class Run:
             torch.cuda.empty_cache()
 
 
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def timed(
-    fn, device: torch.device, min_reps: int = 3, max_reps: int = 25, target_s: float = 0.4
-) -> float:
-    """Median seconds of fn() after one warm-up call."""
-    fn()
-    sync(device)
-    times: list[float] = []
-    while len(times) < max_reps and (len(times) < min_reps or sum(times) < target_s):
-        t = time.perf_counter()
-        fn()
-        sync(device)
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
-
-
-def peak_mb(fn, device: torch.device) -> float | None:
-    """Peak CUDA memory (MiB) allocated during fn() beyond what was held before."""
-    if device.type != "cuda":
-        return None
-    sync(device)
-    torch.cuda.reset_peak_memory_stats(device)
-    base = torch.cuda.memory_allocated(device)
-    fn()
-    sync(device)
-    return (torch.cuda.max_memory_allocated(device) - base) / 2**20
-
-
 # --------------------------------------------------------------------------------------------
-# the float64 reference and the implementations under test
+# the implementations under test (the float64 reference: lab.kernels.oracle)
 # --------------------------------------------------------------------------------------------
-def gather_reference(q, k, v, cols, scale):
-    """Softmax over the plan's columns with every query's rows gathered by index, in the
-    inputs' dtype (float64 here): column (lo, frac) reads (1−f)·row[t−lo] + f·row[max(t−lo−1,0)]
-    for t ≥ lo.  Differentiable in q, k, v and α (through the fracs)."""
-    B, H, T, D = q.shape
-    G = H // k.shape[1]
-    kk, vv = k.repeat_interleave(G, 1), v.repeat_interleave(G, 1)  # (B,H,T,D)
-    t = torch.arange(T, device=q.device)
-    logits, out = [], 0
-    for lo, f in cols:
-        r_lo, r_hi = (t - lo).clamp(min=0), (t - lo - 1).clamp(min=0)
-        key, val = kk[:, :, r_lo], vv[:, :, r_lo]
-        if f is not None:
-            key = key + f * (kk[:, :, r_hi] - key)
-            val = val + f * (vv[:, :, r_hi] - val)
-        logits.append(((q * key).sum(-1) * scale).masked_fill(t < lo, float("-inf")))
-    p = torch.softmax(torch.stack(logits, -1), -1)  # (B,H,T,C)
-    for c, (lo, f) in enumerate(cols):
-        r_lo, r_hi = (t - lo).clamp(min=0), (t - lo - 1).clamp(min=0)
-        val = vv[:, :, r_lo]
-        if f is not None:
-            val = val + f * (vv[:, :, r_hi] - val)
-        out = out + p[..., c, None] * val
-    return out
-
-
 def triton_attention(
     q,
     k,
@@ -331,7 +276,7 @@ def section_check(run: Run, shapes, launch=None) -> None:
                     )
                     leaves = (q, k, v, a)
                 fr = [f for _, f in cols if f is not None]
-                out = gather_reference(q, k, v, cols, scale)
+                out = oracle_attention(q, k, v, cols, scale)
                 grads = torch.autograd.grad(out, leaves + tuple(fr), rounded(go64, rdt))
                 refs[mode, rdt] = [out.detach()] + list(grads[: len(leaves)])
                 if mode == "learned":
@@ -556,14 +501,14 @@ def measure(run: Run, name: str, fn, T: int, dtype, backward: bool, learned: boo
             with torch.no_grad():
                 fn(q, k, v, a)
 
-    sec = timed(step, dev, min_reps=REPS[0], max_reps=REPS[1])
+    sec = time_fn(step, dev, reps=REPS[0], max_reps=REPS[1], min_time_s=0.4).median_s
     rec = dict(impl=name, T=T, mode="fwd+bwd" if backward else "fwd", ms=sec * 1e3)
     if name == "dense-sdpa":
         rec["backend"] = (
             ("flash" if _FLASH["ok"] else "sdpa-default") if dev.type == "cuda" else "cpu"
         )
     if backward:
-        rec["peak_mb"] = peak_mb(step, dev)
+        rec["peak_mb"] = peak_growth(step, dev).mib if dev.type == "cuda" else None
     return rec
 
 
@@ -714,22 +659,17 @@ def train_step_time(
     opt = torch.optim.AdamW(param_groups(model, 0.1), lr=3e-4, betas=(0.9, 0.95))
     T, V = model.cfg.seq_len, model.cfg.vocab_size
     g = torch.Generator(device="cpu").manual_seed(0)
-    amp = (
-        torch.autocast("cuda", dtype=torch.bfloat16)
-        if dev.type == "cuda"
-        else contextlib.nullcontext()
-    )
 
     def step():
         ids = torch.randint(0, V, (batch, T + 1), generator=g).to(dev)
-        with amp:
+        with autocast(dev):  # bf16 on CUDA
             _, loss = model(ids[:, :-1], ids[:, 1:])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    sec = timed(step, dev, min_reps=steps, max_reps=steps, target_s=0)  # after 1 warm-up
+    sec = time_fn(step, dev, reps=steps).median_s  # after 1 warm-up
     model = opt = None  # free the device memory (the closure holds the names)
     if dev.type == "cuda":
         torch.cuda.empty_cache()
@@ -836,11 +776,6 @@ def section_probe(run: Run, smoke: bool, steps: int) -> None:
         except Exception as e:
             run.error(f"probe check {shp}", e)
     settings = SCALES["tiny"] if smoke else SCALES["paper"]
-    amp = (
-        torch.autocast("cuda", dtype=torch.bfloat16)
-        if dev.type == "cuda"
-        else contextlib.nullcontext()
-    )
     for depth in (2,) if smoke else (2, 4, 8):
         for mech in ("dense", "blur"):
             if not run.has_time(20, f"probe step {mech} depth {depth}"):
@@ -855,13 +790,13 @@ def section_probe(run: Run, smoke: bool, steps: int) -> None:
                 gen = torch.Generator().manual_seed(0)
 
                 def step():
-                    with amp:
+                    with autocast(dev):  # bf16 on CUDA
                         loss = task_loss(model, cell, settings, gen)
                     opt.zero_grad(set_to_none=True)
                     loss.backward()
                     opt.step()
 
-                sec = timed(step, dev, min_reps=steps, max_reps=steps, target_s=0)
+                sec = time_fn(step, dev, reps=steps).median_s
                 rows["step"].append(dict(mechanism=mech, depth=depth, step_s=sec))
                 print(f"  probe-small depth {depth} {mech:<6} {sec * 1e3:8.1f} ms/step", flush=True)
                 model = opt = None  # free the device memory (the closure holds the names)

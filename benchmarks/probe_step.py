@@ -24,17 +24,16 @@ step times, run one cell at a time.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import statistics
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from lab.blur import IMPL_ENV  # noqa: E402
+from lab.measure import time_fn  # noqa: E402
+from lab.precision import autocast  # noqa: E402
 from probes.retrieval import SCALES, Cell, build_probe_model, task_loss  # noqa: E402
 
 ROWS = [
@@ -57,27 +56,20 @@ def step_time(mech: str, impl: str, precision: str, depth: int, steps: int) -> f
     gen = torch.Generator().manual_seed(0)
     if impl != "-":
         os.environ[IMPL_ENV] = impl
-    amp = (
-        torch.autocast("cpu", dtype=torch.bfloat16)
-        if precision == "bf16"
-        else contextlib.nullcontext()
-    )
+
+    def step():
+        with autocast("cpu", precision):
+            loss = task_loss(model, cell, settings, gen)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
     per_width = []
     try:
         for width in (40.0, 0.5) if mech == "blur" else (None,):
             if width is not None:
                 model.set_blur_width(width)
-            times = []
-            for i in range(steps + 2):  # 2 warm-up steps
-                t0 = time.perf_counter()
-                with amp:
-                    loss = task_loss(model, cell, settings, gen)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                if i >= 2:
-                    times.append(time.perf_counter() - t0)
-            per_width.append(statistics.median(times))
+            per_width.append(time_fn(step, "cpu", warmup=2, reps=steps).median_s)
     finally:
         os.environ.pop(IMPL_ENV, None)
     return sum(per_width) / len(per_width)

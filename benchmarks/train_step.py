@@ -29,8 +29,8 @@ Random token windows, AdamW, median of `--steps` steps after one warm-up step.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -39,6 +39,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from lab import kernels  # noqa: E402
+from lab.measure import CLOCKS, time_fn  # noqa: E402
 from lab.model import FibLM, config_for  # noqa: E402
 from lab.train import lr_at, make_config, param_groups  # noqa: E402
 
@@ -67,23 +68,24 @@ def parse_model(spec: str) -> tuple[str, dict]:
     return name, ({"n_layers": int(depth)} if depth else {})
 
 
-def step_seconds(
-    model: FibLM, batch: int, seq_len: int, steps: int, clock=time.perf_counter
-) -> float:
-    """Median time of one training step (forward, backward, AdamW) after a warm-up."""
+def step_seconds(model: FibLM, batch: int, seq_len: int, steps: int, clock: str = "wall") -> float:
+    """Median time of one training step (forward, backward, AdamW) after a warm-up; the random
+    ids are drawn before the clock starts."""
     opt = torch.optim.AdamW(param_groups(model, 0.1), lr=1e-4)
     g = torch.Generator().manual_seed(0)
-    times = []
-    for step in range(steps + 1):
-        ids = torch.randint(0, model.cfg.vocab_size, (batch, seq_len + 1), generator=g)
-        t0 = clock()
+    V = model.cfg.vocab_size
+    batches = iter(
+        [torch.randint(0, V, (batch, seq_len + 1), generator=g) for _ in range(steps + 1)]
+    )
+
+    def step():
+        ids = next(batches)
         _, loss = model(ids[:, :-1], ids[:, 1:])
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-        if step:
-            times.append(clock() - t0)
-    return statistics.median(times)
+
+    return time_fn(step, "cpu", warmup=1, reps=steps, clock=clock).median_s
 
 
 def run_grid(args) -> None:
@@ -112,13 +114,7 @@ def run_grid(args) -> None:
                     os.environ[kernels.ENV] = impl
                     torch.manual_seed(0)
                     cfg = config_for(name, seq_len=seq_len, **over, **SCHEDULES[schedule])
-                    sec = step_seconds(
-                        FibLM(cfg),
-                        batch,
-                        seq_len,
-                        args.steps,
-                        time.process_time if args.clock == "cpu" else time.perf_counter,
-                    )
+                    sec = step_seconds(FibLM(cfg), batch, seq_len, args.steps, args.clock)
                     dense_s = dense_s or sec
                     print(
                         f"{spec:<16} {f'{batch}×{seq_len}':>9} {schedule:<12} "
@@ -143,11 +139,12 @@ def tokens_per_second(preset: str, micro_batch: int | None, micro: int, steps: i
     opt = torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas)
     B, T, V = cfg.micro_batch, cfg.model.seq_len, cfg.model.vocab_size
     g = torch.Generator().manual_seed(0)
-    times = []
-    for step in range(steps + 1):
-        t0 = time.perf_counter()
+    counter = itertools.count(1)
+
+    def step():
+        n = next(counter)
         for group in opt.param_groups:
-            group["lr"] = lr_at(step + 1, cfg)
+            group["lr"] = lr_at(n, cfg)
         for _ in range(micro):
             ids = torch.randint(0, V, (B, T + 1), generator=g)
             _, loss = model(ids[:, :-1], ids[:, 1:])
@@ -155,9 +152,8 @@ def tokens_per_second(preset: str, micro_batch: int | None, micro: int, steps: i
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        if step:
-            times.append(time.perf_counter() - t0)
-    return B * T * micro / statistics.median(times)
+
+    return time_fn(step, "cpu", warmup=1, reps=steps).rate(B * T * micro)
 
 
 def run_presets(args) -> None:
@@ -218,7 +214,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
     p.add_argument(
         "--clock",
-        choices=["wall", "cpu"],
+        choices=list(CLOCKS),
         default="wall",
         help="grid: wall time or the process's CPU time (see benchmarks/attention.py)",
     )

@@ -84,6 +84,7 @@ from lab.tokenizer import (
     split_pieces,
     token_dtype,
 )
+from lab.windows import n_windows, window_starts
 
 VAL_FRACTION = 0.05
 VAL_CAP = 500_000  # the paper held out ~500K tokens per domain
@@ -159,7 +160,7 @@ class PreparedData:
         return _gather(self.tokens(split), starts, seq_len, device)
 
     def n_eval_windows(self, split: str, seq_len: int) -> int:
-        return (len(self.tokens(split)) - 1) // positive_int(seq_len, "seq_len")
+        return n_windows(len(self.tokens(split)), positive_int(seq_len, "seq_len"))
 
     def eval_windows(
         self,
@@ -715,21 +716,15 @@ def _to_xy(buf: np.ndarray, device):
 def _eval_windows(data: np.ndarray, seq_len, batch_size, limit, device, what: str):
     seq_len = positive_int(seq_len, "seq_len")
     batch_size = positive_int(batch_size, "batch_size")
-    count = (len(data) - 1) // seq_len
-    if count == 0:
+    if n_windows(len(data), seq_len) == 0:
         raise ValueError(
             f"seq_len {seq_len} is too long for the {what} ({len(data)} tokens; an "
             f"eval window needs seq_len + 1); use seq_len <= {max(len(data) - 1, 0)}"
         )
     if limit is not None:
-        count = min(count, positive_int(limit, "limit"))
-
-    def gen():
-        for a in range(0, count, batch_size):
-            k = np.arange(a, min(a + batch_size, count)) * seq_len
-            yield _gather(data, k, seq_len, device)
-
-    return gen()
+        limit = positive_int(limit, "limit")
+    starts = window_starts(len(data), seq_len, batch_size, limit)  # (B,) offsets per batch
+    return (_gather(data, k, seq_len, device) for k in starts)
 
 
 def _check_weight(name: str, w) -> float:

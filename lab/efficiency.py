@@ -34,7 +34,7 @@ batch B, length T; tokens/s = B·T / median.  Several models are timed round-rob
 latency over the fixed scheme's at the same T.  The learned row is this code's counterpart of the
 paper's "≈5× slower" (SPEC §8: 4.77× for the materialized gather against the fused bool mask, on
 a GPU); here it is the interp path against the shift path.  On CUDA the runs use bf16 autocast
-and synchronise.
+and synchronise; on CPU autocast is off (float32).  Timing and peak memory are `lab.measure`'s.
 
 Peak memory (bytes, reported in MiB): the growth of the peak over the memory held once the model
 and inputs exist, during one forward and, separately, one forward+backward, after a warm-up of
@@ -55,17 +55,15 @@ from __future__ import annotations
 import json
 import math
 import os
-import statistics
-import subprocess
 import sys
-import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import torch
 
+from lab.measure import peak_growth, run_child, time_fn, time_round_robin
 from lab.model import FibLM, ModelConfig, config_for
 from lab.plan import layer_sets
+from lab.precision import autocast, default_precision
 
 # scheme name -> ModelConfig overrides
 SCHEMES: dict[str, dict] = {
@@ -180,17 +178,6 @@ def analyze(cfg: ModelConfig, alphas: Sequence[float] | None = None) -> dict:
 # --------------------------------------------------------------------------------------------
 # measurement: time
 # --------------------------------------------------------------------------------------------
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _autocast(device: torch.device):
-    if device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    return torch.autocast("cpu", enabled=False)
-
-
 def _inputs(vocab: int, batch: int, seq_len: int, device) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, vocab, (batch, seq_len + 1), generator=g)  # (B, T+1)
@@ -199,25 +186,17 @@ def _inputs(vocab: int, batch: int, seq_len: int, device) -> tuple[torch.Tensor,
 
 def _forward(model: torch.nn.Module, ids, device) -> None:
     model.eval()
-    with torch.no_grad(), _autocast(device):
+    with torch.no_grad(), autocast(device, default_precision(device)):
         model(ids)
 
 
 def _forward_backward(model: torch.nn.Module, ids, targets, device) -> None:
     model.train()
-    with _autocast(device):
+    with autocast(device, default_precision(device)):
         _, loss = model(ids, targets)
     loss.backward()
     for p in model.parameters():
         p.grad = None
-
-
-def _timed(fn: Callable[[], None], device: torch.device) -> float:
-    _sync(device)
-    t0 = time.perf_counter()
-    fn()
-    _sync(device)
-    return time.perf_counter() - t0
 
 
 def measure_models(
@@ -248,24 +227,16 @@ def measure_models(
     dev = torch.device(device) if device is not None else next(first.parameters()).device
     T = seq_len or cfg.seq_len
     ids, targets = _inputs(cfg.vocab_size, batch, T, dev)
-    times: dict[str, dict[str, list]] = {n: {"fwd": [], "fwdbwd": []} for n in models}
-    for rep in range(repeats + 1):  # rep 0: warm-up
-        for name, model in models.items():
-            t = _timed(lambda: _forward(model, ids, dev), dev)
-            if rep:
-                times[name]["fwd"].append(t)
-            if backward:
-                t = _timed(lambda: _forward_backward(model, ids, targets, dev), dev)
-                if rep:
-                    times[name]["fwdbwd"].append(t)
-    out = {}
-    for name in models:
-        row = {}
-        for kind in ("fwd", "fwdbwd") if backward else ("fwd",):
-            med = statistics.median(times[name][kind])
-            row[f"{kind}_ms"] = med * 1e3
-            row[f"{kind}_tok_s"] = batch * T / med
-        out[name] = row
+    runs: dict[tuple[str, str], Callable[[], None]] = {}
+    for name, model in models.items():  # per round: each model's fwd, then its fwd+bwd
+        runs[name, "fwd"] = lambda m=model: _forward(m, ids, dev)
+        if backward:
+            runs[name, "fwdbwd"] = lambda m=model: _forward_backward(m, ids, targets, dev)
+    timed = time_round_robin(runs, dev, warmup=1, reps=repeats)
+    out: dict[str, dict] = {name: {} for name in models}
+    for (name, kind), t in timed.items():
+        out[name][f"{kind}_ms"] = t.median_s * 1e3
+        out[name][f"{kind}_tok_s"] = t.rate(batch * T)
     return out
 
 
@@ -345,13 +316,9 @@ def measure_attention(
     out = {}
     for kind, backward in (("fwd", False), ("fwdbwd", True)):
         q, k, v = _attention_inputs(*shape, dev, backward)
-        ts = [
-            _timed(lambda: _attention_call(spec, q, k, v, backward), dev)
-            for _ in range(repeats + 1)
-        ][1:]
-        med = statistics.median(ts)
-        out[f"{kind}_ms"] = med * 1e3
-        out[f"{kind}_tok_s"] = batch * seq_len / med
+        t = time_fn(lambda: _attention_call(spec, q, k, v, backward), dev, reps=repeats)
+        out[f"{kind}_ms"] = t.median_s * 1e3
+        out[f"{kind}_tok_s"] = t.rate(batch * seq_len)
     if memory:
         child = dict(kind="attention", spec=spec, shape=list(shape))
         for kind, b in _peak_bytes(child, dev, MODES).items():
@@ -362,14 +329,6 @@ def measure_attention(
 # --------------------------------------------------------------------------------------------
 # measurement: peak memory
 # --------------------------------------------------------------------------------------------
-def status_kib(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"{field} not in /proc/self/status")
-
-
 def _cfg_from_dict(d: dict) -> ModelConfig:
     d = dict(d)
     for key in ("base", "schedule", "learned_init"):
@@ -401,10 +360,8 @@ def _child_runs(spec: dict, device: torch.device) -> dict[str, Callable[[], None
 
 def _child_peak(spec: dict) -> dict[str, int]:
     """Runs in the measuring process: {mode: peak-memory growth in bytes} of one run of each
-    mode after a warm-up of all of them; -1 where it cannot be measured (no writable
-    /proc/self/clear_refs)."""
-    import gc
-
+    mode after a warm-up of all of them (`lab.measure.peak_growth`); -1 where it cannot be
+    measured (no writable /proc/self/clear_refs)."""
     torch.set_num_threads(spec.get("threads", torch.get_num_threads()))
     device = torch.device(spec["device"])
     runs = {m: r for m, r in _child_runs(spec, device).items() if m in spec["modes"]}
@@ -412,24 +369,8 @@ def _child_peak(spec: dict) -> dict[str, int]:
         run()
     out = {}
     for mode, run in runs.items():
-        gc.collect()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-            torch.cuda.reset_peak_memory_stats(device)
-            base = torch.cuda.memory_allocated(device)
-            run()
-            torch.cuda.synchronize(device)
-            out[mode] = torch.cuda.max_memory_allocated(device) - base
-            continue
-        try:
-            with open("/proc/self/clear_refs", "w") as f:  # VmHWM := VmRSS
-                f.write("5")
-            base = status_kib("VmRSS")
-        except OSError:
-            out[mode] = -1
-            continue
-        run()
-        out[mode] = (status_kib("VmHWM") - base) * 1024
+        peak = peak_growth(run, device)
+        out[mode] = int(peak.bytes) if peak.measured else -1
     return out
 
 
@@ -443,22 +384,7 @@ def _peak_bytes(spec: dict, device: torch.device, modes: Sequence[str]) -> dict[
     if device.type == "cuda":
         got = _child_peak(spec)
     else:
-        root = str(Path(__file__).resolve().parents[1])
-        env = dict(
-            os.environ,
-            MALLOC_MMAP_THRESHOLD_="65536",
-            PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
-        )
-        res = subprocess.run(
-            [sys.executable, "-m", "lab.efficiency", "--child", json.dumps(spec)],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=root,
-        )
-        if res.returncode != 0:
-            raise RuntimeError(f"memory measurement subprocess failed:\n{res.stderr[-2000:]}")
-        got = json.loads(res.stdout.strip().splitlines()[-1])
+        got = json.loads(run_child(["-m", "lab.efficiency", "--child", json.dumps(spec)]))
     return {m: math.nan if got[m] < 0 else float(got[m]) for m in modes}
 
 

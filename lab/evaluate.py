@@ -3,7 +3,7 @@
 Everything is built on one measurement, `position_nll`: the cross-entropy at every position of
 non-overlapping windows over a held-out token array, summed over the windows (float64).
 
-Windows (SPEC §5.1, the same rule as ``lab.data.eval_windows`` and the training evaluation)
+Windows (SPEC §5.1, `lab.windows`: the rule ``lab.data.eval_windows`` and training use too)
     window i covers x = tokens[iL : iL+L], y = tokens[iL+1 : iL+L+1], i = 0 … floor((n−1)/L)−1.
     Only complete windows are scored: the tail of a split that does not divide evenly is
     **dropped**, and every count returned is the number of targets actually scored
@@ -58,7 +58,6 @@ Store conventions (``Store.log_eval(run, step, dataset, context_len, loss, token
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
@@ -70,6 +69,8 @@ import torch
 import torch.nn.functional as F
 
 from lab.model import RUNG_POLICIES, FibLM, ModelConfig
+from lab.precision import autocast
+from lab.windows import n_windows, window_starts
 
 N_BINS = 8
 POSITION_BIN_EDGES: tuple[int, ...] = (0, 127, 255, 383, 511, 639, 767, 895, 1023)  # T = 1024
@@ -226,16 +227,6 @@ class ExtrapolationResult:
 # --------------------------------------------------------------------------------------------
 # windows and the per-position measurement
 # --------------------------------------------------------------------------------------------
-def n_windows(n_tokens: int, seq_len: int, limit_windows: int | None = None) -> int:
-    """Complete non-overlapping windows of seq_len (+1 target) in n_tokens: floor((n−1)/L),
-    capped at limit_windows."""
-    _check_positive(seq_len, "seq_len")
-    count = max(int(n_tokens) - 1, 0) // seq_len
-    if limit_windows is not None:
-        count = min(count, _check_positive(limit_windows, "limit_windows"))
-    return count
-
-
 @torch.no_grad()
 def position_nll(
     model: torch.nn.Module,
@@ -255,6 +246,8 @@ def position_nll(
     tokens = _as_token_array(tokens)
     L = _check_positive(seq_len if seq_len is not None else _model_seq_len(model), "seq_len")
     _check_positive(batch_size, "batch_size")
+    if limit_windows is not None:
+        _check_positive(limit_windows, "limit_windows")
     count = n_windows(len(tokens), L, limit_windows)
     if count == 0:
         raise ValueError(
@@ -268,11 +261,10 @@ def position_nll(
     per = np.zeros(count, dtype=np.float64) if per_window else None
     offs = np.arange(L + 1)
     try:
-        for a in range(0, count, batch_size):
-            starts = np.arange(a, min(a + batch_size, count)) * L  # (B,)
+        for starts in window_starts(len(tokens), L, batch_size, limit_windows):  # (B,)
             buf = torch.from_numpy(np.asarray(tokens[starts[:, None] + offs], dtype=np.int64))
             x, y = buf[:, :-1].to(device), buf[:, 1:].to(device)  # (B, L) each
-            with _autocast(device):
+            with autocast(device):
                 out = model(x)
             logits = out[0] if isinstance(out, (tuple, list)) else out  # (B, L, V)
             if logits.shape[:2] != x.shape:
@@ -769,9 +761,3 @@ def _model_seq_len(model) -> int:
 def _model_device(model) -> torch.device:
     p = next(iter(model.parameters()), None)
     return p.device if p is not None else torch.device("cpu")
-
-
-def _autocast(device: torch.device):
-    if device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    return contextlib.nullcontext()

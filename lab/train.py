@@ -37,6 +37,7 @@ import torch
 import torch.distributed as dist
 
 from lab.model import FibLM, ModelConfig, config_for
+from lab.precision import autocast
 
 # --------------------------------------------------------------------------------------------
 # configuration and presets
@@ -399,7 +400,7 @@ def evaluate(
     total, count = 0.0, 0
     for x, y in batches:
         x, y = x.to(device), y.to(device)
-        with _autocast(device):
+        with autocast(device):
             logits, _ = model(x)
         total += torch.nn.functional.cross_entropy(
             logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="sum"
@@ -412,12 +413,6 @@ def evaluate(
             "seq_len + 1 tokens; lower seq_len or raise val_tokens"
         )
     return total / count, count
-
-
-def _autocast(device: torch.device):
-    if device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    return contextlib.nullcontext()
 
 
 # --------------------------------------------------------------------------------------------
@@ -595,7 +590,7 @@ def train(
                     if (di.world == 1 or m == local_accum - 1)
                     else ddp.no_sync()
                 )
-                with sync, _autocast(di.device):
+                with sync, autocast(di.device):
                     _, loss = ddp(x, y)
                     (loss / local_accum).backward()
                 loss_sum += loss.detach()

@@ -40,6 +40,8 @@ import torch.nn.functional as F
 
 from lab.blur import blur_width
 from lab.model import build_model
+from lab.precision import PRECISIONS as PRECISIONS  # re-exported: the probe settings name them
+from lab.precision import autocast
 from probes.tasks import (
     EVAL_DISTANCES,
     KVRetrieval,
@@ -93,17 +95,6 @@ class ProbeSettings:
     eval_batches: int = 1  # kv: evaluation batches per distance
     precision: str = "fp32"  # "bf16": forward and loss under bfloat16 autocast (the paper's
     #                              probes ran so on GPU); fp32 weights and optimizer either way
-
-
-PRECISIONS = ("fp32", "bf16")
-
-
-def _autocast(model, settings: ProbeSettings):
-    """The forward's precision context: bfloat16 autocast for precision="bf16"."""
-    if settings.precision not in PRECISIONS:
-        raise ValueError(f"precision={settings.precision!r} must be one of {PRECISIONS}")
-    device = next(model.parameters()).device.type
-    return torch.autocast(device, dtype=torch.bfloat16, enabled=settings.precision == "bf16")
 
 
 SCALES = {
@@ -242,6 +233,7 @@ def run_cell(cell: Cell, settings: ProbeSettings, progress: bool = True, on_step
     gen = torch.Generator().manual_seed(cell.seed)
     is_blur = cell.mechanism == "blur"
     trajectory, losses = [], []
+    device = next(model.parameters()).device
     t0 = time.perf_counter()
     model.train()
     for step in range(settings.steps):
@@ -249,7 +241,7 @@ def run_cell(cell: Cell, settings: ProbeSettings, progress: bool = True, on_step
             model.set_blur_width(blur_width(step, settings.steps, w0=settings.blur_w0))
         if step % settings.log_every == 0:
             trajectory.append({"step": step, "alphas": model.alphas()})
-        with _autocast(model, settings):
+        with autocast(device, settings.precision):
             loss = task_loss(model, cell, settings, gen)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -264,7 +256,7 @@ def run_cell(cell: Cell, settings: ProbeSettings, progress: bool = True, on_step
                 on_step(cell, step + 1, settings.steps, loss.item(), secs, model.alphas())
     trajectory.append({"step": settings.steps, "alphas": model.alphas()})
     model.eval()
-    with torch.no_grad(), _autocast(model, settings):
+    with torch.no_grad(), autocast(device, settings.precision):
         acc = _task_accuracy(model, cell, settings)
     if progress:
         sys.stderr.write("\n")

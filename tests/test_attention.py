@@ -1,9 +1,8 @@
-"""Every attention path against independent oracles.
+"""Every attention path against the float64 oracle (`lab.kernels.oracle`).
 
-* integer paths (shift, mask) vs a dense float64 softmax restricted to the attended set, with the
-  mask written out here from the distance list;
-* interp vs a brute-force per-position loop over interpolated keys, with the paper's column rule
-  re-implemented here;
+* integer paths (shift, mask, dense) vs the oracle over the attended distances;
+* interp vs the oracle over interpolated columns, with the paper's column rule re-implemented
+  here;
 * dLoss/dα vs finite differences.
 """
 
@@ -14,6 +13,7 @@ import torch
 from memtrace import MaxNumel
 
 from lab.attention import sparse_attention
+from lab.kernels.oracle import oracle_attention
 from lab.offsets import attended_distances, fibonacci, powers_of_two
 
 
@@ -27,28 +27,17 @@ def make_qkv(B, H, KV, T, D, seed=0, dtype=torch.float32):
 
 
 def oracle_integer(q, k, v, distances):
-    """Dense softmax over exactly {t − d : d in distances, d <= t}, float64, explicit GQA."""
-    q, k, v = q.double(), k.double(), v.double()
-    H, KV, T, D = q.shape[1], k.shape[1], q.shape[2], q.shape[3]
-    kk = torch.stack([k[:, h * KV // H] for h in range(H)], 1)  # head h reads KV h // G
-    vv = torch.stack([v[:, h * KV // H] for h in range(H)], 1)
-    allowed = torch.zeros(T, T, dtype=torch.bool)
-    for t in range(T):
-        for d in distances:
-            if d <= t:
-                allowed[t, t - d] = True
-    s = (q @ kk.transpose(-1, -2)) / math.sqrt(D)
-    s = s.masked_fill(~allowed, float("-inf"))
-    return s.softmax(-1) @ vv
+    """The float64 oracle over exactly the columns {t − d : d in distances, d <= t}."""
+    return oracle_attention(q, k, v, [(d, None) for d in distances])
 
 
 def oracle_interp(q, k, v, alpha, window, base):
-    """Brute-force loop: per query, the window keys plus each kept rung's interpolated key."""
-    B, H, T, D = q.shape
-    KV = k.shape[1]
-    out = torch.zeros_like(q)
-    used0 = set(range(min(window, T - 1) + 1))
-    cols, used = [], set(used0)
+    """The float64 oracle over the window plus each kept rung's interpolated column, with the
+    paper's column rule written out here: a rung f is dropped when round(α·f) ≤ W, when
+    floor(α·f) > T − 1 or when its floor is already taken."""
+    T = q.shape[2]
+    used = set(range(min(window, T - 1) + 1))
+    cols = [(d, None) for d in sorted(used)]
     for f in base:
         x = alpha * f
         lo = math.floor(x)
@@ -56,24 +45,7 @@ def oracle_interp(q, k, v, alpha, window, base):
             continue
         used.add(lo)
         cols.append((lo, x - lo))
-    for b in range(B):
-        for h in range(H):
-            kv = h // (H // KV)
-            for t in range(T):
-                keys, vals = [], []
-                for d in sorted(used0):
-                    if d <= t:
-                        keys.append(k[b, kv, t - d])
-                        vals.append(v[b, kv, t - d])
-                for lo, fr in cols:
-                    if t >= lo:
-                        lo_i, hi_i = t - lo, max(t - lo - 1, 0)
-                        keys.append((1 - fr) * k[b, kv, lo_i] + fr * k[b, kv, hi_i])
-                        vals.append((1 - fr) * v[b, kv, lo_i] + fr * v[b, kv, hi_i])
-                K, V = torch.stack(keys), torch.stack(vals)
-                p = torch.softmax(K @ q[b, h, t] / math.sqrt(D), 0)
-                out[b, h, t] = p @ V
-    return out
+    return oracle_attention(q, k, v, cols)
 
 
 CASES = [  # (window, alpha, base, rungs, T)
@@ -125,7 +97,7 @@ def test_interp_equals_integer_paths_at_integer_offsets(alpha, base):
     "alpha,W,base", [(0.5, 3, "fib"), (0.77, 2, "fib"), (1.37, 4, "fib"), (0.9, 1, "pow2")]
 )
 @pytest.mark.parametrize("H,KV", [(2, 2), (4, 1)])
-def test_interp_matches_bruteforce_loop(alpha, W, base, H, KV):
+def test_interp_matches_float64_oracle(alpha, W, base, H, KV):
     T = 40
     q, k, v = make_qkv(1, H, KV, T, 4, seed=11, dtype=torch.float64)
     fbase = fibonacci(9) if base == "fib" else powers_of_two(T)

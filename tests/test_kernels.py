@@ -1,8 +1,8 @@
 """The fused C++ kernel and the implementation registry, against independent oracles.
 
-* the kernel (through `sparse_attention(..., impl="cpp")` and directly) against a float64 dense
-  oracle written here: every column's key and value gathered explicitly as
-  (1 − f)·row[t − lo] + f·row[max(t − lo − 1, 0)], one masked softmax over the columns, autograd
+* the kernel (through `sparse_attention(..., impl="cpp")` and directly) against the float64
+  oracle `lab.kernels.oracle` (every column's key and value gathered explicitly as
+  (1 − f)·row[t − lo] + f·row[max(t − lo − 1, 0)], one masked softmax over the columns), autograd
   for the gradients (q, k, v and α through f = α·f_k − lo); the interpolated column rule is
   re-implemented here from the paper's description;
 * torch.autograd.gradcheck in float64 and `torch.library.opcheck` on the custom op;
@@ -24,6 +24,7 @@ import torch
 from lab import kernels
 from lab.attention import sparse_attention
 from lab.kernels import cpu
+from lab.kernels.oracle import oracle_attention
 from lab.model import build_model
 from lab.offsets import attended_distances, fibonacci, powers_of_two
 
@@ -63,26 +64,9 @@ def make_qkv(B, H, KV, T, D, seed, dtype=torch.float32):
 
 
 def oracle(q, k, v, cols, scale):
-    """Dense float64 column attention; cols = [(lo, f)] with f a float or a 0-d tensor.  A query
-    with no valid column reads nothing (output 0), as the fused kernels define it."""
-    q, k, v = q.double(), k.double(), v.double()
-    H, KV, T = q.shape[1], k.shape[1], q.shape[2]
-    kk = k.repeat_interleave(H // KV, dim=1)  # head h reads KV h // G
-    vv = v.repeat_interleave(H // KV, dim=1)
-    t = torch.arange(T)
-    logits, values = [], []
-    for lo, f in cols:
-        f = torch.as_tensor(f, dtype=torch.float64)
-        i_lo, i_hi = (t - lo).clamp(min=0), (t - lo - 1).clamp(min=0)
-        key = (1 - f) * kk[:, :, i_lo] + f * kk[:, :, i_hi]  # (B, H, T, D)
-        val = (1 - f) * vv[:, :, i_lo] + f * vv[:, :, i_hi]
-        s = (q * key).sum(-1) * scale
-        logits.append(s.masked_fill(t < lo, float("-inf")))
-        values.append(val)
-    L = torch.stack(logits, -1)  # (B, H, T, C)
-    empty = torch.isinf(L).all(-1, keepdim=True)  # no valid column: reads 0
-    p = L.masked_fill(empty, 0).softmax(-1).masked_fill(empty, 0)
-    return (p.unsqueeze(-1) * torch.stack(values, -2)).sum(-2)
+    """The float64 oracle (`lab.kernels.oracle`); cols = [(lo, f)] with f a float or a 0-d
+    tensor.  A query with no valid column reads nothing (output 0), as the fused kernels."""
+    return oracle_attention(q, k, v, cols, scale)
 
 
 def oracle_columns(alpha, W, T, base, rungs):

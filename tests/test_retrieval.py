@@ -177,8 +177,9 @@ def test_precision_bf16_autocasts_and_keys_the_record():
         lambda mod, inp, out: seen.append((out.dtype, torch.is_autocast_enabled("cpu")))
     )
     import probes.retrieval as R
+    from lab.precision import autocast
 
-    with R._autocast(model, settings):
+    with autocast(next(model.parameters()).device, settings.precision):
         R.task_loss(model, cell, settings, torch.Generator().manual_seed(0)).backward()
     assert seen == [(torch.bfloat16, True)]
     rec = run_cell(cell, settings, progress=False)

@@ -1,4 +1,4 @@
-"""The fused Triton column-attention kernel against a float64 gather oracle written here.
+"""The fused Triton column-attention kernel against the float64 oracle (`lab.kernels.oracle`).
 
 The kernels run on CPU under Triton's interpreter, which must be switched on (TRITON_INTERPRET=1)
 before the kernel module is imported.  Other test modules may import torch, triton or the kernel
@@ -7,10 +7,10 @@ module first, so the kernel runs in a subprocess: this file is also the worker s
 builds the inputs and the oracle; the worker runs every case once (one interpreter start-up) and
 returns outputs and gradients (q, k, v, fracs or α); each test compares one case.
 
-Oracle: each column's key/value rows are gathered with index tensors for every query,
+Oracle: `lab.kernels.oracle` — each column's key/value rows gathered for every query,
 interpolated as (1 − f)·row[t − lo] + f·row[max(t − lo − 1, 0)], masked for t < lo, one dense
-softmax over the columns; gradients by float64 autograd.  Tolerance: max |error| ≤ 1e-5 ·
-max |reference| per tensor (float32 kernel against float64).
+softmax over the columns (zeros where no column is valid); gradients by float64 autograd.
+Tolerance: max |error| ≤ 1e-5 · max |reference| per tensor (float32 kernel against float64).
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ import tempfile
 
 import pytest
 import torch
+
+from lab.kernels.oracle import oracle_attention
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RTOL = 1e-5
@@ -156,24 +158,11 @@ def make_inputs(name: str, spec: dict) -> dict:
 # the oracle
 # --------------------------------------------------------------------------------------------
 def gather_oracle(q, k, v, dists, fracs, interp, scale):
-    """Float64 dense gather: (B,H,T,D) output, differentiable in q, k, v and fracs."""
-    B, H, T, D = q.shape
-    G = H // k.shape[1]
-    kk, vv = k.repeat_interleave(G, 1), v.repeat_interleave(G, 1)  # (B,H,T,D)
-    t = torch.arange(T)
-    logits, vals = [], []
-    for c, lo in enumerate(int(d) for d in dists):
-        f = fracs[c] if interp[c] else fracs[c] * 0
-        r_lo, r_hi = (t - lo).clamp(min=0), (t - lo - 1).clamp(min=0)  # (T,)
-        key = (1 - f) * kk[:, :, r_lo] + f * kk[:, :, r_hi]  # (B,H,T,D)
-        val = (1 - f) * vv[:, :, r_lo] + f * vv[:, :, r_hi]
-        s = (q * key).sum(-1) * scale  # (B,H,T)
-        logits.append(s.masked_fill(t < lo, float("-inf")))
-        vals.append(val)
-    logits = torch.stack(logits, -1)  # (B,H,T,C)
-    valid = torch.isfinite(logits).any(-1, keepdim=True)  # (B,H,T,1)
-    p = torch.softmax(torch.where(valid, logits, 0.0), -1) * valid
-    return (p[..., None] * torch.stack(vals, -2)).sum(-2)  # (B,H,T,D)
+    """The float64 oracle (`lab.kernels.oracle`) over the case's columns: column c reads two
+    rows with fraction fracs[c] where interp[c], else one (its fraction taken as 0, still on
+    fracs' graph).  (B,H,T,D) output, differentiable in q, k, v and fracs."""
+    cols = [(int(d), fracs[c] if interp[c] else fracs[c] * 0) for c, d in enumerate(dists)]
+    return oracle_attention(q, k, v, cols, scale)
 
 
 def reference(name: str, spec: dict, x: dict) -> dict:
