@@ -22,7 +22,6 @@ reuses finished training runs, probe cells and evaluations):
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -30,6 +29,7 @@ from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
+from lab import jsonio
 from probes.retrieval import SCALES as SCALES_PROBE
 from probes.tasks import MarkedCopy
 
@@ -292,7 +292,7 @@ def run_demo(
     report = demo_report(cov, records, lms, claims, sc, store_path, timings)
     paths = report.write(out_dir)
     with open(os.path.join(out_dir, "claims.json"), "w") as f:
-        json.dump(claims, f, indent=1, default=str)
+        jsonio.dump(claims, f, indent=1, default=str)
     for c in claims:
         log(f"   [{c['verdict']}] {c['claim']}: {c['evidence']}")
     timings["report"] = time.perf_counter() - t0

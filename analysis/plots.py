@@ -76,6 +76,12 @@ def _need(df: pd.DataFrame, cols, who: str) -> None:
         raise ValueError(f"{who}: the frame lacks columns {missing} (it has {list(df.columns)})")
 
 
+def _variant(row: dict) -> str:
+    """A row's variant text for its legend label (tables of several variants per config)."""
+    v = row.get("variant")
+    return f" ({v})" if isinstance(v, str) and v else ""
+
+
 def perplexity_vs_window(
     table: pd.DataFrame, dataset: str = "fineweb_edu", path=None, title: str | None = None
 ) -> Figure:
@@ -88,9 +94,10 @@ def perplexity_vs_window(
     _need(table, ["base", "schedule", "W", dataset], "perplexity_vs_window")
     fig, ax = _figure()
     ax = ax[0, 0]
-    for i, ((base, sched), g) in enumerate(table.groupby(["base", "schedule"], sort=False)):
+    keys = ["base", "schedule"] + (["variant"] if "variant" in table.columns else [])
+    for i, (key, g) in enumerate(table.groupby(keys, sort=False)):
         g = g.sort_values("W")
-        label = f"{base}/{sched}"
+        label = f"{key[0]}/{key[1]}" + _variant(dict(zip(keys, key)))
         ax.plot(
             g["W"].to_numpy(dtype=float),
             g[dataset].to_numpy(dtype=float),
@@ -133,7 +140,7 @@ def extrapolation(
     windows = sorted({int(w) for w in table["W"].dropna()}) if "W" in table.columns else []
     for i, r in enumerate(table.to_dict("records")):
         has_w = "W" in r and not pd.isna(r["W"])
-        label = str(r["model"]) + (f" W={r['W']}" if has_w else "")
+        label = str(r["model"]) + (f" W={r['W']}" if has_w else "") + _variant(r)
         color = _color(r["model"], i)
         marker = _MARKERS[windows.index(int(r["W"])) % len(_MARKERS)] if has_w else "o"
         pts = [(L, float(r[c])) for L, c in full if not pd.isna(r[c])]
@@ -182,6 +189,7 @@ def position_bins(table: pd.DataFrame, path=None, title: str | None = None) -> F
         ax = axes[panel, 0]
         for i, r in enumerate(rows.to_dict("records")):
             label = str(r["schedule"]) + ("" if "W" not in r or pd.isna(r["W"]) else f" W={r['W']}")
+            label += _variant(r)
             ax.plot(
                 x,
                 [float(r[c]) for _, c in bins],

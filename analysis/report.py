@@ -7,6 +7,9 @@ to them by relative path, so the folder can be moved or zipped as a whole).
 >>> r = Report("demo")
 >>> r.heading("Perplexity"); r.table(df, caption="held-out ppl"); r.figure(fig, "ppl")
 >>> r.write("reports/demo")                                      # doctest: +SKIP
+
+`records()` gives every table as JSON-ready rows (``fiblab report --json``): the numbers the
+Markdown prints, missing values as None.
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["Report", "markdown_table"]
+from lab.jsonio import clean
+
+__all__ = ["Report", "markdown_table", "table_records"]
 
 
 def _cell(x: Any, decimals: int) -> str:
@@ -54,6 +59,27 @@ def markdown_table(df: pd.DataFrame, decimals: int = 3, index: bool = False) -> 
     return "\n".join([head, rule, *body])
 
 
+def _json_cell(x: Any, decimals: int) -> Any:
+    """One table cell as the Markdown prints it, for JSON: floats rounded to ``decimals``,
+    NaN / inf / missing as None, numpy scalars as Python numbers."""
+    x = clean(x)
+    if isinstance(x, float):
+        return float(f"{x:.{decimals}f}")
+    return x
+
+
+def table_records(df: pd.DataFrame, decimals: int = 3, index: bool = False) -> list[dict]:
+    """The rows of a table as dicts (column → value), the values as the Markdown table of the
+    same ``decimals`` prints them (missing: None)."""
+    if index:
+        df = df.reset_index()
+    cols = [str(c) for c in df.columns]
+    return [
+        dict(zip(cols, (_json_cell(v, decimals) for v in rec)))
+        for rec in df.itertuples(index=False, name=None)
+    ]
+
+
 @dataclass
 class _Block:
     kind: str  # heading | text | table | figure | code
@@ -68,6 +94,7 @@ class Report:
         self.title = title
         self.blocks: list[_Block] = []
         self._names: set[str] = set()
+        self._tables: set[str] = set()
 
     # ---- building ------------------------------------------------------------------------
     def heading(self, text: str, level: int = 2) -> None:
@@ -86,13 +113,23 @@ class Report:
         self.blocks.append(_Block("code", text.rstrip()))
 
     def table(
-        self, df: pd.DataFrame, caption: str = "", decimals: int = 3, index: bool = False
+        self,
+        df: pd.DataFrame,
+        caption: str = "",
+        decimals: int = 3,
+        index: bool = False,
+        name: str | None = None,
     ) -> None:
+        """A table; ``name`` is its key in `records` (default ``table{k}``, k its position)."""
         if not isinstance(df, pd.DataFrame):
             raise TypeError(f"table() needs a pandas DataFrame, got {type(df).__name__}")
-        self.blocks.append(
-            _Block("table", df.copy(), {"caption": caption, "decimals": decimals, "index": index})
-        )
+        if name is None:
+            name = f"table{sum(b.kind == 'table' for b in self.blocks) + 1}"
+        if name in self._tables:
+            raise ValueError(f"table name {name!r} is used twice in this report")
+        self._tables.add(name)
+        meta = {"caption": caption, "decimals": decimals, "index": index, "name": name}
+        self.blocks.append(_Block("table", df.copy(), meta))
 
     def figure(self, fig, name: str, caption: str = "") -> None:
         """A matplotlib Figure, saved as ``name.png`` when the report is written."""
@@ -103,6 +140,15 @@ class Report:
         self.blocks.append(_Block("figure", fig, {"name": safe, "caption": caption}))
 
     # ---- rendering -----------------------------------------------------------------------
+    def records(self) -> dict[str, list[dict]]:
+        """Every table by name, in report order: its rows as `table_records` (the numbers the
+        Markdown prints; missing values None, so `lab.jsonio.dumps` writes strict JSON)."""
+        return {
+            b.meta["name"]: table_records(b.payload, b.meta["decimals"], b.meta["index"])
+            for b in self.blocks
+            if b.kind == "table"
+        }
+
     def markdown(self) -> str:
         out = [f"# {self.title}", ""]
         for b in self.blocks:

@@ -1,12 +1,14 @@
 """What a results report holds: the paper's tables and figures for chosen runs, the published
 values beside them, and (for the main job) the claims checked.
 
-    fiblab report [RUN …] [--store runs/fiblab.db] [--probes FILE.jsonl] --out reports/NAME
+    fiblab report [RUN …] [--store runs/fiblab.db] [--probes FILE.jsonl] --out reports/NAME [--json]
 
 `build_report` reads the experiment store (LM runs: final perplexity, seed statistics, length
 extrapolation under both rung policies with position-matched blocks, position bins, learned-α
 trajectories; probe cells: Table 2) and returns an `analysis.report.Report`; `demo_report` adds
-the main job's coverage section and its claims.
+the main job's coverage section and its claims. A table that cannot be built says why and what
+to run (`analysis.tables.TableUnavailable`); every table is named, so that ``Report.records()``
+(``--json``) gives them by name.
 """
 
 from __future__ import annotations
@@ -29,11 +31,20 @@ __all__ = [
 
 
 def _try(report: Report, what: str, fn) -> None:
-    """Run one section; a section that cannot be built says why instead of failing the report."""
+    """Run one section; a table that cannot be built from the data at hand
+    (`tables.TableUnavailable`) says why and what to run instead of failing the report. Any
+    other exception is a bug, and fails it."""
     try:
         fn()
-    except (ValueError, KeyError) as e:
-        report.text(f"*{what}: not available — {e}*")
+    except tables.TableUnavailable as e:
+        report.text(f"*{what}: not available — {e}.*")
+
+
+def _table(report: Report, df: pd.DataFrame, name: str, caption: str = "", decimals: int = 3):
+    """One table, then its notes (``df.attrs["notes"]``: e.g. duplicate runs resolved)."""
+    report.table(df, caption=caption, decimals=decimals, name=name)
+    for note in df.attrs.get("notes", []):
+        report.text(f"*Note: {note}.*")
 
 
 # --------------------------------------------------------------------------------------------
@@ -59,12 +70,15 @@ def lm_sections(report: Report, store, runs=None, dataset: str | None = None) ->
         caption="final evaluation at the training length (whole non-overlapping "
         "windows; tokens = targets actually scored)",
         decimals=2,
+        name="final_ppl",
     )
     _try(
         report,
         "seed statistics",
-        lambda: report.table(
+        lambda: _table(
+            report,
             tables.table5_from_store(store, dataset, runs=runs),
+            "table5",
             decimals=3,
             caption="per configuration over seeds (Table 5's layout; std = sample std, std_pop = "
             "the paper's population std)",
@@ -73,10 +87,12 @@ def lm_sections(report: Report, store, runs=None, dataset: str | None = None) ->
     _try(
         report,
         "Table 1 layout",
-        lambda: report.table(
+        lambda: _table(
+            report,
             tables.table1_from_store(store, runs=runs),
+            "table1",
             decimals=2,
-            caption="Table 1's layout (sparse runs; seeds averaged)",
+            caption="Table 1's layout (sparse runs; seeds of one variant averaged)",
         ),
     )
 
@@ -84,8 +100,10 @@ def lm_sections(report: Report, store, runs=None, dataset: str | None = None) ->
 
     def extrap():
         t3 = tables.table3_from_store(store, dataset, runs=runs, blocks=False)
-        report.table(
+        _table(
+            report,
             t3,
+            "table3",
             decimals=2,
             caption="perplexity at each evaluation length; ppl_T{L}: "
             "rung set recomputed for L (the paper's policy), "
@@ -99,8 +117,10 @@ def lm_sections(report: Report, store, runs=None, dataset: str | None = None) ->
         t3b = tables.table3_from_store(store, dataset, runs=runs, blocks=True)
         bcols = [c for c in t3b.columns if "_block" in c and not c.startswith("frozen")]
         if bcols:
+            keys = [c for c in ("model", "W", "variant") if c in t3b.columns]
             report.table(
-                t3b[["model", "W"] + bcols],
+                t3b[keys + bcols],
+                name="table3_blocks",
                 decimals=2,
                 caption="position-matched perplexity: block j = positions "
                 "[j·T, (j+1)·T) of the long windows (block 0 sees exactly a "
@@ -112,14 +132,17 @@ def lm_sections(report: Report, store, runs=None, dataset: str | None = None) ->
         paper.length_extrapolation(),
         decimals=2,
         caption="the paper's Table 3 (T=1024 training, FineWeb-Edu)",
+        name="paper_table3",
     )
 
     report.heading("Position-resolved loss")
 
     def bins():
         t4 = tables.table4_from_store(store, dataset, runs=runs)
-        report.table(
+        _table(
+            report,
             t4,
+            "table4",
             decimals=3,
             caption="mean NLL (nats) in the paper's 8 position bins "
             "of the training window; the last row is fixed − "
@@ -128,18 +151,26 @@ def lm_sections(report: Report, store, runs=None, dataset: str | None = None) ->
         report.figure(plots.position_bins(t4, title="NLL per position bin"), "position-bins")
 
     _try(report, "position bins", bins)
-    report.table(paper.position_nll(), decimals=3, caption="the paper's Table 4")
+    report.table(
+        paper.position_nll(), decimals=3, caption="the paper's Table 4", name="paper_table4"
+    )
 
     def alphas():
         tr = trajectories.from_store(store, runs=runs, kinds=("lm",))
         if tr.empty:
             return
         report.heading("Learned α (language models)")
-        report.table(trajectories.final_range(tr), decimals=3, caption="final α range per run")
+        report.table(
+            trajectories.final_range(tr),
+            decimals=3,
+            caption="final α range per run",
+            name="lm_alpha_range",
+        )
         report.table(
             trajectories.inert(tr),
             decimals=3,
             caption="is each run's α within 0.05 of its init? (the paper's 'inert')",
+            name="lm_alpha_inert",
         )
         report.figure(plots.alpha_trajectories(tr, title="learned α per layer"), "lm-alphas")
 
@@ -172,12 +203,14 @@ def probe_section(
             decimals=3,
             caption="ours: α range over layers and seeds at the end, accuracy per distance "
             "(mean over seeds)",
+            name="table2",
         ),
     )
     report.table(
         paper.retrieval_probe(),
         decimals=2,
         caption="the paper's Table 2 (T=512, distances 200 and 350, 2,500 steps)",
+        name="paper_table2",
     )
     per = cells.pivot_table(
         index=["run", "depth", "init", "seed"],
@@ -193,16 +226,14 @@ def probe_section(
         per.drop(columns="run").sort_values(["depth", "init", "seed"]),
         decimals=3,
         caption="every cell",
+        name="probe_cells",
     )
-    if traj is not None and not traj.empty:
+    if traj is not None:
         traj = traj[traj["run"].isin(set(cells["run"]))]
-        _try(
-            report,
-            "probe α trajectories",
-            lambda: report.figure(
-                plots.alpha_trajectories(traj, title="learned α per layer during the probe"),
-                "probe-alphas",
-            ),
+    if traj is not None and not traj.empty:
+        report.figure(
+            plots.alpha_trajectories(traj, title="learned α per layer during the probe"),
+            "probe-alphas",
         )
 
 
@@ -225,7 +256,7 @@ def coverage_section(report: Report, cov: dict) -> None:
         f"of distances 1…T−1 within ±W of an attended one; `reach_ℓ` the share of "
         f"0…T−1 reachable by a path of ℓ layers."
     )
-    report.table(cov["table"], decimals=3)
+    report.table(cov["table"], decimals=3, name="coverage")
     report.figure(
         plots.coverage_curves(
             cov["sets"], cov["seq_len"], title="distinct distances attended up to δ"
@@ -262,7 +293,8 @@ def claims_section(report: Report, claims: list[dict]) -> None:
                 }
                 for c in claims
             ]
-        )
+        ),
+        name="claims",
     )
 
 
@@ -278,7 +310,12 @@ def paper_db_section(report: Report, db_path: str) -> None:
     )
     fp = paperdb.load_final_ppl(db_path)
     t1 = tables.with_paper(tables.table1(fp, decimals=2), tables.published(1))
-    report.table(t1, decimals=2, caption="Table 1: final held-out perplexity at step 13,000")
+    report.table(
+        t1,
+        decimals=2,
+        caption="Table 1: final held-out perplexity at step 13,000",
+        name="paperdb_table1",
+    )
     report.figure(
         plots.perplexity_vs_window(
             tables.table1(fp), title="FineWeb-Edu perplexity vs W (authors' database)"
@@ -292,6 +329,7 @@ def paper_db_section(report: Report, db_path: str) -> None:
             tables.with_paper(tables.table5_from_final_ppl(fp, decimals=2), tables.published(5)),
             decimals=2,
             caption="Table 5: seed replication at W=12 (FineWeb-Edu)",
+            name="paperdb_table5",
         ),
     )
     _try(
@@ -301,6 +339,7 @@ def paper_db_section(report: Report, db_path: str) -> None:
             tables.table2_from_paperdb(paperdb.load_retrieval(db_path)),
             decimals=3,
             caption="Table 2 from the database's marked-probe rows",
+            name="paperdb_table2",
         ),
     )
 
@@ -423,7 +462,7 @@ def demo_report(
             "and window-sampling effects that move whole-window perplexity (SPEC §5.6). Rung "
             "set recomputed for the long length (the paper's policy)."
         )
-        r.table(same, decimals=2)
+        r.table(same, decimals=2, name="same_tokens")
     if bat:
         r.heading("Auxiliary battery")
         r.text(
@@ -431,5 +470,5 @@ def demo_report(
             "length), scored by forced choice among the candidate answers. The paper found "
             "every run near chance (RULER 0.097–0.131 vs 0.111, LEGO ≈ 0.50)."
         )
-        r.table(pd.DataFrame(bat), decimals=3)
+        r.table(pd.DataFrame(bat), decimals=3, name="battery")
     return r

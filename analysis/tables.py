@@ -34,8 +34,12 @@ kind ``lm`` whose config is a ``TrainConfig.to_dict()`` (``model.base``, ``model
     periodic cheap evaluations during training (never used here).
 
 Every table uses each run's *final* step: the largest step at which the run has an evaluation of
-the kinds that table reads. Values of several seeds of one configuration are averaged (mean of
-perplexity, as the paper's Table 5 does) and the number of seeds is reported in ``seeds``.
+the kinds that table reads. Only the seeds of one variant (:mod:`lab.variant`: everything but the
+seed alike) are averaged (mean of perplexity, as the paper's Table 5 does), one run per seed, and
+``seeds`` counts the distinct seeds; runs that differ in anything else are rows of their own whose
+``variant`` column says what differs, and duplicates of one variant and seed are resolved and
+noted in ``attrs["notes"]`` (see :mod:`analysis.comparable`). A table that cannot be built raises
+:class:`TableUnavailable` (why, and what to run).
 
 >>> from analysis.paperdb import load_final_ppl
 >>> from analysis.paper import perplexity
@@ -51,7 +55,10 @@ import re
 
 import pandas as pd
 
+from lab.variant import Variant, seed_of, variant_of
+
 from . import paper as _paper
+from .comparable import TableUnavailable, natural_key, one_run_per_seed, variant_labels
 from .paperdb import BASES, DATASETS, DEFAULT_SEED, SCHEDULES
 from .stats import as_sample
 
@@ -62,7 +69,7 @@ __all__ = [
     "table1",
     "with_paper",
     "published",
-    "variant_of",
+    "TableUnavailable",
     "config_label",
     "lm_runs",
     "lm_evals",
@@ -239,40 +246,36 @@ def config_label(base, schedule, attention: str = "sparse") -> str:
     return f"{b}/{s}"
 
 
-def variant_of(config: dict, seed=None) -> dict:
-    """What a run's stored config says about it.
-
-    Reads a ``TrainConfig.to_dict()`` (model fields under ``"model"``) or a flat dict. Returns
-    ``attention`` (``sparse`` | ``dense``), ``base``, ``schedule`` (``None`` for dense; ``custom``
-    for a list), ``W`` (the window; ``None`` for dense), ``seq_len`` (the training length),
-    ``seed`` (the config's, else ``seed``) and ``config`` (:func:`config_label`).
-    """
-    if not isinstance(config, dict):
-        raise ValueError(f"a run config must be a dict, got {type(config).__name__}")
-    model = config["model"] if isinstance(config.get("model"), dict) else config
-    attention = model.get("attention", "sparse")
-    seq_len = model.get("seq_len", config.get("seq_len"))
-    seed = config.get("seed", seed)
-    if attention == "dense":
-        base = schedule = window = None
-    else:
-        base = model.get("base", "fib")
-        schedule = model.get("schedule", "fixed")
-        base = base if isinstance(base, str) else "custom"
-        schedule = schedule if isinstance(schedule, str) else "custom"
-        window = model.get("window", model.get("W"))
+def _run_row(v: Variant) -> dict:
+    """The columns :func:`lm_runs` shows of a variant (a config without base / schedule /
+    attention is read as the defaults, fib / fixed / sparse, as before variants existed)."""
+    attention = v.attention or "sparse"
+    dense = attention == "dense"
+    base = None if dense else (v.base if v.base is not None else "fib")
+    schedule = None if dense else (v.schedule if v.schedule is not None else "fixed")
     return {
-        "attention": attention,
-        "base": base,
-        "schedule": schedule,
-        "W": None if window is None else int(window),
-        "seq_len": None if seq_len is None else int(seq_len),
-        "seed": None if seed is None or pd.isna(seed) else int(seed),
         "config": config_label(base, schedule, attention),
+        "attention": attention,
+        "base": None if dense else (base if isinstance(base, str) else "custom"),
+        "schedule": None if dense else (schedule if isinstance(schedule, str) else "custom"),
+        "W": None if dense else v.window,
+        "seq_len": v.seq_len,
     }
 
 
-_RUN_COLS = ["run", "status", "config", "attention", "base", "schedule", "W", "seed", "seq_len"]
+_RUN_COLS = [
+    "run",
+    "status",
+    "config",
+    "attention",
+    "base",
+    "schedule",
+    "W",
+    "seed",
+    "seq_len",
+    "variant_id",
+    "finished_at",
+]
 
 
 def _named(runs) -> list[str] | None:
@@ -281,12 +284,7 @@ def _named(runs) -> list[str] | None:
     return [runs] if isinstance(runs, str) else list(runs)
 
 
-def lm_runs(store, status: str | None = "done", runs=None) -> pd.DataFrame:
-    """The language-model runs (kind ``lm``) of a :class:`lab.store.Store`, one row each, oldest
-    first: ``run``, ``status``, then :func:`variant_of` its config (``config``, ``attention``,
-    ``base``, ``schedule``, ``W``, ``seed``, ``seq_len``). ``status=None`` keeps every status;
-    ``runs`` (a name or a list) keeps those runs (still filtered by ``status``); a name that is
-    no LM run of the store raises ``ValueError``."""
+def _lm_runs(store, status, runs) -> tuple[pd.DataFrame, dict[str, Variant]]:
     names = _named(runs)
     if names is not None:
         known = set(store.runs(kind="lm")["name"])
@@ -295,32 +293,56 @@ def lm_runs(store, status: str | None = "done", runs=None) -> pd.DataFrame:
             raise ValueError(
                 f"no language-model runs named {unknown} in the store (it has {len(known)} LM runs)"
             )
-    runs = store.runs(kind="lm", status=status)
+    info = store.runs(kind="lm", status=status)
     if names is not None:
-        runs = runs[runs["name"].isin(names)]
-    rows = []
-    for name, st, cfg, seed in zip(runs["name"], runs["status"], runs["config_json"], runs["seed"]):
+        info = info[info["name"].isin(names)]
+    rows, variants = [], {}
+    for r in info.itertuples(index=False):
         try:
-            config = json.loads(cfg) if cfg else {}
+            config = json.loads(r.config_json) if r.config_json else {}
         except json.JSONDecodeError as e:
-            raise ValueError(f"run {name!r}: unreadable config_json ({e})") from None
+            raise ValueError(f"run {r.name!r}: unreadable config_json ({e})") from None
+        v = variant_of(config)
+        variants[v.id] = v
+        seed = seed_of(config, None if pd.isna(r.seed) else int(r.seed))
         rows.append(
-            {"run": name, "status": st, **variant_of(config, None if pd.isna(seed) else int(seed))}
+            {
+                "run": r.name,
+                "status": r.status,
+                **_run_row(v),
+                "seed": seed,
+                "variant_id": v.id,
+                "finished_at": r.finished_at,
+            }
         )
     out = pd.DataFrame(rows, columns=_RUN_COLS)
     for c in ("W", "seed", "seq_len"):
         out[c] = out[c].astype("Int64")
-    return out
+    return out, variants
+
+
+def lm_runs(store, status: str | None = "done", runs=None) -> pd.DataFrame:
+    """The language-model runs (kind ``lm``) of a :class:`lab.store.Store`, one row each, oldest
+    first: ``run``, ``status``, what their config says (``config`` — the paper's label —,
+    ``attention``, ``base``, ``schedule``, ``W``, ``seed``, ``seq_len``), ``variant_id`` (the
+    :class:`lab.variant.Variant` id: equal ids, comparable runs) and ``finished_at``.
+    ``status=None`` keeps every status; ``runs`` (a name or a list) keeps those runs (still
+    filtered by ``status``); a name that is no LM run of the store raises ``ValueError``."""
+    return _lm_runs(store, status, runs)[0]
+
+
+def _lm_evals(store, status, runs) -> tuple[pd.DataFrame, dict[str, Variant]]:
+    info, variants = _lm_runs(store, status, runs)
+    ev = store.evals(list(info["run"])) if len(info) else store.evals([])
+    ev = ev.drop(columns=[c for c in ("logged_at",) if c in ev.columns])
+    return info.drop(columns="status").merge(ev, on="run", how="inner"), variants
 
 
 def lm_evals(store, status: str | None = "done", runs=None) -> pd.DataFrame:
     """Every evaluation of the LM runs (all, or those named in ``runs``), with the run's variant:
     the columns of :func:`lm_runs` (less ``status``) then ``step``, ``dataset``,
     ``context_len``, ``kind``, ``loss``, ``perplexity``, ``tokens``."""
-    runs = lm_runs(store, status, runs)
-    ev = store.evals(list(runs["run"])) if len(runs) else store.evals([])
-    ev = ev.drop(columns=[c for c in ("logged_at",) if c in ev.columns])
-    return runs.drop(columns="status").merge(ev, on="run", how="inner")
+    return _lm_evals(store, status, runs)[0]
 
 
 def final_step_rows(evals: pd.DataFrame, kinds) -> pd.DataFrame:
@@ -334,13 +356,33 @@ def final_step_rows(evals: pd.DataFrame, kinds) -> pd.DataFrame:
     return df[df["step"] == last].copy()
 
 
-def _pick_dataset(df: pd.DataFrame, dataset: str | None, who: str) -> str:
+# what each table of our store needs, and the command that produces it
+_TRAIN = "train a run to the end (`fiblab train --preset cpu-stagger`): it ends with one"
+_EVAL = (
+    "evaluate a trained run with `fiblab eval runs/NAME` (it logs the longer lengths "
+    "and the position bins)"
+)
+_NEEDS = {
+    "Table 1": ("a sparse run's final evaluation at its training length", _TRAIN),
+    "Table 3": ("evaluations beyond the training length", _EVAL),
+    "Table 4": ("position-bin evaluations (bin0 … bin7)", _EVAL),
+    "Table 5": ("a run's final evaluation at its training length", _TRAIN),
+}
+
+
+def _nothing(table: str, more: str = "") -> TableUnavailable:
+    need, fix = _NEEDS[table]
+    return TableUnavailable(f"{table} needs {need}, and none of the chosen runs has one{more}", fix)
+
+
+def _pick_dataset(df: pd.DataFrame, dataset: str | None, table: str) -> str:
     have = sorted(df["dataset"].unique()) if len(df) else []
     if dataset is not None:
         if dataset not in have:
-            raise ValueError(
-                f"{who}: no evaluations on dataset {dataset!r}; the store has "
-                f"{have or 'none'} for this table"
+            raise TableUnavailable(
+                f"{table} has no evaluations on dataset {dataset!r} in the store (it has "
+                f"{have or 'none'} for this table)",
+                "pick one of those (`fiblab report --dataset NAME`, or dataset=...)",
             )
         return dataset
     if len(have) == 1:
@@ -348,9 +390,10 @@ def _pick_dataset(df: pd.DataFrame, dataset: str | None, who: str) -> str:
     if "fineweb_edu" in have:
         return "fineweb_edu"
     if not have:
-        raise ValueError(f"{who}: the store has no evaluations of the kinds this table reads")
-    raise ValueError(
-        f"{who}: evaluations on several datasets {have}; pass dataset=... to choose one"
+        raise _nothing(table)
+    raise TableUnavailable(
+        f"{table}: the runs were evaluated on several datasets {have}",
+        "choose one (`fiblab report --dataset NAME`, or dataset=...)",
     )
 
 
@@ -365,11 +408,29 @@ def _rank(label: str) -> tuple:
 
 
 def _order(df: pd.DataFrame, label: str) -> pd.DataFrame:
-    """Rows in the paper's order: by config (:func:`_rank`), then W (missing first)."""
+    """Rows in the paper's order: by config (:func:`_rank`), then W (missing first), then the
+    variant text (numbers by value)."""
     keys = df[label].map(_rank)
     w = df["W"].astype("Float64").fillna(-1.0) if "W" in df.columns else 0
-    out = df.assign(_k=keys, _w=w).sort_values(["_k", "_w"], kind="stable")
-    return out.drop(columns=["_k", "_w"]).reset_index(drop=True)
+    v = df["variant"].map(natural_key) if "variant" in df.columns else 0
+    out = df.assign(_k=keys, _w=w, _v=v).sort_values(["_k", "_w", "_v"], kind="stable")
+    return out.drop(columns=["_k", "_w", "_v"]).reset_index(drop=True)
+
+
+def _comparable(ev: pd.DataFrame, variants: dict, table: str, duplicates: str):
+    """One run per (variant, seed) (:func:`analysis.comparable.one_run_per_seed`) and each row's
+    ``variant`` text (:func:`analysis.comparable.variant_labels`); returns (rows, notes)."""
+    ev, notes = one_run_per_seed(ev, table, duplicates)
+    ev = ev.assign(variant=variant_labels(ev, variants, ["config", "W"]))
+    return ev, notes
+
+
+def _finish(out: pd.DataFrame, notes: list[str]) -> pd.DataFrame:
+    """The ``variant`` column only where some row needs it; the notes in ``attrs``."""
+    if "variant" in out.columns and not out["variant"].fillna("").astype(str).str.len().any():
+        out = out.drop(columns="variant")
+    out.attrs["notes"] = list(notes)
+    return out
 
 
 def _round(df: pd.DataFrame, cols, decimals: int | None) -> pd.DataFrame:
@@ -394,37 +455,43 @@ def table1_from_store(
     seed: int | None = None,
     status: str | None = "done",
     runs=None,
+    duplicates: str = "newest",
     decimals: int | None = None,
 ) -> pd.DataFrame:
     """Table 1 (final held-out perplexity, base × schedule × W by dataset) from our store.
 
     Reads each sparse LM run's ``full`` evaluations at its training length at its last such step.
-    ``seed`` keeps one seed; otherwise several seeds of one configuration are averaged. Returns
-    ``base``, ``schedule``, ``W``, one perplexity column per dataset present (the paper's four
-    first, in its order, then others alphabetically), and ``seeds`` (runs averaged); rows in the
-    paper's order. Dense runs have no window and are left out (see :func:`table3_from_store`).
-    ``runs`` restricts the table to those run names (see :func:`lm_runs`).
+    ``seed`` keeps one seed; otherwise the seeds of one variant are averaged (one run per seed:
+    see :mod:`analysis.comparable`; ``duplicates`` says what to do with two runs of one variant
+    and seed). Returns ``base``, ``schedule``, ``W``, ``variant`` (only when runs of one label
+    differ in more than the seed: what tells the rows apart, e.g. ``steps=12``), one perplexity
+    column per dataset present (the paper's four first, in its order, then others
+    alphabetically), and ``seeds`` (distinct seeds averaged); rows in the paper's order;
+    ``attrs["notes"]`` lists the duplicates resolved. Dense runs have no window and are left out
+    (see :func:`table3_from_store`). ``runs`` restricts the table to those run names (see
+    :func:`lm_runs`). :class:`TableUnavailable` when no run has such an evaluation.
     """
-    ev = lm_evals(store, status, runs)
+    ev, variants = _lm_evals(store, status, runs)
     ev = ev[(ev["attention"] != "dense") & (ev["context_len"] == ev["seq_len"])]
     if seed is not None:
         ev = ev[ev["seed"] == seed]
     ev = final_step_rows(ev, {"full"})
-    cols = _dataset_order(ev["dataset"].unique())
     if ev.empty:
-        return pd.DataFrame(columns=TABLE1_KEYS + cols + ["seeds"])
-    keys = TABLE1_KEYS
+        raise _nothing("Table 1", "" if seed is None else f" with seed {seed}")
+    ev, notes = _comparable(ev, variants, "Table 1", duplicates)
+    cols = _dataset_order(ev["dataset"].unique())
+    keys = TABLE1_KEYS + ["variant"]
     wide = ev.pivot_table(index=keys, columns="dataset", values="perplexity", aggfunc="mean")
     wide = wide.reset_index()
     wide.columns.name = None
-    seeds = ev.groupby(keys)["run"].nunique().rename("seeds").reset_index()
+    seeds = ev.groupby(keys)["seed"].nunique(dropna=False).rename("seeds").reset_index()
     wide = wide.merge(seeds, on=keys)[keys + cols + ["seeds"]]
     wide["W"] = wide["W"].astype("int64")
     wide["seeds"] = wide["seeds"].astype("int64")
     wide = _order(
         wide.assign(_l=[config_label(b, s) for b, s in zip(wide["base"], wide["schedule"])]), "_l"
     )
-    return _round(wide.drop(columns="_l"), cols, decimals)
+    return _finish(_round(wide.drop(columns="_l"), cols, decimals), notes)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -563,32 +630,36 @@ def table2(
     layers and seeds; NaN for a mechanism without α), ``acc_at_{d}`` for each evaluated distance
     (mean over seeds), ``seeds``. Depth ascending, uniform before staggered.
 
-    Raises ``ValueError`` when nothing matches, when several step counts are mixed, or when one
-    seed of a cell appears twice (e.g. the same cell at two learning rates: filter ``cells``).
+    Raises :class:`TableUnavailable` when nothing matches, when several step counts are mixed,
+    or when one seed of a cell appears twice (e.g. the same cell at two learning rates: filter
+    ``cells``).
     """
     df = cells[(cells["mechanism"] == mechanism) & (cells["task"] == task)]
     if df.empty:
         have = sorted(set(zip(cells["task"], cells["mechanism"])))
-        raise ValueError(
-            f"table2: no cells for task={task!r}, mechanism={mechanism!r}; "
-            f"(task, mechanism) present: {have or 'none'}"
+        raise TableUnavailable(
+            f"Table 2: no cells for task={task!r}, mechanism={mechanism!r} "
+            f"((task, mechanism) present: {have or 'none'})",
+            f"run the probe: `fiblab probe {task} --mechanisms {mechanism}`",
         )
     if steps is not None:
         df = df[df["steps"] == steps]
     else:
         have = sorted(int(s) for s in df["steps"].dropna().unique())
         if len(have) > 1:
-            raise ValueError(
-                f"table2: cells of {mechanism!r} were trained for {have} steps; "
-                f"pass steps=... to pick one"
+            raise TableUnavailable(
+                f"Table 2: cells of {mechanism!r} were trained for {have} steps",
+                "pass steps=... to pick one, or report one probe grid "
+                "(`fiblab report --probes FILE.jsonl`)",
             )
     if distances is not None:
         df = df[df["distance"].isin(list(distances))]
     dup = df.duplicated(["depth", "init", "seed", "distance"], keep=False)
     if dup.any():
-        raise ValueError(
-            "table2: more than one cell per (depth, init, seed, distance):\n"
-            + df.loc[dup, ["run", "depth", "init", "seed", "distance"]].to_string(index=False)
+        raise TableUnavailable(
+            "Table 2 has more than one cell per (depth, init, seed, distance), from runs "
+            f"{sorted(df.loc[dup, 'run'].unique())}",
+            "report one probe grid (`fiblab report --probes FILE.jsonl`) or filter the cells",
         )
     dists = sorted(df["distance"].unique())
     rows = []
@@ -639,7 +710,12 @@ def table3(long: pd.DataFrame, blocks: bool = True, decimals: int | None = None)
     (``full``: rungs recomputed for the length, the paper's; ``frozen``: rungs of length T),
     ``block`` (missing: whole windows; j: positions [j·T, (j+1)·T) of each window) and ``ppl``.
 
-    Returns one row per (model, W), seeds averaged, with columns ``model``, ``W``, then
+    An optional ``variant`` column (text) splits a (model, W) into rows of different variants
+    (:mod:`analysis.comparable`), and an optional ``seed`` column makes ``seeds`` count distinct
+    seeds rather than runs.
+
+    Returns one row per (model, W[, variant]), seeds averaged, with columns ``model``, ``W``,
+    [``variant``,] then
 
     - ``ppl_T{L}`` for every length L (whole windows, recomputed rungs),
     - ``change_at_{k}x_percent`` = 100·(ppl at k·T / ppl at T − 1), k the largest factor L/T in
@@ -659,7 +735,7 @@ def table3(long: pd.DataFrame, blocks: bool = True, decimals: int | None = None)
     df = long.copy()
     df["W"] = df["W"].astype("Int64")
     df["block"] = df["block"].astype("Int64")
-    keys = ["model", "W"]
+    keys = ["model", "W"] + (["variant"] if "variant" in df.columns else [])
     mixed = df.groupby(keys, dropna=False)["train_len"].nunique()
     if (mixed > 1).any():
         raise ValueError(
@@ -670,9 +746,9 @@ def table3(long: pd.DataFrame, blocks: bool = True, decimals: int | None = None)
     factors = df["context_len"] / df["train_len"]
     k = float(factors.max()) if len(df) else 1.0
     rows, order = [], {}
-    for (model, w), g in groups:
+    for key, g in groups:
         T = int(g["train_len"].iloc[0])
-        row = {"model": model, "W": w}
+        row = dict(zip(keys, key))
 
         def mean(policy, L, block=None, _g=g):
             sel = _g[(_g["policy"] == policy) & (_g["context_len"] == L)]
@@ -713,16 +789,16 @@ def table3(long: pd.DataFrame, blocks: bool = True, decimals: int | None = None)
                 name = f"{prefix}ppl_T{L}_block{j}"
                 row[name] = mean(policy, L, j)
                 order[name] = (4 if policy == "full" else 5, L, j)
-        row["seeds"] = int(g["run"].nunique())
+        row["seeds"] = int(g["seed" if "seed" in g.columns else "run"].nunique(dropna=False))
         rows.append(row)
-    cols = ["model", "W"] + sorted(order, key=order.get) + ["seeds"]
+    cols = keys + sorted(order, key=order.get) + ["seeds"]
     out = pd.DataFrame(rows, columns=cols)
     if out.empty:
         return out
     out["W"] = out["W"].astype("Int64")
     out["seeds"] = out["seeds"].astype("int64")
     out = _order(out, "model")
-    values = [c for c in out.columns if c not in ("model", "W", "seeds")]
+    values = [c for c in out.columns if c not in ("model", "W", "variant", "seeds")]
     out[values] = out[values].astype(float)
     return _round(out, values, decimals)
 
@@ -734,24 +810,32 @@ def table3_from_store(
     status: str | None = "done",
     runs=None,
     blocks: bool = True,
+    duplicates: str = "newest",
     decimals: int | None = None,
 ) -> pd.DataFrame:
     """:func:`table3` from our store: the ``full``, ``frozen`` and ``…:block{j}`` evaluations of
     every LM run (dense included) at its last step with such evaluations, on ``dataset`` (default:
     the only one, else ``fineweb_edu``). Only runs evaluated beyond their training length count,
-    so that every column of a row averages the same seeds. ``runs`` restricts it to those names."""
-    ev = lm_evals(store, status, runs)
+    so that every column of a row averages the same seeds; the seeds of one variant are averaged,
+    other variants are rows of their own (see :func:`table1_from_store` for ``variant``,
+    ``duplicates`` and ``attrs["notes"]``). ``runs`` restricts it to those names."""
+    ev, variants = _lm_evals(store, status, runs)
     ev = final_step_rows(ev, lambda k: bool(_WHOLE_OR_BLOCK.match(k)))
-    ds = _pick_dataset(ev, dataset, "table3_from_store")
+    ds = _pick_dataset(ev, dataset, "Table 3")
     ev = ev[ev["dataset"] == ds]
     longer = set(ev.loc[ev["context_len"] > ev["seq_len"], "run"])
     ev = ev[ev["run"].isin(longer)]
+    if ev.empty:
+        raise _nothing("Table 3", f" on {ds!r}")
+    ev, notes = _comparable(ev, variants, "Table 3", duplicates)
     parsed = ev["kind"].map(lambda k: _WHOLE_OR_BLOCK.match(k).groupdict())
     long = pd.DataFrame(
         {
             "model": ev["config"].to_numpy(),
             "W": ev["W"].to_numpy(),
+            "variant": ev["variant"].to_numpy(),
             "run": ev["run"].to_numpy(),
+            "seed": ev["seed"].to_numpy(),
             "train_len": ev["seq_len"].to_numpy(),
             "context_len": ev["context_len"].to_numpy(),
             "policy": [p["policy"] for p in parsed],
@@ -761,7 +845,7 @@ def table3_from_store(
             "ppl": ev["perplexity"].to_numpy(),
         }
     )
-    return table3(long, blocks=blocks, decimals=decimals)
+    return _finish(table3(long, blocks=blocks, decimals=decimals), notes)
 
 
 def table3_from_lenextrap(
@@ -812,10 +896,13 @@ def table4(
     """Table 4 (mean NLL per position bin) from a long frame.
 
     ``long`` has columns ``schedule`` (config label), ``W``, ``run``, ``bin`` (0 = earliest
-    positions) and ``nll``. Returns one row per (schedule, W), seeds averaged: ``schedule``,
-    ``W``, ``b0`` … ``b{n−1}``, ``seeds``; in the paper's order. ``gap=(a, b)`` appends, for each
-    W where both are present, a row ``schedule = "a - b"`` holding a − b per bin (positive: b has
-    the lower loss; the paper's fixed − stagger ≈ +0.035 nats); ``None`` adds none.
+    positions) and ``nll``; an optional ``variant`` (text) splits a (schedule, W) into rows of
+    different variants, an optional ``seed`` makes ``seeds`` count distinct seeds rather than
+    runs. Returns one row per (schedule, W[, variant]), seeds averaged: ``schedule``, ``W``,
+    [``variant``,] ``b0`` … ``b{n−1}``, ``seeds``; in the paper's order. ``gap=(a, b)`` appends,
+    for each W (and variant) where both are present, a row ``schedule = "a - b"`` holding a − b
+    per bin (positive: b has the lower loss; the paper's fixed − stagger ≈ +0.035 nats);
+    ``None`` adds none.
     """
     need = ["schedule", "W", "run", "bin", "nll"]
     missing = [c for c in need if c not in long.columns]
@@ -823,34 +910,40 @@ def table4(
         raise ValueError(f"table4 needs columns {need}; missing {missing}")
     df = long.copy()
     df["W"] = df["W"].astype("Int64")
+    keys = ["schedule", "W"] + (["variant"] if "variant" in df.columns else [])
     bins = sorted(int(b) for b in df["bin"].unique())
     cols = [f"b{b}" for b in bins]
     if df.empty:
-        return pd.DataFrame(columns=["schedule", "W"] + cols + ["seeds"])
-    wide = df.pivot_table(
-        index=["schedule", "W"], columns="bin", values="nll", aggfunc="mean", dropna=False
-    )
+        return pd.DataFrame(columns=keys + cols + ["seeds"])
+    wide = df.pivot_table(index=keys, columns="bin", values="nll", aggfunc="mean", dropna=False)
     wide.columns = [f"b{int(b)}" for b in wide.columns]
     wide = wide.reset_index()
-    seeds = df.groupby(["schedule", "W"], dropna=False)["run"].nunique().rename("seeds")
-    wide = wide.merge(seeds.reset_index(), on=["schedule", "W"])
+    who = "seed" if "seed" in df.columns else "run"
+    seeds = df.groupby(keys, dropna=False)[who].nunique(dropna=False).rename("seeds")
+    wide = wide.merge(seeds.reset_index(), on=keys)
     wide = wide.dropna(subset=cols, how="all")
-    wide = _order(wide[["schedule", "W"] + cols + ["seeds"]], "schedule")
+    wide = _order(wide[keys + cols + ["seeds"]], "schedule")
     wide["seeds"] = wide["seeds"].astype("Int64")
     if gap is not None:
         a, b = gap
         extra = []
-        for w in wide["W"].unique():
-            ra = wide[
-                (wide["schedule"] == a) & (wide["W"].isna() if pd.isna(w) else wide["W"] == w)
-            ]
-            rb = wide[
-                (wide["schedule"] == b) & (wide["W"].isna() if pd.isna(w) else wide["W"] == w)
-            ]
-            if len(ra) and len(rb):
-                diff = ra[cols].to_numpy()[0] - rb[cols].to_numpy()[0]
+        rest = keys[2:]  # the variant, when there is one: a gap pairs rows of one variant text
+        for _, row in wide[wide["schedule"] == a].iterrows():
+            w = row["W"]
+            same = (wide["W"].isna() if pd.isna(w) else wide["W"] == w) & (wide["schedule"] == b)
+            for k in rest:
+                same &= wide[k] == row[k]
+            rb = wide[same]
+            if len(rb):
+                diff = row[cols].to_numpy(dtype=float) - rb[cols].to_numpy(dtype=float)[0]
                 extra.append(
-                    {"schedule": f"{a} - {b}", "W": w, **dict(zip(cols, diff)), "seeds": pd.NA}
+                    {
+                        "schedule": f"{a} - {b}",
+                        "W": w,
+                        **{k: row[k] for k in rest},
+                        **dict(zip(cols, diff)),
+                        "seeds": pd.NA,
+                    }
                 )
         if extra:
             gaps = pd.DataFrame(extra, columns=wide.columns)
@@ -868,27 +961,33 @@ def table4_from_store(
     gap=("fib/fixed", "fib/stagger"),
     status: str | None = "done",
     runs=None,
+    duplicates: str = "newest",
     decimals: int | None = None,
 ) -> pd.DataFrame:
     """:func:`table4` from our store: each LM run's ``bin{b}`` evaluations at its training length
     and its last step with such evaluations, on ``dataset`` (default: the only one, else
-    ``fineweb_edu``); the loss column is the bin's mean NLL. ``runs`` restricts it to those
-    names."""
-    ev = lm_evals(store, status, runs)
+    ``fineweb_edu``); the loss column is the bin's mean NLL. The seeds of one variant are
+    averaged, other variants are rows of their own, and a gap row pairs only rows of one variant
+    text (see :func:`table1_from_store` for ``variant``, ``duplicates`` and ``attrs["notes"]``).
+    ``runs`` restricts it to those names."""
+    ev, variants = _lm_evals(store, status, runs)
     ev = ev[ev["context_len"] == ev["seq_len"]]
     ev = final_step_rows(ev, lambda k: bool(_BIN.match(k)))
-    ds = _pick_dataset(ev, dataset, "table4_from_store")
+    ds = _pick_dataset(ev, dataset, "Table 4")
     ev = ev[ev["dataset"] == ds]
+    ev, notes = _comparable(ev, variants, "Table 4", duplicates)
     long = pd.DataFrame(
         {
             "schedule": ev["config"].to_numpy(),
             "W": ev["W"].to_numpy(),
+            "variant": ev["variant"].to_numpy(),
             "run": ev["run"].to_numpy(),
+            "seed": ev["seed"].to_numpy(),
             "bin": [int(_BIN.match(k)["bin"]) for k in ev["kind"]],
             "nll": ev["loss"].to_numpy(),
         }
     )
-    return table4(long, gap=gap, decimals=decimals)
+    return _finish(table4(long, gap=gap, decimals=decimals), notes)
 
 
 def table4_from_posloss(
@@ -928,8 +1027,10 @@ def table5(long: pd.DataFrame, decimals: int | None = None) -> pd.DataFrame:
 
     One row per (config, W): ``config``, ``W``, ``seed{s}`` for every seed in the table (NaN
     where a config lacks it), ``n``, ``mean``, ``std`` (sample, ddof 1; NaN for one seed),
-    ``std_pop`` (population, ddof 0: the paper's). Rows by W, then mean ascending (the paper's
-    order). ``ValueError`` when a (config, W, seed) has two values.
+    ``std_pop`` (population, ddof 0: the paper's). An optional ``variant`` column (text) splits a
+    (config, W) into rows of different variants, shown after ``W``. Rows by W, then mean
+    ascending (the paper's order). ``ValueError`` when a (config, W[, variant], seed) has two
+    values.
     """
     need = ["config", "W", "seed", "ppl"]
     missing = [c for c in need if c not in long.columns]
@@ -937,17 +1038,19 @@ def table5(long: pd.DataFrame, decimals: int | None = None) -> pd.DataFrame:
         raise ValueError(f"table5 needs columns {need}; missing {missing}")
     df = long.copy()
     df["W"] = df["W"].astype("Int64")
-    dup = df.duplicated(["config", "W", "seed"], keep=False)
+    keys = ["config", "W"] + (["variant"] if "variant" in df.columns else [])
+    dup = df.duplicated(keys + ["seed"], keep=False)
     if dup.any():
         raise ValueError(
-            "table5: more than one value per (config, W, seed):\n"
+            f"table5: more than one value per ({', '.join(keys)}, seed):\n"
             + df.loc[dup].to_string(index=False)
         )
     seeds = sorted(int(s) for s in df["seed"].dropna().unique())
     rows = []
-    for (config, w), g in df.groupby(["config", "W"], dropna=False, sort=False):
+    for key, g in df.groupby(keys, dropna=False, sort=False):
+        config = key[0]
         x = as_sample(g["ppl"].to_numpy(), f"ppl of {config}")
-        row = {"config": config, "W": w}
+        row = dict(zip(keys, key))
         for s in seeds:
             v = g.loc[g["seed"] == s, "ppl"]
             row[f"seed{s}"] = float(v.iloc[0]) if len(v) else float("nan")
@@ -960,7 +1063,7 @@ def table5(long: pd.DataFrame, decimals: int | None = None) -> pd.DataFrame:
             }
         )
         rows.append(row)
-    cols = ["config", "W"] + [f"seed{s}" for s in seeds] + ["n", "mean", "std", "std_pop"]
+    cols = keys + [f"seed{s}" for s in seeds] + ["n", "mean", "std", "std_pop"]
     out = pd.DataFrame(rows, columns=cols)
     out["W"] = out["W"].astype("Int64")
     out["n"] = out["n"].astype("int64")
@@ -970,7 +1073,7 @@ def table5(long: pd.DataFrame, decimals: int | None = None) -> pd.DataFrame:
         .drop(columns="_w")
         .reset_index(drop=True)
     )
-    values = [c for c in cols if c not in ("config", "W", "n")]
+    values = [c for c in cols if c not in ("config", "W", "variant", "n")]
     out[values] = out[values].astype(float)
     return _round(out, values, decimals)
 
@@ -982,32 +1085,39 @@ def table5_from_store(
     *,
     status: str | None = "done",
     runs=None,
+    duplicates: str = "newest",
     decimals: int | None = None,
 ) -> pd.DataFrame:
     """:func:`table5` from our store: each LM run's ``full`` evaluation at its training length and
     last step on ``dataset`` (default: the only one, else ``fineweb_edu``); ``W`` keeps one
-    window (dense runs, which have none, are kept only when ``W`` is None). ``runs`` restricts it
-    to those names."""
-    ev = lm_evals(store, status, runs)
+    window (dense runs, which have none, are kept only when ``W`` is None). The seeds of one
+    variant are a row; other variants are rows of their own (see :func:`table1_from_store` for
+    ``variant``, ``duplicates`` and ``attrs["notes"]``). ``runs`` restricts it to those names."""
+    ev, variants = _lm_evals(store, status, runs)
     ev = final_step_rows(ev[ev["context_len"] == ev["seq_len"]], {"full"})
-    ds = _pick_dataset(ev, dataset, "table5_from_store")
+    ds = _pick_dataset(ev, dataset, "Table 5")
     ev = ev[ev["dataset"] == ds]
     if W is not None:
         ev = ev[ev["W"] == W]
+        if ev.empty:
+            raise _nothing("Table 5", f" with W={W} on {ds!r}")
     if ev["seed"].isna().any():
-        raise ValueError(
-            "table5_from_store: runs without a seed in their config: "
-            f"{sorted(ev.loc[ev['seed'].isna(), 'run'].unique())}"
+        raise TableUnavailable(
+            "Table 5 lists runs by seed, and the configs of runs "
+            f"{sorted(ev.loc[ev['seed'].isna(), 'run'].unique())} record none",
+            "leave them out by naming the runs to use (`fiblab report RUN …`, or runs=[...])",
         )
+    ev, notes = _comparable(ev, variants, "Table 5", duplicates)
     long = pd.DataFrame(
         {
             "config": ev["config"].to_numpy(),
             "W": ev["W"].to_numpy(),
+            "variant": ev["variant"].to_numpy(),
             "seed": ev["seed"].to_numpy(),
             "ppl": ev["perplexity"].to_numpy(),
         }
     )
-    return table5(long, decimals=decimals)
+    return _finish(table5(long, decimals=decimals), notes)
 
 
 def table5_from_final_ppl(

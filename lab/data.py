@@ -71,6 +71,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from lab import jsonio
+
 # the public names of lab.corpus and lab.tokenizer are re-exported from here
 from lab.corpus import Source, parse_source
 from lab.tokenizer import (
@@ -793,7 +795,7 @@ def main(argv: list[str] | None = None) -> int:
         "seconds",
     )
     print(
-        json.dumps(
+        jsonio.dumps(
             {
                 "path": str(d.path),
                 "reused": d.reused,

@@ -546,6 +546,7 @@ def config_from_dict(d: Mapping) -> object:
     from lab.train import TrainConfig
 
     d = dict(d)
+    d.pop("provenance", None)  # the store's copy adds what training recorded (lab.variant)
     model = dict(d.pop("model", {}) or {})
     for spec, what in ((TrainConfig, d), (ModelConfig, model)):
         known = {f.name for f in fields(spec)}
@@ -652,7 +653,12 @@ def _ensure_run(store, r: LoadedRun) -> None:
         store.config(r.name)
     except UnknownRunError:
         store.start_run(
-            r.name, r.config.to_dict(), kind="lm", seed=r.config.seed, run_dir=r.run_dir
+            r.name,
+            r.config.to_dict(),
+            kind="lm",
+            preset=getattr(r.config, "preset", "") or None,
+            seed=r.config.seed,
+            run_dir=r.run_dir,
         )
         done = r.step >= r.config.steps
         store.set_status(

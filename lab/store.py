@@ -504,10 +504,13 @@ class Store:
         seed: int | None = None,
         run_dir: str | os.PathLike | None = None,
         git_rev: str | None = None,
+        resume: bool = False,
     ) -> int:
         """Create run ``name`` (or restart it: same row, new config) with status 'running'.
 
-        ``git_rev`` defaults to this checkout's commit (None outside git).  Returns the run's id.
+        ``resume=True`` continues the run from a checkpoint: its first ``started_at`` is kept
+        (a restart from scratch stamps a new one).  ``git_rev`` defaults to this checkout's
+        commit (None outside git).  Returns the run's id.
         """
         if not isinstance(name, str) or not name:
             raise ValueError(f"run name must be a non-empty string, got {name!r}")
@@ -528,8 +531,10 @@ class Store:
                        config_json = excluded.config_json, preset = excluded.preset,
                        seed = excluded.seed, git_rev = excluded.git_rev,
                        run_dir = excluded.run_dir, message = NULL,
-                       started_at = excluded.started_at, finished_at = NULL""",
-                (name, kind, config_json, preset, seed_, rev, rd, now, now),
+                       started_at = CASE WHEN ? THEN COALESCE(runs.started_at, excluded.started_at)
+                                    ELSE excluded.started_at END,
+                       finished_at = NULL""",
+                (name, kind, config_json, preset, seed_, rev, rd, now, now, bool(resume)),
             )
             return self._run_id(conn, name)
 

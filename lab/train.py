@@ -36,8 +36,10 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from lab import jsonio
 from lab.model import FibLM, ModelConfig, config_for
-from lab.precision import autocast
+from lab.precision import autocast, default_precision
+from lab.variant import provenance
 
 # --------------------------------------------------------------------------------------------
 # configuration and presets
@@ -70,6 +72,7 @@ class TrainConfig:
     log_every: int = 10
     run_dir: str = "runs"
     name: str = ""
+    preset: str = ""  # the training preset this config was built from (make_config)
 
     @property
     def accum(self) -> int:
@@ -203,6 +206,8 @@ def make_config(preset: str, overrides: dict | None = None) -> TrainConfig:
         cfg.seed = seed
     if not cfg.name:
         cfg.name = name if seed is None or name.endswith(f"-s{seed}") else f"{name}-s{seed}"
+    if not cfg.preset:
+        cfg.preset = preset  # the store's preset column
     _ = cfg.accum  # validates
     return cfg
 
@@ -535,12 +540,21 @@ def train(
         from lab.store import Store
 
         store = Store(store_path)
-        store.start_run(cfg.name, cfg.to_dict(), kind="lm", seed=cfg.seed, run_dir=run_dir)
+        stored = {**cfg.to_dict(), "provenance": provenance(data, default_precision(di.device))}
+        store.start_run(
+            cfg.name,
+            stored,  # lab.variant reads the provenance: data hash and precision
+            kind="lm",
+            preset=cfg.preset or None,
+            seed=cfg.seed,
+            run_dir=run_dir,
+            resume=start > 0,  # a resumed run keeps its first started_at
+        )
         store.log_event(cfg.name, "resume" if start else "start", f"step {start}")
     if di.main:
         os.makedirs(run_dir, exist_ok=True)
         with open(os.path.join(run_dir, "config.json"), "w") as f:
-            json.dump(cfg.to_dict(), f, indent=1, default=str)
+            jsonio.dump(cfg.to_dict(), f, indent=1, default=str)
         if getattr(data, "tokenizer", None) is not None:  # the run's artefacts together
             data.tokenizer.save(os.path.join(run_dir, "tokenizer.json"))
     sets = eval_sets(data, cfg.model.seq_len, cfg.eval_batch, di.device, dataset_name(cfg.data))

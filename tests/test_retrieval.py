@@ -110,7 +110,10 @@ def test_cli_probe_json(tmp_path, capsys):
         )
         == 0
     )
-    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    out = capsys.readouterr().out
+    assert "NaN" not in out  # strict JSON: a dense layer's α (NaN) is printed as null
+    lines = [json.loads(x) for x in out.splitlines()]
+    assert lines[0]["alphas"] == [None, None]
     assert [(r["mechanism"], r["depth"], r["init"], r["seed"]) for r in lines] == [
         ("dense", 2, "-", 0),
         ("blur", 2, "uniform", 0),

@@ -14,6 +14,7 @@ from analysis import paper
 from analysis import trajectories as tj
 from analysis.paperdb import load_final_ppl, load_retrieval
 from analysis.tables import (
+    config_label,
     lm_evals,
     lm_runs,
     probe_cells_from_paperdb,
@@ -32,12 +33,12 @@ from analysis.tables import (
     table5,
     table5_from_final_ppl,
     table5_from_store,
-    variant_of,
     with_paper,
 )
 from lab.model import ModelConfig
 from lab.store import Store
 from lab.train import TrainConfig
+from lab.variant import seed_of, variant_of
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL_DB = ROOT.parent / "shared" / "reference" / "fib.db"
@@ -175,16 +176,26 @@ def store(tmp_path_factory):
 
 
 def test_variant_of_nested_and_flat_configs():
-    v = variant_of(
-        TrainConfig(
-            model=model_config(base="pow2", schedule="stagger", window=12), seed=7
-        ).to_dict()
+    cfg = TrainConfig(
+        model=model_config(base="pow2", schedule="stagger", window=12), seed=7
+    ).to_dict()
+    v = variant_of(cfg)
+    assert (config_label(v.base, v.schedule), v.window, seed_of(cfg), v.seq_len) == (
+        "pow2/stagger",
+        12,
+        7,
+        T,
     )
-    assert (v["config"], v["W"], v["seed"], v["seq_len"]) == ("pow2/stagger", 12, 7, T)
     d = variant_of(TrainConfig(model=model_config(attention="dense")).to_dict())
-    assert d["config"] == "dense" and d["W"] is None and d["base"] is None
-    flat = variant_of({"base": "fib", "schedule": [0.6, 1.4], "W": 10, "seq_len": 128}, seed=3)
-    assert (flat["config"], flat["W"], flat["seed"]) == ("fib/custom", 10, 3)
+    assert config_label(d.base, d.schedule, d.attention) == "dense"
+    assert d.window is None and d.base is None
+    flat = {"base": "fib", "schedule": [0.6, 1.4], "W": 10, "seq_len": 128}
+    fv = variant_of(flat)
+    assert (config_label(fv.base, fv.schedule), fv.window, seed_of(flat, 3)) == (
+        "fib/custom",
+        10,
+        3,
+    )
     with pytest.raises(ValueError, match="must be a dict"):
         variant_of("fib/stagger")
 

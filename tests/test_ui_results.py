@@ -279,7 +279,14 @@ def test_tables_hold_the_logged_values(panel):
     assert panel.mechanism.value == "blur"
     t1 = panel.sections["table1"]["ours"]
     assert row(t1, schedule="fixed")["fineweb_edu"] == pytest.approx(ppl_mean(3.0, 3.01))
-    assert row(t1, schedule="learned")["bible"] == pytest.approx(ppl_mean(3.4, 3.45))
+    # learn-a and learn-b start their learned α from different schedules (stagger, fixed): two
+    # variants, so two rows told apart by the variant column, not one row of two seeds
+    learned_a = row(t1, schedule="learned", variant="learned_init=stagger")
+    learned_b = row(t1, schedule="learned", variant="learned_init=fixed")
+    assert learned_a["bible"] == pytest.approx(ppl_mean(3.4))
+    assert learned_b["bible"] == pytest.approx(ppl_mean(3.45))
+    assert (learned_a["seeds"], learned_b["seeds"]) == (1, 1)
+    assert row(t1, schedule="fixed")["variant"] == ""  # one variant: nothing to tell apart
     assert row(t1, schedule="stagger")["seeds"] == 2
     assert f"{ppl_mean(2.8, 2.82):.2f}" in panel.section_boxes["table1"].value
     paper1 = pd.read_csv(REFERENCE_DIR / "table1_perplexity.csv")
@@ -356,7 +363,7 @@ def test_dataset_and_selection_flow_into_the_tables(panel):
     assert "no data in the store" in panel.section_boxes["table3"].value
     panel.dataset.value = "fineweb_edu"
     panel.runs.value = ("learn-a", "learn-b")
-    assert list(panel.sections["table1"]["ours"]["schedule"]) == ["learned"]
+    assert list(panel.sections["table1"]["ours"]["schedule"]) == ["learned", "learned"]
     assert panel.sections["table4"]["ours"] is None  # no bins for these runs
     assert panel.verdicts == ["fib/stagger vs fib/fixed: the selected runs have neither"]
     panel.runs.value = ()
@@ -374,7 +381,8 @@ def test_export_writes_the_tables(panel, tmp_path):
     text = md.read_text(encoding="utf-8")
     for v in (e(3.0), e(3.01), statistics.fmean([e(3.0), e(3.01)])):  # Table 5, 3 decimals
         assert f"{v:.3f}" in text
-    assert f"| fib | stagger | 8 | {ppl_mean(2.8, 2.82):.2f} |" in text  # Table 1 layout
+    # Table 1 layout; the variant column is empty for a label of one variant
+    assert f"| fib | stagger | 8 |  | {ppl_mean(2.8, 2.82):.2f} |" in text
     assert f"{ppl_mean(2.77, 2.79):.2f}" in text  # Table 3
     assert "Retrieval probe" in text and "Learned α" in text
     panel.report_name.value = "../escape"

@@ -1,7 +1,7 @@
 """`fiblab` command line.
 
 fiblab demo [--scale full|smoke] [--out reports/demo]    the main job (see README)
-fiblab report [RUN ...] --out reports/NAME              tables + figures of runs in the store
+fiblab report [RUN ...] --out reports/NAME [--json]     tables + figures of runs in the store
 fiblab eval RUN_DIR [--factors 1 2 4 8]                 perplexity, extrapolation, position bins
 fiblab efficiency [--preset probe-small] [--measure]    attention FLOPs, keys/query, tokens/s
 fiblab selfcheck [--preset paper-60m] [--seq-len 1024]   build the model, run every path
@@ -65,7 +65,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--paper-db", default=None, help="also rebuild the paper's tables from the authors' fib.db"
     )
-    s.add_argument("--out", required=True, help="report folder, e.g. reports/NAME")
+    s.add_argument(
+        "--out", default=None, help="report folder, e.g. reports/NAME (optional with --json)"
+    )
+    s.add_argument(
+        "--json",
+        action="store_true",
+        help="print every table as JSON on stdout: one object, table name → list of rows",
+    )
     s.set_defaults(fn=cmd_report)
 
     s = sub.add_parser("selfcheck", help="build a model, forward/backward through every path")

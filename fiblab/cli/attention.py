@@ -3,10 +3,11 @@ receptive-field."""
 
 from __future__ import annotations
 
-import json
 import time
 
 import torch
+
+from lab import jsonio
 
 
 # --------------------------------------------------------------------------------------------
@@ -156,7 +157,7 @@ def cmd_coverage(args) -> int:
         if not args.full:
             for key in ("layers_per_distance", "per_layer_sets"):
                 report.pop(key)
-        print(json.dumps(report))
+        print(jsonio.dumps(report))
         return 0
     print(describe(report))
     for ell, (a, n, b) in enumerate(
@@ -218,12 +219,12 @@ def cmd_receptive_field(args) -> int:
     if args.json:
         if len(out) == 1:
             print(
-                json.dumps(
+                jsonio.dumps(
                     {"scheme": schemes[0], "convention": convention, **next(iter(out.values()))}
                 )
             )
         else:
-            print(json.dumps({"convention": convention, "schemes": out}))
+            print(jsonio.dumps({"convention": convention, "schemes": out}))
         return 0
     print(f"convention: {convention}")
     print(

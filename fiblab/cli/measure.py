@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 import torch
 
 from fiblab.cli.runs import parse_overrides
+from lab import jsonio
 from lab.efficiency import SCHEMES, config_for, efficiency_table
 from lab.evaluate import DEFAULT_FACTORS, evaluate_run
 from lab.model import RUNG_POLICIES, ModelConfig
@@ -70,7 +70,7 @@ def cmd_eval(args) -> int:
         log=lambda s: print(s, file=sys.stderr),
     )
     if args.json:
-        print(json.dumps(res, indent=1))
+        print(jsonio.dumps(res, indent=1))
     else:
         print(format_report(res))
     return 0
@@ -147,7 +147,7 @@ def cmd_efficiency(args) -> int:
     )
     if args.json:
         print(
-            json.dumps(
+            jsonio.dumps(
                 {
                     "attrs": {**df.attrs, "preset": args.preset, "override": over},
                     "rows": df.to_dict(orient="records"),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 
@@ -10,6 +9,7 @@ import time
 def cmd_probe(args) -> int:
     from dataclasses import replace as dc_replace
 
+    from lab import jsonio
     from probes import retrieval as R
 
     if args.scale not in R.TASK_SCALES[args.task]:
@@ -47,7 +47,7 @@ def cmd_probe(args) -> int:
     if args.json:
         for rec in records:
             print(
-                json.dumps(
+                jsonio.dumps(
                     {
                         k: rec[k]
                         for k in (
@@ -142,13 +142,17 @@ def cmd_demo(args) -> int:
 
 
 def cmd_report(args) -> int:
-    """A Markdown + HTML report of runs in the store (every table and figure that applies)."""
+    """A Markdown + HTML report of runs in the store (every table and figure that applies);
+    with ``--json`` every table as JSON records on stdout (the numbers the Markdown prints)."""
     import os
 
     from analysis.results import build_report
+    from lab import jsonio
     from lab.store import Store
     from probes.retrieval import load_records
 
+    if not args.out and not getattr(args, "json", False):
+        raise ValueError("fiblab report needs --out FOLDER (e.g. reports/NAME), or --json")
     if not os.path.exists(args.store):
         raise ValueError(
             f"experiment store {args.store!r} does not exist: train or probe "
@@ -175,6 +179,12 @@ def cmd_report(args) -> int:
             dataset=args.dataset,
             paper_db=args.paper_db,
         )
-        paths = rep.write(args.out)
-    print(f"report: {paths['report.md']} and {paths['report.html']}")
+        paths = rep.write(args.out) if args.out else None
+    if paths:
+        print(
+            f"report: {paths['report.md']} and {paths['report.html']}",
+            file=sys.stderr if args.json else sys.stdout,
+        )
+    if args.json:
+        print(jsonio.dumps(rep.records(), indent=1))
     return 0

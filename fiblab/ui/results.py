@@ -617,8 +617,10 @@ class ResultsPanel:
         self.dataset.value = _pick(ds, self.dataset.value, "fineweb_edu")
 
     def _section(self, key: str, build) -> None:
-        """Build one section: ``build()`` returns (frame, note); a ValueError or an empty frame
-        becomes the section's message."""
+        """Build one section: ``build()`` returns (frame, note); a table that cannot be built
+        (`analysis.tables.TableUnavailable`: why, and what to run) or an empty frame becomes the
+        section's message, and the notes of a built one (``attrs["notes"]``: duplicate runs
+        resolved) join its note. Any other exception is a bug and reaches the panel's error."""
         n = _PAPER_OF[key]
         sec = {
             "title": SECTION_TITLES[key],
@@ -632,14 +634,16 @@ class ResultsPanel:
             if df is None or df.empty:
                 sec["message"] = "no data in the store for this table"
             else:
-                sec["ours"], sec["note"] = df, note
-        except (ValueError, KeyError) as e:
+                notes = [note] if note else []
+                sec["ours"] = df
+                sec["note"] = "; ".join(notes + list(df.attrs.get("notes", []))) or None
+        except tables.TableUnavailable as e:
             sec["message"] = f"no data in the store for this table: {e}"
         self.sections[key] = sec
 
     def _missing(self, key: str, why: str) -> None:
         def build():
-            raise ValueError(why)
+            raise tables.TableUnavailable(why)
 
         self._section(key, build)
 
@@ -668,11 +672,17 @@ class ResultsPanel:
 
                 def table3_blocks():
                     if t3 is None:
-                        raise ValueError("no length-extrapolation evaluations")
+                        raise tables.TableUnavailable(
+                            "Table 3 has no length-extrapolation evaluations to split into blocks"
+                        )
                     blk = [c for c in t3.columns if "_block" in c]
                     if not blk:
-                        raise ValueError("no position-matched (…:block{j}) evaluations")
-                    return t3[["model", "W"] + blk + ["seeds"]], None
+                        raise tables.TableUnavailable(
+                            "no position-matched block evaluations in the store",
+                            "evaluate a run with `fiblab eval runs/NAME` (it logs them)",
+                        )
+                    keys = [c for c in ("model", "W", "variant") if c in t3.columns]
+                    return t3[keys + blk + ["seeds"]], None
 
                 self._section("table3", table3)
                 self._section("table3_blocks", table3_blocks)
@@ -715,31 +725,35 @@ class ResultsPanel:
             self.verdicts = [f"{a_name} vs {b_name}: no seed table yet"]
         else:
             seed_cols = [c for c in t5.columns if re.fullmatch(r"seed\d+", c)]
+            # rows of other variants (column "variant": e.g. steps=12) are compared only with
+            # the other configuration's row of the same variant text
+            var = t5["variant"] if "variant" in t5.columns else pd.Series("", index=t5.index)
 
-            def values(config, w):
-                rows = t5[(t5["config"] == config) & (t5["W"] == w)]
+            def values(config, w, v):
+                rows = t5[(t5["config"] == config) & (t5["W"] == w) & (var == v)]
                 return (
                     []
                     if rows.empty
-                    else [float(v) for v in rows.iloc[0][seed_cols] if not pd.isna(v)]
+                    else [float(x) for x in rows.iloc[0][seed_cols] if not pd.isna(x)]
                 )
 
             windows = sorted(
                 {
-                    int(w)
-                    for c, w in zip(t5["config"], t5["W"])
+                    (int(w), v)
+                    for c, w, v in zip(t5["config"], t5["W"], var)
                     if c in VERDICT_PAIR and not pd.isna(w)
                 }
             )
-            for w in windows:
-                a, b = values(a_name, w), values(b_name, w)
+            for w, vt in windows:
+                a, b = values(a_name, w, vt), values(b_name, w, vt)
+                at = f"at W={w}" + (f" ({vt})" if vt else "")
                 if len(a) >= 2 and len(b) >= 2:
-                    v = assess(a, b, f"{a_name} beats {b_name} at W={w}")
+                    v = assess(a, b, f"{a_name} beats {b_name} {at}")
                     self.assessments.append(v)
                     self.verdicts.append(v.line)
                 else:
                     self.verdicts.append(
-                        f"{a_name} vs {b_name} at W={w}: no verdict, it needs at least 2 seeds "
+                        f"{a_name} vs {b_name} {at}: no verdict, it needs at least 2 seeds "
                         f"of each (have {len(a)} and {len(b)})"
                     )
             if not windows:
@@ -859,7 +873,7 @@ class ResultsPanel:
         for key, (title, build, d) in builders.items():
             try:
                 df, msg = build(), None
-            except (ValueError, KeyError) as e:
+            except tables.TableUnavailable as e:
                 df, msg = None, str(e)
             self.paper_sections[key] = {"title": title, "table": df, "message": msg}
             parts.append(
