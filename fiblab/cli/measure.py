@@ -8,6 +8,7 @@ import sys
 
 import torch
 
+from fiblab.cli.argtypes import scheme_arg
 from fiblab.cli.runs import parse_overrides
 from lab.efficiency import SCHEMES, config_for, efficiency_table
 from lab.evaluate import DEFAULT_FACTORS, evaluate_run
@@ -228,9 +229,9 @@ def add_efficiency(subparsers) -> argparse.ArgumentParser:
         "--schedules",
         nargs="+",
         default=list(SCHEMES),
-        choices=list(SCHEMES),
+        type=scheme_arg(SCHEMES, "schedule"),
         metavar="SCHEME",
-        help=" ".join(SCHEMES),
+        help=" ".join(SCHEMES) + " (or another spelling: fib-stagger, fib/stagger, …)",
     )
     s.add_argument(
         "--override",
