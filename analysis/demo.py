@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 import pandas as pd
 
 from lab import jsonio
+from lab.schemes import SCHEMES
 from probes.retrieval import SCALES as SCALES_PROBE
 from probes.tasks import MarkedCopy
 
@@ -105,20 +106,22 @@ def _done(t0: float, log) -> None:
 # --------------------------------------------------------------------------------------------
 # stage 1: coverage and receptive field
 # --------------------------------------------------------------------------------------------
-COVERAGE_SCHEMES = ("fixed", "stagger", "coprime", "pow2", "pow2-stagger")
+#: The coverage stage's schemes: every fixed-α sparse scheme of `lab.schemes`, by its short
+#: name (the table's label): fixed, stagger, coprime, pow2, pow2-stagger.
+COVERAGE_SCHEMES = tuple(s.short for s in SCHEMES if s.attention == "sparse" and not s.learned)
 
 
 def coverage_stage(layers: int, seq_len: int, window: int = 8, rungs: int = 15) -> dict:
     """Per-scheme coverage numbers and receptive-field curves of an L-layer model."""
     from lab.schedules import layer_alphas
+    from lab.schemes import scheme as find_scheme
     from probes.coverage import coverage
     from probes.receptive_field import reachable_fraction, scheme_sets
 
     rows, sets, fractions = [], {}, {}
     for scheme in COVERAGE_SCHEMES:
-        base = "pow2" if scheme.startswith("pow2") else "fib"
-        sched = {"pow2": "fixed", "pow2-stagger": "stagger"}.get(scheme, scheme)
-        rep = coverage(layer_alphas(sched, layers), window, seq_len, base, rungs)
+        sch = find_scheme(scheme)
+        rep = coverage(layer_alphas(sch.schedule, layers), window, seq_len, sch.base, rungs)
         s = scheme_sets(scheme, layers, window, seq_len, rungs)
         frac = reachable_fraction(s, seq_len)
         sets[scheme], fractions[scheme] = s, frac
@@ -208,6 +211,7 @@ def lm_stage(
                 "train": res,
                 "eval": ev,
                 "battery": battery(res["run_dir"], scale.battery_n),
+                "alpha_trajectory": alpha_trajectory(store_path, cfg.name),
             }
         )
         ds = next(iter(ev["datasets"].values()))
@@ -216,6 +220,20 @@ def lm_stage(
             f"   {cfg.name}: held-out ppl {ppl:.2f}, α {', '.join(f'{a:.3f}' for a in res['alphas'])}"
         )
     return out
+
+
+def alpha_trajectory(store_path: str | None, name: str) -> dict | None:
+    """The run's logged α as `analysis.claims.lm_drift` reads it ({"points", "init"}), from
+    the store the notebook's α panel reads too (so both judge "inert" on the same values);
+    None without a store or logged α."""
+    if not store_path:
+        return None
+    from analysis import trajectories
+    from lab.store import Store
+
+    with Store(store_path) as st:
+        tr = trajectories.from_store(st, runs=[name], kinds=("lm",))
+    return trajectories.run_points(tr, name) if (tr["run"] == name).any() else None
 
 
 def battery(run_dir: str, n: int) -> dict:

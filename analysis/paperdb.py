@@ -31,6 +31,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from lab.schemes import SCHEMES
+
 __all__ = [
     "BASES",
     "SCHEDULES",
@@ -60,15 +62,9 @@ DEFAULT_SEED = 42
 #: The last training step of every finished run (13,000 steps of 32,768 tokens).
 FINAL_STEP = 13000
 
-# Title body (between "f13__" and "_w12") → (base, schedule).
-_BODIES = {
-    "fib_fixed": ("fib", "fixed"),
-    "fib_learned": ("fib", "learned"),
-    "fib_stagger": ("fib", "stagger"),
-    "fib_hdc": ("fib", "coprime"),
-    "logsparse": ("pow2", "fixed"),
-    "logsparse_stagger": ("pow2", "stagger"),
-}
+# Title body (between "f13__" and "_w12") → (base, schedule): the `lab.schemes` registry's
+# run-title spelling of each scheme the authors ran.
+_BODIES = {s.title: (s.base, s.schedule) for s in SCHEMES if s.title}
 _VARIANT_RE = re.compile(
     r"^(?P<code>[a-z]\d+)__(?P<body>[a-z0-9_]+?)_w(?P<W>\d+)(?:_s(?P<seed>\d+))?$"
 )

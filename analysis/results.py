@@ -17,6 +17,7 @@ import pandas as pd
 
 from analysis import paper, plots, tables, trajectories
 from analysis.report import Report
+from lab.drift import INERT_TOL
 
 __all__ = [
     "build_report",
@@ -169,7 +170,7 @@ def lm_sections(report: Report, store, runs=None, dataset: str | None = None) ->
         report.table(
             trajectories.inert(tr),
             decimals=3,
-            caption="is each run's α within 0.05 of its init? (the paper's 'inert')",
+            caption=f"is each run's α within {INERT_TOL} of its init? (the paper's 'inert')",
             name="lm_alpha_inert",
         )
         report.figure(plots.alpha_trajectories(tr, title="learned α per layer"), "lm-alphas")

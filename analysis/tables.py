@@ -51,11 +51,13 @@ from __future__ import annotations
 
 import json
 import math
-import re
 
 import pandas as pd
 
+from lab.evalkind import KIND_PATTERNS, EvalKind, Family
+from lab.schemes import paper_label
 from lab.variant import Variant, seed_of, variant_of
+from probes.record import ProbeRecord
 
 from . import paper as _paper
 from .comparable import TableUnavailable, natural_key, one_run_per_seed, variant_labels
@@ -229,21 +231,27 @@ def published(n: int) -> pd.DataFrame:
 # our store: which run is which, and its evaluations
 # ------------------------------------------------------------------------------------------------
 
-#: Evaluation kinds the tables read (``{j}`` / ``{b}`` stand for a block / bin number).
-EVAL_KINDS = ("full", "frozen", "full:block{j}", "frozen:block{j}", "bin{b}", "light")
+#: Evaluation kinds the tables read (``{j}`` / ``{b}`` stand for a block / bin number); the
+#: store's text of a `lab.evalkind.EvalKind`, read back with `EvalKind.read`.
+EVAL_KINDS = KIND_PATTERNS
 
-_WHOLE_OR_BLOCK = re.compile(r"^(?P<policy>full|frozen)(?::block(?P<block>\d+))?$")
-_BIN = re.compile(r"^bin(?P<bin>\d+)$")
+
+def _policy_kind(text: str) -> EvalKind | None:
+    """The kind if it is whole windows or a block under a rung policy (full / frozen)."""
+    k = EvalKind.read(text)
+    return k if k is not None and k.policy is not None else None
+
+
+def _bin_kind(text: str) -> EvalKind | None:
+    k = EvalKind.read(text)
+    return k if k is not None and k.family is Family.BIN else None
 
 
 def config_label(base, schedule, attention: str = "sparse") -> str:
-    """The paper's name of a configuration: ``"dense"``, or ``"base/schedule"`` such as
-    ``"fib/stagger"``; a custom base or schedule (a list) is called ``custom``."""
-    if attention == "dense":
-        return "dense"
-    b = base if isinstance(base, str) else "custom"
-    s = schedule if isinstance(schedule, str) else "custom"
-    return f"{b}/{s}"
+    """The paper's name of a configuration (`lab.schemes.paper_label`): ``"dense"``, or
+    ``"base/schedule"`` such as ``"fib/stagger"``; a custom base or schedule (a list) is
+    called ``custom``."""
+    return paper_label(base, schedule, attention)
 
 
 def _run_row(v: Variant) -> dict:
@@ -559,26 +567,31 @@ def probe_cells_from_store(probes: pd.DataFrame) -> pd.DataFrame:
 
 def probe_cells_from_records(records) -> pd.DataFrame:
     """Probe cells (the columns of :func:`probe_cells_from_store`) from the records that
-    ``probes.retrieval.run_cell`` returns and the probe JSONL files hold."""
+    ``probes.retrieval.run_cell`` returns and the probe JSONL files hold (dicts or
+    :class:`probes.record.ProbeRecord`)."""
     rows = []
     for i, rec in enumerate(records):
-        missing = [k for k in ("mechanism", "depth", "init", "seed", "acc") if k not in rec]
-        if missing:
-            raise ValueError(f"probe record {i} lacks {missing} (has {sorted(rec)})")
-        run = rec.get("key") or f"record{i}"
-        for d, acc in dict(rec["acc"]).items():
+        if not isinstance(rec, ProbeRecord):
+            missing = [k for k in ("mechanism", "depth", "init", "seed", "acc") if k not in rec]
+            if missing:
+                raise ValueError(f"probe record {i} lacks {missing} (has {sorted(rec)})")
+            run = rec.get("key") or f"record{i}"
+            rec = ProbeRecord.from_dict(rec)
+        else:
+            run = rec.key
+        for d, acc in rec.acc.items():
             rows.append(
                 [
                     run,
-                    rec.get("task", "marked"),
-                    rec["mechanism"],
-                    rec["depth"],
-                    rec["init"],
-                    rec["seed"],
-                    rec.get("steps"),
-                    int(str(d)),
+                    rec.task,
+                    rec.mechanism,
+                    rec.depth,
+                    rec.init,
+                    rec.seed,
+                    rec.steps,
+                    int(d),
                     acc,
-                    _alpha_list(rec.get("alphas")),
+                    _alpha_list(rec.alphas),
                 ]
             )
     return _cells(rows)
@@ -820,7 +833,7 @@ def table3_from_store(
     other variants are rows of their own (see :func:`table1_from_store` for ``variant``,
     ``duplicates`` and ``attrs["notes"]``). ``runs`` restricts it to those names."""
     ev, variants = _lm_evals(store, status, runs)
-    ev = final_step_rows(ev, lambda k: bool(_WHOLE_OR_BLOCK.match(k)))
+    ev = final_step_rows(ev, lambda k: _policy_kind(k) is not None)
     ds = _pick_dataset(ev, dataset, "Table 3")
     ev = ev[ev["dataset"] == ds]
     longer = set(ev.loc[ev["context_len"] > ev["seq_len"], "run"])
@@ -828,7 +841,7 @@ def table3_from_store(
     if ev.empty:
         raise _nothing("Table 3", f" on {ds!r}")
     ev, notes = _comparable(ev, variants, "Table 3", duplicates)
-    parsed = ev["kind"].map(lambda k: _WHOLE_OR_BLOCK.match(k).groupdict())
+    parsed = [_policy_kind(k) for k in ev["kind"]]
     long = pd.DataFrame(
         {
             "model": ev["config"].to_numpy(),
@@ -838,10 +851,8 @@ def table3_from_store(
             "seed": ev["seed"].to_numpy(),
             "train_len": ev["seq_len"].to_numpy(),
             "context_len": ev["context_len"].to_numpy(),
-            "policy": [p["policy"] for p in parsed],
-            "block": pd.array(
-                [None if p["block"] is None else int(p["block"]) for p in parsed], dtype="Int64"
-            ),
+            "policy": [p.policy for p in parsed],
+            "block": pd.array([p.block for p in parsed], dtype="Int64"),
             "ppl": ev["perplexity"].to_numpy(),
         }
     )
@@ -972,7 +983,7 @@ def table4_from_store(
     ``runs`` restricts it to those names."""
     ev, variants = _lm_evals(store, status, runs)
     ev = ev[ev["context_len"] == ev["seq_len"]]
-    ev = final_step_rows(ev, lambda k: bool(_BIN.match(k)))
+    ev = final_step_rows(ev, lambda k: _bin_kind(k) is not None)
     ds = _pick_dataset(ev, dataset, "Table 4")
     ev = ev[ev["dataset"] == ds]
     ev, notes = _comparable(ev, variants, "Table 4", duplicates)
@@ -983,7 +994,7 @@ def table4_from_store(
             "variant": ev["variant"].to_numpy(),
             "run": ev["run"].to_numpy(),
             "seed": ev["seed"].to_numpy(),
-            "bin": [int(_BIN.match(k)["bin"]) for k in ev["kind"]],
+            "bin": [_bin_kind(k).bin for k in ev["kind"]],
             "nll": ev["loss"].to_numpy(),
         }
     )

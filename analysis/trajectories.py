@@ -13,7 +13,8 @@ computed from the run's config (``lab.schedules.layer_alphas`` with the model's 
 
 Summaries: :func:`final_range` (the α range at each run's last step), :func:`drift` (per run and
 layer, the largest |α − α_init| over steps) and :func:`inert` (is every layer within a tolerance
-of its start? the paper's "stays within 0.05 of α = 1").
+of its start? the paper's "stays within 0.05 of α = 1"), both by the one definition in
+:mod:`lab.drift`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import math
 
 import pandas as pd
 
+from lab.drift import INERT_TOL, alpha_drift, is_inert, layer_drifts
 from lab.schedules import layer_alphas
 
 __all__ = [
@@ -31,6 +33,7 @@ __all__ = [
     "from_store",
     "from_records",
     "final_range",
+    "run_points",
     "drift",
     "inert",
 ]
@@ -164,46 +167,83 @@ def final_range(traj: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _points(g: pd.DataFrame) -> tuple[list[int], list[list[float]], list[float]]:
+    """One run's frame as (layers, α per layer at each logged step, α_init per layer), the
+    form `lab.drift` reads (layers indexed 0…max; NaN where a layer has no value)."""
+    n = int(g["layer"].max()) + 1
+    wide = g.pivot_table(index="step", columns="layer", values="alpha", aggfunc="first")
+    wide = wide.sort_index().reindex(columns=range(n))
+    init = g.groupby("layer")["alpha_init"].first().reindex(range(n))
+    return sorted(g["layer"].unique()), wide.to_numpy().tolist(), init.to_numpy().tolist()
+
+
+def run_points(traj: pd.DataFrame, run: str) -> dict:
+    """One run of a trajectory frame in `lab.drift`'s form: ``{"points": α per layer at each
+    logged step, "init": α per layer at the start}`` (NaN where unknown)."""
+    _check(traj, "run_points")
+    g = traj[traj["run"] == run]
+    if g.empty:
+        raise ValueError(f"run_points: the trajectory frame has no run {run!r}")
+    _, points, init = _points(g)
+    return {"points": points, "init": init}
+
+
 def drift(traj: pd.DataFrame) -> pd.DataFrame:
     """Per run and layer: ``alpha_init``, ``alpha_final`` (at the last logged step),
-    ``max_drift`` = max over logged steps of |α − α_init| and ``final_drift`` = |α_final −
-    α_init| (NaN where the start is unknown)."""
+    ``max_drift`` = max over logged steps of |α − α_init| (`lab.drift.layer_drifts`) and
+    ``final_drift`` = |α_final − α_init| (NaN where the start is unknown)."""
     _check(traj, "drift")
-    df = traj.assign(_d=(traj["alpha"] - traj["alpha_init"]).abs())
-    df = df.sort_values(["run", "layer", "step"], kind="stable")
-    g = df.groupby(["run", "kind", "layer"], sort=False)
-    out = g.agg(
-        alpha_init=("alpha_init", "first"),
-        alpha_final=("alpha", "last"),
-        max_drift=("_d", lambda s: s.max(skipna=False)),
-    ).reset_index()
+    rows = []
+    for (run, kind), g in traj.groupby(["run", "kind"], sort=False):
+        layers, points, init = _points(g)
+        drifts = layer_drifts(points, init)
+        last = g.sort_values("step", kind="stable").groupby("layer")["alpha"].last()
+        for layer in layers:
+            rows.append(
+                {
+                    "run": run,
+                    "kind": kind,
+                    "layer": layer,
+                    "alpha_init": init[layer],
+                    "alpha_final": float(last[layer]),
+                    "max_drift": drifts[layer],
+                }
+            )
+    out = pd.DataFrame(
+        rows, columns=["run", "kind", "layer", "alpha_init", "alpha_final", "max_drift"]
+    )
+    out["layer"] = out["layer"].astype("int64")
+    for c in ("alpha_init", "alpha_final", "max_drift"):
+        out[c] = out[c].astype(float)
     out["final_drift"] = (out["alpha_final"] - out["alpha_init"]).abs()
     return out
 
 
-def inert(traj: pd.DataFrame, tol: float = 0.05) -> pd.DataFrame:
+def inert(traj: pd.DataFrame, tol: float = INERT_TOL) -> pd.DataFrame:
     """The inertness check per run: ``run``, ``kind``, ``layers``, ``max_drift`` (largest
-    |α − α_init| over layers and steps), ``worst_layer`` (where it happened) and ``inert``
-    (True when every layer stayed within ``tol`` of its start at every logged step; ``<NA>``
-    when a start is unknown)."""
-    if not tol >= 0:
-        raise ValueError(f"tol={tol!r} must be a non-negative number (e.g. 0.05)")
-    d = drift(traj)
+    |α − α_init| over layers and steps: `lab.drift.alpha_drift`), ``worst_layer`` (where it
+    happened) and ``inert`` (`lab.drift.is_inert`: every layer within ``tol`` of its start at
+    every logged step; ``<NA>`` when a start is unknown)."""
+    is_inert(0.0, tol)  # validates tol
+    _check(traj, "inert")
     rows = []
-    for (run, kind), g in d.groupby(["run", "kind"], sort=False):
-        unknown = g["max_drift"].isna().any()
-        worst = g.loc[g["max_drift"].idxmax()] if not unknown else None
+    for (run, kind), g in traj.groupby(["run", "kind"], sort=False):
+        layers, points, init = _points(g)
+        d = alpha_drift(points, init)
+        verdict = is_inert(d, tol)
+        drifts = layer_drifts(points, init)
         rows.append(
             {
                 "run": run,
                 "kind": kind,
-                "layers": len(g),
-                "max_drift": math.nan if unknown else float(worst["max_drift"]),
-                "worst_layer": pd.NA if unknown else int(worst["layer"]),
-                "inert": pd.NA if unknown else bool(worst["max_drift"] <= tol),
+                "layers": len(layers),
+                "max_drift": d,
+                "worst_layer": pd.NA if verdict is None else max(drifts, key=drifts.get),
+                "inert": pd.NA if verdict is None else verdict,
             }
         )
     out = pd.DataFrame(rows, columns=["run", "kind", "layers", "max_drift", "worst_layer", "inert"])
+    out["max_drift"] = out["max_drift"].astype(float)
     out["worst_layer"] = out["worst_layer"].astype("Int64")
     out["inert"] = out["inert"].astype("boolean")
     return out

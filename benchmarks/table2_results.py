@@ -16,7 +16,8 @@ import re
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from probes.retrieval import alpha_drift, load_records, table2  # noqa: E402
+from analysis.probe_table import table2_rows  # noqa: E402
+from probes.retrieval import alpha_drift, load_records  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT = os.path.join(HERE, "results", "probe-marked-paper.jsonl")
@@ -28,7 +29,7 @@ def render(records: list[dict]) -> str:
         "acc@200 | acc@350 | min/cell |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in table2(records, "blur"):
+    for r in table2_rows(records, "blur"):  # the paper's values from analysis/reference
         p = r.get("paper")
         theirs = (
             (

@@ -41,15 +41,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from lab import kernels  # noqa: E402
 from lab.measure import CLOCKS, time_fn  # noqa: E402
 from lab.model import FibLM, config_for  # noqa: E402
+from lab.schemes import scheme  # noqa: E402
 from lab.train import lr_at, make_config, param_groups  # noqa: E402
 
-SCHEDULES = {  # model overrides per schedule
-    "dense": dict(attention="dense"),
-    "fixed": dict(schedule="fixed"),
-    "stagger": dict(schedule="stagger"),
-    "coprime": dict(schedule="coprime"),
-    "pow2-stagger": dict(base="pow2", schedule="stagger"),
-    "learned": dict(schedule="learned"),
+SCHEDULES = {  # model overrides per schedule (`lab.schemes` short names)
+    s: scheme(s).model_overrides()
+    for s in ("dense", "fixed", "stagger", "coprime", "pow2-stagger", "learned")
 }
 MODEL_SHAPES = {"probe-small": (2, 512), "paper-60m": (1, 1024)}  # (batch, T)
 

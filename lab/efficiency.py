@@ -64,17 +64,11 @@ from lab.measure import peak_growth, run_child, time_fn, time_round_robin
 from lab.model import FibLM, ModelConfig, config_for
 from lab.plan import layer_sets
 from lab.precision import autocast, default_precision
+from lab.schemes import SCHEMES as ALL_SCHEMES
+from lab.schemes import scheme as find_scheme
 
-# scheme name -> ModelConfig overrides
-SCHEMES: dict[str, dict] = {
-    "dense": dict(attention="dense", path="auto"),
-    "fixed": dict(attention="sparse", schedule="fixed", base="fib", path="auto"),
-    "stagger": dict(attention="sparse", schedule="stagger", base="fib", path="auto"),
-    "coprime": dict(attention="sparse", schedule="coprime", base="fib", path="auto"),
-    "pow2": dict(attention="sparse", schedule="fixed", base="pow2", path="auto"),
-    "pow2-stagger": dict(attention="sparse", schedule="stagger", base="pow2", path="auto"),
-    "learned": dict(attention="sparse", schedule="learned", base="fib", path="auto"),
-}
+#: The schemes the efficiency table counts and times (`lab.schemes` short names), in its order.
+SCHEMES: tuple[str, ...] = tuple(s.short for s in ALL_SCHEMES if s.name != "blur")
 FLOPS_PER_READ_PER_DIM = 4  # QKᵀ and PV: two multiply-adds of length D, 2 FLOPs each
 
 
@@ -84,15 +78,19 @@ FLOPS_PER_READ_PER_DIM = 4  # QKᵀ and PV: two multiply-adds of length D, 2 FLO
 def scheme_config(
     preset_or_cfg: str | ModelConfig, scheme: str, seq_len: int | None = None
 ) -> ModelConfig:
-    """The preset (or config) with one scheme's attention settings, at length `seq_len`."""
-    if scheme not in SCHEMES:
-        raise ValueError(f"scheme={scheme!r} is unknown: use one of {list(SCHEMES)}")
-    over = dict(SCHEMES[scheme])
+    """The preset (or config) with one scheme's attention settings (any `lab.schemes`
+    spelling), at length `seq_len`."""
+    over = _scheme(scheme, "scheme").model_overrides()
     if seq_len is not None:
         if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1:
             raise ValueError(f"seq_len={seq_len!r} must be a positive integer")
         over.update(seq_len=seq_len, train_seq_len=None)
     return config_for(preset_or_cfg, **over)
+
+
+def _scheme(name, what: str):
+    """The registry's scheme for ``name`` (any spelling) among those this table supports."""
+    return find_scheme(name, among=SCHEMES, what=what)
 
 
 # --------------------------------------------------------------------------------------------
@@ -427,9 +425,8 @@ def efficiency_table(
     schedules = list(schedules)
     if not schedules:
         raise ValueError("schedules is empty: name at least one of " + ", ".join(SCHEMES))
-    for s in schedules:
-        if s not in SCHEMES:
-            raise ValueError(f"schedule={s!r} is unknown: use one of {list(SCHEMES)}")
+    # any spelling in, the table's names out (fixed, stagger, …)
+    schedules = [_scheme(s, "schedule").short for s in schedules]
     base_cfg = config_for(preset_or_cfg)
     lengths = [base_cfg.seq_len] if lengths is None else list(lengths)
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))

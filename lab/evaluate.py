@@ -41,7 +41,8 @@ Position-resolved loss (SPEC §5.7, paper Table 4)
     perplexity) lies in no bin.  Every position is scored in every window, so a bin's loss (the
     mean of its per-position means) is also its mean NLL per token.  `bin_gap(a, b)` = a − b.
 
-Store conventions (``Store.log_eval(run, step, dataset, context_len, loss, tokens, kind)``)
+Store conventions (``Store.log_eval(run, step, dataset, context_len, loss, tokens, kind)``;
+the kind is a `lab.evalkind.EvalKind`, stored as its text)
     kind "full"              whole windows at context_len, rung set recomputed (what training
                              logs at the training length)
     kind "frozen"            whole windows at context_len, rung set frozen at the training length
@@ -68,6 +69,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from lab.evalkind import EvalKind
 from lab.model import RUNG_POLICIES, FibLM, ModelConfig
 from lab.precision import autocast
 from lab.windows import n_windows, window_starts
@@ -75,7 +77,6 @@ from lab.windows import n_windows, window_starts
 N_BINS = 8
 POSITION_BIN_EDGES: tuple[int, ...] = (0, 127, 255, 383, 511, 639, 767, 895, 1023)  # T = 1024
 DEFAULT_FACTORS = (1, 2, 4, 8)
-KIND_OF_POLICY = {"recompute": "full", "freeze": "frozen"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -183,7 +184,8 @@ class ExtrapolationCell:
 
     @property
     def kind(self) -> str:
-        return KIND_OF_POLICY[self.policy]
+        """The store's kind of the whole windows (``full`` | ``frozen``)."""
+        return str(EvalKind.of_policy(self.policy))
 
     def to_dict(self) -> dict:
         return {
@@ -492,15 +494,15 @@ def _existing_tokens(store, run: str) -> dict[tuple, int]:
 
 
 def _log_rows(
-    store, run: str, step: int, dataset: str, rows: list[tuple[int, str, Perplexity]]
+    store, run: str, step: int, dataset: str, rows: list[tuple[int, EvalKind, Perplexity]]
 ) -> int:
     """Write (context_len, kind, Perplexity) rows, never replacing a row with more tokens."""
     have = _existing_tokens(store, run)
     written = 0
     for ctx, kind, p in rows:
-        if have.get((int(step), dataset, int(ctx), kind), -1) > p.tokens:
+        if have.get((int(step), dataset, int(ctx), str(kind)), -1) > p.tokens:
             continue
-        store.log_eval(run, step, dataset, ctx, p.loss, p.tokens, kind=kind)
+        store.log_eval(run, step, dataset, ctx, p.loss, p.tokens, kind=str(kind))
         written += 1
     return written
 
@@ -513,8 +515,10 @@ def log_extrapolation(store, run: str, step: int, dataset: str, result: Extrapol
     for c in result.cells:
         if c.skipped or c.whole is None:
             continue
-        rows.append((c.context_len, c.kind, c.whole))
-        rows += [(c.context_len, f"{c.kind}:block{j}", b) for j, b in enumerate(c.blocks)]
+        rows.append((c.context_len, EvalKind.of_policy(c.policy), c.whole))
+        rows += [
+            (c.context_len, EvalKind.of_policy(c.policy, j), b) for j, b in enumerate(c.blocks)
+        ]
     return _log_rows(store, run, step, dataset, rows)
 
 
@@ -522,7 +526,7 @@ def log_position_bins(store, run: str, step: int, dataset: str, bins: PositionBi
     """Log kind "bin{b}" rows at context_len = the training length (loss = mean NLL in the bin,
     tokens = tokens in the bin).  Returns the number of rows written."""
     rows = [
-        (bins.seq_len, f"bin{b}", Perplexity(loss, tok))
+        (bins.seq_len, EvalKind.of_bin(b), Perplexity(loss, tok))
         for b, (loss, tok) in enumerate(zip(bins.loss, bins.tokens))
     ]
     return _log_rows(store, run, step, dataset, rows)

@@ -37,6 +37,7 @@ import torch
 import torch.distributed as dist
 
 from lab import jsonio
+from lab.evalkind import EvalKind
 from lab.model import FibLM, ModelConfig, config_for
 from lab.precision import autocast, default_precision
 from lab.variant import provenance
@@ -559,14 +560,16 @@ def train(
             data.tokenizer.save(os.path.join(run_dir, "tokenizer.json"))
     sets = eval_sets(data, cfg.model.seq_len, cfg.eval_batch, di.device, dataset_name(cfg.data))
 
-    def run_eval(step: int, kind: str, limit_tokens: int | None) -> dict:
+    def run_eval(step: int, kind: EvalKind, limit_tokens: int | None) -> dict:
         out = {}
         limit = None if limit_tokens is None else max(1, limit_tokens // cfg.model.seq_len)
         for name, batches in sets.items():
             loss, tokens = evaluate(model, batches(limit), di.device)
             out[name] = math.exp(loss)
             if store:
-                store.log_eval(cfg.name, step, name, cfg.model.seq_len, loss, tokens, kind=kind)
+                store.log_eval(
+                    cfg.name, step, name, cfg.model.seq_len, loss, tokens, kind=str(kind)
+                )
         log(f"step {step} {kind} eval: " + ", ".join(f"{k} ppl {v:.2f}" for k, v in out.items()))
         return out
 
@@ -636,7 +639,7 @@ def train(
                 bar.update(1)
                 bar.set_postfix(loss=f"{step_loss:.4f}", lr=f"{lr:.2e}", tok_s=f"{tok_s:.0f}")
             if di.main and cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
-                run_eval(step, "light", cfg.eval_light_tokens)
+                run_eval(step, EvalKind.light(), cfg.eval_light_tokens)
                 t_last = time.perf_counter()  # tokens/s counts training only
             stop = step < cfg.steps and stop_requested(run_dir, di)
             if di.main and (step % cfg.ckpt_every == 0 or step == cfg.steps or stop):
@@ -658,7 +661,7 @@ def train(
                 stopped_at = step
                 break
         if stopped_at is None:
-            final = run_eval(cfg.steps, "full", None) if di.main else {}
+            final = run_eval(cfg.steps, EvalKind.full(), None) if di.main else {}
             status = "done"
         else:
             final = {}

@@ -21,9 +21,9 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.signal import fftconvolve
 
-from lab.offsets import Base
 from lab.plan import layer_sets
 from lab.schedules import layer_alphas
+from lab.schemes import scheme as find_scheme
 
 
 def reachable(sets: Sequence[Sequence[int]], seq_len: int) -> list[int]:
@@ -103,12 +103,12 @@ def scheme_sets(
     rungs: int = 15,
     rounding: str = "round",
 ) -> list[list[int]]:
-    """Per-layer sets of a named scheme: fixed, stagger, coprime, pow2, pow2-stagger, dense."""
-    if scheme == "dense":
+    """Per-layer sets of a named scheme (`lab.schemes`, any spelling: fixed, stagger, coprime,
+    pow2, pow2-stagger, dense, …; a learned scheme at its initial α)."""
+    s = find_scheme(scheme)
+    if s.attention == "dense":
         return [list(range(seq_len))] * layers
-    base: Base = "pow2" if scheme.startswith("pow2") else "fib"
-    name = {"pow2": "fixed", "pow2-stagger": "stagger"}.get(scheme, scheme)
-    return layer_sets(layer_alphas(name, layers), window, seq_len, base, rungs, rounding)
+    return layer_sets(layer_alphas(s.schedule, layers), window, seq_len, s.base, rungs, rounding)
 
 
 def receptive_report(sets: Sequence[Sequence[int]], seq_len: int, residual: float = 0.0) -> dict:

@@ -11,6 +11,8 @@ A *cell* is (task, mechanism, depth, init, seed).  Mechanisms on the `probe-smal
     blur           learned α through the annealed Gaussian blur gather (the paper's Table 2;
                    width 40 → 0.5 over the first 80 % of steps)
 
+Mechanisms are `lab.schemes` schemes (the registry gives their model overrides; "stagger" or
+"fib/stagger" are accepted for fib-stagger and recorded under the canonical name).
 Learned mechanisms start uniform (α=1) or staggered (the stagger clamped to [0.55, 1.45]).
 Defaults are the paper's marked-task settings: T=512, vocab 512, batch 2, 2,500 steps, AdamW
 lr 1e-3 (torch defaults otherwise), no schedule, no clipping.  The `quick` scale (400 steps) is a
@@ -42,6 +44,13 @@ from lab.blur import blur_width
 from lab.model import build_model
 from lab.precision import PRECISIONS as PRECISIONS  # re-exported: the probe settings name them
 from lab.precision import autocast
+from lab.schemes import scheme
+from probes.record import (
+    AlphaPoint,
+    LossPoint,
+    ProbeRecord,
+    alpha_drift,  # noqa: F401  (re-exported: the record's α drift)
+)
 from probes.tasks import (
     EVAL_DISTANCES,
     KVRetrieval,
@@ -56,26 +65,15 @@ from probes.tasks import (
     shift_copy_batch,
 )
 
-MECHANISMS = {
-    "dense": dict(attention="dense"),
-    "fib-fixed": dict(schedule="fixed"),
-    "pow2": dict(base="pow2", schedule="fixed"),
-    "fib-stagger": dict(schedule="stagger"),
-    "learned": dict(schedule="learned"),
-    "blur": dict(schedule="learned", path="blur"),
-}
-LEARNED = {"learned", "blur"}
+#: The probe mechanisms: `lab.schemes` names (any spelling of them is accepted on input).
+MECHANISMS: tuple[str, ...] = ("dense", "fib-fixed", "pow2", "fib-stagger", "learned", "blur")
+LEARNED = frozenset(m for m in MECHANISMS if scheme(m).learned)
 INITS = ("uniform", "staggered")
 
-# the paper's Table 2 (blur mechanism, marked task, mean over seeds 0 and 1)
-PAPER_TABLE2 = {  # (depth, init): (alpha_min, alpha_max, acc@200, acc@350)
-    (2, "uniform"): (0.93, 1.03, 0.38, 0.23),
-    (2, "staggered"): (0.56, 1.39, 0.99, 0.00),
-    (4, "uniform"): (0.96, 1.01, 0.00, 0.00),
-    (4, "staggered"): (0.55, 1.45, 0.88, 0.17),
-    (8, "uniform"): (0.97, 1.02, 0.00, 0.00),
-    (8, "staggered"): (0.55, 1.45, 0.04, 0.00),
-}
+
+def mechanism(name: str):
+    """The `lab.schemes.Scheme` of a probe mechanism (ValueError listing the valid ones)."""
+    return scheme(name, among=MECHANISMS, what="mechanism")
 
 
 @dataclass
@@ -203,12 +201,11 @@ class Cell:
 
 
 def build_probe_model(cell: Cell, settings: ProbeSettings):
-    if cell.mechanism not in MECHANISMS:
-        raise ValueError(f"mechanism={cell.mechanism!r} is unknown: use one of {list(MECHANISMS)}")
-    if cell.mechanism in LEARNED and cell.init not in INITS:
+    mech = mechanism(cell.mechanism)
+    if mech.learned and cell.init not in INITS:
         raise ValueError(f"init={cell.init!r} must be one of {INITS}")
-    over = dict(MECHANISMS[cell.mechanism])
-    if cell.mechanism in LEARNED:
+    over = mech.model_overrides()
+    if mech.learned:
         over["learned_init"] = "stagger" if cell.init == "staggered" else "fixed"
     torch.manual_seed(cell.seed)
     return build_model(
@@ -224,14 +221,15 @@ def build_probe_model(cell: Cell, settings: ProbeSettings):
 
 
 def run_cell(cell: Cell, settings: ProbeSettings, progress: bool = True, on_step=None) -> dict:
-    """Train one cell and return its record (JSON-serialisable).
+    """Train one cell and return its record (`probes.record.ProbeRecord.to_dict()`: the JSONL
+    line and `Store.log_probe`'s input).
 
     ``on_step(cell, done, total, loss, seconds, alphas)`` is called every 25 steps and at the
     end (the progress bar's cadence), e.g. to drive a notebook's progress bar and α plot."""
     model = build_probe_model(cell, settings)
     opt = torch.optim.AdamW(model.parameters(), lr=settings.lr)
     gen = torch.Generator().manual_seed(cell.seed)
-    is_blur = cell.mechanism == "blur"
+    is_blur = model.cfg.path == "blur"
     trajectory, losses = [], []
     device = next(model.parameters()).device
     t0 = time.perf_counter()
@@ -260,19 +258,22 @@ def run_cell(cell: Cell, settings: ProbeSettings, progress: bool = True, on_step
         acc = _task_accuracy(model, cell, settings)
     if progress:
         sys.stderr.write("\n")
-    return {
-        "key": cell.key(settings),
-        **asdict(cell),
-        "steps": settings.steps,
-        "alphas": model.alphas(),
-        "acc": acc,
-        "seconds": time.perf_counter() - t0,
-        "trajectory": trajectory,
-        "loss": losses,
-        "settings": json.loads(
-            json.dumps({k: v for k, v in asdict(settings).items() if k != "task"})
-        ),
-    }
+    return ProbeRecord(
+        key=cell.key(settings),
+        mechanism=cell.mechanism,
+        depth=cell.depth,
+        init=cell.init,
+        seed=cell.seed,
+        task=cell.task,
+        distance=cell.distance,
+        steps=settings.steps,
+        alphas=tuple(model.alphas()),
+        acc=acc,
+        seconds=time.perf_counter() - t0,
+        trajectory=tuple(AlphaPoint(t["step"], tuple(t["alphas"])) for t in trajectory),
+        loss=tuple(LossPoint(p["step"], p["loss"]) for p in losses),
+        settings=json.loads(json.dumps({k: v for k, v in asdict(settings).items() if k != "task"})),
+    ).to_dict()
 
 
 def task_loss(model, cell: Cell, settings: ProbeSettings, gen: torch.Generator):
@@ -449,9 +450,18 @@ def run_grid(
 
 
 def grid(mechanisms, depths, inits, seeds, task: str = "marked", distances=(None,)) -> list[Cell]:
+    """The cells of a grid; mechanisms in any `lab.schemes` spelling become their canonical
+    names (an unknown one is kept, for `build_probe_model` to refuse)."""
+
+    def canonical(m):
+        try:
+            return mechanism(m).name
+        except ValueError:
+            return m
+
     cells = []
     for mech, depth, init, seed, dist in itertools.product(
-        mechanisms, depths, inits, seeds, distances
+        [canonical(m) for m in mechanisms], depths, inits, seeds, distances
     ):
         if mech not in LEARNED and init != inits[0]:
             continue  # init only matters for learned α
@@ -460,7 +470,9 @@ def grid(mechanisms, depths, inits, seeds, task: str = "marked", distances=(None
 
 
 def table2(records: list[dict], mechanism: str = "blur") -> list[dict]:
-    """Table-2-shaped rows (mean over seeds), with the paper's values where they apply."""
+    """Table-2-shaped rows (mean over seeds) of one mechanism's records: depth, init, seeds,
+    alpha_min / alpha_max (final α over layers and seeds), acc {distance: mean}, seconds.
+    (`analysis.probe_table` puts the paper's values beside them and formats them.)"""
     groups: dict[tuple, list[dict]] = {}
     for r in records:
         if r["mechanism"] == mechanism:
@@ -469,53 +481,15 @@ def table2(records: list[dict], mechanism: str = "blur") -> list[dict]:
     for (depth, init), rs in sorted(groups.items()):
         alphas = [a for r in rs for a in r["alphas"] if not math.isnan(a)]
         dists = list(rs[0]["acc"])
-        row = {
-            "depth": depth,
-            "init": init,
-            "seeds": len(rs),
-            "alpha_min": min(alphas, default=math.nan),
-            "alpha_max": max(alphas, default=math.nan),
-            "acc": {d: sum(r["acc"][d] for r in rs) / len(rs) for d in dists},
-            "seconds": sum(r["seconds"] for r in rs) / len(rs),
-        }
-        paper = PAPER_TABLE2.get((depth, init))
-        if paper and mechanism == "blur" and dists == ["200", "350"]:
-            row["paper"] = {
-                "alpha_min": paper[0],
-                "alpha_max": paper[1],
-                "acc": {"200": paper[2], "350": paper[3]},
+        rows.append(
+            {
+                "depth": depth,
+                "init": init,
+                "seeds": len(rs),
+                "alpha_min": min(alphas, default=math.nan),
+                "alpha_max": max(alphas, default=math.nan),
+                "acc": {d: sum(r["acc"][d] for r in rs) / len(rs) for d in dists},
+                "seconds": sum(r["seconds"] for r in rs) / len(rs),
             }
-        rows.append(row)
-    return rows
-
-
-def format_table2(rows: list[dict]) -> str:
-    if not rows:
-        return "(no cells)"
-    dists = list(rows[0]["acc"])
-    accs = "".join(f"{'acc@' + d:>9}" for d in dists)
-    lines = [
-        f"{'depth':>5} {'init':<10}{'seeds':>6} {'alpha range':>13}{accs}   | "
-        f"{'paper alpha':>11}{accs}{'s/cell':>8}"
-    ]
-    for r in rows:
-        ours = "".join(f"{r['acc'][d]:>9.3f}" for d in dists)
-        if "paper" in r:
-            p = r["paper"]
-            theirs = f"{p['alpha_min']:>5.2f}-{p['alpha_max']:<5.2f}" + "".join(
-                f"{p['acc'][d]:>9.2f}" for d in dists
-            )
-        else:
-            theirs = f"{'-':>11}" + "".join(f"{'-':>9}" for _ in dists)
-        lines.append(
-            f"{r['depth']:>5} {r['init']:<10}{r['seeds']:>6} "
-            f"{r['alpha_min']:>6.3f}-{r['alpha_max']:<6.3f}{ours}   | {theirs}"
-            f"{r['seconds']:>8.0f}"
         )
-    return "\n".join(lines)
-
-
-def alpha_drift(record: dict) -> float:
-    """Largest |α_final − α_initial| over layers."""
-    first, last = record["trajectory"][0]["alphas"], record["alphas"]
-    return max((abs(a - b) for a, b in zip(first, last) if not math.isnan(a)), default=0.0)
+    return rows

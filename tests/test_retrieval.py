@@ -6,13 +6,13 @@ import math
 import pytest
 import torch
 
+from analysis.probe_table import format_table2, table2_rows
 from fiblab.cli import main as cli_main
 from probes.retrieval import (
     SCALES,
     Cell,
     alpha_drift,
     build_probe_model,
-    format_table2,
     load_records,
     run_cell,
     run_grid,
@@ -75,7 +75,7 @@ def test_table2_puts_paper_values_beside_ours():
         "acc": {"200": 0.5, "350": 0.1},
         "seconds": 1.0,
     }
-    row = table2([rec, {**rec, "acc": {"200": 0.7, "350": 0.3}}])[0]
+    row = table2_rows([rec, {**rec, "acc": {"200": 0.7, "350": 0.3}}])[0]
     assert row["acc"]["200"] == pytest.approx(0.6) and row["seeds"] == 2
     assert row["paper"]["acc"] == {"200": 0.88, "350": 0.17}
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fiblab.cli.argtypes import base_arg, schedule_arg
+from fiblab.cli.argtypes import base_arg, schedule_arg, scheme_arg
 from fiblab.cli.attention import (
     cmd_coverage,
     cmd_offsets,
@@ -30,6 +30,7 @@ from fiblab.cli.attention import (
 )
 from fiblab.cli.measure import add_efficiency, add_eval
 from fiblab.cli.runs import cmd_demo, cmd_probe, cmd_report, cmd_train
+from probes.retrieval import MECHANISMS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -138,7 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--mechanisms",
         nargs="+",
         default=["blur"],
-        help="dense fib-fixed pow2 fib-stagger learned blur",
+        type=scheme_arg(MECHANISMS, "mechanism"),
+        help=" ".join(MECHANISMS) + " (or another spelling: stagger, fib/stagger, …)",
     )
     s.add_argument("--depths", type=int, nargs="+", default=[2, 4, 8])
     s.add_argument("--init", nargs="+", default=["uniform", "staggered"])

@@ -20,3 +20,18 @@ def schedule_arg(text: str):
     if "," in text:
         return tuple(float(x) for x in text.split(","))
     return text
+
+
+def scheme_arg(among=None, what: str = "scheme"):
+    """An argparse type: any spelling of a `lab.schemes` scheme (limited to ``among``), as its
+    canonical name ("stagger" and "fib/stagger" give "fib-stagger")."""
+    from lab.schemes import scheme
+
+    def parse(text: str) -> str:
+        try:
+            return scheme(text, among, what).name
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    parse.__name__ = what  # argparse names the type in its messages
+    return parse

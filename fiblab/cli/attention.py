@@ -179,11 +179,13 @@ def cmd_coverage(args) -> int:
 def cmd_receptive_field(args) -> int:
     from lab.plan import layer_sets
     from lab.schedules import layer_alphas
+    from lab.schemes import scheme
     from probes.receptive_field import receptive_report, scheme_sets
 
     schemes = args.schemes or [args.schedule]
     out = {}
     for name in schemes:
+        s = None if args.alphas else scheme(name)
         if args.alphas:
             sets = layer_sets(
                 layer_alphas(args.alphas, args.layers),
@@ -193,9 +195,9 @@ def cmd_receptive_field(args) -> int:
                 args.rungs,
                 args.rounding,
             )
-        elif args.base == "pow2" and not name.startswith("pow2") and name != "dense":
+        elif args.base == "pow2" and s.base == "fib":  # the scheme's schedule on pow2 rungs
             sets = layer_sets(
-                layer_alphas(name, args.layers),
+                layer_alphas(s.schedule, args.layers),
                 args.window,
                 args.seq_len,
                 "pow2",

@@ -7,6 +7,7 @@ import sys
 
 import torch
 
+from fiblab.cli.argtypes import scheme_arg
 from fiblab.cli.runs import parse_overrides
 from lab import jsonio
 from lab.efficiency import SCHEMES, config_for, efficiency_table
@@ -228,9 +229,9 @@ def add_efficiency(subparsers) -> argparse.ArgumentParser:
         "--schedules",
         nargs="+",
         default=list(SCHEMES),
-        choices=list(SCHEMES),
+        type=scheme_arg(SCHEMES, "schedule"),
         metavar="SCHEME",
-        help=" ".join(SCHEMES),
+        help=" ".join(SCHEMES) + " (or another spelling: fib-stagger, fib/stagger, …)",
     )
     s.add_argument(
         "--override",

@@ -77,13 +77,16 @@ def cmd_probe(args) -> int:
                 f"  acc {accs}"
             )
         return 0
-    for mech in args.mechanisms:
-        rows = R.table2(records, mech)
+    from analysis.probe_table import PAPER_MECHANISM, format_table2, table2_rows
+
+    for mech in dict.fromkeys(c.mechanism for c in cells):
+        rows = table2_rows(records, mech)
         if rows:
             print(
-                f"\nmechanism {mech}" + (" (paper's Table 2 beside it)" if mech == "blur" else "")
+                f"\nmechanism {mech}"
+                + (" (paper's Table 2 beside it)" if mech == PAPER_MECHANISM else "")
             )
-            print(R.format_table2(rows))
+            print(format_table2(rows))
     return 0
 
 

@@ -22,6 +22,7 @@ from dataclasses import replace
 import ipywidgets as W
 import numpy as np
 
+from analysis.probe_table import format_table2, table2_rows
 from fiblab.ui.common import (
     error_widget,
     figure,
@@ -333,10 +334,8 @@ class ProbePanel:
         match = self.paper_settings()
         parts = []
         for mech in dict.fromkeys(r["mechanism"] for r in records):
-            rows = R.table2(records, mech)
-            if not match:
-                rows = [{k: v for k, v in row.items() if k != "paper"} for row in rows]
-            parts.append(f"mechanism {mech}\n{R.format_table2(rows)}")
+            rows = table2_rows(records, mech, paper=match)
+            parts.append(f"mechanism {mech}\n{format_table2(rows)}")
         note = (
             "the paper's Table 2 (blur, marked task) is beside ours"
             if match

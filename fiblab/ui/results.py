@@ -55,6 +55,7 @@ from fiblab.ui.common import (
     smoke,
     store_path,
 )
+from lab.drift import INERT_TOL
 from lab.store import Store
 
 __all__ = [
@@ -196,7 +197,12 @@ class AlphaExplorer:
     """
 
     def __init__(
-        self, store=None, runs=None, tol: float = 0.05, max_default: int = 6, render: bool = True
+        self,
+        store=None,
+        runs=None,
+        tol: float = INERT_TOL,
+        max_default: int = 6,
+        render: bool = True,
     ):
         self.store = store_path() if store is None else store
         self.render = render
