@@ -39,8 +39,18 @@ import ipywidgets as W
 import numpy as np
 import pandas as pd
 
-from analysis import plots, tables
+from analysis import (
+    plots,
+    tables_length,
+    tables_paper,
+    tables_position,
+    tables_ppl,
+    tables_probe,
+    tables_seeds,
+    tables_store,
+)
 from analysis import trajectories as TJ
+from analysis.comparable import TableUnavailable
 from analysis.stats import assess
 from fiblab.ui.common import (
     ROOT,
@@ -580,7 +590,7 @@ class ResultsPanel:
                 probes = pd.DataFrame(columns=["task", "mechanism"])
                 n_runs = 0
             else:
-                lm = tables.lm_runs(st)
+                lm = tables_store.lm_runs(st)
                 probes = st.probes()
                 n_runs = len(st.runs())
         before = {v for _, v in self.runs.options}
@@ -617,14 +627,14 @@ class ResultsPanel:
         if sel:
             with _reading(self.store) as st:
                 if st is not None:
-                    ev = tables.lm_evals(st, runs=sel)
+                    ev = tables_store.lm_evals(st, runs=sel)
                     ds = sorted(set(ev.loc[ev["kind"] != "light", "dataset"]))
         self.dataset.options = ds
         self.dataset.value = _pick(ds, self.dataset.value, "fineweb_edu")
 
     def _section(self, key: str, build) -> None:
         """Build one section: ``build()`` returns (frame, note); a table that cannot be built
-        (`analysis.tables.TableUnavailable`: why, and what to run) or an empty frame becomes the
+        (`analysis.comparable.TableUnavailable`: why, and what to run) or an empty frame becomes the
         section's message, and the notes of a built one (``attrs["notes"]``: duplicate runs
         resolved) join its note. Any other exception is a bug and reaches the panel's error."""
         n = _PAPER_OF[key]
@@ -633,7 +643,7 @@ class ResultsPanel:
             "ours": None,
             "note": None,
             "message": None,
-            "paper": tables.published(n) if n else None,
+            "paper": tables_paper.published(n) if n else None,
         }
         try:
             df, note = build()
@@ -643,13 +653,13 @@ class ResultsPanel:
                 notes = [note] if note else []
                 sec["ours"] = df
                 sec["note"] = "; ".join(notes + list(df.attrs.get("notes", []))) or None
-        except tables.TableUnavailable as e:
+        except TableUnavailable as e:
             sec["message"] = f"no data in the store for this table: {e}"
         self.sections[key] = sec
 
     def _missing(self, key: str, why: str) -> None:
         def build():
-            raise tables.TableUnavailable(why)
+            raise TableUnavailable(why)
 
         self._section(key, build)
 
@@ -667,23 +677,23 @@ class ResultsPanel:
                 for key in ("table1", "table3", "table3_blocks", "table4", "table5"):
                     self._missing(key, why)
             else:
-                self._section("table1", lambda: (tables.table1_from_store(st, runs=sel), None))
+                self._section("table1", lambda: (tables_ppl.table1_from_store(st, runs=sel), None))
                 t3 = None
 
                 def table3():
                     nonlocal t3
-                    t3 = tables.table3_from_store(st, ds, runs=sel, blocks=True)
+                    t3 = tables_length.table3_from_store(st, ds, runs=sel, blocks=True)
                     whole = [c for c in t3.columns if "_block" not in c]
                     return t3[whole], None
 
                 def table3_blocks():
                     if t3 is None:
-                        raise tables.TableUnavailable(
+                        raise TableUnavailable(
                             "Table 3 has no length-extrapolation evaluations to split into blocks"
                         )
                     blk = [c for c in t3.columns if "_block" in c]
                     if not blk:
-                        raise tables.TableUnavailable(
+                        raise TableUnavailable(
                             "no position-matched block evaluations in the store",
                             "evaluate a run with `fiblab eval runs/NAME` (it logs them)",
                         )
@@ -692,8 +702,12 @@ class ResultsPanel:
 
                 self._section("table3", table3)
                 self._section("table3_blocks", table3_blocks)
-                self._section("table4", lambda: (tables.table4_from_store(st, ds, runs=sel), None))
-                self._section("table5", lambda: (tables.table5_from_store(st, ds, runs=sel), None))
+                self._section(
+                    "table4", lambda: (tables_position.table4_from_store(st, ds, runs=sel), None)
+                )
+                self._section(
+                    "table5", lambda: (tables_seeds.table5_from_store(st, ds, runs=sel), None)
+                )
             if st is None or mech is None:
                 self._missing(
                     "table2", "no marked-probe results (notebook 02 or `fiblab probe marked`)"
@@ -711,7 +725,7 @@ class ResultsPanel:
 
     @staticmethod
     def _table2(st, mech):
-        cells = tables.probe_cells_from_store(st.probes("marked"))
+        cells = tables_probe.probe_cells_from_store(st.probes("marked"))
         cells = cells[cells["mechanism"] == mech]
         steps = sorted(int(s) for s in cells["steps"].dropna().unique())
         note = None
@@ -720,7 +734,7 @@ class ResultsPanel:
                 f"cells of {mech} were trained for {steps} steps: showing the "
                 f"{steps[-1]}-step cells"
             )
-        t2 = tables.table2(cells, mech, "marked", steps=steps[-1] if len(steps) > 1 else None)
+        t2 = tables_probe.table2(cells, mech, "marked", steps=steps[-1] if len(steps) > 1 else None)
         return t2, note
 
     def _verdicts(self) -> None:
@@ -859,19 +873,21 @@ class ResultsPanel:
         builders = {
             "table1": (
                 "Table 1 from fib.db (_paper: published, _diff: rebuilt − published)",
-                lambda: tables.with_paper(tables.table1(fp, decimals=2), tables.published(1)),
+                lambda: tables_paper.with_paper(
+                    tables_ppl.table1(fp, decimals=2), tables_paper.published(1)
+                ),
                 2,
             ),
             "table5": (
                 "Table 5 from fib.db (W=12, FineWeb-Edu)",
-                lambda: tables.with_paper(
-                    tables.table5_from_final_ppl(fp, decimals=2), tables.published(5)
+                lambda: tables_paper.with_paper(
+                    tables_seeds.table5_from_final_ppl(fp, decimals=2), tables_paper.published(5)
                 ),
                 2,
             ),
             "table2": (
                 "Table 2 from fib.db's marked-probe rows",
-                lambda: tables.table2_from_paperdb(paperdb.load_retrieval(path)),
+                lambda: tables_probe.table2_from_paperdb(paperdb.load_retrieval(path)),
                 3,
             ),
         }
@@ -879,7 +895,7 @@ class ResultsPanel:
         for key, (title, build, d) in builders.items():
             try:
                 df, msg = build(), None
-            except tables.TableUnavailable as e:
+            except TableUnavailable as e:
                 df, msg = None, str(e)
             self.paper_sections[key] = {"title": title, "table": df, "message": msg}
             parts.append(
