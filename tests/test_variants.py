@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import tables
+from analysis import tables, tables_position
 from analysis.comparable import TableUnavailable, natural_key
 from analysis.results import build_report
 from fiblab.cli import main as cli_main
@@ -342,7 +342,7 @@ def test_a_genuine_bug_is_not_shown_as_not_available(store, monkeypatch):
     def broken(*a, **k):
         raise KeyError("a bug")
 
-    monkeypatch.setattr(tables, "table4_from_store", broken)
+    monkeypatch.setattr(tables_position, "table4_from_store", broken)
     with pytest.raises(KeyError, match="a bug"):
         build_report(store)
 

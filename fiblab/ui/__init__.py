@@ -3,6 +3,9 @@
     fiblab.ui.coverage   CoverageExplorer (notebook 01) and the pure `explore` step
     fiblab.ui.probes     ProbePanel (notebook 02) over probes.retrieval
     fiblab.ui.train      TrainPanel (notebook 03) over fiblab.launch
+    fiblab.ui.alphas     AlphaExplorer (notebook 04) over analysis.trajectories
+    fiblab.ui.results    ResultsPanel (notebook 05); its sections in fiblab.ui.sections,
+                         what 04 and 05 share in fiblab.ui.results_common
     fiblab.ui.common     paths, FIBLAB_SMOKE, errors shown in the UI, PNG figures
     fiblab.ui.nbstrip    strip notebooks for committing (`make strip-notebooks`)
 

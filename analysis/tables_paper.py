@@ -1,0 +1,84 @@
+"""Our tables beside the published ones: :func:`with_paper` puts the paper's value and the
+difference next to each of our numbers; :func:`published` names a published table's columns as
+ours (Table 5's population std becomes ``std_pop``).
+
+>>> from analysis.paperdb import load_final_ppl
+>>> from analysis.paper import perplexity
+>>> from analysis.tables_ppl import table1
+>>> ours = table1(load_final_ppl("../shared/reference/fib.db"))      # doctest: +SKIP
+>>> with_paper(ours.round(2), perplexity())                           # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from . import paper as _paper
+
+__all__ = ["with_paper", "published"]
+
+
+def with_paper(
+    ours: pd.DataFrame,
+    paper: pd.DataFrame,
+    on: list[str] | None = None,
+    *,
+    how: str = "left",
+    suffix: str = "_paper",
+    diff_suffix: str = "_diff",
+) -> pd.DataFrame:
+    """``ours`` with the published value next to each of its numbers.
+
+    Rows are matched on the key columns ``on``; by default the columns both frames share that are
+    not floating point (for Table 1: ``base``, ``schedule``, ``W``). Every other shared column
+    ``c`` becomes three adjacent columns: ``c`` (ours), ``c_paper`` (published) and ``c_diff``
+    (ours − published). Columns only in ``ours`` are kept after them; columns only in ``paper``
+    are dropped. ``how`` is the merge: ``"left"`` keeps exactly ``ours``' rows (a value the paper
+    lacks is ``NaN``), ``"outer"`` adds the paper's rows we lack.
+
+    >>> t = with_paper(table1(df).round(2), analysis.paper.perplexity())   # doctest: +SKIP
+    >>> list(t.columns[3:6])                                               # doctest: +SKIP
+    ['tinystories', 'tinystories_paper', 'tinystories_diff']
+    """
+    shared = [c for c in ours.columns if c in paper.columns]
+    if on is None:
+        on = [
+            c
+            for c in shared
+            if not (pd.api.types.is_float_dtype(ours[c]) or pd.api.types.is_float_dtype(paper[c]))
+        ]
+    if not on:
+        raise ValueError("with_paper: no key columns to match rows on; pass on=[...]")
+    for c in on:
+        if c not in ours.columns or c not in paper.columns:
+            raise ValueError(f"with_paper: key column {c!r} is not in both frames")
+    values = [c for c in shared if c not in on]
+    if not values:
+        raise ValueError("with_paper: the frames share no value columns")
+    left, right = ours.copy(), paper[on + values].copy()
+    for c in on:  # e.g. W as int64 on one side and Int64 on the other
+        if left[c].dtype != right[c].dtype:
+            try:
+                right[c] = right[c].astype(left[c].dtype)
+            except (TypeError, ValueError):
+                left[c], right[c] = left[c].astype(str), right[c].astype(str)
+    if right.duplicated(on).any():
+        raise ValueError(f"with_paper: the published table has repeated keys {on}")
+    right = right.rename(columns={c: c + suffix for c in values})
+    merged = left.merge(right, on=on, how=how, sort=False)
+    cols = list(on)
+    for c in values:
+        merged[c + diff_suffix] = merged[c] - merged[c + suffix]
+        cols += [c, c + suffix, c + diff_suffix]
+    cols += [c for c in ours.columns if c not in cols]
+    return merged[cols]
+
+
+def published(n: int) -> pd.DataFrame:
+    """The paper's Table ``n`` with its columns named as the tables built here name them, ready
+    for :func:`with_paper`: Table 5's ``std`` (the population std, ddof 0) becomes ``std_pop``,
+    so that it lines up with our ``std_pop`` and not with our sample ``std``."""
+    t = _paper.paper_table(n)
+    if n == 5:
+        t = t.rename(columns={"std": "std_pop"})
+    return t

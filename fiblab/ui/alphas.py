@@ -1,0 +1,309 @@
+"""Learned-α trajectories (notebook 04): `AlphaExplorer`.
+
+It lists the runs of the experiment store that logged α (language-model runs and retrieval-probe
+runs, kind shown), plots α per layer over steps for the chosen ones
+(`analysis.plots.alpha_trajectories`), tabulates the α range at each run's last step
+(`analysis.trajectories.final_range`) and the largest distance from the initial α per layer
+(`trajectories.drift`), and checks the paper's "learned α is inert" claim with a tolerance slider
+(`trajectories.inert`): a plain sentence such as "3 of 4 runs stay within 0.05 of their init".
+It only reads the store (a missing file is reported, never created); **refresh** re-reads it.
+Tests set widget values and read ``explorer.final_range``, ``explorer.sentence``, ….
+"""
+
+from __future__ import annotations
+
+import html
+
+import ipywidgets as W
+import pandas as pd
+
+from analysis import plots
+from analysis import trajectories as TJ
+from fiblab.ui.common import (
+    error_widget,
+    guarded,
+    image_widget,
+    png,
+    set_png,
+    show_error,
+    store_path,
+)
+from fiblab.ui.results_common import NO_RUNS, frame_html, reading, store_label
+from lab.drift import INERT_TOL
+
+__all__ = ["AlphaExplorer", "inert_sentence"]
+
+
+def inert_sentence(inert: pd.DataFrame, tol: float) -> str:
+    """The paper's inertness claim checked, in one sentence, from `trajectories.inert`'s frame:
+    "3 of 4 runs stay within 0.05 of their init (largest drift 0.071: run x, layer 2)"."""
+    if inert is None or inert.empty:
+        return "no α trajectories selected"
+    known = inert[inert["inert"].notna()]
+    n, unknown = len(known), len(inert) - len(known)
+    if n == 0:
+        return (
+            f"cannot check: none of the {len(inert)} selected runs has a known initial α "
+            f"(no step-0 value and no schedule in its config)"
+        )
+    k = int(known["inert"].astype(bool).sum())
+    s = (
+        f"{k} of {n} run{'s' if n != 1 else ''} stay{'s' if n == 1 else ''} within {tol:g} of "
+        f"{'their' if n != 1 else 'its'} init"
+    )
+    worst = known.loc[known["max_drift"].astype(float).idxmax()]
+    s += (
+        f" (largest drift {float(worst['max_drift']):.3f}: {worst['run']}, layer "
+        f"{int(worst['worst_layer'])})"
+    )
+    if unknown:
+        s += f"; {unknown} run{'s' if unknown != 1 else ''} without a known initial α not counted"
+    return s
+
+
+def _empty_traj() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "run": pd.Series(dtype=str),
+            "kind": pd.Series(dtype=str),
+            "step": pd.Series(dtype="int64"),
+            "layer": pd.Series(dtype="int64"),
+            "alpha": pd.Series(dtype=float),
+            "alpha_init": pd.Series(dtype=float),
+        }
+    )
+
+
+class AlphaExplorer:
+    """Pick runs with α rows; α per layer over steps, the final range, the drift from init and
+    the inertness check.  Display the object (or ``.widget``) in a notebook.
+
+    State: ``available`` (one row per run with α: ``run``, ``kind``, ``layers``, ``last_step``),
+    ``selected`` (the chosen run names), ``traj`` (their trajectory frame), ``final_range``,
+    ``drift`` (per run and layer), ``inert`` (per run, at the slider's tolerance), ``sentence``,
+    ``message`` (e.g. "no runs yet …", or None) and ``error``.
+    """
+
+    def __init__(
+        self,
+        store=None,
+        runs=None,
+        tol: float = INERT_TOL,
+        max_default: int = 6,
+        render: bool = True,
+    ):
+        self.store = store_path() if store is None else store
+        self.render = render
+        self.max_default = max_default
+        self.error: str | None = None
+        self.message: str | None = None
+        self.available = pd.DataFrame(columns=["run", "kind", "layers", "last_step"])
+        self.traj = _empty_traj()
+        self.final_range = TJ.final_range(self.traj)
+        self.drift = TJ.drift(self.traj)
+        self.inert = TJ.inert(self.traj, tol)
+        self.sentence = ""
+        self.figure = None
+        self._loaded = False
+        self._quiet = False
+        style = {"description_width": "initial"}
+        self.runs = W.SelectMultiple(
+            options=[],
+            rows=8,
+            description="runs with α",
+            style=style,
+            layout=W.Layout(width="640px"),
+        )
+        self.tolerance = W.FloatSlider(
+            value=tol,
+            min=0.0,
+            max=0.5,
+            step=0.005,
+            readout_format=".3f",
+            continuous_update=False,
+            description="inert if |α − α_init| ≤",
+            style=style,
+            layout=W.Layout(width="420px"),
+        )
+        self.refresh_button = W.Button(
+            description="refresh",
+            icon="refresh",
+            tooltip="re-read the store (a run may be writing to it)",
+        )
+        self.status = W.HTML()
+        self.status.add_class("fib-status")
+        self.sentence_box = W.HTML()
+        self.sentence_box.add_class("fib-inert")
+        self.range_table = W.HTML()
+        self.range_table.add_class("fib-final-range")
+        self.drift_table = W.HTML()
+        self.drift_table.add_class("fib-drift")
+        self.inert_table = W.HTML()
+        self.inert_table.add_class("fib-inert-table")
+        self.image = image_widget()
+        self.error_box = error_widget()
+        self.runs.observe(self._on_runs, names="value")
+        self.tolerance.observe(self._on_tolerance, names="value")
+        self.refresh_button.on_click(self._on_refresh)
+        self.refresh(select=runs)
+        self.widget = W.VBox(
+            [
+                W.HBox([self.runs, W.VBox([self.refresh_button, self.tolerance])]),
+                self.error_box,
+                self.status,
+                self.sentence_box,
+                self.image,
+                W.HTML("<b>α at each run's last step</b> (init: the range it started from)"),
+                self.range_table,
+                W.HTML("<b>inertness per run</b> (largest |α − α_init| over layers and steps)"),
+                self.inert_table,
+                W.HTML("<b>max |α − α_init| per layer</b> over the logged steps"),
+                self.drift_table,
+            ]
+        )
+        self.widget.add_class("fib-alpha-explorer")
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    @property
+    def selected(self) -> list[str]:
+        return list(self.runs.value)
+
+    # -- reading the store -----------------------------------------------------------------------
+    def _read_available(self) -> pd.DataFrame:
+        cols = ["run", "kind", "layers", "last_step"]
+        with reading(self.store) as st:
+            if st is None:
+                return pd.DataFrame(columns=cols)
+            info = st.runs(kind=["lm", "probe"])
+            al = st.alphas(list(info["name"])) if len(info) else st.alphas([])
+        al = al[al["alpha"].notna()]
+        if al.empty:
+            return pd.DataFrame(columns=cols)
+        agg = al.groupby("run").agg(layers=("layer", "nunique"), last_step=("step", "max"))
+        info = info[info["name"].isin(agg.index)]  # store order: oldest first
+        return pd.DataFrame(
+            {
+                "run": info["name"].to_numpy(),
+                "kind": info["kind"].to_numpy(),
+                "layers": agg.loc[info["name"], "layers"].to_numpy(),
+                "last_step": agg.loc[info["name"], "last_step"].to_numpy(),
+            },
+            columns=cols,
+        )
+
+    def refresh(self, select=None) -> None:
+        """Re-read the store: the list of runs with α and every output.  The selection is kept
+        where it still exists (``select`` replaces it); on the first look, or when the store had
+        no α before, the ``max_default`` most recent runs are selected."""
+        show_error(self, None)
+        avail = self._read_available()
+        names = list(avail["run"])
+        if select is not None:
+            select = [select] if isinstance(select, str) else list(select)
+            unknown = [r for r in select if r not in names]
+            if unknown:
+                raise ValueError(
+                    f"no α trajectories for runs {unknown} in "
+                    f"{store_label(self.store)} (runs with α: {names or 'none'})"
+                )
+            keep = select
+        elif self._loaded and len(self.available):
+            keep = [r for r in self.selected if r in names]
+        else:  # first look, or the store had no α before
+            keep = names[-self.max_default :] if self.max_default else names
+        self.available = avail
+        self._quiet = True
+        try:
+            self.runs.options = [
+                (f"{r.run}  [{r.kind}] · {r.layers} layers · step {r.last_step}", r.run)
+                for r in avail.itertuples()
+            ]
+            self.runs.value = tuple(keep)
+        finally:
+            self._quiet = False
+        self._loaded = True
+        self.compute()
+
+    def compute(self) -> None:
+        """Trajectories of the selected runs, their summaries and the figure."""
+        sel = self.selected
+        if self.available.empty:
+            self.message = (
+                f"{NO_RUNS} (no α trajectories in {store_label(self.store)}; "
+                f"learned-α LM runs and retrieval probes log them)"
+            )
+        elif not sel:
+            self.message = "no runs selected: pick one or more runs above"
+        else:
+            self.message = None
+        if sel:
+            with reading(self.store) as st:
+                self.traj = TJ.from_store(st, runs=sel) if st is not None else _empty_traj()
+        else:
+            self.traj = _empty_traj()
+        self.final_range = TJ.final_range(self.traj)
+        self.drift = TJ.drift(self.traj)
+        self.status.value = (
+            ""
+            if self.message is None
+            else (f"<div style='color:#1565c0'>{html.escape(self.message)}</div>")
+        )
+        self.range_table.value = frame_html(self.final_range, 3) if len(self.traj) else ""
+        if len(self.drift):
+            wide = self.drift.pivot_table(
+                index="run", columns="layer", values="max_drift", aggfunc="first", dropna=False
+            )
+            wide = wide.reindex([r for r in sel if r in wide.index])
+            wide.columns = [f"layer {c}" for c in wide.columns]
+            self.drift_table.value = frame_html(wide.reset_index(), 3)
+        else:
+            self.drift_table.value = ""
+        self.figure = None
+        if self.render and len(self.traj):
+            runs = [r for r in sel if r in set(self.traj["run"])]
+            self.figure = plots.alpha_trajectories(
+                self.traj, runs=runs, title="α per layer (dotted: the layer's initial α)"
+            )
+            set_png(self.image, png(self.figure))
+        elif not len(self.traj):
+            self.image.layout.display = "none"
+        self.update_inert()
+
+    def update_inert(self) -> None:
+        """The inertness check at the slider's tolerance."""
+        tol = float(self.tolerance.value)
+        self.inert = TJ.inert(self.traj, tol)
+        self.sentence = inert_sentence(self.inert, tol) if len(self.traj) else ""
+        self.sentence_box.value = (
+            ""
+            if not self.sentence
+            else (
+                f"<div style='font-size:1.1em'><b>The paper: learned α is inert.</b> Here: "
+                f"<span class='fib-inert-sentence'>{html.escape(self.sentence)}</span>.</div>"
+            )
+        )
+        self.inert_table.value = frame_html(self.inert, 3) if len(self.inert) else ""
+
+    def summary(self) -> str:
+        """One line: what is selected and the inertness sentence (or the message)."""
+        if self.message:
+            return self.message
+        return f"{len(self.selected)} runs: {self.sentence}"
+
+    # -- handlers (errors are shown, not swallowed) ------------------------------------------------
+    @guarded
+    def _on_runs(self, change=None):
+        if not self._quiet:
+            show_error(self, None)
+            self.compute()
+
+    @guarded
+    def _on_tolerance(self, change=None):
+        show_error(self, None)
+        self.update_inert()
+
+    @guarded
+    def _on_refresh(self, button=None):
+        self.refresh()

@@ -1,0 +1,292 @@
+"""The results panel's sections (notebook 05), built without widgets: each of the paper's tables
+from the store beside the published one, Table 5's seed verdicts, and the paper's tables rebuilt
+from the authors' ``fib.db`` — as dicts and the HTML `fiblab.ui.results.ResultsPanel` shows.
+
+A section is ``{"title", "ours", "note", "message", "paper"}``: ``ours`` the frame built from the
+store or None, ``message`` why it is missing, ``paper`` the published table (or None).
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+
+import pandas as pd
+
+from analysis import (
+    tables_length,
+    tables_paper,
+    tables_position,
+    tables_ppl,
+    tables_probe,
+    tables_seeds,
+)
+from analysis.comparable import TableUnavailable
+from analysis.stats import assess
+from fiblab.ui.results_common import frame_html, note_html
+
+__all__ = [
+    "SECTION_TITLES",
+    "DECIMALS",
+    "PAPER_OF",
+    "VERDICT_PAIR",
+    "section",
+    "missing",
+    "store_sections",
+    "seed_verdicts",
+    "verdict_html",
+    "section_html",
+    "paper_db_view",
+]
+
+SECTION_TITLES = {
+    "table1": "Table 1 — held-out perplexity (base × schedule × W; seeds averaged)",
+    "table2": "Table 2 — the marked two-distance retrieval probe",
+    "table3": "Table 3 — length extrapolation (ppl_T{L}: rungs recomputed for L, the paper's "
+    "policy; frozen_ppl_T{L}: the training-length rung set)",
+    "table3_blocks": "Table 3, position-matched — block j = positions [j·T, (j+1)·T) of the "
+    "long windows",
+    "table4": "Table 4 — mean NLL (nats) per position bin of the training window (last row: "
+    "fixed − stagger)",
+    "table5": "Table 5 — seeds: perplexity per seed, mean, std (sample) and std_pop (the "
+    "paper's population std)",
+}
+#: Decimals each section's tables are shown with.
+DECIMALS = {"table1": 2, "table2": 3, "table3": 2, "table3_blocks": 2, "table4": 3, "table5": 3}
+#: The paper's table number beside each section (None: no published counterpart).
+PAPER_OF = {"table1": 1, "table2": 2, "table3": 3, "table3_blocks": None, "table4": 4, "table5": 5}
+#: The two configurations Table 5's verdict line compares (a beats b?).
+VERDICT_PAIR = ("fib/stagger", "fib/fixed")
+
+
+def section(key: str, build) -> dict:
+    """One section: ``build()`` returns (frame, note); a table that cannot be built
+    (`analysis.comparable.TableUnavailable`: why, and what to run) or an empty frame becomes the
+    section's message, and the notes of a built one (``attrs["notes"]``: duplicate runs
+    resolved) join its note. Any other exception is a bug and reaches the panel's error."""
+    n = PAPER_OF[key]
+    sec = {
+        "title": SECTION_TITLES[key],
+        "ours": None,
+        "note": None,
+        "message": None,
+        "paper": tables_paper.published(n) if n else None,
+    }
+    try:
+        df, note = build()
+        if df is None or df.empty:
+            sec["message"] = "no data in the store for this table"
+        else:
+            notes = [note] if note else []
+            sec["ours"] = df
+            sec["note"] = "; ".join(notes + list(df.attrs.get("notes", []))) or None
+    except TableUnavailable as e:
+        sec["message"] = f"no data in the store for this table: {e}"
+    return sec
+
+
+def missing(key: str, why: str) -> dict:
+    """The section ``key`` with nothing to show, saying ``why``."""
+
+    def build():
+        raise TableUnavailable(why)
+
+    return section(key, build)
+
+
+def store_sections(st, sel: list[str], ds, mech, have_runs: bool) -> dict[str, dict]:
+    """Every section of the open store ``st`` (None: no store) for the LM runs ``sel``, dataset
+    ``ds`` and Table-2 mechanism ``mech``; ``have_runs``: whether any LM run is offered at all
+    (it words the message when none is selected)."""
+    out: dict[str, dict] = {}
+    if st is None or not sel:
+        why = (
+            "no finished language-model runs in the store"
+            if not have_runs
+            else "no LM runs selected"
+        )
+        for key in ("table1", "table3", "table3_blocks", "table4", "table5"):
+            out[key] = missing(key, why)
+    else:
+        out["table1"] = section(
+            "table1", lambda: (tables_ppl.table1_from_store(st, runs=sel), None)
+        )
+        t3 = None
+
+        def table3():
+            nonlocal t3
+            t3 = tables_length.table3_from_store(st, ds, runs=sel, blocks=True)
+            whole = [c for c in t3.columns if "_block" not in c]
+            return t3[whole], None
+
+        def table3_blocks():
+            if t3 is None:
+                raise TableUnavailable(
+                    "Table 3 has no length-extrapolation evaluations to split into blocks"
+                )
+            blk = [c for c in t3.columns if "_block" in c]
+            if not blk:
+                raise TableUnavailable(
+                    "no position-matched block evaluations in the store",
+                    "evaluate a run with `fiblab eval runs/NAME` (it logs them)",
+                )
+            keys = [c for c in ("model", "W", "variant") if c in t3.columns]
+            return t3[keys + blk + ["seeds"]], None
+
+        out["table3"] = section("table3", table3)
+        out["table3_blocks"] = section("table3_blocks", table3_blocks)
+        out["table4"] = section(
+            "table4", lambda: (tables_position.table4_from_store(st, ds, runs=sel), None)
+        )
+        out["table5"] = section(
+            "table5", lambda: (tables_seeds.table5_from_store(st, ds, runs=sel), None)
+        )
+    if st is None or mech is None:
+        out["table2"] = missing(
+            "table2", "no marked-probe results (notebook 02 or `fiblab probe marked`)"
+        )
+    else:
+        out["table2"] = section("table2", lambda: _table2(st, mech))
+    return out
+
+
+def _table2(st, mech):
+    cells = tables_probe.probe_cells_from_store(st.probes("marked"))
+    cells = cells[cells["mechanism"] == mech]
+    steps = sorted(int(s) for s in cells["steps"].dropna().unique())
+    note = None
+    if len(steps) > 1:
+        note = f"cells of {mech} were trained for {steps} steps: showing the {steps[-1]}-step cells"
+    t2 = tables_probe.table2(cells, mech, "marked", steps=steps[-1] if len(steps) > 1 else None)
+    return t2, note
+
+
+def seed_verdicts(t5: pd.DataFrame | None) -> tuple[list[str], list]:
+    """Table 5's verdict lines on "fib/stagger beats fib/fixed" per W (and variant) and their
+    `analysis.stats.Verdict` objects: Welch's t-test where both have at least two seeds."""
+    verdicts, assessments = [], []
+    a_name, b_name = VERDICT_PAIR
+    if t5 is None or t5.empty:
+        return [f"{a_name} vs {b_name}: no seed table yet"], assessments
+    seed_cols = [c for c in t5.columns if re.fullmatch(r"seed\d+", c)]
+    # rows of other variants (column "variant": e.g. steps=12) are compared only with
+    # the other configuration's row of the same variant text
+    var = t5["variant"] if "variant" in t5.columns else pd.Series("", index=t5.index)
+
+    def values(config, w, v):
+        rows = t5[(t5["config"] == config) & (t5["W"] == w) & (var == v)]
+        return [] if rows.empty else [float(x) for x in rows.iloc[0][seed_cols] if not pd.isna(x)]
+
+    windows = sorted(
+        {
+            (int(w), v)
+            for c, w, v in zip(t5["config"], t5["W"], var)
+            if c in VERDICT_PAIR and not pd.isna(w)
+        }
+    )
+    for w, vt in windows:
+        a, b = values(a_name, w, vt), values(b_name, w, vt)
+        at = f"at W={w}" + (f" ({vt})" if vt else "")
+        if len(a) >= 2 and len(b) >= 2:
+            v = assess(a, b, f"{a_name} beats {b_name} {at}")
+            assessments.append(v)
+            verdicts.append(v.line)
+        else:
+            verdicts.append(
+                f"{a_name} vs {b_name} {at}: no verdict, it needs at least 2 seeds "
+                f"of each (have {len(a)} and {len(b)})"
+            )
+    if not windows:
+        verdicts = [f"{a_name} vs {b_name}: the selected runs have neither"]
+    return verdicts, assessments
+
+
+def verdict_html(verdicts: list[str]) -> str:
+    """The verdict lines as the panel's list."""
+    return (
+        "<div><b>verdict (Welch's t-test on perplexity over seeds)"
+        "</b><ul>" + "".join(f"<li>{html.escape(v)}</li>" for v in verdicts) + "</ul></div>"
+    )
+
+
+def section_html(key: str, sec: dict) -> str:
+    """One section as HTML: ours (or why not) beside the paper's table."""
+    d = DECIMALS[key]
+    parts = [f"<h4>{html.escape(sec['title'])}</h4>"]
+    if sec["ours"] is None:
+        ours = note_html(sec["message"], "fib-no-data")
+    else:
+        ours = frame_html(sec["ours"], d, f"fib-ours-{key}")
+        if sec["note"]:
+            ours += note_html(sec["note"])
+    parts.append(
+        "<div style='display:flex;gap:2em;flex-wrap:wrap;align-items:"
+        "flex-start'><div><b>this store</b>" + ours + "</div>"
+    )
+    if sec["paper"] is not None:
+        parts.append(f"<div><b>the paper</b>{frame_html(sec['paper'], d)}</div>")
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def paper_db_view(path: str | None) -> tuple[dict[str, dict], str | None, str]:
+    """The paper's tables rebuilt from the authors' database at ``path`` (None: no path given),
+    beside the published ones: ({key: {"title", "table", "message"}}, the path read or None, the
+    HTML to show)."""
+    from analysis import paperdb
+
+    if path is None:
+        return (
+            {},
+            None,
+            note_html(
+                "no database given: the paper's tables are shown "
+                "beside ours above; give the path of the authors' "
+                "fib.db to rebuild them from their data"
+            ),
+        )
+    if not os.path.isfile(path):
+        return {}, None, note_html(f"no file at {path}", "fib-no-data")
+    try:
+        fp = paperdb.load_final_ppl(path)
+    except ValueError as e:
+        return {}, None, note_html(f"cannot read {path}: {e}", "fib-no-data")
+    builders = {
+        "table1": (
+            "Table 1 from fib.db (_paper: published, _diff: rebuilt − published)",
+            lambda: tables_paper.with_paper(
+                tables_ppl.table1(fp, decimals=2), tables_paper.published(1)
+            ),
+            2,
+        ),
+        "table5": (
+            "Table 5 from fib.db (W=12, FineWeb-Edu)",
+            lambda: tables_paper.with_paper(
+                tables_seeds.table5_from_final_ppl(fp, decimals=2), tables_paper.published(5)
+            ),
+            2,
+        ),
+        "table2": (
+            "Table 2 from fib.db's marked-probe rows",
+            lambda: tables_probe.table2_from_paperdb(paperdb.load_retrieval(path)),
+            3,
+        ),
+    }
+    sections: dict[str, dict] = {}
+    parts = [f"<div>read from <code>{html.escape(path)}</code></div>"]
+    for key, (title, build, d) in builders.items():
+        try:
+            df, msg = build(), None
+        except TableUnavailable as e:
+            df, msg = None, str(e)
+        sections[key] = {"title": title, "table": df, "message": msg}
+        parts.append(
+            f"<h4>{html.escape(title)}</h4>"
+            + (
+                frame_html(df, d)
+                if df is not None
+                else note_html(f"not available: {msg}", "fib-no-data")
+            )
+        )
+    return sections, path, "".join(parts)
