@@ -65,6 +65,7 @@ from pathlib import Path
 import torch
 
 from lab import offsets
+from lab.config import config_from_dict
 from lab.model import FibLM, ModelConfig, config_for
 from lab.offsets import layer_sets
 
@@ -407,14 +408,6 @@ def status_kib(field: str) -> int:
     raise RuntimeError(f"{field} not in /proc/self/status")
 
 
-def _cfg_from_dict(d: dict) -> ModelConfig:
-    d = dict(d)
-    for key in ("base", "schedule", "learned_init"):
-        if isinstance(d.get(key), list):
-            d[key] = tuple(d[key])
-    return ModelConfig(**d)
-
-
 MODES = ("fwd", "fwdbwd")
 
 
@@ -422,7 +415,7 @@ def _child_runs(spec: dict, device: torch.device) -> dict[str, Callable[[], None
     """Build what `spec` describes (a model or attention inputs); one run per mode."""
     if spec["kind"] == "model":
         torch.manual_seed(0)
-        cfg = _cfg_from_dict(spec["cfg"])
+        cfg = config_from_dict(spec["cfg"], ModelConfig)
         model = FibLM(cfg).to(device)
         ids, targets = _inputs(cfg.vocab_size, spec["batch"], cfg.seq_len, device)
         return {
