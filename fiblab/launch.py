@@ -1,10 +1,13 @@
 """Launch a training run as a separate process, watch it through the store, stop it, resume it.
 
-A notebook (or any Python session) starts ``python -m fiblab.cli train …`` — or, when several GPUs
-are visible, ``python -m torch.distributed.run --standalone --nproc_per_node=N -m fiblab.cli train …``
-— in a new session (``start_new_session=True``), so neither a busy nor a restarted kernel stops
-it.  Its stdout and stderr go to ``<runs>/<name>/launch.log``; ``<runs>/<name>/launch.json``
-records the command and the PID, so a new kernel can `attach` to a run it did not start.
+A notebook (or any Python session) builds the run's TrainConfig here (a preset and typed
+overrides, `lab.config`), writes it to ``<runs>/<name>/launch-config.json`` and starts
+``python -m fiblab.cli train --config <that file>`` — or, when several GPUs are visible,
+``python -m torch.distributed.run --standalone --nproc_per_node=N -m fiblab.cli train …`` — in a
+new session (``start_new_session=True``), so neither a busy nor a restarted kernel stops it.  The
+process trains exactly the config that was checked here (no values pass through strings).  Its
+stdout and stderr go to ``<runs>/<name>/launch.log``; ``<runs>/<name>/launch.json`` records the
+command and the PID, so a new kernel can `attach` to a run it did not start.
 
     h = launch("cpu-stagger", steps=300, store="runs/fiblab.db")
     snapshot(h)          # state, step, loss, perplexity, tokens/s, ETA, the curves and α per layer
@@ -30,6 +33,7 @@ import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from lab.config import format_value, split_overrides
 from lab.store import Store
 from lab.train import STOP_FILE, list_checkpoints, make_config
 from lab.train import request_stop as _touch_stop
@@ -39,6 +43,7 @@ DEFAULT_STORE = str(ROOT / "runs" / "fiblab.db")
 DEFAULT_RUNS = str(ROOT / "runs")
 LOG_NAME = "launch.log"
 META_NAME = "launch.json"
+CONFIG_NAME = "launch-config.json"  # the resolved TrainConfig the process is started with
 TERMINAL = ("done", "stopped", "failed")
 
 __all__ = [
@@ -105,41 +110,28 @@ def auto_nproc(accum: int, gpus: int) -> int:
     return max(n for n in range(1, max(1, gpus) + 1) if accum % n == 0)
 
 
-def _overrides(overrides) -> dict:
-    """{key: value} from a dict, or from "key=value" strings (one per item or per line)."""
-    if overrides is None:
-        return {}
-    if isinstance(overrides, dict):
-        return dict(overrides)
-    items = overrides.splitlines() if isinstance(overrides, str) else list(overrides)
-    out = {}
-    for item in items:
-        item = item.strip()
-        if not item or item.startswith("#"):
-            continue
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"override {item!r}: write key=value, e.g. lr=5e-4 or model.window=12")
-        out[key.strip()] = value.strip()
-    return out
-
-
 def train_command(
-    preset: str,
+    preset: str | None = None,
     *,
+    config: str | None = None,
     name: str | None = None,
     steps: int | None = None,
     data: str | None = None,
     overrides=None,
     store: str = DEFAULT_STORE,
-    runs_dir: str = DEFAULT_RUNS,
+    runs_dir: str | None = DEFAULT_RUNS,
     resume: bool = False,
     nproc: int = 1,
     python: str | None = None,
 ) -> list[str]:
-    """The argv that trains ``preset`` (torchrun when ``nproc`` > 1).  Pure: starts nothing."""
+    """The argv that trains ``preset``, or the config file ``config`` (a run's config.json, as
+    `launch` writes it: then nothing else is needed), under torchrun when ``nproc`` > 1.
+    Typed override values are written as `lab.config` reads them back (betas=0.9,0.95).
+    Pure: starts nothing."""
     if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
         raise ValueError(f"nproc={nproc!r} must be an integer >= 1 (processes, one per GPU)")
+    if (preset is None) == (config is None):
+        raise ValueError("train_command needs a preset or a config file (one of the two)")
     py = python or sys.executable
     head = (
         [py, "-m", "fiblab.cli"]
@@ -154,7 +146,8 @@ def train_command(
             "fiblab.cli",
         ]
     )
-    cmd = head + ["train", "--preset", preset, "--quiet", "--store", store or ""]
+    what = ["--config", config] if config is not None else ["--preset", preset]
+    cmd = head + ["train", *what, "--quiet", "--store", store or ""]
     if name:
         cmd += ["--name", name]
     if steps is not None:
@@ -162,13 +155,18 @@ def train_command(
     if data:
         cmd += ["--data", data]
     over = {
-        "run_dir": runs_dir,
-        **{k: v for k, v in _overrides(overrides).items() if k != "run_dir"},
+        **({"run_dir": runs_dir} if runs_dir is not None else {}),
+        **{k: v for k, v in split_overrides(overrides).items() if k != "run_dir"},
     }
-    cmd += ["--override"] + [f"{k}={v}" for k, v in over.items()]
+    if over:
+        cmd += ["--override"] + [f"{k}={_text(v)}" for k, v in over.items()]
     if resume:
         cmd.append("--resume")
     return cmd
+
+
+def _text(value) -> str:
+    return value if isinstance(value, str) else format_value(value)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -209,12 +207,12 @@ def launch(
     """Start one training run in its own process session and return its handle.
 
     The configuration is built here first (`lab.train.make_config`), so a bad preset, override
-    or GPU split fails at once with the reason.  ``nproc=None`` uses torchrun over the visible
+    or GPU split fails at once with the reason; the process is handed that config as a file.  ``nproc=None`` uses torchrun over the visible
     GPUs when there are several (as many as divide the step's micro-batches), else one process.  ``env`` adds environment variables; the
     process runs in ``cwd`` (default: the project root, where relative data paths resolve).
     """
     store = store or ""
-    over = _overrides(overrides)
+    over = split_overrides(overrides)
     cfg_over = {**over, "run_dir": runs_dir}
     for key, value in (("steps", steps), ("data", data), ("name", name)):
         if value is not None and value != "":
@@ -252,17 +250,12 @@ def launch(
     stale = os.path.join(run_dir, STOP_FILE)
     if os.path.exists(stale):  # an old request must not fire
         os.remove(stale)
-    cmd = train_command(
-        preset,
-        name=cfg.name,
-        steps=steps,
-        data=data,
-        overrides=over,
-        store=store,
-        runs_dir=runs_dir,
-        resume=resume,
-        nproc=nproc,
-    )
+    config = os.path.abspath(os.path.join(run_dir, CONFIG_NAME))  # the process reads it
+    tmp = config + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(cfg.to_dict(), f, indent=1)
+    os.replace(tmp, config)
+    cmd = train_command(config=config, store=store, runs_dir=None, resume=resume, nproc=nproc)
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     with open(os.path.join(run_dir, LOG_NAME), "ab") as log:
         log.write(f"\n== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(cmd)}\n".encode())

@@ -60,6 +60,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from lab.config import config_from_dict
 from lab.measure import peak_growth, run_child, time_fn, time_round_robin
 from lab.model import FibLM, ModelConfig, config_for
 from lab.plan import layer_sets
@@ -327,12 +328,6 @@ def measure_attention(
 # --------------------------------------------------------------------------------------------
 # measurement: peak memory
 # --------------------------------------------------------------------------------------------
-def _cfg_from_dict(d: dict) -> ModelConfig:
-    d = dict(d)
-    for key in ("base", "schedule", "learned_init"):
-        if isinstance(d.get(key), list):
-            d[key] = tuple(d[key])
-    return ModelConfig(**d)
 
 
 MODES = ("fwd", "fwdbwd")
@@ -342,7 +337,7 @@ def _child_runs(spec: dict, device: torch.device) -> dict[str, Callable[[], None
     """Build what `spec` describes (a model or attention inputs); one run per mode."""
     if spec["kind"] == "model":
         torch.manual_seed(0)
-        cfg = _cfg_from_dict(spec["cfg"])
+        cfg = config_from_dict(spec["cfg"], ModelConfig)
         model = FibLM(cfg).to(device)
         ids, targets = _inputs(cfg.vocab_size, spec["batch"], cfg.seq_len, device)
         return {

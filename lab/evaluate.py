@@ -62,15 +62,16 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from lab.config import config_from_dict
 from lab.evalkind import EvalKind
-from lab.model import RUNG_POLICIES, FibLM, ModelConfig
+from lab.model import RUNG_POLICIES, FibLM
 from lab.precision import autocast
 from lab.windows import n_windows, window_starts
 
@@ -545,36 +546,13 @@ class LoadedRun:
     run_dir: str
 
 
-def config_from_dict(d: Mapping) -> object:
-    """Rebuild a TrainConfig from its config.json dict (JSON lists back to tuples)."""
-    from lab.train import TrainConfig
-
-    d = dict(d)
-    d.pop("provenance", None)  # the store's copy adds what training recorded (lab.variant)
-    model = dict(d.pop("model", {}) or {})
-    for spec, what in ((TrainConfig, d), (ModelConfig, model)):
-        known = {f.name for f in fields(spec)}
-        unknown = sorted(set(what) - known)
-        if unknown:
-            raise ValueError(
-                f"config has fields {unknown} that {spec.__name__} does not know: "
-                f"it was written by another fiblab version"
-            )
-    for k in ("base", "schedule", "learned_init"):
-        if isinstance(model.get(k), list):
-            model[k] = tuple(model[k])
-    if isinstance(d.get("betas"), list):
-        d["betas"] = tuple(d["betas"])
-    return TrainConfig(model=ModelConfig(**model), **d)
-
-
 def open_run(
     run_dir: str, data_dir: str | None = None, device="cpu", log: Callable[[str], None] = print
 ) -> LoadedRun:
     """Load a run folder: config.json, the newest checkpoint that passes its checksum, and the
     prepared data (cached in data_dir, default <run folder's parent>/data, the training layout;
     prepared from the run's source if absent)."""
-    from lab.train import latest_good_checkpoint, list_checkpoints, load_data
+    from lab.train import TrainConfig, latest_good_checkpoint, list_checkpoints, load_data
 
     if not os.path.isdir(run_dir):
         raise ValueError(f"run folder {run_dir!r} does not exist; give runs/<name>")
@@ -592,7 +570,7 @@ def open_run(
             f"{cfg_file} is unreadable ({e}); restore it from the store "
             f"(Store.config(run)) or retrain"
         ) from None
-    cfg = config_from_dict(raw)
+    cfg = config_from_dict(raw, TrainConfig, source=cfg_file)
     ckpts = list_checkpoints(run_dir)
     if not ckpts:
         raise ValueError(

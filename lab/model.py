@@ -28,6 +28,8 @@ from lab.attention import sparse_attention
 from lab.plan import ColumnPlan, plan_for
 
 RUNG_POLICIES = ("recompute", "freeze")
+ATTENTIONS = ("sparse", "dense")
+PATHS = ("auto", "shift", "mask", "interp", "blur")
 
 
 @dataclass(frozen=True)
@@ -47,8 +49,8 @@ class ModelConfig:
     base: Union[str, tuple] = "fib"  # "fib", "pow2" or a tuple of distances
     rungs: int = 15  # K, Fibonacci base only
     window: int = 8  # W: distances 0..W are always attended
-    schedule: Union[str, tuple] = "fixed"  # fixed | stagger | coprime | learned | tuple of α
-    learned_init: Union[str, tuple] = "fixed"  # start of a learned schedule
+    schedule: Union[str, tuple[float, ...]] = "fixed"  # fixed|stagger|coprime|learned|α list
+    learned_init: Union[str, tuple[float, ...]] = "fixed"  # start of a learned schedule
     coprime_stride: int | None = None  # S; default = largest s ≤ L/2 coprime with L
     rounding: str = "round"  # integer sets: round (half-to-even) | floor | ceil
     path: str = "auto"  # auto | shift | mask | interp | blur (probes)
@@ -71,13 +73,13 @@ class ModelConfig:
                 f"d_model={self.d_model} must split into n_heads={self.n_heads} "
                 f"heads of even size (RoPE rotates pairs)"
             )
-        if self.attention not in ("sparse", "dense"):
+        if self.attention not in ATTENTIONS:
             raise ValueError(f"attention={self.attention!r} must be 'sparse' or 'dense'")
         if self.rung_policy not in RUNG_POLICIES:
             raise ValueError(f"rung_policy={self.rung_policy!r} must be one of {RUNG_POLICIES}")
         if self.rounding not in offsets.ROUNDINGS:
             raise ValueError(f"rounding={self.rounding!r} must be one of {offsets.ROUNDINGS}")
-        if self.path not in ("auto", "shift", "mask", "interp", "blur"):
+        if self.path not in PATHS:
             raise ValueError(f"path={self.path!r} must be auto, shift, mask, interp or blur")
         if self.path == "blur" and not (self.learned and self.base == "fib"):
             raise ValueError(

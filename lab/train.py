@@ -37,6 +37,7 @@ import torch
 import torch.distributed as dist
 
 from lab import jsonio
+from lab.config import apply_overrides, read_config, typed_overrides
 from lab.evalkind import EvalKind
 from lab.model import FibLM, ModelConfig, config_for
 from lab.precision import autocast, default_precision
@@ -56,7 +57,7 @@ class TrainConfig:
     lr: float = 3e-4
     min_lr_frac: float = 0.1
     warmup: int = 300
-    betas: tuple = (0.9, 0.95)
+    betas: tuple[float, float] = (0.9, 0.95)
     eps: float = 1e-8
     weight_decay: float = 0.1
     grad_clip: float = 1.0
@@ -147,27 +148,9 @@ TRAIN_PRESETS: dict[str, dict] = {
 }
 
 
-def coerce_override(value: str, current):
-    """Parse a CLI override string to the type of the field's current value."""
-    if isinstance(current, bool):
-        return value.lower() in ("1", "true", "yes")
-    if isinstance(current, int) and not isinstance(current, bool):
-        return int(value)
-    if isinstance(current, float):
-        return float(value)
-    if isinstance(current, tuple):
-        return tuple(float(x) for x in value.split(","))
-    if current is None:
-        for cast in (int, float):
-            try:
-                return cast(value)
-            except ValueError:
-                pass
-    return value
-
-
-def make_config(preset: str, overrides: dict | None = None) -> TrainConfig:
-    """A TrainConfig from a preset name and overrides ("steps": 10, "model.window": 12, …).
+def make_config(preset: str, overrides=None) -> TrainConfig:
+    """A TrainConfig from a preset name and overrides ({"steps": 10, "model.window": 12} or
+    "key=value" strings; values are typed by `lab.config`).
 
     The seed suffix "-s43" on a preset name selects another seed (fib-stagger-w12-s43).
     """
@@ -185,30 +168,23 @@ def make_config(preset: str, overrides: dict | None = None) -> TrainConfig:
     spec = dict(TRAIN_PRESETS[preset])
     model_over = dict(spec.pop("model", {}))
     model_preset = spec.pop("preset")
-    train_over: dict = {}
-    for key, value in (overrides or {}).items():
-        if key.startswith("model."):
-            mkey = key[len("model.") :]
-            if mkey not in ModelConfig.__dataclass_fields__:
-                raise ValueError(f"override {key!r}: ModelConfig has no field {mkey!r}")
-            current = getattr(config_for(model_preset, **model_over), mkey)
-            model_over[mkey] = coerce_override(value, current) if isinstance(value, str) else value
-        elif key in TrainConfig.__dataclass_fields__ and key != "model":
-            current = getattr(TrainConfig(), key)
-            train_over[key] = coerce_override(value, current) if isinstance(value, str) else value
-        else:
-            raise ValueError(
-                f"override {key!r} names no training field; use one of "
-                f"{sorted(f for f in TrainConfig.__dataclass_fields__ if f != 'model')}"
-                f" or model.<field>"
-            )
-    cfg = TrainConfig(model=config_for(model_preset, **model_over), **{**spec, **train_over})
-    if seed is not None and "seed" not in train_over:
+    typed = typed_overrides(TrainConfig, overrides)  # every key and value checked first
+    cfg = TrainConfig(model=config_for(model_preset, **model_over), **spec)
+    cfg = apply_overrides(cfg, typed)
+    if seed is not None and "seed" not in typed:
         cfg.seed = seed
     if not cfg.name:
         cfg.name = name if seed is None or name.endswith(f"-s{seed}") else f"{name}-s{seed}"
     if not cfg.preset:
         cfg.preset = preset  # the store's preset column
+    _ = cfg.accum  # validates
+    return cfg
+
+
+def config_from_file(path: str, overrides=None) -> TrainConfig:
+    """A run's config.json (as `train` writes it) with overrides on top: re-run or vary a run
+    (``fiblab train --config runs/NAME/config.json --override …``)."""
+    cfg = apply_overrides(read_config(path, TrainConfig), overrides)
     _ = cfg.accum  # validates
     return cfg
 

@@ -10,13 +10,15 @@ import time
 import pytest
 
 from fiblab import launch as L
+from lab.config import read_config
 from lab.data import prepare
 from lab.store import Store
-from lab.train import STOP_FILE, list_checkpoints, load_checkpoint
+from lab.train import STOP_FILE, list_checkpoints, load_checkpoint, make_config
 
 STEPS = 20
 # no periodic checkpoint or light eval: the stop's checkpoint is the only one mid-run
 FAST = {"eval_every": 0, "ckpt_every": 1000, "log_every": 1, "eval_batch": 64}
+FAST["betas"] = (0.85, 0.95)  # a tuple field reaches the process typed
 ENV = {"OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}  # CPU: bit-exact resume
 
 
@@ -83,6 +85,22 @@ def test_command_is_cli_or_torchrun():
         ]
         and two[-1] == "--resume"
     )
+    # typed values are written as lab.config reads them back
+    typed = L.train_command("tiny", overrides={"betas": (0.8, 0.9), "val_tokens": None})
+    assert typed[typed.index("--override") + 1 :] == [
+        f"run_dir={L.DEFAULT_RUNS}",
+        "betas=0.8,0.9",
+        "val_tokens=none",
+    ]
+    # what launch() runs: the config file it wrote, nothing re-serialised
+    cfg = L.train_command(config="R/a/launch-config.json", store="s.db", runs_dir=None, python="py")
+    assert cfg == ["py", "-m", "fiblab.cli", "train", "--config", "R/a/launch-config.json"] + [
+        "--quiet",
+        "--store",
+        "s.db",
+    ]
+    with pytest.raises(ValueError, match="preset or a config"):
+        L.train_command("tiny", config="c.json")
 
 
 def test_auto_nproc_uses_the_gpus_the_step_splits_over():
@@ -142,6 +160,12 @@ def test_run_finishes_and_a_stopped_run_resumes_exactly(runs):
     assert os.getpgid(stopped.pid) == stopped.pid  # its own session
     with pytest.raises(ValueError, match="already running"):
         _launch(runs, "stopped")
+    # the process trains the config built and checked here, handed over as a file
+    assert stopped.command[3:5] == ["train", "--config"] and "--preset" not in stopped.command
+    conf = stopped.command[5]
+    assert conf == os.path.join(os.path.abspath(stopped.run_dir), "launch-config.json")
+    want = make_config("tiny", {**FAST, "steps": STEPS, "name": "stopped", "run_dir": str(runs)})
+    assert read_config(conf) == want
     straight = L.attach("straight", str(runs))  # a new kernel finds it again
     assert straight.pid == pid and straight.proc is None
     assert L.is_alive(straight)  # the kernel's death spared it
@@ -174,6 +198,11 @@ def test_run_finishes_and_a_stopped_run_resumes_exactly(runs):
     done = L.snapshot(straight)
     assert done["step"] == STEPS and done["eta_s"] == 0.0 and done["tokens_per_s"] > 0
     assert not done["alphas"].empty and done["alphas"].shape[1] == 2  # learned, 2 layers
+    trained = read_config(os.path.join(straight.run_dir, "config.json"))  # as training wrote it
+    assert trained == make_config(
+        "tiny", {**FAST, "steps": STEPS, "name": "straight", "run_dir": str(runs)}
+    )
+    assert trained.betas == (0.85, 0.95)
     with Store(runs / "store.db") as st:
         assert st.runs().set_index("name").loc["straight"].status == "done"
         assert (st.evals("straight")["kind"] == "full").any()
@@ -183,6 +212,7 @@ def test_run_finishes_and_a_stopped_run_resumes_exactly(runs):
         _launch(runs, "stopped")
     again = L.resume(stopped)
     assert "--resume" in again.command and again.name == "stopped"
+    assert again.command[3:6] == ["train", "--config", conf] and read_config(conf) == want
     assert L.wait(again, timeout=180) == "done", L.log_tail(again)
     a, b = _losses(runs, "straight"), _losses(runs, "stopped")
     assert sorted(a) == list(range(1, STEPS + 1))

@@ -12,6 +12,7 @@ fiblab coverage --layers 16 --window 8 --rungs 15 --seq-len 1024 --schedule stag
 fiblab receptive-field --layers 16 --schedule coprime [--residual 0.5] [--json]
 fiblab probe marked --depths 2 4 8 --init uniform staggered --seeds 0 1 [--scale quick] [--jobs 2] [--precision bf16]
 fiblab train --preset cpu-stagger [--data bible] [--steps N] [--override key=value ...] [--resume]
+fiblab train --config runs/NAME/config.json [--name NEW] [--override key=value ...]   re-run / vary a run
 """
 
 from __future__ import annotations
@@ -172,7 +173,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_probe)
 
     s = sub.add_parser("train", help="train a language model (paper recipe or a CPU preset)")
-    s.add_argument("--preset", required=True, help="e.g. fib-stagger-w12, dense, cpu-stagger")
+    s.add_argument("--preset", default=None, help="e.g. fib-stagger-w12, dense, cpu-stagger")
+    s.add_argument(
+        "--config",
+        default=None,
+        metavar="CONFIG_JSON",
+        help="instead of --preset: a run's config.json (runs/NAME/config.json) to re-run or vary",
+    )
     s.add_argument(
         "--data",
         default=None,
@@ -185,8 +192,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--override",
         nargs="*",
+        action="extend",
         metavar="KEY=VALUE",
-        help="any TrainConfig field, or model.<ModelConfig field>",
+        help="any TrainConfig field, or model.<ModelConfig field> (betas=0.9,0.95, "
+        "model.schedule=stagger or a comma list of alphas, model.train_seq_len=none)",
     )
     s.add_argument("--resume", action="store_true", help="continue from the last good checkpoint")
     s.add_argument("--store", default="runs/fiblab.db", help="experiment store ('' to skip)")

@@ -8,12 +8,11 @@ import sys
 import torch
 
 from fiblab.cli.argtypes import scheme_arg
-from fiblab.cli.runs import parse_overrides
 from lab import jsonio
+from lab.config import apply_overrides, split_overrides, typed_overrides
 from lab.efficiency import SCHEMES, config_for, efficiency_table
 from lab.evaluate import DEFAULT_FACTORS, evaluate_run
 from lab.model import RUNG_POLICIES, ModelConfig
-from lab.train import coerce_override
 
 
 # --------------------------------------------------------------------------------------------
@@ -125,15 +124,9 @@ def add_eval(subparsers) -> None:
 # command line
 # --------------------------------------------------------------------------------------------
 def cmd_efficiency(args) -> int:
-    base = config_for(args.preset)
-    over = {}
-    for key, value in parse_overrides(
-        args.override, "use KEY=VALUE with a ModelConfig field"
-    ).items():
-        if key not in ModelConfig.__dataclass_fields__:
-            raise ValueError(f"--override {key}=…: ModelConfig has no field {key!r}")
-        over[key] = coerce_override(value, getattr(base, key))
-    cfg = config_for(args.preset, **over)
+    items = split_overrides(args.override)  # ModelConfig fields, with or without "model."
+    over = typed_overrides(ModelConfig, {k.removeprefix("model."): v for k, v in items.items()})
+    cfg = apply_overrides(config_for(args.preset), over)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     df = efficiency_table(
@@ -236,6 +229,7 @@ def add_efficiency(subparsers) -> argparse.ArgumentParser:
     s.add_argument(
         "--override",
         nargs="*",
+        action="extend",
         metavar="KEY=VALUE",
         help="ModelConfig fields, e.g. n_layers=8 rungs=25",
     )

@@ -90,25 +90,28 @@ def cmd_probe(args) -> int:
     return 0
 
 
-def parse_overrides(items, hint: str) -> dict[str, str]:
-    """``["key=value", …]`` (from ``--override``) as a dict of strings; the caller types them."""
-    out = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"override {item!r}: {hint}")
-        out[key] = value
-    return out
-
-
 def cmd_train(args) -> int:
-    from lab.train import TrainingDiverged, make_config, train
+    from lab.config import split_overrides
+    from lab.train import TrainingDiverged, config_from_file, make_config, train
 
-    overrides = parse_overrides(args.override, "write key=value (model fields as model.key)")
+    overrides = split_overrides(args.override)
     for key in ("steps", "data", "name", "seed"):
         if getattr(args, key) is not None:
             overrides[key] = getattr(args, key)
-    cfg = make_config(args.preset, overrides)
+    if args.config and args.preset:
+        raise ValueError(
+            f"--preset {args.preset} and --config {args.config}: give one (the config file "
+            f"already holds the whole configuration; vary it with --override)"
+        )
+    if args.config:
+        cfg = config_from_file(args.config, overrides)
+    elif args.preset:
+        cfg = make_config(args.preset, overrides)
+    else:
+        raise ValueError(
+            "fiblab train needs --preset NAME (e.g. cpu-stagger) or --config "
+            "runs/NAME/config.json (a run's configuration, to re-run or vary it)"
+        )
     try:
         out = train(cfg, resume=args.resume, store_path=args.store or None, quiet=args.quiet)
     except TrainingDiverged as e:
