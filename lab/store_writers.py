@@ -210,7 +210,7 @@ class StoreWriters(StoreConnection):
             )
 
     def log_probe(self, record: Mapping[str, Any]) -> str:
-        """Store one retrieval-probe record (as ``probes.retrieval.run_cell`` returns it).
+        """Store one retrieval-probe record (as ``probes.runner.run_cell`` returns it).
 
         Needs keys task, mechanism, depth, init, seed, steps and acc ({distance: accuracy});
         uses alphas, seconds, trajectory ([{step, alphas}]) and loss ([{step, loss}]) when
