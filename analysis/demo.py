@@ -9,7 +9,7 @@ reuses finished training runs, probe cells and evaluations):
 1. Coverage and receptive field of the paper's 16-layer model (W=8, K=15, T=1024) for every
    schedule: distinct distances, band coverage, reachable share after each layer.
 2. The marked two-distance retrieval probe (the paper's Table 2 task) at a reduced scale —
-   T=256, distances 125 and 219 (see `probes.retrieval.SCALES["demo"]` for why these) — learned
+   T=256, distances 125 and 219 (see `probes.settings.SCALES["demo"]` for why these) — learned
    α through the annealed blur gather, uniform vs staggered init, depths 2 and 4, with α
    trajectories.
 3. Small language models (cpu-small: d=128, 4 layers, T=256) — dense, fixed, stagger and learned
@@ -31,7 +31,7 @@ import pandas as pd
 
 from lab import jsonio
 from lab.schemes import SCHEMES
-from probes.retrieval import SCALES as SCALES_PROBE
+from probes.settings import SCALES as SCALES_PROBE
 from probes.tasks import MarkedCopy
 
 __all__ = ["DemoScale", "SCALES", "DEMO_PROBE", "run_demo"]
@@ -153,7 +153,7 @@ def coverage_stage(layers: int, seq_len: int, window: int = 8, rungs: int = 15) 
 # stage 2: the retrieval probe
 # --------------------------------------------------------------------------------------------
 def probe_stage(scale: DemoScale, out_path: str, store_path: str | None, progress: bool) -> list:
-    from probes.retrieval import grid, run_grid
+    from probes.grid import grid, run_grid
 
     cells = grid(["blur"], scale.probe_depths, scale.probe_inits, scale.probe_seeds)
 

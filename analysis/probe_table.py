@@ -1,6 +1,6 @@
 """Table 2 of probe records beside the paper's, as rows and as the text the front ends print.
 
-`probes.retrieval.table2` summarises probe records per (depth, init); here the paper's values
+`probes.grid.table2` summarises probe records per (depth, init); here the paper's values
 (the one copy: ``analysis/reference/table2_retrieval_probe.csv`` through
 :func:`analysis.paper.retrieval_probe`) are put beside each row where they apply — the blur
 mechanism evaluated at exactly the paper's distances — and :func:`format_table2` lays the rows
@@ -13,7 +13,7 @@ print this.
 
 from __future__ import annotations
 
-from probes.retrieval import table2 as summarise
+from probes.grid import table2 as summarise
 
 from . import paper as _paper
 
@@ -39,7 +39,7 @@ def paper_cells() -> dict[tuple[int, str], dict]:
 
 
 def beside_paper(rows: list[dict], mechanism: str = PAPER_MECHANISM) -> list[dict]:
-    """``rows`` (`probes.retrieval.table2`) with a ``paper`` entry where the paper has the cell:
+    """``rows`` (`probes.grid.table2`) with a ``paper`` entry where the paper has the cell:
     the blur mechanism, evaluated at the paper's distances (in its order)."""
     if mechanism != PAPER_MECHANISM:
         return [dict(r) for r in rows]

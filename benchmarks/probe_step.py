@@ -34,7 +34,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from lab.blur import IMPL_ENV  # noqa: E402
 from lab.measure import time_fn  # noqa: E402
 from lab.precision import autocast  # noqa: E402
-from probes.retrieval import SCALES, Cell, build_probe_model, task_loss  # noqa: E402
+from probes.runner import build_probe_model, task_loss  # noqa: E402
+from probes.settings import SCALES, Cell  # noqa: E402
 
 ROWS = [
     ("blur", "fft", "fp32"),

@@ -17,7 +17,8 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from analysis.probe_table import table2_rows  # noqa: E402
-from probes.retrieval import alpha_drift, load_records  # noqa: E402
+from probes.grid import load_records  # noqa: E402
+from probes.record import alpha_drift  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT = os.path.join(HERE, "results", "probe-marked-paper.jsonl")

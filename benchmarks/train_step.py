@@ -170,7 +170,7 @@ def run_presets(args) -> None:
             flush=True,
         )
     if not args.no_tokenise:
-        from lab.data import prepare
+        from lab.prepared import prepare
 
         with tempfile.TemporaryDirectory() as d:
             for vocab in (2048, 32768):

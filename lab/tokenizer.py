@@ -1,7 +1,12 @@
 """The tokeniser and token files: a byte-level BPE (`BPETokenizer`), the "<|endoftext|>"
 separator, the vocabulary constants, and flat header-less .bin files of ids (`token_dtype`,
-`write_tokens`, `read_tokens`). The behaviour is described under "Tokeniser" in lab.data's
-module doc; lab.data re-exports every public name here.
+`write_tokens`, `read_tokens`).
+
+`BPETokenizer.train(texts, vocab_size)`: HF `tokenizers` byte-level BPE (ByteLevel pre-tokenizer
+and decoder, no prefix space, no normalisation), so decode(encode(s)) == s for any string. One
+special token, "<|endoftext|>" (id 0), separates documents; it is inserted by the pipeline only:
+text that contains the literal string is encoded as ordinary bytes. Ids are stored as uint16
+when the vocabulary has at most 65,536 entries, else uint32.
 """
 
 from __future__ import annotations
@@ -214,6 +219,12 @@ def resolve_tokenizer(tokenizer) -> BPETokenizer | None:
 def positive_int(v, name: str) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
         raise ValueError(f"{name} {v!r} must be a positive integer")
+    return int(v)
+
+
+def nonneg_int(v, name: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+        raise ValueError(f"{name} {v!r} must be an integer >= 0")
     return int(v)
 
 

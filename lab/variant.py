@@ -269,7 +269,7 @@ def describe(v: Variant, names: Sequence[str]) -> str:
 
 
 def data_hash(data) -> str | None:
-    """The hash of prepared data (`lab.data.PreparedData`: its cache key, which covers the
+    """The hash of prepared data (`lab.prepared.PreparedData`: its cache key, which covers the
     source's fingerprint, the vocabulary, the held-out size and the tokenizer; a `Mixture`: a
     hash of its domains' keys and weights); ``None`` for data that has no such key."""
     domains = getattr(data, "domains", None)

@@ -3,8 +3,8 @@
 A window of length L reads L + 1 consecutive tokens (L inputs and the L targets one token on).
 Windows start at 0, L, 2L, … so that their targets never overlap; a split of n tokens holds
 floor((n − 1) / L) complete windows, and the tail that does not fill one is dropped and never
-counted.  ``limit`` keeps only the first windows.  Training's evaluation (`lab.data`'s
-``eval_windows``) and the held-out measurements (`lab.evaluate`) both cut windows here.
+counted.  ``limit`` keeps only the first windows.  Training's evaluation (`lab.sampling`'s
+``window_batches``) and the held-out measurements (`lab.evaluate`) both cut windows here.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The probe cell record: what one trained probe cell leaves behind, typed.
 
-`probes.retrieval.run_cell` builds one, the grid's JSONL files hold its `to_dict()` (one line a
+`probes.runner.run_cell` builds one, the grid's JSONL files hold its `to_dict()` (one line a
 cell), `lab.store.Store.log_probe` writes it to the store (accuracies to ``probe_results``, the α
 trajectory to ``alphas``, the loss curve to ``metrics``, everything else to ``extra_json``) and
 `ProbeRecord.from_store` reads it back equal to what was written:

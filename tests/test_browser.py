@@ -110,7 +110,7 @@ def jupyter(tmp_path_factory):
 
 
 def _expected_union(presses: int) -> tuple[float, int]:
-    from fiblab.ui.coverage import explore
+    from fiblab.ui.coverage_explore import explore
     from lab.schedules import layer_alphas
 
     alphas = layer_alphas("stagger", 16)

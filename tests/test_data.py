@@ -13,9 +13,11 @@ import numpy as np
 import pytest
 import torch
 
-from lab import data as D
+from lab import data, prepared
 from lab.corpus import bible_documents, parse_source
-from lab.data import Mixture, paper_mixture, prepare, split_documents
+from lab.heldout import split_documents
+from lab.mixture import PAPER_MIXTURE_WEIGHTS, Mixture, paper_mixture
+from lab.prepared import prepare
 from lab.tokenizer import EOT, BPETokenizer, read_tokens, split_pieces, token_dtype, write_tokens
 
 TRICKY = (
@@ -205,7 +207,7 @@ def test_prepare_reuses_cache(tmp_path, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("retokenised")
 
-    monkeypatch.setattr(D, "_encode_stream", boom)
+    monkeypatch.setattr(prepared, "_encode_stream", boom)
     monkeypatch.setattr(BPETokenizer, "train", boom)
     second = prepare(str(tmp_path / "corpus.txt"), **kw)
     assert second.reused and second.path == first.path
@@ -347,7 +349,7 @@ def test_mixture_text_domains_share_one_tokenizer(tmp_path):
 
 
 def test_paper_mixture_names():
-    assert D.PAPER_MIXTURE_WEIGHTS == {
+    assert PAPER_MIXTURE_WEIGHTS == {
         "fineweb_edu": 0.35,
         "wikipedia": 0.22,
         "tinystories": 0.20,
@@ -355,6 +357,18 @@ def test_paper_mixture_names():
     }
     with pytest.raises(ValueError, match="missing \\['math'"):
         paper_mixture({"fineweb_edu": "a", "wikipedia": "b", "tinystories": "c"})
+
+
+def test_lab_data_reexports_the_pieces():
+    """`from lab.data import ...` (the README's and notebooks' import) gives the defining
+    modules' own objects, and every name it lists is there."""
+    from lab import heldout, mixture, sampling
+
+    assert data.prepare is prepared.prepare and data.PreparedData is prepared.PreparedData
+    assert data.Mixture is mixture.Mixture and data.paper_mixture is mixture.paper_mixture
+    assert data.split_documents is heldout.split_documents
+    assert data.batch_rng is sampling.batch_rng
+    assert [n for n in data.__all__ if not hasattr(data, n)] == []
 
 
 # ------------------------------------------------------------------------------- bad input

@@ -13,8 +13,10 @@ from lab.drift import INERT_TOL, alpha_drift, is_inert, layer_drifts
 from lab.model import ModelConfig
 from lab.store import Store
 from lab.train import TrainConfig
+from probes.grid import append_record, load_records
 from probes.record import ProbeRecord, records_from_store
-from probes.retrieval import SCALES, Cell, append_record, load_records, run_cell
+from probes.runner import run_cell
+from probes.settings import SCALES, Cell
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = sorted((ROOT / "benchmarks" / "results").glob("*.jsonl"))

@@ -8,16 +8,10 @@ import torch
 
 from analysis.probe_table import format_table2, table2_rows
 from fiblab.cli import main as cli_main
-from probes.retrieval import (
-    SCALES,
-    Cell,
-    alpha_drift,
-    build_probe_model,
-    load_records,
-    run_cell,
-    run_grid,
-    table2,
-)
+from probes.grid import load_records, run_grid, table2
+from probes.record import alpha_drift
+from probes.runner import build_probe_model, run_cell
+from probes.settings import SCALES, Cell
 
 TINY = SCALES["tiny"]
 
@@ -129,7 +123,7 @@ def test_cli_probe_json(tmp_path, capsys):
 
 
 def test_shift_task_learns_and_reports_controls():
-    from probes.retrieval import TASK_SCALES
+    from probes.settings import TASK_SCALES
 
     settings = TASK_SCALES["shift"]["tiny"]
     rec = run_cell(Cell("dense", 2, "-", 0, "shift", 8), settings, progress=False)
@@ -139,7 +133,7 @@ def test_shift_task_learns_and_reports_controls():
 
 
 def test_kv_task_runs_with_forced_choice():
-    from probes.retrieval import TASK_SCALES
+    from probes.settings import TASK_SCALES
 
     settings = type(TINY)(**{**TASK_SCALES["kv"]["tiny"].__dict__, "steps": 3})
     rec = run_cell(Cell("fib-fixed", 1, "-", 0, "kv"), settings, progress=False)
@@ -151,7 +145,8 @@ def test_kv_task_runs_with_forced_choice():
 def test_on_step_reports_progress_and_alphas():
     from dataclasses import replace
 
-    from probes.retrieval import SCALES, Cell, run_cell
+    from probes.runner import run_cell
+    from probes.settings import SCALES, Cell
 
     settings = replace(SCALES["tiny"], steps=30)
     seen = []
@@ -168,7 +163,7 @@ def test_on_step_reports_progress_and_alphas():
 def test_precision_bf16_autocasts_and_keys_the_record():
     from dataclasses import replace
 
-    from probes.retrieval import ProbeSettings
+    from probes.settings import ProbeSettings
 
     settings = replace(TINY, steps=20, log_every=10, precision="bf16")
     cell = Cell("blur", 2, "staggered", 0)
@@ -179,7 +174,7 @@ def test_precision_bf16_autocasts_and_keys_the_record():
     model.blocks[0].attn.register_forward_hook(
         lambda mod, inp, out: seen.append((out.dtype, torch.is_autocast_enabled("cpu")))
     )
-    import probes.retrieval as R
+    import probes.runner as R
     from lab.precision import autocast
 
     with autocast(next(model.parameters()).device, settings.precision):
@@ -232,3 +227,16 @@ def test_grid_jobs_stop_queueing_after_a_failing_cell(tmp_path):
     # run; the rest of the 8 never start
     assert len(kept) <= 2 * 2 + 1
     assert {r["key"] for r in kept} <= {c.key(settings) for c in good}
+
+
+def test_probes_retrieval_reexports_the_pieces():
+    """`probes.retrieval` (the users' and notebooks' import) hands out the defining modules'
+    own objects, and every name it lists is there."""
+    import probes.retrieval as R
+    from probes import grid, record, runner, settings
+
+    assert R.run_grid is grid.run_grid and R.grid is grid.grid and R.table2 is grid.table2
+    assert R.load_records is grid.load_records and R.run_cell is runner.run_cell
+    assert R.ProbeSettings is settings.ProbeSettings and R.Cell is settings.Cell
+    assert R.SCALES is settings.SCALES and R.alpha_drift is record.alpha_drift
+    assert [n for n in R.__all__ if not hasattr(R, n)] == []

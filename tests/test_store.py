@@ -13,7 +13,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lab.store import SCHEMA_VERSION, Store, UnknownRunError, git_revision
+from lab.store import Store
+from lab.store_connection import UnknownRunError, git_revision
+from lab.store_schema import SCHEMA_VERSION, TABLES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -422,7 +424,7 @@ def test_snapshot_holds_one_view_across_reader_calls(tmp_path):
 def test_version_1_store_migrates_keeping_rows_and_learns_stopped(tmp_path):
     """A store written by schema version 1 (no 'stopped' status) is rebuilt in place: every row
     survives, references still cascade, and 'stopped' becomes a valid status."""
-    from lab.store import MIGRATIONS, split_sql
+    from lab.store_schema import MIGRATIONS, split_sql
 
     path = tmp_path / "v1.db"
     con = sqlite3.connect(path, isolation_level=None)
@@ -450,3 +452,29 @@ def test_version_1_store_migrates_keeping_rows_and_learns_stopped(tmp_path):
     con.execute("DELETE FROM runs WHERE name = 'a'")  # the children still follow their run
     assert con.execute("SELECT count(*) FROM metrics").fetchone()[0] == 0
     con.close()
+
+
+def test_the_schema_builds_exactly_its_tables_and_lab_store_reexports_it(tmp_path):
+    """A new store holds the tables `TABLES` names (no more, no fewer), and the names callers
+    import from lab.store are the defining modules' own objects."""
+    import lab.store as S
+    from lab import store_connection, store_schema, store_writers
+
+    with Store(tmp_path / "t.db") as st:
+        path = st.path
+    with sqlite3.connect(path) as c:
+        names = [
+            r[0]
+            for r in c.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            )
+        ]
+    assert (
+        sorted(names)
+        == sorted(TABLES)
+        == sorted(["runs", "metrics", "evaluations", "alphas", "probe_results", "events"])
+    )
+    assert S.UnknownRunError is store_connection.UnknownRunError
+    assert S.MIGRATIONS is store_schema.MIGRATIONS and S.split_sql is store_schema.split_sql
+    assert S.STATUSES is store_writers.STATUSES and S.DEFAULT_PATH == "runs/fiblab.db"
+    assert [n for n in S.__all__ if not hasattr(S, n)] == []

@@ -8,7 +8,8 @@ import os
 import numpy as np
 import pytest
 
-from fiblab.ui.coverage import CoverageExplorer, explore, heatmap, log_bins
+from fiblab.ui.coverage import CoverageExplorer
+from fiblab.ui.coverage_explore import explore, heatmap, log_bins
 from lab.offsets import attended_distances
 from lab.schedules import layer_alphas
 from probes.coverage import coverage
@@ -186,6 +187,18 @@ def test_update_is_fast_at_L16_T4096():
     assert ex.last_update_cpu_s < 1.0, ex.last_update_cpu_s
     with pytest.raises(ValueError, match="out of range"):
         ex.set_alpha(16, 1.0)
+
+
+def test_fiblab_ui_coverage_reexports_its_pieces():
+    """`fiblab.ui.coverage` (notebook 01's import) hands out the defining modules' objects."""
+    from fiblab.ui import coverage, coverage_explore, coverage_figure
+
+    assert coverage.explore is coverage_explore.explore and coverage.heatmap is heatmap
+    assert coverage.log_bins is log_bins
+    assert coverage.schedule_alphas is coverage_explore.schedule_alphas
+    assert coverage.CoverageFigure is coverage_figure.CoverageFigure
+    assert coverage.render_figure is coverage_figure.render_figure
+    assert [n for n in coverage.__all__ if not hasattr(coverage, n)] == []
 
 
 # ----------------------------------------------------------------------------- probe panel

@@ -1,15 +1,10 @@
 """The coverage explorer (notebook 01): per-layer α sliders and live coverage outputs.
 
-`explore(...)` is the pure compute step: per-layer attended sets, the union count with and
-without the window, band coverage and gaps, the reachable share after each layer (multi-hop
-receptive field) and the rungs that appear when the same α are used at 2× and 4× the length
-(the paper's recompute policy: never trained at T).  `CoverageExplorer` holds the widgets, calls
-`explore` on every change and writes the results into its output widgets; tests set a widget
-value and read ``explorer.result``.
-
-Schedules: ``fixed`` (α = 1), ``stagger`` (linear 0.5 → 1.5), ``coprime`` (the stagger's values
-permuted by ℓ ↦ S·ℓ mod L), ``learned-init`` (a learned schedule's starting point: the stagger
-clamped to [0.55, 1.45]) and ``custom`` (a comma list, or whatever the sliders say).
+`CoverageExplorer` holds the widgets, calls `explore` (`fiblab.ui.coverage_explore`, the pure
+step) on every change, writes the results into its output widgets and draws them with
+`fiblab.ui.coverage_figure`; tests set a widget value and read ``explorer.result``.  `explore`,
+`heatmap`, `log_bins`, `schedule_alphas`, `CoverageFigure` and `render_figure` are re-exported
+here.
 """
 
 from __future__ import annotations
@@ -19,23 +14,34 @@ from collections.abc import Sequence
 from contextlib import contextmanager
 
 import ipywidgets as W
-import numpy as np
 
 from fiblab.ui.common import (
     error_widget,
-    figure,
     guarded,
     html_table,
     image_widget,
     parse_numbers,
-    png,
     set_png,
     show_error,
 )
-from lab.offsets import ROUNDINGS, Base, attended_distances
-from lab.schedules import check_alphas, layer_alphas
-from probes.coverage import coverage
-from probes.receptive_field import reachable_fraction
+from fiblab.ui.coverage_explore import explore, heatmap, log_bins, schedule_alphas
+from fiblab.ui.coverage_figure import CoverageFigure, render_figure
+from lab.offsets import ROUNDINGS, Base
+from lab.schedules import check_alphas
+
+__all__ = [
+    "ALPHA_RANGE",
+    "ALPHA_STEP",
+    "MAX_LAYERS",
+    "SCHEDULE_OPTIONS",
+    "CoverageExplorer",
+    "CoverageFigure",
+    "explore",
+    "heatmap",
+    "log_bins",
+    "render_figure",
+    "schedule_alphas",
+]
 
 SCHEDULE_OPTIONS = [
     ("fixed (α = 1)", "fixed"),
@@ -49,130 +55,11 @@ ALPHA_STEP = 0.01
 MAX_LAYERS = 48
 
 
-def schedule_alphas(schedule: str, layers: int) -> list[float]:
-    """Per-layer α of a named explorer schedule (``learned-init``: stagger clamped)."""
-    if schedule == "learned-init":
-        return layer_alphas("learned", layers, init="stagger")
-    if schedule == "custom":
-        raise ValueError("the custom schedule has no fixed values: give a list of alphas")
-    return layer_alphas(schedule, layers)
-
-
-def log_bins(seq_len: int, bins: int = 96) -> np.ndarray:
-    """Integer bin edges over distances 1..T−1, log-spaced, each bin at least one distance."""
-    edges = np.unique(np.round(np.geomspace(1, seq_len, bins + 1)).astype(np.int64))
-    edges[-1] = seq_len
-    return edges
-
-
-def heatmap(sets: Sequence[Sequence[int]], seq_len: int, bins: int = 96):
-    """(edges, counts): counts[ℓ, b] = attended distances of layer ℓ in [edges[b], edges[b+1])."""
-    edges = log_bins(seq_len, bins)
-    counts = np.stack([np.histogram([d for d in s if d > 0], bins=edges)[0] for s in sets])
-    return edges, counts
-
-
-def explore(
-    alphas: Sequence[float],
-    window: int = 8,
-    seq_len: int = 1024,
-    base: Base = "fib",
-    rungs: int = 15,
-    rounding: str = "round",
-    band: int | None = None,
-) -> dict:
-    """Everything the explorer shows, for one per-layer α list and convention.
-
-    Returns `probes.coverage.coverage`'s report plus ``reachable`` (share of 0..T−1 reachable
-    after each layer), ``new_at`` ({2: [...], 4: [...]}, per layer the rungs a 2×/4× longer
-    sequence adds, relative to T), ``heatmap`` (edges, counts) and ``seconds``.
-    """
-    t0 = time.perf_counter()
-    report = coverage(list(alphas), window, seq_len, base, rungs, rounding, band, longer=2)
-    sets = report["per_layer_sets"]
-    current = [set(s) for s in sets]
-    new_at = {2: report["beyond_reach"]}
-    new_at[4] = [
-        sorted(set(attended_distances(a, window, 4 * seq_len, base, rungs, rounding)) - cur)
-        for a, cur in zip(alphas, current)
-    ]
-    report["new_at"] = new_at
-    report["reachable"] = reachable_fraction(sets, seq_len)
-    report["heatmap"] = heatmap(sets, seq_len)
-    report["seconds"] = time.perf_counter() - t0
-    return report
-
-
 def _fmt_list(xs: Sequence[int], limit: int = 8) -> str:
     if not xs:
         return "–"
     head = ", ".join(map(str, xs[:limit]))
     return head + (f", … (+{len(xs) - limit})" if len(xs) > limit else "")
-
-
-class CoverageFigure:
-    """The explorer's figure: the per-layer heatmap of attended distances (log distance axis)
-    and the reachable share after each layer.  The matplotlib figure is built once per (L, bin
-    edges) and later updates only swap its data, which keeps a redraw to a few tens of ms."""
-
-    def __init__(self):
-        self._key = None
-
-    def _build(self, edges: np.ndarray, L: int) -> None:
-        fig = figure(10.5, 1.1 + 0.16 * max(L, 6))
-        ax = fig.add_axes([0.06, 0.2, 0.64, 0.68])
-        ax2 = fig.add_axes([0.78, 0.2, 0.2, 0.68])
-        self.mesh = ax.pcolormesh(
-            edges,
-            np.arange(L + 1),
-            np.full((L, len(edges) - 1), np.nan),
-            cmap="viridis",
-            vmin=1,
-            vmax=2,
-        )
-        ax.set_xscale("log")
-        ax.minorticks_off()
-        ax.set_xlim(1, edges[-1])
-        ax.set_ylim(L, 0)
-        ax.set_yticks(
-            np.arange(L)[:: max(1, L // 8)] + 0.5, [str(i) for i in range(L)][:: max(1, L // 8)]
-        )
-        ax.set_xlabel("distance δ (log scale); colour: attended distances per bin")
-        ax.set_ylabel("layer")
-        self.window_line = ax.axvline(1, color="crimson", lw=0.8, ls="--")
-        self.title = ax.set_title("", fontsize=10)
-        self.bars = ax2.barh(np.arange(L) + 0.5, np.zeros(L), height=0.8, color="#4c72b0")
-        ax2.set_ylim(L, 0)
-        ax2.set_xlim(0, 1)
-        ax2.set_yticks([])
-        ax2.set_xlabel("reachable share of 0..T−1")
-        ax2.set_title("multi-hop reach after layer", fontsize=10)
-        self.fig = fig
-
-    def draw(self, report: dict) -> bytes:
-        edges, counts = report["heatmap"]
-        L = counts.shape[0]
-        key = (L, tuple(edges))
-        if key != self._key:
-            self._build(edges, L)
-            self._key = key
-        self.mesh.set_array(np.where(counts > 0, counts, np.nan).ravel())
-        self.mesh.set_clim(1, max(2, int(counts.max())))
-        w = report["convention"]["window"]
-        self.window_line.set_xdata([w + 0.5, w + 0.5])
-        self.window_line.set_visible(w >= 1)
-        self.title.set_text(
-            f"attended distances per layer — union {report['union']} "
-            f"(window counted), dashed line: W = {w}"
-        )
-        for rect, r in zip(self.bars, report["reachable"]):
-            rect.set_width(r)
-        return png(self.fig)
-
-
-def render_figure(report: dict) -> bytes:
-    """PNG of `CoverageFigure` for one report."""
-    return CoverageFigure().draw(report)
 
 
 class CoverageExplorer:

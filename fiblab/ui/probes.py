@@ -1,9 +1,9 @@
 """The retrieval-probe panel (notebook 02): pick a grid, run it with a progress bar, read the
 accuracy per distance, the α trajectories, and the Table-2 layout beside the paper's numbers.
 
-`ProbePanel.settings()` and `.cells()` turn the widgets into `probes.retrieval` objects (pure,
+`ProbePanel.settings()` and `.cells()` turn the widgets into `probes.settings` objects (pure,
 testable); `.run()` (the Run button) trains the grid in the kernel through
-`probes.retrieval.run_grid` — resumable: cells already in the results file are not retrained —
+`probes.grid.run_grid` — resumable: cells already in the results file are not retrained —
 logs every record into the experiment store and redraws after each finished cell.
 
 Distances mean, by task: ``marked`` — the two marker distances of the task (the paper's 200,
@@ -37,7 +37,9 @@ from fiblab.ui.common import (
     smoke,
     store_path,
 )
-from probes import retrieval as R
+from lab.precision import PRECISIONS
+from probes.grid import grid, run_grid
+from probes.settings import INITS, MECHANISMS, SCALES, TASK_SCALES, Cell, ProbeSettings
 
 TASKS = ("marked", "shift", "kv")
 
@@ -46,9 +48,9 @@ def default_distances(task: str, scale: str) -> str:
     """The distances text a task and scale start from (the scale's own marker distances; for
     shift the paper's 89, 233, 350, or 5, 13 at the tiny T=48)."""
     if task == "marked":
-        return ", ".join(map(str, R.TASK_SCALES["marked"][scale].task.distances))
+        return ", ".join(map(str, TASK_SCALES["marked"][scale].task.distances))
     if task == "shift":
-        return "5, 13" if R.TASK_SCALES["shift"][scale].task.seq_len < 400 else "89, 233, 350"
+        return "5, 13" if TASK_SCALES["shift"][scale].task.seq_len < 400 else "89, 233, 350"
     return ""
 
 
@@ -86,14 +88,14 @@ class ProbePanel:
             options=["paper", "quick", "tiny"], value=scale, description="scale", style=style
         )
         self.mechanisms = W.SelectMultiple(
-            options=list(R.MECHANISMS),
+            options=list(MECHANISMS),
             value=tuple(mechanisms),
             description="mechanisms",
             rows=6,
             style=style,
         )
         self.inits = W.SelectMultiple(
-            options=list(R.INITS),
+            options=list(INITS),
             value=tuple(inits),
             description="inits (learned α)",
             rows=2,
@@ -111,7 +113,7 @@ class ProbePanel:
             value=steps, min=0, max=10**7, description="steps (0: scale's)", style=style
         )
         self.precision = W.Dropdown(
-            options=list(R.PRECISIONS),
+            options=list(PRECISIONS),
             value="fp32",
             description="precision (bf16: autocast)",
             style=style,
@@ -174,9 +176,9 @@ class ProbePanel:
         return self.widget._repr_mimebundle_(**kwargs)
 
     # -- widgets -> probes.retrieval -------------------------------------------------------------
-    def settings(self) -> R.ProbeSettings:
+    def settings(self) -> ProbeSettings:
         """The ProbeSettings the widgets select (raises ValueError on bad input)."""
-        s = R.TASK_SCALES[self.task.value][self.scale.value]
+        s = TASK_SCALES[self.task.value][self.scale.value]
         if self.steps.value:
             s = replace(
                 s,
@@ -188,7 +190,7 @@ class ProbePanel:
             s = replace(s, task=replace(s.task, distances=dists))  # validated by MarkedCopy
         return replace(s, precision=self.precision.value)
 
-    def cells(self) -> list[R.Cell]:
+    def cells(self) -> list[Cell]:
         """The grid's cells (raises ValueError on bad input)."""
         mechs = list(self.mechanisms.value)
         if not mechs:
@@ -209,7 +211,7 @@ class ProbePanel:
                     f"shift distances {far} must lie in 1..{T - 1} (the task's "
                     f"seq_len is {T} at scale {self.scale.value!r})"
                 )
-        return R.grid(mechs, depths, inits, seeds, self.task.value, dists)
+        return grid(mechs, depths, inits, seeds, self.task.value, dists)
 
     def paper_settings(self) -> bool:
         """Whether the settings are the paper's Table-2 settings (so its numbers compare)."""
@@ -217,7 +219,7 @@ class ProbePanel:
             # the paper's probes ran under bf16 autocast: either precision compares
             return (
                 self.task.value == "marked"
-                and replace(self.settings(), precision="fp32") == R.SCALES["paper"]
+                and replace(self.settings(), precision="fp32") == SCALES["paper"]
             )
         except ValueError:
             return False
@@ -279,7 +281,7 @@ class ProbePanel:
 
         self.run_button.disabled = True
         try:
-            records = R.run_grid(
+            records = run_grid(
                 cells,
                 settings,
                 self.results_path(),
@@ -305,7 +307,7 @@ class ProbePanel:
         return records
 
     # -- outputs ---------------------------------------------------------------------------------
-    def _show(self, records: list[dict], settings: R.ProbeSettings) -> None:
+    def _show(self, records: list[dict], settings: ProbeSettings) -> None:
         if not records:
             return
         dists = sorted({d for r in records for d in r["acc"]}, key=int)

@@ -1,0 +1,176 @@
+"""Grids of probe cells: build them, run them into a resumable JSONL file, and summarise them.
+
+`run_grid` appends one JSON line per finished cell and skips cells already in the file, so an
+interrupted grid resumes where it stopped; `table2` averages a mechanism's records over seeds.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import sys
+import time
+
+import torch
+
+from probes.runner import run_cell
+from probes.settings import LEARNED, Cell, ProbeSettings, mechanism
+
+
+def load_records(path: str) -> list[dict]:
+    """Records of a results file; a truncated last line (a killed run) is ignored."""
+    if not os.path.exists(path):
+        return []
+    out = []
+    with open(path) as f:
+        for line in f:
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return out
+
+
+def append_record(path: str, rec: dict) -> None:
+    """Append one JSON line durably; a torn last line left by a killed run is closed first."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "ab+") as f:
+        f.seek(0, os.SEEK_END)
+        if f.tell():
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b"\n":
+                f.write(b"\n")
+        f.write((json.dumps(rec) + "\n").encode())
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _cell_worker(cell: Cell, settings: ProbeSettings, threads: int) -> dict:
+    """One cell in a worker process of `run_grid(jobs > 1)`, on `threads` intra-op threads."""
+    torch.set_num_threads(threads)
+    return run_cell(cell, settings, progress=False)
+
+
+def run_grid(
+    cells: list[Cell],
+    settings: ProbeSettings,
+    out_path: str | None = None,
+    progress: bool = True,
+    on_record=None,
+    on_step=None,
+    jobs: int = 1,
+) -> list[dict]:
+    """Run every cell not already in `out_path` (appending one JSON line each).
+
+    jobs > 1 runs that many cells at once in worker processes, each on cores // jobs threads
+    (at least 1): on a small CPU the many small ops of a probe step use one thread better than
+    two, so two 1-thread cells finish sooner than two 2-thread cells in turn.  Records are
+    appended (and `on_record` called) as cells finish; `on_step` and the progress bar need
+    jobs = 1 (with jobs > 1 a line is printed per finished cell).  The result is in `cells`
+    order either way.  If a cell fails, no further cell starts, the cells already running are
+    finished and recorded, and the first error is raised.
+    """
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs={jobs!r} must be an integer >= 1")
+    done = {r["key"]: r for r in load_records(out_path)} if out_path else {}
+    todo = [c for c in cells if c.key(settings) not in done]
+    fresh: dict[str, dict] = {}
+
+    def finish(rec: dict) -> None:
+        if out_path:
+            append_record(out_path, rec)
+        fresh[rec["key"]] = rec
+        if on_record:
+            on_record(rec)
+
+    if jobs == 1 or len(todo) <= 1:
+        for cell in todo:
+            finish(run_cell(cell, settings, progress, on_step))
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        cores = (
+            len(os.sched_getaffinity(0))
+            if hasattr(os, "sched_getaffinity")
+            else os.cpu_count() or 1
+        )  # the cores this process may use
+        threads = max(1, cores // jobs)
+        ctx = multiprocessing.get_context("spawn")
+        t0 = time.perf_counter()
+        errors: list[BaseException] = []
+        with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as pool:
+            futures = [pool.submit(_cell_worker, c, settings, threads) for c in todo]
+            try:
+                for fut in as_completed(futures):
+                    if fut.cancelled():
+                        continue
+                    err = fut.exception()
+                    if err is not None:  # a failing cell: queue nothing more, but
+                        errors.append(err)  # keep the cells already running
+                        for f in futures:
+                            f.cancel()
+                        continue
+                    rec = fut.result()
+                    finish(rec)
+                    if progress:
+                        sys.stderr.write(
+                            f"[{len(fresh)}/{len(todo)}] {rec['key']}  "
+                            f"{rec['seconds']:.0f}s  (grid "
+                            f"{time.perf_counter() - t0:.0f}s)\n"
+                        )
+            except BaseException:  # e.g. Ctrl-C: start nothing new
+                for f in futures:
+                    f.cancel()
+                raise
+        if errors:
+            raise errors[0]
+    return [done.get(c.key(settings)) or fresh[c.key(settings)] for c in cells]
+
+
+def grid(mechanisms, depths, inits, seeds, task: str = "marked", distances=(None,)) -> list[Cell]:
+    """The cells of a grid; mechanisms in any `lab.schemes` spelling become their canonical
+    names (an unknown one is kept, for `build_probe_model` to refuse)."""
+
+    def canonical(m):
+        try:
+            return mechanism(m).name
+        except ValueError:
+            return m
+
+    cells = []
+    for mech, depth, init, seed, dist in itertools.product(
+        [canonical(m) for m in mechanisms], depths, inits, seeds, distances
+    ):
+        if mech not in LEARNED and init != inits[0]:
+            continue  # init only matters for learned α
+        cells.append(Cell(mech, depth, init if mech in LEARNED else "-", seed, task, dist))
+    return cells
+
+
+def table2(records: list[dict], mechanism: str = "blur") -> list[dict]:
+    """Table-2-shaped rows (mean over seeds) of one mechanism's records: depth, init, seeds,
+    alpha_min / alpha_max (final α over layers and seeds), acc {distance: mean}, seconds.
+    (`analysis.probe_table` puts the paper's values beside them and formats them.)"""
+    groups: dict[tuple, list[dict]] = {}
+    for r in records:
+        if r["mechanism"] == mechanism:
+            groups.setdefault((r["depth"], r["init"]), []).append(r)
+    rows = []
+    for (depth, init), rs in sorted(groups.items()):
+        alphas = [a for r in rs for a in r["alphas"] if not math.isnan(a)]
+        dists = list(rs[0]["acc"])
+        rows.append(
+            {
+                "depth": depth,
+                "init": init,
+                "seeds": len(rs),
+                "alpha_min": min(alphas, default=math.nan),
+                "alpha_max": max(alphas, default=math.nan),
+                "acc": {d: sum(r["acc"][d] for r in rs) / len(rs) for d in dists},
+                "seconds": sum(r["seconds"] for r in rs) / len(rs),
+            }
+        )
+    return rows

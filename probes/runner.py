@@ -1,0 +1,169 @@
+"""The probe runner: build one cell's model, train it, and return its record.
+
+Every cell records each layer's α every `log_every` steps, the loss curve, accuracy per distance
+on a fresh seeded evaluation batch, and seconds (`probes.record.ProbeRecord`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import asdict
+
+import torch
+import torch.nn.functional as F
+
+from lab.blur import blur_width
+from lab.model import build_model
+from lab.precision import autocast
+from probes.record import AlphaPoint, LossPoint, ProbeRecord
+from probes.settings import INITS, Cell, ProbeSettings, mechanism
+from probes.tasks import (
+    EVAL_DISTANCES,
+    forced_choice_accuracy,
+    kv_retrieval_batch,
+    marked_copy_accuracy,
+    marked_copy_batch,
+    sample_distance,
+    shift_copy_accuracy,
+    shift_copy_batch,
+)
+
+
+def build_probe_model(cell: Cell, settings: ProbeSettings):
+    mech = mechanism(cell.mechanism)
+    if mech.learned and cell.init not in INITS:
+        raise ValueError(f"init={cell.init!r} must be one of {INITS}")
+    over = mech.model_overrides()
+    if mech.learned:
+        over["learned_init"] = "stagger" if cell.init == "staggered" else "fixed"
+    torch.manual_seed(cell.seed)
+    return build_model(
+        "probe-small",
+        n_layers=cell.depth,
+        window=settings.window,
+        rungs=settings.rungs,
+        d_model=settings.d_model,
+        vocab_size=settings.task.vocab,
+        seq_len=settings.task.seq_len,
+        **over,
+    )
+
+
+def run_cell(cell: Cell, settings: ProbeSettings, progress: bool = True, on_step=None) -> dict:
+    """Train one cell and return its record (`probes.record.ProbeRecord.to_dict()`: the JSONL
+    line and `Store.log_probe`'s input).
+
+    ``on_step(cell, done, total, loss, seconds, alphas)`` is called every 25 steps and at the
+    end (the progress bar's cadence), e.g. to drive a notebook's progress bar and α plot."""
+    model = build_probe_model(cell, settings)
+    opt = torch.optim.AdamW(model.parameters(), lr=settings.lr)
+    gen = torch.Generator().manual_seed(cell.seed)
+    is_blur = model.cfg.path == "blur"
+    trajectory, losses = [], []
+    device = next(model.parameters()).device
+    t0 = time.perf_counter()
+    model.train()
+    for step in range(settings.steps):
+        if is_blur:
+            model.set_blur_width(blur_width(step, settings.steps, w0=settings.blur_w0))
+        if step % settings.log_every == 0:
+            trajectory.append({"step": step, "alphas": model.alphas()})
+        with autocast(device, settings.precision):
+            loss = task_loss(model, cell, settings, gen)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if step % settings.log_every == 0:
+            losses.append({"step": step, "loss": loss.item()})
+        if step % 25 == 0 or step == settings.steps - 1:
+            secs = time.perf_counter() - t0
+            if progress:
+                _bar(cell, step + 1, settings.steps, loss.item(), secs)
+            if on_step is not None:
+                on_step(cell, step + 1, settings.steps, loss.item(), secs, model.alphas())
+    trajectory.append({"step": settings.steps, "alphas": model.alphas()})
+    model.eval()
+    with torch.no_grad(), autocast(device, settings.precision):
+        acc = _task_accuracy(model, cell, settings)
+    if progress:
+        sys.stderr.write("\n")
+    return ProbeRecord(
+        key=cell.key(settings),
+        mechanism=cell.mechanism,
+        depth=cell.depth,
+        init=cell.init,
+        seed=cell.seed,
+        task=cell.task,
+        distance=cell.distance,
+        steps=settings.steps,
+        alphas=tuple(model.alphas()),
+        acc=acc,
+        seconds=time.perf_counter() - t0,
+        trajectory=tuple(AlphaPoint(t["step"], tuple(t["alphas"])) for t in trajectory),
+        loss=tuple(LossPoint(p["step"], p["loss"]) for p in losses),
+        settings=json.loads(json.dumps({k: v for k, v in asdict(settings).items() if k != "task"})),
+    ).to_dict()
+
+
+def task_loss(model, cell: Cell, settings: ProbeSettings, gen: torch.Generator):
+    """One training batch of the cell's task (generated on CPU, moved to the model's device)
+    and its loss."""
+    dev = next(model.parameters()).device
+    if cell.task == "marked":
+        x, y = marked_copy_batch(settings.batch, settings.task, gen)
+    elif cell.task == "shift":
+        x, y = shift_copy_batch(settings.batch, cell.distance, settings.task, gen)
+    elif cell.task == "kv":  # one distance per batch, last position
+        kb = kv_retrieval_batch(
+            settings.batch, sample_distance(settings.sampler, gen), settings.task, gen
+        )
+        logits, _ = model(kb.x.to(dev))
+        return F.cross_entropy(logits[:, -1], kb.answer.to(dev))
+    else:
+        raise ValueError(f"task={cell.task!r} is unknown: use marked, shift or kv")
+    logits, _ = model(x.to(dev))
+    return F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), y.to(dev).reshape(-1), ignore_index=-100
+    )
+
+
+def _task_accuracy(model, cell: Cell, settings: ProbeSettings) -> dict[str, float]:
+    """Accuracy per evaluated distance on fresh seeded batches."""
+    gen = torch.Generator().manual_seed(10_000 + cell.seed)
+    task = settings.task
+    if cell.task == "marked":
+        x, _ = marked_copy_batch(settings.eval_batch, task, gen)
+        acc = marked_copy_accuracy(model(x)[0], x, task)
+        return {str(task.distances[j]): float(a) for j, a in acc.items()}
+    if cell.task == "shift":
+        out = {}
+        for d in [cell.distance] + [c for c in settings.controls if c != cell.distance]:
+            if d < task.seq_len:
+                x, _ = shift_copy_batch(settings.eval_batch, d, task, gen)
+                out[str(d)] = float(shift_copy_accuracy(model(x)[0], x, d))
+        return out
+    out = {}
+    for d in EVAL_DISTANCES[settings.sampler]:
+        if d <= task.seq_len - 2:
+            accs = []
+            for _ in range(settings.eval_batches):
+                kb = kv_retrieval_batch(settings.eval_batch, d, task, gen)
+                accs.append(
+                    forced_choice_accuracy(model(kb.x)[0][:, -1], kb.candidates, kb.answer_index)
+                )
+            out[str(d)] = float(sum(accs) / len(accs))
+    return out
+
+
+def _bar(cell: Cell, done: int, total: int, loss: float, secs: float) -> None:
+    width = 24
+    filled = int(width * done / total)
+    eta = secs / done * (total - done)
+    sys.stderr.write(
+        f"\r{cell.mechanism:>11} depth {cell.depth} {cell.init:<9} seed {cell.seed} "
+        f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} loss {loss:.3f} "
+        f"{secs:.0f}s eta {eta:.0f}s"
+    )
+    sys.stderr.flush()
