@@ -5,7 +5,7 @@
 
 For each schedule (fixed, stagger, learned by default) one model is built and its forward
 (eval mode, no_grad; bf16 autocast on CUDA) timed with the plan cache on and off in the same
-process, alternating on / off every repeat so background load hits both alike: the median
+process, in turns (`lab.measure.time_round_robin`) so background load hits both alike: the median
 milliseconds, the ratio off / on, and their difference.  Separately, the plan step alone — what
 one forward does per layer before the kernel: read α, `plan_for`, `ColumnPlan.kernel_inputs` —
 is timed over many iterations with the cache on and off: the Python overhead per forward.
@@ -18,15 +18,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import statistics
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from lab import plan  # noqa: E402
+from lab.measure import time_fn, time_round_robin  # noqa: E402
 from lab.model import FibLM, config_for  # noqa: E402
+from lab.precision import autocast  # noqa: E402
 
 SCHEDULES = {
     "fixed": dict(schedule="fixed"),
@@ -35,17 +35,6 @@ SCHEDULES = {
     "pow2": dict(schedule="fixed", base="pow2"),
     "learned": dict(schedule="learned"),
 }
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def autocast(device: torch.device):
-    if device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    return contextlib.nullcontext()
 
 
 @contextlib.contextmanager
@@ -60,22 +49,24 @@ def plan_cache(enabled: bool):
 
 
 def forward_ms(model: FibLM, ids: torch.Tensor, repeats: int) -> dict[str, float]:
-    """Median forward milliseconds with the cache on and off, alternating every repeat."""
+    """Median forward milliseconds with the cache on and off, in turns (`lab.measure`)."""
     dev = ids.device
-    times: dict[str, list[float]] = {"on": [], "off": []}
     model.eval()
-    for rep in range(repeats + 1):  # rep 0: warm-up of both
-        for mode in ("on", "off"):
-            with plan_cache(mode == "on"), torch.no_grad(), autocast(dev):
-                if mode == "on":
-                    model(ids)  # the first forward fills the cache; time the next one
-                sync(dev)
-                t0 = time.perf_counter()
-                model(ids)
-                sync(dev)
-                if rep:
-                    times[mode].append((time.perf_counter() - t0) * 1e3)
-    return {mode: statistics.median(ts) for mode, ts in times.items()}
+
+    def forward(cached: bool):
+        plan.set_cache_enabled(cached)
+        with torch.no_grad(), autocast(dev):
+            model(ids)
+
+    prev = plan.set_cache_enabled(True)
+    plan.clear_cache()
+    try:  # the warm-up round fills the cache; "off" rebuilds every plan on every call
+        t = time_round_robin(
+            {"on": lambda: forward(True), "off": lambda: forward(False)}, dev, reps=repeats
+        )
+    finally:
+        plan.set_cache_enabled(prev)
+    return {mode: timing.median_s * 1e3 for mode, timing in t.items()}
 
 
 def plan_step_us(model: FibLM, seq_len: int, device: torch.device, iters: int) -> dict[str, float]:
@@ -102,13 +93,7 @@ def plan_step_us(model: FibLM, seq_len: int, device: torch.device, iters: int) -
     out = {}
     for mode in ("on", "off"):
         with plan_cache(mode == "on"):
-            step()  # warm
-            sync(device)
-            t0 = time.perf_counter()
-            for _ in range(iters):
-                step()
-            sync(device)
-            out[mode] = (time.perf_counter() - t0) / iters * 1e6
+            out[mode] = time_fn(step, device, warmup=1, reps=iters).median_s * 1e6
     return out
 
 
