@@ -180,7 +180,8 @@ def lm_stage(
 ) -> list[dict]:
     """Train (or reuse) every LM of the scale, then evaluate each at every factor."""
     from lab.evaluate import evaluate_run
-    from lab.train import load_data, make_config, train
+    from lab.train import load_data, train
+    from lab.trainconfig import make_config
 
     data, out = None, []
     for preset, seed in scale.lm_runs:

@@ -33,10 +33,12 @@ import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from lab.checkpoint import list_checkpoints
 from lab.config import format_value, split_overrides
 from lab.store import Store
-from lab.train import STOP_FILE, list_checkpoints, make_config
+from lab.train import STOP_FILE
 from lab.train import request_stop as _touch_stop
+from lab.trainconfig import make_config
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_STORE = str(ROOT / "runs" / "fiblab.db")
