@@ -34,7 +34,7 @@ API_MODULES = {
     "TrainConfig": "lab.trainconfig",
     "make_config": "lab.trainconfig",
     "train": "lab.train",
-    "evaluate_run": "lab.evaluate",
+    "evaluate_run": "lab.evalrun",
     "coverage": "probes.coverage",
     "run_grid": "probes.retrieval",
     "build_report": "analysis.results",
