@@ -179,8 +179,9 @@ def lm_stage(
     scale: DemoScale, runs_dir: str, store_path: str | None, quiet: bool, log=print
 ) -> list[dict]:
     """Train (or reuse) every LM of the scale, then evaluate each at every factor."""
-    from lab.evaluate import evaluate_run
-    from lab.train import load_data, make_config, train
+    from lab.evalrun import evaluate_run
+    from lab.train import load_data, train
+    from lab.trainconfig import make_config
 
     data, out = None, []
     for preset, seed in scale.lm_runs:
@@ -238,7 +239,7 @@ def alpha_trajectory(store_path: str | None, name: str) -> dict | None:
 
 def battery(run_dir: str, n: int) -> dict:
     """RULER variable tracking and LEGO (forced choice) on a trained run, at its own length."""
-    from lab.evaluate import load_run
+    from lab.evalrun import load_run
     from probes.battery import run_battery
 
     model, cfg, _ = load_run(run_dir)

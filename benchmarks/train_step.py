@@ -42,7 +42,8 @@ from lab import kernels  # noqa: E402
 from lab.measure import CLOCKS, time_fn  # noqa: E402
 from lab.model import FibLM, config_for  # noqa: E402
 from lab.schemes import scheme  # noqa: E402
-from lab.train import lr_at, make_config, param_groups  # noqa: E402
+from lab.train import lr_at, param_groups  # noqa: E402
+from lab.trainconfig import make_config  # noqa: E402
 
 SCHEDULES = {  # model overrides per schedule (`lab.schemes` short names)
     s: scheme(s).model_overrides()

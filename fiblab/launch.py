@@ -19,6 +19,9 @@ States (`state`): ``starting`` (process alive, no step logged yet), ``running``,
 (alive, a stop request pending), and after exit ``done``, ``stopped`` (by request; resumable) or
 ``failed`` (the store's message, or the log's last lines, says why).  Live values come from the
 experiment store, so a run launched with ``store=''`` can only be told apart by its exit code.
+
+One module over ≈450 lines on purpose: it is one process's lifecycle (start, attach, watch, stop,
+resume, wait) on one `RunHandle`, and the states it reports are defined by how it starts them.
 """
 
 from __future__ import annotations
@@ -33,10 +36,12 @@ import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from lab.checkpoint import list_checkpoints
 from lab.config import format_value, split_overrides
 from lab.store import Store
-from lab.train import STOP_FILE, list_checkpoints, make_config
+from lab.train import STOP_FILE
 from lab.train import request_stop as _touch_stop
+from lab.trainconfig import make_config
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_STORE = str(ROOT / "runs" / "fiblab.db")

@@ -386,7 +386,7 @@ def config_from_dict(d: Mapping, cls: type | None = None, *, source: str = "conf
     class does not know is an error (the file was written by another fiblab version)."""
     if cls is None:
         if isinstance(d.get("model"), Mapping):
-            from lab.train import TrainConfig  # lab.train builds on this module
+            from lab.trainconfig import TrainConfig  # lab.trainconfig builds on this module
 
             cls = TrainConfig
         else:

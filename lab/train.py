@@ -8,8 +8,8 @@
 Exact resume: the batch of (step, micro-batch) is a pure function of the seed (`lab.data`), and a
 checkpoint holds the model, the optimizer, the step and every RNG state, so a run killed at any
 moment and resumed from its last good checkpoint reproduces the uninterrupted loss curve bit for
-bit on CPU.  Checkpoints are written to a temporary file and renamed, with a SHA-256 sidecar
-written last; a checkpoint whose sidecar is missing or does not match is skipped on resume.
+bit on CPU.  Checkpoints are written atomically with a SHA-256 sidecar (`lab.checkpoint`); the
+config and its presets are `lab.trainconfig` (both importable from here too).
 
 Under ``torchrun --nproc_per_node=N`` the same entry point runs DistributedDataParallel (gloo on
 CPU, NCCL on GPUs); each rank takes every N-th micro-batch of the global step, so N processes see
@@ -24,169 +24,57 @@ and `train` returns normally (``summary["status"] == "stopped"``).  ``resume=Tru
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import math
 import os
-import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
 from lab import jsonio
-from lab.config import apply_overrides, read_config, typed_overrides
+from lab.checkpoint import (
+    CorruptCheckpoint,
+    latest_good_checkpoint,
+    list_checkpoints,
+    load_checkpoint,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
 from lab.evalkind import EvalKind
-from lab.model import FibLM, ModelConfig, config_for
+from lab.model import FibLM
 from lab.precision import autocast, default_precision
+from lab.trainconfig import TRAIN_PRESETS, TrainConfig, config_from_file, make_config
 from lab.variant import provenance
 
-# --------------------------------------------------------------------------------------------
-# configuration and presets
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class TrainConfig:
-    model: ModelConfig = field(default_factory=ModelConfig)
-    steps: int = 13_000
-    tokens_per_step: int = 32_768
-    micro_batch: int = 8
-    lr: float = 3e-4
-    min_lr_frac: float = 0.1
-    warmup: int = 300
-    betas: tuple[float, float] = (0.9, 0.95)
-    eps: float = 1e-8
-    weight_decay: float = 0.1
-    grad_clip: float = 1.0
-    seed: int = 42
-    data: str = "bible"  # a lab.data source spec
-    vocab_size: int | None = None  # tokenizer size (default: the model's vocab)
-    val_tokens: int | None = None  # held-out tokens per domain (None: min(5 %, 500K))
-    eval_every: int = 500  # light eval cadence (0: only the final full eval)
-    eval_light_tokens: int = 262_144
-    eval_batch: int = 8
-    alpha_every: int = 50  # learned-α logging cadence
-    ckpt_every: int = 500
-    keep_ckpts: int = 3
-    log_every: int = 10
-    run_dir: str = "runs"
-    name: str = ""
-    preset: str = ""  # the training preset this config was built from (make_config)
-
-    @property
-    def accum(self) -> int:
-        """Micro-batches per optimizer step summed over all ranks."""
-        per = self.micro_batch * self.model.seq_len
-        if self.tokens_per_step % per:
-            raise ValueError(
-                f"tokens_per_step={self.tokens_per_step} is not a multiple of "
-                f"micro_batch × seq_len = {per}: change one of them"
-            )
-        return self.tokens_per_step // per
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["model"] = self.model.to_dict()
-        return d
-
-
-def _matrix_presets() -> dict[str, dict]:
-    out = {"dense": dict(model=dict(attention="dense"))}
-    for w in (6, 8, 10, 12):
-        for sched in ("fixed", "learned", "stagger", "coprime"):
-            over = dict(schedule=sched, window=w)
-            out[f"fib-{sched}-w{w}"] = dict(
-                model=over, **({"micro_batch": 4} if sched == "learned" else {})
-            )
-        out[f"pow2-stagger-w{w}"] = dict(model=dict(base="pow2", schedule="stagger", window=w))
-    out["pow2-fixed-w8"] = dict(model=dict(base="pow2", schedule="fixed", window=8))
-    return out
-
-
-# small presets: cpu-small model (d=128, 4 layers, T=256, vocab 2048), minutes on 2 cores
-_CPU = dict(
-    steps=300,
-    tokens_per_step=4096,
-    micro_batch=16,
-    lr=1e-3,
-    warmup=30,
-    eval_every=100,
-    eval_light_tokens=16_384,
-    val_tokens=50_000,
-    alpha_every=10,
-    ckpt_every=100,
-    log_every=10,
-)
-TRAIN_PRESETS: dict[str, dict] = {
-    **{k: {"preset": "paper-60m", **v} for k, v in _matrix_presets().items()},
-    **{
-        f"cpu-{s}": {
-            "preset": "cpu-small",
-            **_CPU,
-            "model": ({"attention": "dense"} if s == "dense" else {"schedule": s}),
-        }
-        for s in ("dense", "fixed", "stagger", "coprime", "learned")
-    },
-    "tiny": {
-        "preset": "tiny",
-        "steps": 12,
-        "tokens_per_step": 512,
-        "micro_batch": 4,
-        "lr": 3e-3,
-        "warmup": 3,
-        "eval_every": 6,
-        "eval_light_tokens": 1024,
-        "val_tokens": 2048,
-        "alpha_every": 2,
-        "ckpt_every": 4,
-        "log_every": 1,
-        "model": {"schedule": "learned", "vocab_size": 512},
-    },
-}
-
-
-def make_config(preset: str, overrides=None) -> TrainConfig:
-    """A TrainConfig from a preset name and overrides ({"steps": 10, "model.window": 12} or
-    "key=value" strings; values are typed by `lab.config`).
-
-    The seed suffix "-s43" on a preset name selects another seed (fib-stagger-w12-s43).
-    """
-    seed = None
-    name = preset
-    if preset not in TRAIN_PRESETS and "-s" in preset:
-        base, _, s = preset.rpartition("-s")
-        if base in TRAIN_PRESETS and s.isdigit():
-            preset, seed = base, int(s)
-    if preset not in TRAIN_PRESETS:
-        raise ValueError(
-            f"training preset {preset!r} is unknown: use one of "
-            f"{sorted(TRAIN_PRESETS)} (optionally with -s<seed>)"
-        )
-    spec = dict(TRAIN_PRESETS[preset])
-    model_over = dict(spec.pop("model", {}))
-    model_preset = spec.pop("preset")
-    typed = typed_overrides(TrainConfig, overrides)  # every key and value checked first
-    cfg = TrainConfig(model=config_for(model_preset, **model_over), **spec)
-    cfg = apply_overrides(cfg, typed)
-    if seed is not None and "seed" not in typed:
-        cfg.seed = seed
-    if not cfg.name:
-        cfg.name = name if seed is None or name.endswith(f"-s{seed}") else f"{name}-s{seed}"
-    if not cfg.preset:
-        cfg.preset = preset  # the store's preset column
-    _ = cfg.accum  # validates
-    return cfg
-
-
-def config_from_file(path: str, overrides=None) -> TrainConfig:
-    """A run's config.json (as `train` writes it) with overrides on top: re-run or vary a run
-    (``fiblab train --config runs/NAME/config.json --override …``)."""
-    cfg = apply_overrides(read_config(path, TrainConfig), overrides)
-    _ = cfg.accum  # validates
-    return cfg
+# defined in lab.trainconfig and lab.checkpoint, importable from here as before
+__all__ = [
+    "STOP_FILE",
+    "TRAIN_PRESETS",
+    "CorruptCheckpoint",
+    "DistInfo",
+    "TrainConfig",
+    "TrainingDiverged",
+    "config_from_file",
+    "dataset_name",
+    "eval_sets",
+    "evaluate",
+    "init_distributed",
+    "latest_good_checkpoint",
+    "list_checkpoints",
+    "load_checkpoint",
+    "load_data",
+    "lr_at",
+    "make_config",
+    "param_groups",
+    "request_stop",
+    "rng_state",
+    "save_checkpoint",
+    "set_rng_state",
+    "stop_requested",
+    "train",
+]
 
 
 # --------------------------------------------------------------------------------------------
@@ -206,102 +94,6 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
     decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
     other = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
     return [{"params": decay, "weight_decay": weight_decay}, {"params": other, "weight_decay": 0.0}]
-
-
-# --------------------------------------------------------------------------------------------
-# checkpoints
-# --------------------------------------------------------------------------------------------
-def _sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def _atomic_write(path: str, write) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "wb") as f:
-        write(f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def save_checkpoint(run_dir: str, step: int, state: dict, keep: int) -> str:
-    """Write ckpt_<step>.pt atomically, then its checksum sidecar; keep the newest `keep`."""
-    os.makedirs(run_dir, exist_ok=True)
-    path = os.path.join(run_dir, f"ckpt_{step:07d}.pt")
-    _atomic_write(path, lambda f: torch.save(state, f))
-    meta = json.dumps({"step": step, "sha256": _sha256(path)}).encode()
-    _atomic_write(path + ".json", lambda f: f.write(meta))
-    for old in list_checkpoints(run_dir)[:-keep]:
-        for p in (old, old + ".json"):
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(p)
-    return path
-
-
-def list_checkpoints(run_dir: str) -> list[str]:
-    if not os.path.isdir(run_dir):
-        return []
-    return sorted(
-        os.path.join(run_dir, f)
-        for f in os.listdir(run_dir)
-        if f.startswith("ckpt_") and f.endswith(".pt")
-    )
-
-
-class CorruptCheckpoint(ValueError):
-    pass
-
-
-def load_checkpoint(path: str) -> dict:
-    """Load a checkpoint after checking its SHA-256 sidecar."""
-    side = path + ".json"
-    if not os.path.exists(side):
-        raise CorruptCheckpoint(
-            f"checkpoint {path} has no checksum sidecar {side}: it was not "
-            f"completely written; resume from an earlier one"
-        )
-    with open(side) as f:
-        want = json.load(f)["sha256"]
-    got = _sha256(path)
-    if got != want:
-        raise CorruptCheckpoint(
-            f"checkpoint {path} is corrupt (sha256 {got[:12]}… != "
-            f"{want[:12]}…): delete it to resume from an earlier one"
-        )
-    return torch.load(path, map_location="cpu", weights_only=False)
-
-
-def latest_good_checkpoint(run_dir: str, log=print) -> dict | None:
-    """The newest checkpoint that passes its checksum; corrupt ones are reported and skipped."""
-    for path in reversed(list_checkpoints(run_dir)):
-        try:
-            return load_checkpoint(path)
-        except (CorruptCheckpoint, OSError, RuntimeError, EOFError) as e:
-            log(f"skipping {path}: {e}")
-    return None
-
-
-def rng_state() -> dict:
-    state = {
-        "torch": torch.get_rng_state(),
-        "numpy": np.random.get_state(),
-        "python": random.getstate(),
-    }
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: dict) -> None:
-    torch.set_rng_state(state["torch"])
-    np.random.set_state(state["numpy"])
-    random.setstate(state["python"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 # --------------------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ from fiblab.cli.argtypes import scheme_arg
 from lab import jsonio
 from lab.config import apply_overrides, split_overrides, typed_overrides
 from lab.efficiency import SCHEMES, config_for, efficiency_table
-from lab.evaluate import DEFAULT_FACTORS, evaluate_run
+from lab.evalrun import evaluate_run
+from lab.evaluate import DEFAULT_FACTORS
 from lab.model import RUNG_POLICIES, ModelConfig
 
 

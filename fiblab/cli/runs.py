@@ -92,7 +92,8 @@ def cmd_probe(args) -> int:
 
 def cmd_train(args) -> int:
     from lab.config import split_overrides
-    from lab.train import TrainingDiverged, config_from_file, make_config, train
+    from lab.train import TrainingDiverged, train
+    from lab.trainconfig import config_from_file, make_config
 
     overrides = split_overrides(args.override)
     for key in ("steps", "data", "name", "seed"):

@@ -31,7 +31,7 @@ from fiblab.ui.common import (
     smoke,
     store_path,
 )
-from lab.train import TRAIN_PRESETS
+from lab.trainconfig import TRAIN_PRESETS
 
 
 def preset_options() -> list[str]:

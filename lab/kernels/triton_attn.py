@@ -35,6 +35,10 @@ no (T, T) tensor and no (T, C, D) stack of gathered keys exists.  A query with n
 On a CUDA device the kernels compile; on CPU they run only under Triton's interpreter
 (``TRITON_INTERPRET=1`` set before this module is imported), in float32 — that is how the tests
 check them.  Any head dim D ≥ 1 works (tiles are padded to the next power of two and masked).
+
+One module over ≈450 lines on purpose: the three kernels and the autograd Function that launches
+them share one layout (block sizes, the log-sum-exp, the (B, H, C, T) scratch), so they change
+together.
 """
 
 from __future__ import annotations
