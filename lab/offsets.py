@@ -252,19 +252,3 @@ def interp_columns(
         used.add(lo)
         out.append((k, lo))
     return out
-
-
-def layer_sets(
-    alphas: Sequence[float],
-    window: int,
-    seq_len: int,
-    base: Base = "fib",
-    rungs: int = 15,
-    rounding: str = "round",
-    reach: int | None = None,
-) -> list[list[int]]:
-    """Each layer's sorted integer attended distances: `lab.plan.layer_sets` (kept here so that
-    older imports work; the plan is the one source)."""
-    from lab import plan  # lab.plan builds on this module
-
-    return plan.layer_sets(alphas, window, seq_len, base, rungs, rounding, reach)
