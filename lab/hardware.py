@@ -67,10 +67,11 @@ class Machine:
         bf16 = "native bf16" if self.cpu_bf16 else "no native bf16"
         feats = [n for n, on in (("AVX512-BF16", self.avx512_bf16), ("AMX", self.amx)) if on]
         gpu = f" · GPU {self.gpu} (CUDA {self.cuda})" if self.gpu else ""
+        threads = f"{self.threads} thread{'' if self.threads == 1 else 's'}"
         return (
             f"{self.cpu_model} · capability {self.capability}"
             f"{' + ' + ' + '.join(feats) if feats else ''} · {bf16} · {self.cores} cores, "
-            f"{self.threads} threads · torch {self.torch}{gpu}"
+            f"{threads} · torch {self.torch}{gpu}"
         )
 
     def to_dict(self) -> dict:

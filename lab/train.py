@@ -47,7 +47,7 @@ from lab.checkpoint import (
 )
 from lab.evalkind import EvalKind
 from lab.model import FibLM
-from lab.precision import autocast, default_precision
+from lab.precision import autocast, resolve_precision
 from lab.trainconfig import TRAIN_PRESETS, TrainConfig, config_from_file, make_config
 from lab.variant import provenance
 
@@ -169,7 +169,7 @@ def _mark_stopped(store, name: str, step: int) -> None:
 # --------------------------------------------------------------------------------------------
 @torch.no_grad()
 def evaluate(
-    model: FibLM, batches, device: torch.device = torch.device("cpu")
+    model: FibLM, batches, device: torch.device = torch.device("cpu"), precision: str | None = None
 ) -> tuple[float, int]:
     """Mean NLL per scored token over (x, y) batches, and the number of tokens actually scored."""
     was_training = model.training
@@ -177,7 +177,7 @@ def evaluate(
     total, count = 0.0, 0
     for x, y in batches:
         x, y = x.to(device), y.to(device)
-        with autocast(device):
+        with autocast(device, precision):
             logits, _ = model(x)
         total += torch.nn.functional.cross_entropy(
             logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="sum"
@@ -254,6 +254,18 @@ def dataset_name(spec: str) -> str:
 # --------------------------------------------------------------------------------------------
 # the loop
 # --------------------------------------------------------------------------------------------
+def _check_resume_precision(ckpt: dict, precision: str, cfg: TrainConfig) -> None:
+    """Refuse to continue a run in another precision than it was trained in (a checkpoint
+    without the field predates it: its run computed in its device's default, not checked)."""
+    was = ckpt.get("precision")
+    if was is not None and was != precision:
+        raise ValueError(
+            f"run {cfg.name!r} was trained in {was} and would continue in {precision} "
+            f"(precision={cfg.precision!r} on this machine): pass --override precision={was} "
+            f"to continue it as it was, or --name to start another run"
+        )
+
+
 def train(
     cfg: TrainConfig,
     *,
@@ -292,8 +304,10 @@ def train(
         param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps
     )
     start = 0
+    precision = resolve_precision(cfg.precision, di.device)  # what this run computes in
     ckpt = latest_good_checkpoint(run_dir, log) if resume else None
     if ckpt is not None:
+        _check_resume_precision(ckpt, precision, cfg)
         model.load_state_dict(ckpt["model"])
         opt.load_state_dict(ckpt["optimizer"])
         set_rng_state(ckpt["rng"])
@@ -312,7 +326,7 @@ def train(
         from lab.store import Store
 
         store = Store(store_path)
-        stored = {**cfg.to_dict(), "provenance": provenance(data, default_precision(di.device))}
+        stored = {**cfg.to_dict(), "provenance": provenance(data, precision)}
         store.start_run(
             cfg.name,
             stored,  # lab.variant reads the provenance: data hash and precision
@@ -335,7 +349,7 @@ def train(
         out = {}
         limit = None if limit_tokens is None else max(1, limit_tokens // cfg.model.seq_len)
         for name, batches in sets.items():
-            loss, tokens = evaluate(model, batches(limit), di.device)
+            loss, tokens = evaluate(model, batches(limit), di.device, precision)
             out[name] = math.exp(loss)
             if store:
                 store.log_eval(
@@ -378,7 +392,7 @@ def train(
                     if (di.world == 1 or m == local_accum - 1)
                     else ddp.no_sync()
                 )
-                with sync, autocast(di.device):
+                with sync, autocast(di.device, precision):
                     _, loss = ddp(x, y)
                     (loss / local_accum).backward()
                 loss_sum += loss.detach()
@@ -423,6 +437,7 @@ def train(
                         "step": step,
                         "rng": rng_state(),
                         "config": cfg.to_dict(),
+                        "precision": precision,
                     },
                     cfg.keep_ckpts,
                 )

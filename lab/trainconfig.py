@@ -39,6 +39,7 @@ class TrainConfig:
     run_dir: str = "runs"
     name: str = ""
     preset: str = ""  # the training preset this config was built from (make_config)
+    precision: str = "auto"  # auto | fp32 | bf16 (lab.precision; auto: bf16 where native)
 
     @property
     def accum(self) -> int:

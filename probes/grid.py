@@ -74,6 +74,7 @@ def run_grid(
     """
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs={jobs!r} must be an integer >= 1")
+    settings = settings.resolved()  # "auto" → the precision this CPU computes in (and keys by)
     done = {r["key"]: r for r in load_records(out_path)} if out_path else {}
     todo = [c for c in cells if c.key(settings) not in done]
     fresh: dict[str, dict] = {}

@@ -58,11 +58,13 @@ def run_cell(cell: Cell, settings: ProbeSettings, progress: bool = True, on_step
     ``on_step(cell, done, total, loss, seconds, alphas)`` is called every 25 steps and at the
     end (the progress bar's cadence), e.g. to drive a notebook's progress bar and α plot."""
     model = build_probe_model(cell, settings)
+    device = next(model.parameters()).device
+    settings = settings.resolved(device)  # "auto" → what this device computes in: the record says
     opt = torch.optim.AdamW(model.parameters(), lr=settings.lr)
     gen = torch.Generator().manual_seed(cell.seed)
     is_blur = model.cfg.path == "blur"
     trajectory, losses = [], []
-    device = next(model.parameters()).device
+    precision = settings.precision
     t0 = time.perf_counter()
     model.train()
     for step in range(settings.steps):
@@ -70,7 +72,7 @@ def run_cell(cell: Cell, settings: ProbeSettings, progress: bool = True, on_step
             model.set_blur_width(blur_width(step, settings.steps, w0=settings.blur_w0))
         if step % settings.log_every == 0:
             trajectory.append({"step": step, "alphas": model.alphas()})
-        with autocast(device, settings.precision):
+        with autocast(device, precision):
             loss = task_loss(model, cell, settings, gen)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -85,7 +87,7 @@ def run_cell(cell: Cell, settings: ProbeSettings, progress: bool = True, on_step
                 on_step(cell, step + 1, settings.steps, loss.item(), secs, model.alphas())
     trajectory.append({"step": settings.steps, "alphas": model.alphas()})
     model.eval()
-    with torch.no_grad(), autocast(device, settings.precision):
+    with torch.no_grad(), autocast(device, precision):
         acc = _task_accuracy(model, cell, settings)
     if progress:
         sys.stderr.write("\n")

@@ -7,8 +7,9 @@ A *cell* is (task, mechanism, depth, init, seed, and for ``shift`` the trained d
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from lab.precision import resolve_precision
 from lab.schemes import scheme
 from probes.tasks import KVRetrieval, MarkedCopy, ShiftCopy
 
@@ -38,8 +39,14 @@ class ProbeSettings:
     controls: tuple = (128, 233, 350, 377, 512, 700)  # shift: extra evaluation distances
     sampler: str = "coverage"  # kv: training-distance sampler
     eval_batches: int = 1  # kv: evaluation batches per distance
-    precision: str = "fp32"  # "bf16": forward and loss under bfloat16 autocast (the paper's
-    #                              probes ran so on GPU); fp32 weights and optimizer either way
+    precision: str = "auto"  # "bf16": forward and loss under bfloat16 autocast (the paper's
+    #   probes ran so on GPU); fp32 weights and optimizer either way; "auto": bf16 where the
+    #   hardware has it natively, else fp32 (lab.precision) — resolved before any key is made
+
+    def resolved(self, device="cpu") -> ProbeSettings:
+        """These settings with `precision` resolved for `device` (what the cell computes in and
+        is keyed by); a forced bf16 on a CPU without native bf16 warns once."""
+        return replace(self, precision=resolve_precision(self.precision, device))
 
 
 SCALES = {
@@ -135,6 +142,9 @@ class Cell:
     distance: int | None = None  # shift: the trained distance
 
     def key(self, settings: ProbeSettings) -> str:
+        """The record's name: the cell and the settings that change its result, with the
+        precision it computes in ("auto" resolved for the CPU the probes run on)."""
+        precision = resolve_precision(settings.precision, "cpu")
         task = self.task
         if self.task == "shift":
             task = f"shift@{self.distance}"
@@ -143,5 +153,5 @@ class Cell:
         return (
             f"{task}/{self.mechanism}/d{self.depth}/{self.init}/s{self.seed}/"
             f"n{settings.steps}/b{settings.batch}/lr{settings.lr:g}/w{settings.window}"
-            + ("" if settings.precision == "fp32" else f"/{settings.precision}")
+            + ("" if precision == "fp32" else f"/{precision}")
         )

@@ -225,3 +225,36 @@ def test_sequence_longer_than_data_fails_before_training(tmp_path):
     with pytest.raises(ValueError, match="seq_len"):
         train(cfg, quiet=True)
     assert not list_checkpoints(tmp_path / "tiny")
+
+
+def test_resume_refuses_another_precision_and_the_run_records_it(runs):
+    """A run trained in fp32 does not continue in bf16 by mistake (a machine whose `auto`
+    differs, or a changed flag); its checkpoint and store provenance name the precision used."""
+    import warnings
+
+    import torch
+
+    from lab.variant import variant_of
+
+    over = {"run_dir": str(runs), "steps": 4, "ckpt_every": 2, "eval_every": 0, "name": "prec"}
+    data = prepare("bible", vocab_size=512, cache_dir=str(runs / "data"))
+    cfg = make_config("tiny", {**over, "steps": 2, "precision": "fp32"})
+    train(cfg, store_path=str(runs / "store.db"), quiet=True, data=data)
+    assert (
+        torch.load(list_checkpoints(runs / "prec")[-1], weights_only=False)["precision"] == "fp32"
+    )
+    with Store(runs / "store.db") as st:
+        assert variant_of(st.config("prec")).precision == "fp32"
+    bf16 = make_config("tiny", {**over, "precision": "bf16"})
+    with (
+        warnings.catch_warnings(),
+        pytest.raises(
+            ValueError, match=r"trained in fp32 and would continue in bf16.*precision=fp32"
+        ),
+    ):
+        warnings.simplefilter("ignore")  # bf16 on a CPU without native bf16: slow, says so
+        train(bf16, resume=True, quiet=True, data=data)
+    out = train(
+        make_config("tiny", {**over, "precision": "fp32"}), resume=True, quiet=True, data=data
+    )
+    assert out["status"] == "done"

@@ -28,7 +28,7 @@ def cmd_probe(args) -> int:
         )
         if v is not None
     }
-    settings = dc_replace(settings, **over)
+    settings = dc_replace(settings, **over).resolved()  # auto → this CPU's; bf16 may warn
     if args.task == "shift" and not args.distances:
         raise ValueError("probe shift needs --distances (the trained distances, e.g. 89 233 350)")
     cells = R.grid(
@@ -96,7 +96,7 @@ def cmd_train(args) -> int:
     from lab.trainconfig import config_from_file, make_config
 
     overrides = split_overrides(args.override)
-    for key in ("steps", "data", "name", "seed"):
+    for key in ("steps", "data", "name", "seed", "precision"):
         if getattr(args, key) is not None:
             overrides[key] = getattr(args, key)
     if args.config and args.preset:

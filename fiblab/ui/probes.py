@@ -37,7 +37,7 @@ from fiblab.ui.common import (
     smoke,
     store_path,
 )
-from lab.precision import PRECISIONS
+from lab.precision import PRECISIONS, describe_auto
 from probes.grid import grid, run_grid
 from probes.settings import INITS, MECHANISMS, SCALES, TASK_SCALES, Cell, ProbeSettings
 
@@ -113,8 +113,9 @@ class ProbePanel:
             value=steps, min=0, max=10**7, description="steps (0: scale's)", style=style
         )
         self.precision = W.Dropdown(
-            options=list(PRECISIONS),
-            value="fp32",
+            # "auto (fp32 on this CPU)": what auto picks here, so a slow choice is visible
+            options=[(describe_auto("cpu"), "auto"), *((p, p) for p in PRECISIONS)],
+            value="auto",
             description="precision (bf16: autocast)",
             style=style,
         )
@@ -219,7 +220,7 @@ class ProbePanel:
             # the paper's probes ran under bf16 autocast: either precision compares
             return (
                 self.task.value == "marked"
-                and replace(self.settings(), precision="fp32") == SCALES["paper"]
+                and replace(self.settings(), precision="auto") == SCALES["paper"]
             )
         except ValueError:
             return False

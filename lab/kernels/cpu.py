@@ -125,12 +125,13 @@ def _build():
     """The extension's operators: native flags first, then portable ones if the compiler
     refuses them."""
     try:
-        return _compile(_NATIVE_FLAGS)
+        ops, _STATE["flags"] = _compile(_NATIVE_FLAGS), tuple(_NATIVE_FLAGS)
     except Exception as native_err:  # e.g. a compiler without -march=native
         try:
-            return _compile(_PORTABLE_FLAGS)
+            ops, _STATE["flags"] = _compile(_PORTABLE_FLAGS), tuple(_PORTABLE_FLAGS)
         except Exception:
             raise native_err from None
+    return ops
 
 
 _STATE: dict = {}
@@ -162,6 +163,19 @@ def status() -> bool | str:
         return True
     except KernelUnavailable as err:
         return str(err)
+
+
+def build_info() -> dict:
+    """How the kernel was built here: {"ok", "flags", "name", "reason"} (builds it if needed).
+    ``name`` is the cache entry, whose hash covers this CPU's model and ISA flags."""
+    ok = status()
+    flags = _STATE.get("flags")
+    return {
+        "ok": ok is True,
+        "flags": list(flags) if flags else None,
+        "name": extension_name(flags) if flags else None,
+        "reason": None if ok is True else ok,
+    }
 
 
 # --------------------------------------------------------------------------------------------
