@@ -35,6 +35,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from benchmarks.header import machine_header  # noqa: E402
 from lab import kernels  # noqa: E402
 from lab.attention import sparse_attention  # noqa: E402
 from lab.measure import CLOCKS, peak_growth, run_child, time_fn  # noqa: E402
@@ -158,7 +159,7 @@ def main() -> None:
         "--mask-max", type=int, default=16384, help="skip the O(T²) mask path above this length"
     )
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
-    p.add_argument("--json", default=None, help="also write the rows to this file")
+    p.add_argument("--json", default=None, help="also write the machine and the rows to this file")
     p.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.threads:
@@ -167,6 +168,7 @@ def main() -> None:
         name, T, device = args.child
         peak_memory_child(name, int(T), device)
         return
+    info = machine_header()  # after set_num_threads; not in the child (its last line is data)
     rows = args.rows or default_rows(args.device)
     rows = ["dense"] + [r for r in rows if r != "dense"]
     for name in rows:  # build / check once, up front
@@ -229,7 +231,7 @@ def main() -> None:
                     )
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(out_rows, f, indent=1)
+            json.dump({"machine": info, "rows": out_rows}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -31,9 +31,10 @@ section or measurement that would start past --budget-s is skipped and recorded 
 6. ``flex``   the same attention table's flex_attention column (integer set, hand-built block
    mask, torch.compile'd; CUDA only), last because every length compiles anew.
 
-Everything lands in one JSON (``--out``), rewritten after each section so a cut-off run keeps
-what it measured.  Timings are medians after a warm-up (which includes Triton / torch.compile
-compilation).  The sections live in ``benchmarks/gpu/`` (one module each; its
+Everything lands in one JSON (``--out``; under ``machine``, `lab.hardware`'s record of the
+machine, whose line is also the first line printed), rewritten after each section so a cut-off
+run keeps what it measured.  Timings are medians after a warm-up (which includes Triton /
+torch.compile compilation).  The sections live in ``benchmarks/gpu/`` (one module each; its
 ``__init__`` names them); this script is their command line.
 
 On the lent H200 the image's own ``python3`` holds a CUDA torch and Triton (the project's CPU
@@ -62,6 +63,7 @@ from benchmarks.gpu.model_step import section_train  # noqa: E402
 from benchmarks.gpu.probe import section_probe  # noqa: E402
 from benchmarks.gpu.run import Run, write_record  # noqa: E402
 from benchmarks.gpu.tables import print_tables  # noqa: E402
+from benchmarks.header import machine_header  # noqa: E402
 
 SECTIONS = ("check", "tune", "attn", "train", "probe", "flex")  # run order: flex compiles last
 
@@ -85,6 +87,7 @@ def main(argv=None) -> int:
         help="tiny sizes everywhere (a quick test of the script itself)",
     )
     args = p.parse_args(argv)
+    info = machine_header()
 
     if args.device.startswith("cpu"):
         os.environ.setdefault("TRITON_INTERPRET", "1")  # before the kernel import
@@ -92,6 +95,7 @@ def main(argv=None) -> int:
         print("no CUDA device here: run on a GPU machine, or --device cpu --smoke for a dry run")
         return 2
     run = Run(args.budget_s, args.device)
+    run.record["machine"] = info
     dtype = getattr(torch, args.dtype)
     if args.smoke:
         args.lengths, args.tune_T = [64], 64

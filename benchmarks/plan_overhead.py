@@ -23,6 +23,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from benchmarks.header import machine_header  # noqa: E402
 from lab import plan  # noqa: E402
 from lab.measure import time_fn, time_round_robin  # noqa: E402
 from lab.model import FibLM, config_for  # noqa: E402
@@ -113,6 +114,7 @@ def main(argv=None) -> int:
     dev = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     base_cfg = config_for(args.preset)
     T = args.seq_len or base_cfg.seq_len
+    machine_header()
     print(
         f"plan overhead: preset={args.preset} T={T} batch={args.batch} device={dev} "
         f"threads={torch.get_num_threads()} repeats={args.repeats} torch={torch.__version__} "

@@ -31,6 +31,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from benchmarks.header import machine_header  # noqa: E402
 from lab.blur import IMPL_ENV  # noqa: E402
 from lab.measure import time_fn  # noqa: E402
 from lab.precision import autocast  # noqa: E402
@@ -86,6 +87,7 @@ def main(argv=None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     threads = torch.get_num_threads()
+    info = machine_header()
     res: dict[str, dict[int, float]] = {}
     for mech, impl, prec in ROWS:
         name = f"{mech} {impl} {prec}".replace(" - ", " ")
@@ -117,6 +119,7 @@ def main(argv=None) -> int:
         with open(args.json, "w") as f:
             json.dump(
                 {
+                    "machine": info,
                     "threads": threads,
                     "steps": args.steps,
                     "ms_per_step": {

@@ -17,6 +17,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from analysis.probe_table import table2_rows  # noqa: E402
+from benchmarks.header import machine_header  # noqa: E402
 from probes.grid import load_records  # noqa: E402
 from probes.record import alpha_drift  # noqa: E402
 
@@ -70,6 +71,7 @@ def main(argv: list[str]) -> int:
         r for p in (paths or [DEFAULT]) for r in load_records(p) if r.get("mechanism") == "blur"
     ]
     text = render(records)
+    machine_header()  # the machine rendering; the cells were measured where the records say
     print(text)
     results = os.path.join(HERE, "RESULTS.md")
     with open(results, encoding="utf-8") as f:

@@ -38,6 +38,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from benchmarks.header import machine_header  # noqa: E402
 from lab import kernels  # noqa: E402
 from lab.measure import CLOCKS, time_fn  # noqa: E402
 from lab.model import FibLM, config_for  # noqa: E402
@@ -220,6 +221,7 @@ def main() -> None:
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    machine_header()
     if args.grid:
         run_grid(args)
     else:

@@ -8,7 +8,7 @@ import os
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def test_probe_section_dry_run(tmp_path, monkeypatch):
+def test_probe_section_dry_run(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("TRITON_INTERPRET", "1")  # main() sets it for CPU; undo after
     spec = importlib.util.spec_from_file_location(
         "gpu_check", os.path.join(HERE, "..", "benchmarks", "gpu_check.py")
@@ -19,6 +19,10 @@ def test_probe_section_dry_run(tmp_path, monkeypatch):
     assert mod.main(["--device", "cpu", "--smoke", "--sections", "probe", "--out", str(out)]) == 0
     rec = json.loads(out.read_text())
     assert rec["errors"] == []
+    from lab.hardware import machine
+
+    assert capsys.readouterr().out.splitlines()[0] == machine().line()
+    assert rec["machine"] == machine().to_dict()
     checks = rec["probe"]["check"]
     assert checks and all(c["ok"] for c in checks)
     assert all(e <= 1e-4 for e in checks[0]["errors"].values())

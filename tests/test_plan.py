@@ -432,6 +432,10 @@ def test_the_overhead_benchmark_runs(capsys, monkeypatch):
     assert mod.main(argv) == 0
     assert plan.cache_enabled() == was  # the switch is restored
     rows = capsys.readouterr().out.splitlines()
+    from lab.hardware import machine
+
+    assert rows[0] == machine().line()  # the machine first (benchmarks/header.py)
+    rows = rows[1:]
     assert rows[1].split()[:3] == ["schedule", "fwd", "on"]
     assert [r.split()[0] for r in rows[2:]] == ["fixed", "learned"]
     assert all(len(r.split()) == 7 for r in rows[2:])
