@@ -26,7 +26,7 @@ def test_the_header_is_one_line_read_after_the_thread_count_is_set(capsys):
     out = capsys.readouterr().out
     assert out.count("\n") == 1
     line = out.rstrip("\n")
-    assert ", 1 threads · torch " in line
+    assert ", 1 thread · torch " in line
     assert line.startswith(f"{info['cpu_model']} · capability {info['capability']}")
     assert info["threads"] == 1
     assert info["key"] == dataclasses.replace(machine(), threads=1).key
