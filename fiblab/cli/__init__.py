@@ -215,11 +215,27 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval(sub)
     add_efficiency(sub)
 
+    s = sub.add_parser("doctor", help="this machine, the lab's choices on it, expected times")
+    s.add_argument("--json", action="store_true", help="the report as one JSON object")
+    s.add_argument("--reps", type=int, default=3, help="timed steps of each measurement")
+    s.set_defaults(fn=cmd_doctor)
+
     s = sub.add_parser("params", help="parameter count of a preset")
     s.add_argument("--preset", default="paper-60m")
     s.add_argument("--schedule", default=None)
     s.set_defaults(fn=cmd_params)
     return p
+
+
+def cmd_doctor(args) -> int:
+    from fiblab.doctor import diagnose, format_doctor
+    from lab import jsonio
+
+    if args.reps < 1:
+        raise ValueError(f"--reps {args.reps} must be >= 1 (timed steps of each measurement)")
+    report = diagnose(reps=args.reps)
+    print(jsonio.dumps(report, indent=1) if args.json else format_doctor(report))
+    return 0
 
 
 def _format_warning(message, category, filename, lineno, line=None) -> str:

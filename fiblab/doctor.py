@@ -1,0 +1,250 @@
+"""`fiblab doctor`: what this machine is, what the lab will do on it, and how long that takes.
+
+    report = diagnose()          # a dict: machine, kernels, precision, choices, steps, estimates
+    print(format_doctor(report)) # the readable page (`fiblab doctor`; `--json` prints the dict)
+
+Why: every speed choice of the lab follows the machine (`lab.hardware`): `auto` precision is
+bf16 only where it is native, the attention and blur implementations are picked by a short
+timing at first use and cached (`lab.autotune`), and the C++ kernel is compiled for this CPU.
+A researcher should see those choices and their timings in one place, and know before starting
+whether the main job takes minutes or hours here.
+
+What it runs (≈ 10–30 s on a 2-core CPU once the C++ kernel is built; the first build adds
+≈ 30–60 s): a bf16-vs-fp32 matmul, a few training steps of the main job's language model
+(``cpu-stagger``: forward, backward, AdamW on one synthetic batch), and a few training steps of
+the retrieval probe at the demo's and the paper's scale (blur mechanism, depths 2 and 4).  The
+attention and blur choices are made (or read from the cache) by those steps themselves, so
+what is printed is what a real run does.
+
+The estimates are step time × steps, stage by stage, in the demo's own plan (`analysis.demo`)
+and the paper's Table 2 grid (12 blur cells × 2,500 steps, depths 2/4/8; depth 8 extrapolated
+linearly from the depths 2 and 4 measured), one job at a time; the demo's language-model stage
+is scaled by `LM_EVAL_FACTOR` for its evaluations, measured once from a full demo run (see
+benchmarks/RESULTS.md).  They are estimates: a busy machine is slower.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import torch
+
+from lab.hardware import machine
+from lab.measure import time_fn
+from lab.precision import autocast, default_precision, slow_bf16_reason
+
+#: demo LM stage time / its training steps' time, from a full `fiblab demo` run (the rest is
+#: the evaluations at 1×/2×/4× under both rung policies, position bins and the battery)
+LM_EVAL_FACTOR = 1.6
+TABLE2_DEPTHS = (2, 4, 8)
+TABLE2_CELLS_PER_DEPTH = 4  # uniform and staggered init × seeds 0 and 1
+
+
+# --------------------------------------------------------------------------------------------
+# measurements
+# --------------------------------------------------------------------------------------------
+def _matmul_ms() -> dict:
+    """A (4096 × 256) @ (256 × 768) linear layer in fp32 and under bf16 autocast: the ratio
+    is what `auto` avoids on CPUs without native bf16."""
+    x, lin = torch.randn(4096, 256), torch.nn.Linear(256, 768)
+    out = {}
+    for prec in ("fp32", "bf16"):
+
+        def run(prec=prec):
+            with torch.no_grad(), autocast("cpu", prec):
+                lin(x)
+
+        out[prec] = 1e3 * time_fn(run, warmup=1, reps=5).median_s
+    return out
+
+
+def _lm_step_s(precision: str, reps: int) -> float:
+    """Seconds of one training step of the demo's language model (cpu-stagger) on this CPU."""
+    from lab.model import FibLM
+    from lab.trainconfig import make_config
+
+    cfg = make_config("cpu-stagger")
+    torch.manual_seed(0)
+    model = FibLM(cfg.model)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(
+        0, cfg.model.vocab_size, (cfg.micro_batch, cfg.model.seq_len + 1), generator=g
+    )
+    x, y = ids[:, :-1], ids[:, 1:]  # (B, T) each
+
+    def step():
+        for _ in range(cfg.accum):
+            with autocast("cpu", precision):
+                _, loss = model(x, y)
+            loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return time_fn(step, warmup=1, reps=reps).median_s
+
+
+def _probe_step_s(scale: str, depth: int, precision: str, reps: int) -> float:
+    """Seconds of one training step of a blur probe cell at `scale` and `depth`."""
+    from probes.runner import build_probe_model, task_loss
+    from probes.settings import SCALES, Cell
+
+    settings = dataclasses.replace(SCALES[scale], precision=precision)
+    cell = Cell("blur", depth, "staggered", 0)
+    torch.manual_seed(0)
+    model = build_probe_model(cell, settings)
+    opt = torch.optim.AdamW(model.parameters(), lr=settings.lr)
+    g = torch.Generator().manual_seed(0)
+
+    def step():
+        with autocast("cpu", precision):
+            loss = task_loss(model, cell, settings, g)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return time_fn(step, warmup=1, reps=reps).median_s
+
+
+def _choices() -> list[dict]:
+    """The implementation choices made or read so far in this process (`lab.autotune`)."""
+    try:
+        from lab import autotune
+    except ImportError:  # pragma: no cover - the module is part of the lab
+        return []
+    return [
+        dataclasses.asdict(d) if dataclasses.is_dataclass(d) else dict(d)
+        for d in autotune.decisions()
+    ]
+
+
+def _kernels() -> dict:
+    from lab.kernels import cpu, triton_status
+
+    triton = triton_status("cuda")
+    return {
+        "cpp": cpu.build_info(),
+        "triton": {"ok": triton is True, "reason": None if triton is True else triton},
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# the report
+# --------------------------------------------------------------------------------------------
+def estimates(lm_step_s: float, probe_s: dict) -> dict:
+    """Expected wall seconds of the demo and of the Table 2 grid from measured step times.
+
+    probe_s: {(scale, depth): seconds per step} with ("demo", d) for the demo's depths and
+    ("paper", 2), ("paper", 4)."""
+    from analysis.demo import SCALES as DEMO
+
+    demo = DEMO["full"]
+    n_probe = len(demo.probe_inits) * len(demo.probe_seeds)
+    probe = sum(n_probe * demo.probe.steps * probe_s[("demo", d)] for d in demo.probe_depths)
+    lm = len(demo.lm_runs) * demo.lm_steps * lm_step_s * LM_EVAL_FACTOR
+    p2, p4 = probe_s[("paper", 2)], probe_s[("paper", 4)]
+    slope = (p4 - p2) / 2  # seconds per extra layer
+    per_depth = {d: max(p2 + slope * (d - 2), p2) for d in TABLE2_DEPTHS}
+    from probes.settings import SCALES as PROBE
+
+    steps = PROBE["paper"].steps
+    grid = {d: TABLE2_CELLS_PER_DEPTH * steps * s for d, s in per_depth.items()}
+    return {
+        "demo_s": probe + lm,
+        "demo_stages_s": {"probe": probe, "language_models": lm},
+        "table2_grid_s": sum(grid.values()),
+        "table2_by_depth_s": {str(d): v for d, v in grid.items()},
+        "table2_step_s": {str(d): v for d, v in per_depth.items()},
+        "jobs": 1,
+    }
+
+
+def diagnose(reps: int = 3) -> dict:
+    """Everything `fiblab doctor` prints, as one JSON-able dict (see the module docstring)."""
+    t0 = time.perf_counter()
+    m = machine()
+    kernels = _kernels()
+    precision = default_precision("cpu")
+    matmul = _matmul_ms()
+    lm = _lm_step_s(precision, reps)
+    probe = {("demo", d): _probe_step_s("demo", d, precision, reps) for d in (2, 4)}
+    probe.update({("paper", d): _probe_step_s("paper", d, precision, reps) for d in (2, 4)})
+    return {
+        "machine": m.to_dict(),
+        "kernels": kernels,
+        "precision": {
+            "auto_cpu": precision,
+            "auto_cuda": default_precision("cuda") if m.gpu else None,
+            "slow_bf16_reason": slow_bf16_reason("cpu"),
+            "matmul_ms": matmul,
+        },
+        "choices": _choices(),
+        "steps_s": {
+            "lm_cpu_stagger": lm,
+            **{f"probe_{scale}_d{d}": s for (scale, d), s in probe.items()},
+        },
+        "estimates": estimates(lm, probe),
+        "seconds": time.perf_counter() - t0,
+    }
+
+
+def _minutes(s: float) -> str:
+    return f"{s / 60:.0f} min" if s >= 90 else f"{s:.0f} s"
+
+
+def _choice_line(c: dict) -> str:
+    times = c.get("timings_ms") or {}
+    shown = ", ".join(f"{k} {v:.1f} ms" for k, v in times.items())
+    errors = c.get("errors") or {}
+    broken = "".join(f"; {k} failed: {v}" for k, v in errors.items())
+    return f"{c.get('op')}: {c.get('choice')} for {c.get('shape_class')} ({shown}{broken})"
+
+
+def format_doctor(r: dict) -> str:
+    """The readable page of a `diagnose` report."""
+    m, k, p, st, est = r["machine"], r["kernels"], r["precision"], r["steps_s"], r["estimates"]
+    gpu = f"{m['gpu']} (CUDA {m['cuda']})" if m["gpu"] else "none usable by torch"
+    cpp = k["cpp"]
+    cpp_line = (
+        f"built ({' '.join(cpp['flags'])}), cache entry {cpp['name']} (keyed by this CPU's ISA)"
+        if cpp["ok"]
+        else f"unavailable: {cpp['reason']} (the lab falls back to the PyTorch path)"
+    )
+    tri = "available" if k["triton"]["ok"] else f"unavailable: {k['triton']['reason']}"
+    mm = p["matmul_ms"]
+    prec = f"auto → {p['auto_cpu']} on this CPU"
+    if p["slow_bf16_reason"]:
+        prec += " (no native bf16 units: bf16 is emulated here)"
+    if p["auto_cuda"]:
+        prec += f", {p['auto_cuda']} on CUDA"
+    lines = [
+        "fiblab doctor — this machine and what the lab does on it",
+        f"  machine     {m['cpu_model']} · PyTorch CPU capability {m['capability']}"
+        f" · AVX512-BF16 {'yes' if m['avx512_bf16'] else 'no'} · AMX {'yes' if m['amx'] else 'no'}",
+        f"  threads     {m['cores']} cores, torch uses {m['threads']} threads · torch {m['torch']}",
+        f"  GPU         {gpu}",
+        f"  C++ kernel  {cpp_line}",
+        f"  Triton      {tri}",
+        f"  precision   {prec}; linear layer fp32 {mm['fp32']:.1f} ms, bf16 {mm['bf16']:.1f} ms"
+        f" ({mm['bf16'] / mm['fp32']:.1f}×)",
+    ]
+    lines += [
+        ("  choices     " if i == 0 else " " * 14) + _choice_line(c)
+        for i, c in enumerate(r["choices"])
+    ] or ["  choices     none made (every implementation forced by the environment?)"]
+    lines += [
+        f"  steps       demo LM (cpu-stagger) {st['lm_cpu_stagger']:.2f} s · probe demo d2 "
+        f"{st['probe_demo_d2']:.3f} s, d4 {st['probe_demo_d4']:.3f} s · probe paper d2 "
+        f"{st['probe_paper_d2']:.3f} s, d4 {st['probe_paper_d4']:.3f} s",
+        f"  expected    fiblab demo ≈ {_minutes(est['demo_s'])} (probe "
+        f"{_minutes(est['demo_stages_s']['probe'])}, language models with evaluations "
+        f"{_minutes(est['demo_stages_s']['language_models'])})",
+        f"              Table 2 grid (fiblab probe marked, 12 cells, one job, {p['auto_cpu']}) ≈ "
+        f"{_minutes(est['table2_grid_s'])} ("
+        + ", ".join(f"depth {d} {_minutes(s)}" for d, s in est["table2_by_depth_s"].items())
+        + ")",
+        f"  (doctor took {r['seconds']:.0f} s; estimates are step time × steps, a busy machine "
+        f"is slower)",
+    ]
+    return "\n".join(lines)
