@@ -144,8 +144,9 @@ def sparse_attention(
     path    "auto" (float → shift, tensor → interp), "shift", "interp", "mask" or "dense".
     reach   the length the rung set is computed for (default: the input length T).  Pass the
             training length to freeze the rung set when running a model at a longer length.
-    impl    how shift / interp run: "auto" (fused kernel for the device, else PyTorch; the
-            FIBLAB_ATTN_IMPL environment variable overrides it), "torch", "cpp" or "triton" —
+    impl    how shift / interp run: "auto" (the faster of the device's fused kernel and
+            PyTorch, measured once per machine and shape class; the FIBLAB_ATTN_IMPL
+            environment variable overrides it), "torch", "cpp" or "triton" —
             see `lab.kernels`.  The mask and dense paths ignore it.
     """
     B, H, KV, T, D = check_qkv(q, k, v)

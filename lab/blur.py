@@ -32,8 +32,13 @@ Columns a query at position t attends
 One softmax (at least fp32) over the W+1 window columns and the kept rung columns, scale
 1/sqrt(D) unless given; output = Σ p · (value of each column).
 
-Two implementations of that one function (``impl``; "auto" picks band on CPU when the C++
-kernel builds and B·H·T² ≤ BAND_MAX_ELEMENTS, else fft):
+Two implementations of that one function (``impl``).  "auto" measures: where band can run
+(CPU, the C++ kernel builds, and its O(B·H·T²) memory stays within B·H·T² ≤ BAND_MAX_ELEMENTS)
+both are timed briefly on the call's tensors at the first call of a shape class on this machine
+and the faster is cached in memory and in ``~/.cache/fiblab/choices.json`` (`lab.autotune`;
+``FIBLAB_CACHE_DIR`` moves it, ``FIBLAB_AUTOTUNE=0`` turns timing off); elsewhere fft.  Without
+timing (turned off, fake / meta tensors, under torch.compile) band where it can run, else fft.
+``FIBLAB_BLUR_IMPL=fft|band`` forces one for a whole process.
 
 * "band" — dense scores.  A rung's logit is Σ_o W_i[o]·S[t, max(t−o, 0)] with S = scale·QKᵀ
   and W_i the rung's tap weights folded per offset, and the output is A·V where A[t, u] collects
@@ -70,6 +75,7 @@ import os
 
 import torch
 
+from lab import autotune
 from lab.attention import check_qkv
 from lab.offsets import check_alpha, check_window, fibonacci
 
@@ -279,13 +285,15 @@ class _Band(torch.autograd.Function):
         return dS, dW, None, None, None, None
 
 
-BAND_MAX_ELEMENTS = 1 << 25  # "auto" uses the band kernel while B·H·T² stays below this
+BAND_MAX_ELEMENTS = 1 << 25  # band's memory bound: "auto" offers it while B·H·T² stays below
 
 
 IMPL_ENV = "FIBLAB_BLUR_IMPL"  # forces impl="auto" to fft or band (benchmarks, comparisons)
 
 
-def _use_band(impl: str, q: torch.Tensor, B: int, H: int, T: int) -> bool:
+def _use_band(impl: str, q: torch.Tensor, B: int, H: int, T: int, call: tuple = ()) -> bool:
+    """Whether `blur_attention` runs band.  ``call`` (q, k, v, alpha, window, width, rungs,
+    scale, C): the call's arguments and column count, for "auto" to measure both on."""
     if impl == "auto" and os.environ.get(IMPL_ENV):
         impl = os.environ[IMPL_ENV]
         if impl not in ("fft", "band"):
@@ -304,7 +312,37 @@ def _use_band(impl: str, q: torch.Tensor, B: int, H: int, T: int) -> bool:
                 f"kernel: {cpu.status()}): use impl='fft'"
             )
         return True
-    return ok and B * H * T * T <= BAND_MAX_ELEMENTS
+    if not (ok and B * H * T * T <= BAND_MAX_ELEMENTS):
+        return False
+    if not call or not autotune.measurable(*call[:4]):
+        return True  # the static order: band where it can run
+    q, k, v, alpha, window, width, rungs, scale, C = call
+    grad = torch.is_grad_enabled() and any(
+        isinstance(t, torch.Tensor) and t.requires_grad for t in (q, k, v, alpha)
+    )
+    cls = autotune.shape_class(q.device, q.dtype, grad=grad, bh=B * H, t=T, d=q.shape[-1], c=C)
+    rows = autotune.timing_rows(B, H, q.device)
+    runs = {name: _timed_run(name, grad, rows, *call[:-1]) for name in ("band", "fft")}
+    return autotune.choose("blur_attention", cls, runs) == "band"
+
+
+def _timed_run(name: str, grad: bool, rows: int, q, k, v, alpha, window, width, rungs, scale):
+    """A zero-argument callable running `blur_attention(impl=name)` once on the first `rows`
+    batch rows of the call's tensors, detached (no random draw), with the backward of
+    out.sum() when `grad`.  Nothing is built until it is called."""
+
+    def run():
+        qd, kd, vd = (t.detach()[:rows].requires_grad_(t.requires_grad) for t in (q, k, v))
+        a = alpha
+        if isinstance(a, torch.Tensor):
+            a = a.detach().requires_grad_(a.requires_grad)
+        kw = dict(window=window, width=width, rungs=rungs, scale=scale, impl=name)
+        out = blur_attention(qd, kd, vd, alpha=a, **kw)
+        wrt = [t for t in (qd, kd, vd, a) if isinstance(t, torch.Tensor) and t.requires_grad]
+        if grad and wrt:
+            torch.autograd.grad(out.sum(), wrt)
+
+    return run
 
 
 def _band_attention(q, k, v, targets, kept, w, window_cols, scale, dtype):
@@ -353,10 +391,11 @@ def blur_attention(
     window  W ≥ 0; rungs are the Fibonacci terms f > W among the first ``rungs``.
     width   the Gaussian width in positions (> 0; floored at 0.25), e.g. `blur_width(step, steps)`.
     impl    "fft" (blurred rows by FFT, O(T) memory), "band" (dense scores + the C++ band
-            kernel, O(B·H·T²) memory, ≈2–3× faster at the probe's T = 512) or "auto" (band on
-            CPU when the kernel builds and B·H·T² ≤ BAND_MAX_ELEMENTS, else fft; the
-            environment variable FIBLAB_BLUR_IMPL=fft|band forces one).  The two
-            compute the same function (tests: both against a brute-force loop).
+            kernel, O(B·H·T²) memory, ≈2–3× faster at the probe's T = 512) or "auto" (the
+            faster of the two where band can run, measured once per machine and shape class
+            and cached: see the module docstring; the environment variable
+            FIBLAB_BLUR_IMPL=fft|band forces one).  The two compute the same function
+            (tests: both against a brute-force loop).
     Returns (B, H, T, D).  Retrieval probe only; not part of the LM attention.
     """
     B, H, KV, T, D = check_qkv(q, k, v)
@@ -383,7 +422,8 @@ def blur_attention(
     centres = [c for _, c in kept]
 
     window_cols = list(range(min(window, T - 1) + 1))
-    if _use_band(impl, q, B, H, T):
+    call = (q, k, v, alpha, window, width, rungs, scale, len(window_cols) + len(kept))
+    if _use_band(impl, q, B, H, T, call):
         return _band_attention(q, k, v, targets, kept, w, window_cols, scale, dtype)
 
     qT = q.to(dtype).reshape(B, KV, G, T, D).transpose(-1, -2).contiguous()  # (B,KV,G,D,T)

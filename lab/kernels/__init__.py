@@ -19,10 +19,17 @@ Implementations (``impl``):
 ``cpp``      the fused C++/OpenMP kernel, `lab.kernels.cpu` (CPU, float32/float64), compiled on
              first use and cached
 ``triton``   the fused Triton kernel, `lab.kernels.triton_attn` (CUDA; float32/16/bf16)
-``auto``     the fastest available for the tensors' device: cpp on CPU, triton on CUDA, else
-             torch.  When the chosen kernel cannot be built or imported (no compiler, no
-             Triton) it falls back to torch with a one-line warning (once per kernel); for a
-             dtype the kernel does not support it falls back silently.
+``auto``     the fastest that can run on the tensors' device and dtype, measured: the
+             candidates are the device's kernel (cpp on CPU, triton on CUDA) and torch; at
+             the first call of a shape class on this machine both are timed briefly on the
+             call's tensors (forward, and backward when gradients are needed) and the winner
+             is cached in memory and in ``~/.cache/fiblab/choices.json`` (`lab.autotune`;
+             ``FIBLAB_CACHE_DIR`` moves it, ``FIBLAB_AUTOTUNE=0`` turns timing off).  Without
+             timing (turned off, one candidate, fake / meta tensors, under torch.compile,
+             `resolve` without the call's tensors) the static order holds: cpp on CPU,
+             triton on CUDA, else torch.  When the device's kernel cannot be built or
+             imported (no compiler, no Triton) torch is used with a one-line warning (once
+             per kernel); for a dtype the kernel does not support, silently.
 
 The environment variable ``FIBLAB_ATTN_IMPL`` (torch | cpp | triton | auto) overrides
 ``impl="auto"`` for a whole process, e.g. ``FIBLAB_ATTN_IMPL=torch`` to compare against the
@@ -37,6 +44,7 @@ from collections.abc import Sequence
 
 import torch
 
+from lab import autotune
 from lab.kernels import cpu
 from lab.kernels.reference import columns_attention_reference
 from lab.kernels.shapes import check_columns
@@ -98,11 +106,40 @@ def _blocker(impl: str, device: str, dtype: torch.dtype) -> tuple[str, str] | No
     return None if status is True else ("missing", status)
 
 
+def _runnable(dev: str, dtype: torch.dtype) -> list[str]:
+    """What 'auto' may use on (device type, dtype), the static choice first.  Warns once per
+    kernel when the device's kernel is missing (cannot build / import)."""
+    preferred = {"cpu": "cpp", "cuda": "triton"}.get(dev)
+    if preferred is None:
+        return ["torch"]
+    block = _blocker(preferred, dev, dtype)
+    if block is None:
+        return [preferred, "torch"]
+    kind, reason = block
+    if kind == "missing" and preferred not in _WARNED:
+        _WARNED.add(preferred)
+        warnings.warn(
+            f"fiblab: the {preferred} attention kernel is unavailable ({reason}); using "
+            f"the pure-PyTorch path",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+    return ["torch"]
+
+
 def resolve(
-    impl: str = "auto", device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32
+    impl: str = "auto",
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype = torch.float32,
+    *,
+    call: tuple | None = None,
 ) -> str:
     """The implementation `columns_attention(..., impl=impl)` uses for tensors of (device,
-    dtype): one of 'torch', 'cpp', 'triton'.  Honours FIBLAB_ATTN_IMPL when impl is 'auto'."""
+    dtype): one of 'torch', 'cpp', 'triton'.  Honours FIBLAB_ATTN_IMPL when impl is 'auto'.
+
+    ``call`` (q, k, v, dists, fracs, scale, interpolated): the call's own arguments, which let
+    'auto' measure the runnable implementations on them (`lab.autotune.choose`); without it,
+    or where measuring means nothing, 'auto' is the static order."""
     source = "impl"
     if impl == "auto" and os.environ.get(ENV, "").strip():
         impl, source = os.environ[ENV].strip(), ENV
@@ -117,22 +154,46 @@ def resolve(
                 f"back to 'torch') or 'torch'"
             )
         return impl
-    choice = {"cpu": "cpp", "cuda": "triton"}.get(dev)
-    if choice is None:
-        return "torch"
-    block = _blocker(choice, dev, dtype)
-    if block is None:
-        return choice
-    kind, reason = block
-    if kind == "missing" and choice not in _WARNED:
-        _WARNED.add(choice)
-        warnings.warn(
-            f"fiblab: the {choice} attention kernel is unavailable ({reason}); using "
-            f"the pure-PyTorch path",
-            RuntimeWarning,
-            stacklevel=3,
+    names = _runnable(dev, dtype)
+    if len(names) == 1 or call is None or not autotune.measurable(*call[:5]):
+        return names[0]
+    q, k, v, dists, fracs, scale, interpolated = call
+    B, H, T, D = q.shape
+    grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, fracs))
+    dfrac = "dfrac" if fracs.requires_grad else ""  # every column reads two rows, and d/dfrac
+    cls = autotune.shape_class(
+        q.device, q.dtype, grad=grad, bh=B * H, t=T, d=D, c=len(dists), variant=dfrac
+    )
+    rows = autotune.timing_rows(B, H, q.device)
+    runs = {name: _timed_run(name, grad, rows, *call) for name in names}
+    return autotune.choose("columns_attention", cls, runs)
+
+
+def _timed_run(name: str, grad: bool, rows: int, q, k, v, dists, fracs, scale, interpolated):
+    """A zero-argument callable running implementation `name` once on the first `rows` batch
+    rows of the call's tensors, detached (no random draw: a run's random stream does not depend
+    on whether the choice was cached), with the backward of out.sum() when `grad`.  Nothing
+    is built until it is called: a cached choice costs no tensor work."""
+
+    def run():
+        leaves = [t.detach()[:rows].requires_grad_(t.requires_grad) for t in (q, k, v)]
+        leaves.append(fracs.detach().requires_grad_(fracs.requires_grad))
+        out = _run(name, leaves[0], leaves[1], leaves[2], dists, leaves[3], scale, interpolated)
+        if grad:
+            wrt = [t for t in leaves if t.requires_grad]
+            torch.autograd.grad(out.sum(), wrt)
+
+    return run
+
+
+def _run(which: str, q, k, v, dists, fracs, scale, interpolated) -> torch.Tensor:
+    if which == "cpp":
+        return cpu.cpp_columns_attention(q, k, v, dists, fracs, scale, interpolated=interpolated)
+    if which == "triton":
+        return _triton_module().triton_columns_attention(
+            q, k, v, dists, fracs, scale, interpolated=interpolated
         )
-    return "torch"
+    return columns_attention_reference(q, k, v, dists, fracs, scale, interpolated=interpolated)
 
 
 # --------------------------------------------------------------------------------------------
@@ -151,11 +212,5 @@ def columns_attention(
 ) -> torch.Tensor:
     """Softmax attention over C columns (see the module docstring).  Returns (B, H, T, D)."""
     check_columns(q, k, v, dists, fracs, scale)
-    which = resolve(impl, q.device, q.dtype)
-    if which == "cpp":
-        return cpu.cpp_columns_attention(q, k, v, dists, fracs, scale, interpolated=interpolated)
-    if which == "triton":
-        return _triton_module().triton_columns_attention(
-            q, k, v, dists, fracs, scale, interpolated=interpolated
-        )
-    return columns_attention_reference(q, k, v, dists, fracs, scale, interpolated=interpolated)
+    which = resolve(impl, q.device, q.dtype, call=(q, k, v, dists, fracs, scale, interpolated))
+    return _run(which, q, k, v, dists, fracs, scale, interpolated)
