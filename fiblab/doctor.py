@@ -108,11 +108,9 @@ def _probe_step_s(scale: str, depth: int, precision: str, reps: int) -> float:
 
 
 def _choices() -> list[dict]:
-    """The implementation choices made or read so far in this process (`lab.autotune`)."""
-    try:
-        from lab import autotune
-    except ImportError:  # pragma: no cover - the module is part of the lab
-        return []
+    """This machine's implementation choices, cached or made by the steps (`lab.autotune`)."""
+    from lab import autotune
+
     return [
         dataclasses.asdict(d) if dataclasses.is_dataclass(d) else dict(d)
         for d in autotune.decisions()
@@ -160,9 +158,14 @@ def estimates(lm_step_s: float, probe_s: dict) -> dict:
     }
 
 
-def diagnose(reps: int = 3) -> dict:
-    """Everything `fiblab doctor` prints, as one JSON-able dict (see the module docstring)."""
+def diagnose(reps: int = 3, retune: bool = False) -> dict:
+    """Everything `fiblab doctor` prints, as one JSON-able dict (see the module docstring).
+    ``retune``: forget this machine's cached implementation choices first, so the steps below
+    measure them again (a choice made while the machine was busy can be wrong)."""
+    from lab import autotune
+
     t0 = time.perf_counter()
+    forgotten = autotune.forget() if retune else 0
     m = machine()
     kernels = _kernels()
     precision = default_precision("cpu")
@@ -180,6 +183,11 @@ def diagnose(reps: int = 3) -> dict:
             "matmul_ms": matmul,
         },
         "choices": _choices(),
+        "autotune": {
+            "enabled": autotune.enabled(),
+            "cache": str(autotune.cache_path()),
+            "forgotten": forgotten,
+        },
         "steps_s": {
             "lm_cpu_stagger": lm,
             **{f"probe_{scale}_d{d}": s for (scale, d), s in probe.items()},
@@ -232,7 +240,10 @@ def format_doctor(r: dict) -> str:
     lines += [
         ("  choices     " if i == 0 else " " * 14) + _choice_line(c)
         for i, c in enumerate(r["choices"])
-    ] or ["  choices     none made (every implementation forced by the environment?)"]
+    ] or ["  choices     none measured (FIBLAB_AUTOTUNE=0, or every implementation forced)"]
+    lines.append(
+        f"              cached in {r['autotune']['cache']} (fiblab doctor --retune: measure again)"
+    )
     lines += [
         f"  steps       demo LM (cpu-stagger) {st['lm_cpu_stagger']:.2f} s · probe demo d2 "
         f"{st['probe_demo_d2']:.3f} s, d4 {st['probe_demo_d4']:.3f} s · probe paper d2 "

@@ -211,13 +211,16 @@ def _ignore(path: Path, why: str) -> dict:
 
 def _write(decision: Decision) -> None:
     """Add `decision` to the file (read, merge, write a temp file, rename: atomic)."""
+    key = _disk_key(decision.machine_key, decision.op, decision.shape_class)
+    _update(lambda entries: {**entries, key: decision.to_dict()})
+
+
+def _update(change: Callable[[dict], dict]) -> None:
+    """Rewrite the file as `change(entries)` (a temp file renamed over it: atomic)."""
     path = cache_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        entries = _read(path)
-        entries[_disk_key(decision.machine_key, decision.op, decision.shape_class)] = (
-            decision.to_dict()
-        )
+        entries = change(_read(path))
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{FILE}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "w") as f:
@@ -336,6 +339,19 @@ def decisions(machine_key: str | None = None) -> list[Decision]:
         if d.machine_key == key:
             found[(d.op, d.shape_class)] = d
     return [found[k] for k in sorted(found)]
+
+
+def forget(machine_key: str | None = None) -> int:
+    """Drop this machine's (or `machine_key`'s) decisions from memory and from the file, so
+    the next use measures again (`fiblab doctor --retune`: after a choice made under load).
+    Returns how many the file held."""
+    key = machine().key if machine_key is None else machine_key
+    for k in [k for k, d in _MEMORY.items() if d.machine_key == key]:
+        del _MEMORY[k]
+    dropped = [k for k in _read(cache_path()) if k.startswith(f"{key}|")]
+    if dropped:
+        _update(lambda entries: {k: v for k, v in entries.items() if k not in dropped})
+    return len(dropped)
 
 
 def clear() -> None:

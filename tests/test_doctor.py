@@ -1,0 +1,156 @@
+"""`fiblab doctor`: one command that says what this machine is and what the lab does on it.
+
+Oracles: the issue's list of fields (each present, of the right kind), the machine facts
+`lab.hardware` reads, a hand computation of the estimates from given step times, and the
+cache file of implementation choices before and after ``--retune``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from fiblab.doctor import LM_EVAL_FACTOR, estimates, format_doctor
+from lab import autotune
+from lab.hardware import machine
+from lab.measure import ROOT
+
+
+def _doctor(*args, env=None, timeout=120):
+    return subprocess.run(
+        [sys.executable, "-m", "fiblab.cli", "doctor", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        timeout=timeout,
+    )
+
+
+def test_doctor_json_has_every_field_and_runs_under_a_minute(tmp_path):
+    env = {autotune.ENABLE_ENV: "1", autotune.CACHE_ENV: str(tmp_path)}
+    t0 = time.perf_counter()
+    done = _doctor("--json", "--reps", "1", env=env)
+    wall = time.perf_counter() - t0
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert wall < 60, f"fiblab doctor took {wall:.0f} s"
+    r = json.loads(done.stdout)
+    m, here = r["machine"], machine()
+    assert (m["cpu_model"], m["capability"], m["cores"]) == (
+        here.cpu_model,
+        here.capability,
+        here.cores,
+    )
+    for key in ("avx512_bf16", "amx", "threads", "torch", "gpu", "cuda", "cpu_bf16", "key"):
+        assert key in m
+    cpp = r["kernels"]["cpp"]
+    assert isinstance(cpp["ok"], bool) and (cpp["flags"] if cpp["ok"] else cpp["reason"])
+    assert "-fopenmp" in (cpp["flags"] or ["-fopenmp"])
+    assert "ok" in r["kernels"]["triton"]
+    p = r["precision"]
+    assert p["auto_cpu"] == ("bf16" if here.cpu_bf16 else "fp32")
+    assert p["matmul_ms"]["fp32"] > 0 and p["matmul_ms"]["bf16"] > 0
+    assert (p["slow_bf16_reason"] is None) == here.cpu_bf16
+    ops = {c["op"] for c in r["choices"]}
+    if cpp["ok"]:  # both the attention kernel and the blur's band kernel raced their fallback
+        assert ops == {"columns_attention", "blur_attention"}
+        for c in r["choices"]:
+            assert c["choice"] in c["timings_ms"] and set(c["timings_ms"]) <= set(c["candidates"])
+    cached = json.loads((tmp_path / autotune.FILE).read_text())["decisions"]
+    assert len(cached) == len(r["choices"])  # what doctor shows is what later runs reuse
+    steps = r["steps_s"]
+    assert set(steps) == {
+        "lm_cpu_stagger",
+        "probe_demo_d2",
+        "probe_demo_d4",
+        "probe_paper_d2",
+        "probe_paper_d4",
+    }
+    assert all(v > 0 for v in steps.values())
+    est = r["estimates"]
+    assert est["demo_s"] > 0 and est["table2_grid_s"] > est["table2_by_depth_s"]["8"] > 0
+    assert r["seconds"] <= wall
+
+
+def test_estimates_are_step_time_times_steps():
+    """Hand count: the demo's 2 inits × 1 seed × 600 steps at depths 2 and 4, six LMs × 200
+    steps × the evaluation factor; Table 2: 4 cells × 2,500 steps at depths 2, 4 and 8 (8
+    extrapolated linearly from 2 and 4)."""
+    probe = {("demo", 2): 0.1, ("demo", 4): 0.2, ("paper", 2): 0.2, ("paper", 4): 0.4}
+    e = estimates(0.5, probe)
+    assert e["demo_stages_s"]["probe"] == pytest.approx(2 * 600 * 0.1 + 2 * 600 * 0.2)
+    assert e["demo_stages_s"]["language_models"] == pytest.approx(6 * 200 * 0.5 * LM_EVAL_FACTOR)
+    assert e["demo_s"] == pytest.approx(360 + 6 * 200 * 0.5 * LM_EVAL_FACTOR)
+    assert e["table2_step_s"] == pytest.approx({"2": 0.2, "4": 0.4, "8": 0.8})
+    assert e["table2_grid_s"] == pytest.approx(4 * 2500 * (0.2 + 0.4 + 0.8))
+
+
+def test_format_names_the_machine_choices_and_times():
+    r = {
+        "machine": {**machine().to_dict(), "gpu": None},
+        "kernels": {
+            "cpp": {"ok": False, "flags": None, "name": None, "reason": "no compiler"},
+            "triton": {"ok": False, "reason": "no CUDA"},
+        },
+        "precision": {
+            "auto_cpu": "fp32",
+            "auto_cuda": None,
+            "slow_bf16_reason": "emulated",
+            "matmul_ms": {"fp32": 2.0, "bf16": 40.0},
+        },
+        "choices": [
+            {
+                "op": "blur_attention",
+                "shape_class": "T512",
+                "choice": "fft",
+                "timings_ms": {"fft": 3.0},
+                "errors": {"band": "RuntimeError: boom"},
+            }
+        ],
+        "autotune": {"enabled": True, "cache": "/x/choices.json", "forgotten": 0},
+        "steps_s": {
+            "lm_cpu_stagger": 0.5,
+            "probe_demo_d2": 0.1,
+            "probe_demo_d4": 0.2,
+            "probe_paper_d2": 0.2,
+            "probe_paper_d4": 0.4,
+        },
+        "estimates": estimates(
+            0.5, {("demo", 2): 0.1, ("demo", 4): 0.2, ("paper", 2): 0.2, ("paper", 4): 0.4}
+        ),
+        "seconds": 9.0,
+    }
+    text = format_doctor(r)
+    assert machine().cpu_model in text and "unavailable: no compiler" in text
+    assert "fp32 2.0 ms, bf16 40.0 ms (20.0×)" in text
+    assert "blur_attention: fft for T512 (fft 3.0 ms; band failed: RuntimeError: boom)" in text
+    assert "Table 2 grid" in text and "≈ 233 min" in text  # 14,000 s
+
+
+def test_retune_forgets_only_this_machines_choices(tmp_path, monkeypatch):
+    monkeypatch.setenv(autotune.CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv(autotune.ENABLE_ENV, "1")
+    monkeypatch.setattr(autotune, "_MEMORY", {})
+    here = machine().key
+    for key in (here, "another-one"):
+        autotune._write(
+            autotune.Decision("op", "cls", "a", ("a", "b"), {"a": 1.0, "b": 2.0}, machine_key=key)
+        )
+    assert [d.choice for d in autotune.decisions()] == ["a"]
+    assert autotune.forget() == 1
+    assert autotune.decisions() == []
+    left = json.loads((tmp_path / autotune.FILE).read_text())["decisions"]
+    assert list(left) == ["another-one|op|cls"]
+
+
+def test_bad_reps_is_one_line_exit_2():
+    done = _doctor("--reps", "0")
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "fiblab: error: --reps 0 must be >= 1 (timed steps of each measurement)"
+    )
