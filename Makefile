@@ -9,7 +9,7 @@ PY := .venv/bin/python
 # JupyterLab refuses to run as root without --allow-root (containers, CI machines)
 ALLOW_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: lab venv test test-notebooks strip-notebooks
+.PHONY: lab venv test test-notebooks strip-notebooks mutation
 
 venv:
 	bash scripts/setup.sh
@@ -20,6 +20,10 @@ lab: venv
 
 test: venv
 	$(PY) -m pytest -q
+
+# mutation score of the core modules (mutmut, minutes per group; not part of `make test`)
+mutation: venv
+	$(PY) scripts/mutation.py $(GROUPS)
 
 test-notebooks: venv
 	$(PY) -m pytest -q tests/test_notebooks.py tests/test_ui.py tests/test_browser.py

@@ -12,13 +12,13 @@ whether the main job takes minutes or hours here.
 What it runs (≈ 10–30 s on a 2-core CPU once the C++ kernel is built; the first build adds
 ≈ 30–60 s): a bf16-vs-fp32 matmul, a few training steps of the main job's language model
 (``cpu-stagger``: forward, backward, AdamW on one synthetic batch), and a few training steps of
-the retrieval probe at the demo's and the paper's scale (blur mechanism, depths 2 and 4).  The
+the retrieval probe at the demo's scale (depths 2 and 4) and the paper's (depths 2, 4, 8).  The
 attention and blur choices are made (or read from the cache) by those steps themselves, so
 what is printed is what a real run does.
 
 The estimates are step time × steps, stage by stage, in the demo's own plan (`analysis.demo`)
-and the paper's Table 2 grid (12 blur cells × 2,500 steps, depths 2/4/8; depth 8 extrapolated
-linearly from the depths 2 and 4 measured), one job at a time; the demo's language-model stage
+and the paper's Table 2 grid (12 blur cells × 2,500 steps, depths 2/4/8, each measured), one job
+at a time; the demo's language-model stage
 is scaled by `LM_EVAL_FACTOR` for its evaluations, measured once from a full demo run (see
 benchmarks/RESULTS.md).  They are estimates: a busy machine is slower.
 """
@@ -134,16 +134,14 @@ def estimates(lm_step_s: float, probe_s: dict) -> dict:
     """Expected wall seconds of the demo and of the Table 2 grid from measured step times.
 
     probe_s: {(scale, depth): seconds per step} with ("demo", d) for the demo's depths and
-    ("paper", 2), ("paper", 4)."""
+    ("paper", d) for the grid's depths 2, 4 and 8."""
     from analysis.demo import SCALES as DEMO
 
     demo = DEMO["full"]
     n_probe = len(demo.probe_inits) * len(demo.probe_seeds)
     probe = sum(n_probe * demo.probe.steps * probe_s[("demo", d)] for d in demo.probe_depths)
     lm = len(demo.lm_runs) * demo.lm_steps * lm_step_s * LM_EVAL_FACTOR
-    p2, p4 = probe_s[("paper", 2)], probe_s[("paper", 4)]
-    slope = (p4 - p2) / 2  # seconds per extra layer
-    per_depth = {d: max(p2 + slope * (d - 2), p2) for d in TABLE2_DEPTHS}
+    per_depth = {d: probe_s[("paper", d)] for d in TABLE2_DEPTHS}
     from probes.settings import SCALES as PROBE
 
     steps = PROBE["paper"].steps
@@ -172,7 +170,7 @@ def diagnose(reps: int = 3, retune: bool = False) -> dict:
     matmul = _matmul_ms()
     lm = _lm_step_s(precision, reps)
     probe = {("demo", d): _probe_step_s("demo", d, precision, reps) for d in (2, 4)}
-    probe.update({("paper", d): _probe_step_s("paper", d, precision, reps) for d in (2, 4)})
+    probe.update({("paper", d): _probe_step_s("paper", d, precision, reps) for d in TABLE2_DEPTHS})
     return {
         "machine": m.to_dict(),
         "kernels": kernels,
@@ -247,7 +245,8 @@ def format_doctor(r: dict) -> str:
     lines += [
         f"  steps       demo LM (cpu-stagger) {st['lm_cpu_stagger']:.2f} s · probe demo d2 "
         f"{st['probe_demo_d2']:.3f} s, d4 {st['probe_demo_d4']:.3f} s · probe paper d2 "
-        f"{st['probe_paper_d2']:.3f} s, d4 {st['probe_paper_d4']:.3f} s",
+        f"{st['probe_paper_d2']:.3f} s, d4 {st['probe_paper_d4']:.3f} s, d8 "
+        f"{st['probe_paper_d8']:.3f} s",
         f"  expected    fiblab demo ≈ {_minutes(est['demo_s'])} (probe "
         f"{_minutes(est['demo_stages_s']['probe'])}, language models with evaluations "
         f"{_minutes(est['demo_stages_s']['language_models'])})",

@@ -70,6 +70,7 @@ def test_doctor_json_has_every_field_and_runs_under_a_minute(tmp_path):
         "probe_demo_d4",
         "probe_paper_d2",
         "probe_paper_d4",
+        "probe_paper_d8",
     }
     assert all(v > 0 for v in steps.values())
     est = r["estimates"]
@@ -79,9 +80,9 @@ def test_doctor_json_has_every_field_and_runs_under_a_minute(tmp_path):
 
 def test_estimates_are_step_time_times_steps():
     """Hand count: the demo's 2 inits × 1 seed × 600 steps at depths 2 and 4, six LMs × 200
-    steps × the evaluation factor; Table 2: 4 cells × 2,500 steps at depths 2, 4 and 8 (8
-    extrapolated linearly from 2 and 4)."""
+    steps × the evaluation factor; Table 2: 4 cells × 2,500 steps at depths 2, 4 and 8."""
     probe = {("demo", 2): 0.1, ("demo", 4): 0.2, ("paper", 2): 0.2, ("paper", 4): 0.4}
+    probe[("paper", 8)] = 0.8
     e = estimates(0.5, probe)
     assert e["demo_stages_s"]["probe"] == pytest.approx(2 * 600 * 0.1 + 2 * 600 * 0.2)
     assert e["demo_stages_s"]["language_models"] == pytest.approx(6 * 200 * 0.5 * LM_EVAL_FACTOR)
@@ -119,9 +120,12 @@ def test_format_names_the_machine_choices_and_times():
             "probe_demo_d4": 0.2,
             "probe_paper_d2": 0.2,
             "probe_paper_d4": 0.4,
+            "probe_paper_d8": 0.8,
         },
         "estimates": estimates(
-            0.5, {("demo", 2): 0.1, ("demo", 4): 0.2, ("paper", 2): 0.2, ("paper", 4): 0.4}
+            0.5,
+            {("demo", 2): 0.1, ("demo", 4): 0.2, ("paper", 2): 0.2, ("paper", 4): 0.4}
+            | {("paper", 8): 0.8},
         ),
         "seconds": 9.0,
     }

@@ -1,0 +1,180 @@
+"""Mutation testing of the lab's core modules with mutmut: the share of planted bugs the tests catch.
+
+    .venv/bin/python scripts/mutation.py                 # every group (make mutation)
+    .venv/bin/python scripts/mutation.py plan coverage   # some groups
+    .venv/bin/python scripts/mutation.py --list          # the groups, modules and tests
+
+Why a script around mutmut: mutmut reads one ``[tool.mutmut]`` section and writes its mutated
+copies under ``mutants/`` of the folder it runs in.  Each group here pairs core modules with the
+tests that are meant to pin them (running the whole suite per mutant would take days on 2
+cores), so each group runs in its own copy of the tracked files, ``.mutation/GROUP/``
+(git-ignored), with its own section.  Groups can run one after another or on separate machines.
+
+Per module it prints killed / survived / other and the score = killed / (killed + survived);
+timeouts and segfaults count as caught (the mutant changed behaviour, a test noticed), "no
+tests" (code no selected test reaches) is listed apart.  Surviving mutants are listed with
+``mutmut show`` diffs in ``.mutation/GROUP/survivors.txt`` so that each is either killed by a new
+test or recorded as equivalent in benchmarks/RESULTS.md.  The default test command never runs
+this (it takes minutes per group).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+WORK = ROOT / ".mutation"
+
+#: group → (modules to mutate, tests that pin them)
+GROUPS: dict[str, tuple[list[str], list[str]]] = {
+    "plan": (
+        ["lab/offsets.py", "lab/plan.py", "lab/schedules.py"],
+        ["tests/test_offsets.py", "tests/test_plan.py", "tests/test_schedules.py"],
+    ),
+    "coverage": (
+        ["probes/coverage.py", "probes/receptive_field.py"],
+        ["tests/test_coverage.py"],
+    ),
+    "tables": (
+        ["analysis/comparable.py", "analysis/tables_rows.py", "analysis/stats.py"],
+        ["tests/test_tables.py", "tests/test_stats.py", "tests/test_variants.py"],
+    ),
+    "store": (
+        [
+            "lab/store_schema.py",
+            "lab/store_connection.py",
+            "lab/store_writers.py",
+            "lab/store_readers.py",
+        ],
+        ["tests/test_store.py", "tests/test_records.py"],
+    ),
+}
+CAUGHT = {"killed", "timeout", "segfault", "caught by type check"}
+
+
+def _copy_tree(dest: Path) -> None:
+    """The tracked files (and untracked, not ignored ones) of the checkout into `dest`."""
+    files = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.split(b"\0")
+    for name in filter(None, (f.decode() for f in files)):
+        src = ROOT / name
+        if src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+
+
+def _section(modules: list[str], tests: list[str]) -> str:
+    as_toml = lambda xs: "[" + ", ".join(json.dumps(x) for x in xs) + "]"  # noqa: E731
+    return (
+        "\n[tool.mutmut]\n"
+        'source_paths = ["lab", "probes", "analysis", "fiblab"]\n'
+        f"only_mutate = {as_toml(modules)}\n"
+        f"pytest_add_cli_args_test_selection = {as_toml(tests)}\n"
+        'pytest_add_cli_args = ["-q", "-x", "-p", "no:cacheprovider"]\n'
+        "use_git_change_detection = false\n"
+    )
+
+
+def _statuses(folder: Path, modules: list[str]) -> dict[str, dict[str, list[str]]]:
+    """{module: {status: [mutant names]}} from mutmut's .meta files."""
+    from mutmut.stats import status_by_exit_code
+
+    out: dict[str, dict[str, list[str]]] = {}
+    for mod in modules:
+        meta = folder / "mutants" / f"{mod}.meta"
+        by: dict[str, list[str]] = {}
+        if meta.exists():
+            codes = json.loads(meta.read_text()).get("exit_code_by_key", {})
+            for name, code in codes.items():
+                by.setdefault(status_by_exit_code[code], []).append(name)
+        out[mod] = by
+    return out
+
+
+def run_group(name: str, children: int) -> dict:
+    modules, tests = GROUPS[name]
+    folder = WORK / name
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    _copy_tree(folder)
+    with open(folder / "pyproject.toml", "a") as f:
+        f.write(_section(modules, tests))
+    env = {**os.environ, "FIBLAB_AUTOTUNE": "0", "FIBLAB_CACHE_DIR": str(folder / ".cache")}
+    env.pop("PYTHONPATH", None)
+    t0 = time.perf_counter()
+    mutmut = [sys.executable, "-m", "mutmut"]
+    done = subprocess.run(
+        [*mutmut, "run", "--max-children", str(children)],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    wall = time.perf_counter() - t0
+    (folder / "mutmut-run.log").write_text(done.stdout + done.stderr)
+    stats = _statuses(folder, modules)
+    survivors = [m for by in stats.values() for m in by.get("survived", [])]
+    with open(folder / "survivors.txt", "w") as f:
+        for m in survivors:
+            shown = subprocess.run(
+                [*mutmut, "show", m], cwd=folder, env=env, capture_output=True, text=True
+            )
+            f.write(f"### {m}\n{shown.stdout}\n")
+    return {"group": name, "wall_s": wall, "returncode": done.returncode, "modules": stats}
+
+
+def _report(result: dict) -> list[str]:
+    lines = []
+    for mod, by in result["modules"].items():
+        caught = sum(len(v) for k, v in by.items() if k in CAUGHT)
+        survived = len(by.get("survived", []))
+        other = {k: len(v) for k, v in by.items() if k not in CAUGHT | {"survived"}}
+        total = caught + survived
+        score = f"{100 * caught / total:.1f} %" if total else "n/a"
+        extra = ", ".join(f"{k} {v}" for k, v in sorted(other.items()))
+        lines.append(
+            f"| {mod} | {caught} | {survived} | {score} |{(' ' + extra) if extra else ''} |"
+        )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("groups", nargs="*", help=f"default: all of {list(GROUPS)}")
+    p.add_argument("--list", action="store_true", help="print the groups and exit")
+    p.add_argument("--children", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--json", default=None, help="also write the results here")
+    args = p.parse_args(argv)
+    if args.list:
+        for g, (mods, tests) in GROUPS.items():
+            print(f"{g}: {' '.join(mods)}  ←  {' '.join(tests)}")
+        return 0
+    unknown = [g for g in args.groups if g not in GROUPS]
+    if unknown:
+        print(f"mutation: unknown group(s) {unknown}: use some of {list(GROUPS)}", file=sys.stderr)
+        return 2
+    results = []
+    print("| module | caught | survived | score | other |\n|---|---|---|---|---|")
+    for g in args.groups or list(GROUPS):
+        r = run_group(g, args.children)
+        results.append(r)
+        print("\n".join(_report(r)), flush=True)
+        print(f"<!-- group {g}: {r['wall_s']:.0f} s, mutmut exit {r['returncode']} -->", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
