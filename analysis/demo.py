@@ -178,7 +178,9 @@ def lm_name(preset: str, seed: int, steps: int) -> str:
 def lm_stage(
     scale: DemoScale, runs_dir: str, store_path: str | None, quiet: bool, log=print
 ) -> list[dict]:
-    """Train (or reuse) every LM of the scale, then evaluate each at every factor."""
+    """Train (or reuse) every LM of the scale, then evaluate each at every factor (or reuse the
+    evaluations of the same checkpoint and settings: `analysis.demo_reuse`)."""
+    from analysis import demo_reuse
     from lab.evalrun import evaluate_run
     from lab.train import load_data, train
     from lab.trainconfig import make_config
@@ -194,16 +196,30 @@ def lm_stage(
             **scale.lm_overrides,
         }
         cfg = make_config(preset, over)
-        if data is None:
-            data = load_data(cfg)  # one tokenised corpus for every run
-        res = train(cfg, resume=True, store_path=store_path, quiet=quiet, data=data)
-        ev = evaluate_run(
-            res["run_dir"],
-            factors=scale.factors,
-            store_path=store_path,
-            limit_windows=scale.eval_limit,
-            log=(lambda *a: None),
-        )
+        run_dir = os.path.join(runs_dir, cfg.name)
+        done = demo_reuse.finished(run_dir, cfg.name, cfg.steps, store_path)
+        if not done:
+            if data is None:
+                data = load_data(cfg)  # one tokenised corpus for every run
+            res = train(cfg, resume=True, store_path=store_path, quiet=quiet, data=data)
+            run_dir = res["run_dir"]
+        key = demo_reuse.evaluation_key(run_dir, scale.factors, scale.eval_limit, scale.battery_n)
+        lengths = [f * cfg.model.seq_len for f in scale.factors]
+        saved = demo_reuse.cached(run_dir, key, cfg.name, lengths, store_path)
+        if saved is None:
+            ev = evaluate_run(
+                run_dir,
+                factors=scale.factors,
+                store_path=store_path,
+                limit_windows=scale.eval_limit,
+                log=(lambda *a: None),
+            )
+            bat = battery(run_dir, scale.battery_n)
+            demo_reuse.save(run_dir, key, ev, bat)
+        else:
+            ev, bat = saved
+        if done:  # what train() would return for a run it has nothing left to do on
+            res = {"name": cfg.name, "run_dir": run_dir, "alphas": ev["alphas"], "status": "done"}
         out.append(
             {
                 "preset": preset,
@@ -211,14 +227,17 @@ def lm_stage(
                 "name": cfg.name,
                 "train": res,
                 "eval": ev,
-                "battery": battery(res["run_dir"], scale.battery_n),
+                "battery": bat,
                 "alpha_trajectory": alpha_trajectory(store_path, cfg.name),
             }
         )
         ds = next(iter(ev["datasets"].values()))
         ppl = ds["perplexity"]["ppl"] if ds.get("perplexity") else math.nan
+        reused = ("trained earlier" if done else "") + (", " if done and saved else "")
+        reused += "evaluations reused" if saved else ""
         log(
             f"   {cfg.name}: held-out ppl {ppl:.2f}, α {', '.join(f'{a:.3f}' for a in res['alphas'])}"
+            + (f" ({reused})" if reused else "")
         )
     return out
 

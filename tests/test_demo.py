@@ -1,8 +1,11 @@
 """The main job end to end at the smoke scale, and `fiblab report` on what it stored."""
 
 import json
+import math
 import os
 import re
+import sqlite3
+import statistics
 
 import pytest
 
@@ -68,18 +71,93 @@ def test_demo_writes_a_report_with_tables_figures_and_claims(demo):
     assert "ppl_T128" in md and "frozen_ppl_T128" in md
 
 
-def test_demo_rerun_reuses_finished_work(demo, capsys):
+def _table(md: str, first: str) -> list[dict]:
+    """The Markdown table whose header begins with ``| first |``, as dicts of its text cells."""
+    for t in _tables(md):
+        if t[0].startswith(f"| {first} |"):
+            head = [c.strip() for c in t[0].strip("|").split("|")]
+            return [dict(zip(head, (c.strip() for c in r.strip("|").split("|")))) for r in t[2:]]
+    raise AssertionError(f"no table with a first column {first!r}")
+
+
+def test_demo_report_prints_the_stores_numbers(demo):
+    """The held-out perplexity and seed tables of the report against the store's raw rows: each
+    run's last whole-window evaluation at its training length, and their mean and std by hand."""
+    d, _ = demo
+    md = (d / "report" / "report.md").read_text()
+    with sqlite3.connect(d / "runs" / "store.db") as c:
+        rows = c.execute(
+            "SELECT r.name, e.step, e.loss FROM evaluations e JOIN runs r ON r.id = e.run_id "
+            "WHERE r.kind = 'lm' AND e.kind = 'full' AND e.context_len = 64"
+        ).fetchall()
+    c.close()
+    last = {}
+    for name, _step, loss in sorted(rows):
+        last[name] = math.exp(loss)  # sorted by step: the last one wins
+    assert sorted(last) == ["demo-tiny-s1-6", "demo-tiny-s2-6"]
+    printed = _table(md, "run")
+    assert sorted(r["run"] for r in printed) == sorted(last)
+    for r in printed:
+        assert r["step"] == "6" and r["seq_len"] == "64"
+        assert abs(float(r["perplexity"]) - last[r["run"]]) <= 0.005 + 1e-9
+    (seeds,) = _table(md, "config")  # one variant: fib/stagger over seeds 1 and 2
+    assert seeds["n"] == "2"
+    ppl = [last["demo-tiny-s1-6"], last["demo-tiny-s2-6"]]
+    assert abs(float(seeds["seed1"]) - ppl[0]) <= 5e-4 + 1e-9
+    assert abs(float(seeds["mean"]) - statistics.mean(ppl)) <= 5e-4 + 1e-9
+    assert abs(float(seeds["std"]) - statistics.stdev(ppl)) <= 5e-4 + 1e-9
+    assert "not available" not in md  # every section of the smoke run has its data
+
+
+def _snapshot(path) -> dict:
+    """Every row of the store's tables that training and evaluation write (timestamps too)."""
+    with sqlite3.connect(path) as c:
+        out = {
+            t: c.execute(f"SELECT * FROM {t} ORDER BY 1, 2, 3").fetchall()
+            for t in ("runs", "evaluations", "metrics", "alphas")
+        }
+    c.close()
+    return out
+
+
+def test_demo_rerun_reuses_finished_work(demo, capsys, monkeypatch):
+    import analysis.demo
+    import lab.evalrun
+    import lab.train
+
     d, args = demo
-    before = os.path.getmtime(d / "runs" / "demo-tiny-s1-6" / "config.json")
+    run = d / "runs" / "demo-tiny-s1-6"
+    files = {p.name: (p.stat().st_mtime_ns, p.stat().st_size) for p in run.iterdir()}
+    rows = _snapshot(d / "runs" / "store.db")
+    tables = _tables((d / "report" / "report.md").read_text())
+    calls = []
+
+    def counted(module, name):
+        real = getattr(module, name)
+
+        def spy(*a, **k):
+            calls.append(name)
+            return real(*a, **k)
+
+        monkeypatch.setattr(module, name, spy)
+
+    counted(lab.train, "train")
+    counted(lab.evalrun, "evaluate_run")
+    counted(analysis.demo, "battery")
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "demo-tiny-s1-6" in out
-    ckpts = sorted(os.listdir(d / "runs" / "demo-tiny-s1-6"))
+    assert "demo-tiny-s1-6" in out and "trained earlier, evaluations reused" in out
+    assert calls == []  # nothing trained, evaluated or scored again
+    ckpts = sorted(os.listdir(run))
     assert any(c.startswith("ckpt") or c.endswith(".pt") for c in ckpts)
     # the probe cells were not retrained: one JSON line per cell, still
     lines = (d / "runs" / "demo-probe-20.jsonl").read_text().splitlines()
     assert len(lines) == 2
-    assert os.path.getmtime(d / "runs" / "demo-tiny-s1-6" / "config.json") >= before
+    # no file of the run rewritten (config.json, checkpoints, the saved evaluations) ...
+    assert {p.name: (p.stat().st_mtime_ns, p.stat().st_size) for p in run.iterdir()} == files
+    # ... no store row added or rewritten, and the report's tables are the same numbers
+    assert _snapshot(d / "runs" / "store.db") == rows
+    assert _tables((d / "report" / "report.md").read_text()) == tables
 
 
 def test_report_command_on_the_demo_store(demo):

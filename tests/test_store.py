@@ -108,10 +108,38 @@ def test_foreign_sqlite_db_and_newer_schema_are_rejected_unchanged(tmp_path):
 
 
 def test_git_revision(tmp_path):
-    assert git_revision(tmp_path) is None  # not a checkout: None, no error
+    """In this checkout: the commit git itself names; outside one, or without a working git:
+    None, no error."""
+    head = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
+    )
+    if head.returncode != 0:
+        pytest.skip(f"the tests do not run in a git checkout: {head.stderr.strip()}")
+    rev = head.stdout.strip()
+    assert len(rev) in (40, 64) and int(rev, 16) >= 0
+    assert git_revision(ROOT) == rev
+    assert git_revision(ROOT / "lab") == rev  # any folder of the checkout
+    assert git_revision() == rev  # default: the package's own folder, in this checkout
+    outside = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True)
+    assert outside.returncode != 0  # the premise: the temporary folder is no checkout
+    assert git_revision(tmp_path) is None
     assert git_revision(tmp_path / "missing") is None
-    rev = git_revision(ROOT)
-    assert rev is None or (len(rev) == 40 and int(rev, 16) >= 0)
+
+
+def test_git_revision_is_none_without_a_working_git(monkeypatch):
+    import lab.store_connection as sc
+
+    def no_git(*a, **k):
+        raise FileNotFoundError("git")
+
+    monkeypatch.setattr(sc.subprocess, "run", no_git)
+    assert git_revision(ROOT) is None
+
+    def garbage(*a, **k):  # a git that answers, but not with a commit hash
+        return subprocess.CompletedProcess(a[0], 0, stdout="not-a-hash\n", stderr="")
+
+    monkeypatch.setattr(sc.subprocess, "run", garbage)
+    assert git_revision(ROOT) is None
 
 
 # -- runs --------------------------------------------------------------------------------------
