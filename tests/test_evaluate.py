@@ -162,6 +162,62 @@ def test_new_rungs_are_the_ones_offsets_predicts(stagger):
     assert res.cell(4, "freeze").new_rungs == [[], []]
 
 
+# a learned model (interpolated columns) with α fixed at 1.45 and 1.1; T = 64, W = 2, K = 10.
+# By hand, α·f for f = 1, 2, 3, 5, 8, 13, 21, 34, 55, 89 and the kept floors (SPEC §2.6):
+#   1.45: 1.45 2.9 4.35 7.25 11.6 18.85 30.45 49.3 79.75 129.05 → 4 7 11 18 30 49 | 79 | 129
+#   1.1:  1.1 2.2 3.3 5.5 8.8 14.3 23.1 37.4 60.5 97.9          → 3 5 8 14 23 37 60 | 97
+# (1.45 and 2.9, 1.1 and 2.2 skipped: round ≤ W or floor in the window); 79 and 97 need
+# L − 1 ≥ 79 / 97 (2×), 129 needs 4×.  Every fraction is non-zero: each rung reads lo, lo + 1.
+LEARNED_TRAINED = [[0, 1, 2, 4, 7, 11, 18, 30, 49], [0, 1, 2, 3, 5, 8, 14, 23, 37, 60]]
+LEARNED_NEW = {2: [[79], [97]], 4: [[79, 129], [97]]}
+
+
+@pytest.fixture(scope="module")
+def learned():
+    torch.manual_seed(0)
+    return build_model("tiny", schedule="learned", learned_init=(1.45, 1.1), rungs=10).eval()
+
+
+def test_learned_alpha_under_freeze_keeps_the_trained_rungs(learned):
+    assert [round(a, 5) for a in learned.alphas()] == [1.45, 1.1]
+    res = length_extrapolation(learned, _stream(1200, 64), factors=(1, 2, 4), limit_windows=4)
+    for m in (1, 2, 4):
+        assert res.cell(m, "freeze").new_rungs == [[], []], m
+        assert res.cell(m, "recompute").new_rungs == LEARNED_NEW.get(m, [[], []]), m
+        frozen = learned.with_seq_len(m * 64, "freeze")
+        assert [p.distances for p in frozen.plans()] == LEARNED_TRAINED, m
+
+
+@pytest.mark.parametrize("policy", ["freeze", "recompute"])
+def test_learned_alpha_frozen_forward_reads_trained_rows_only(learned, policy):
+    """At 4× the last position's logits depend on the embedding rows at t − (a + b), a and b the
+    rows layers 0 and 1 read (window, lo, lo + 1): by hand from the columns above; a recomputed
+    rebuild also reads the never-trained rungs 79/80, 129/130 and 97/98."""
+    L = 4 * 64
+    long = learned.with_seq_len(L, policy)
+    rows = []
+    for cols in [LEARNED_TRAINED[0], LEARNED_TRAINED[1]]:
+        new = LEARNED_NEW[4][len(rows)] if policy == "recompute" else []
+        rungs = [d for d in cols if d > 2] + new
+        rows.append(set(range(3)) | set(rungs) | {d + 1 for d in rungs})
+    expected = sorted({a + b for a in rows[0] for b in rows[1]})
+    held = {}
+
+    def leaf(_module, _inp, out):
+        held["x"] = out.detach().requires_grad_()
+        return held["x"]
+
+    handle = long.embed.register_forward_hook(leaf)
+    try:
+        logits, _ = long(torch.randint(0, 64, (1, L), generator=torch.Generator().manual_seed(3)))
+    finally:
+        handle.remove()
+    (grad,) = torch.autograd.grad(logits[0, L - 1].sum(), held["x"])
+    got = sorted(L - 1 - s for s in (grad[0].abs().sum(-1) != 0).nonzero().flatten().tolist())
+    assert got == expected
+    assert (max(got) == 50 + 61) == (policy == "freeze")  # 49 + 1 and 60 + 1: the trained reach
+
+
 def test_position_matched_blocks_against_training_length_windows(stagger):
     T = 64
     toks = _stream(2 * 4 * T + 50, 64, seed=5)  # two 4T windows + tail

@@ -127,6 +127,123 @@ CASES = {
 }
 
 
+# cases through the lab's entry points (the worker runs them with impl / FIBLAB_ATTN_IMPL =
+# "triton"; the test process runs the same inputs with the C++ kernel): "sparse" calls
+# `sparse_attention` (``dists`` where given: the attended set written out by hand, SPEC §2.4);
+# "model" a tiny model's loss and every parameter's gradient.
+THROUGH = {
+    # α = 1.5, W = 2, K = 10, T = 83: 1.5 → 2 (window), 3, 4.5 → 4, 7.5 → 8, 12, 19.5 → 20,
+    # 31.5 → 32, 51, 82.5 → 82 (read by the last query only), 133.5 → 134 > 82 dropped
+    "sparse-round-1.5": dict(
+        kind="sparse",
+        B=1,
+        H=2,
+        KV=1,
+        T=83,
+        D=16,
+        alpha=1.5,
+        window=2,
+        rungs=10,
+        rounding="round",
+        dists=[0, 1, 2, 3, 4, 8, 12, 20, 32, 51, 82],
+    ),
+    # α = 0.5, W = 0, K = 10, ceil: 1, 1, 2, 3, 4, 7, 11, 17, 28, 45
+    "sparse-ceil-0.5": dict(
+        kind="sparse",
+        B=1,
+        H=2,
+        KV=1,
+        T=50,
+        D=16,
+        alpha=0.5,
+        window=0,
+        rungs=10,
+        rounding="ceil",
+        dists=[0, 1, 2, 3, 4, 7, 11, 17, 28, 45],
+    ),
+    # α = 1.5, W = 2, K = 10, floor: 1, 3, 4, 7, 12, 19, 31, 51 (82 > T − 1 = 59)
+    "sparse-floor-1.5": dict(
+        kind="sparse",
+        B=1,
+        H=2,
+        KV=2,
+        T=60,
+        D=16,
+        alpha=1.5,
+        window=2,
+        rungs=10,
+        rounding="floor",
+        dists=[0, 1, 2, 3, 4, 7, 12, 19, 31, 51],
+    ),
+    # a tensor α: the interpolated columns and dα
+    "sparse-learned-0.73": dict(
+        kind="sparse", B=1, H=4, KV=1, T=48, D=16, alpha=0.73, learned=True, window=3, rungs=9
+    ),
+    "model-stagger": dict(kind="model", schedule="stagger", rounding="ceil"),
+    "model-learned": dict(kind="model", schedule="learned", learned_init="stagger"),
+}
+
+
+def through_inputs(name: str, spec: dict) -> dict:
+    """Inputs of one THROUGH case: q, k, v, go (sparse), or a tiny model's weights and ids."""
+    if spec["kind"] == "sparse":
+        return make_inputs(name, spec)
+    torch.manual_seed(0)
+    overrides = {n: spec[n] for n in ("schedule", "rounding", "learned_init") if n in spec}
+    model = model_of(overrides)
+    ids = torch.randint(0, 64, (1, 49), generator=torch.Generator().manual_seed(3))  # T = 48
+    return dict(overrides=overrides, state=model.state_dict(), ids=ids)
+
+
+def model_of(overrides: dict):
+    """The tiny model (d_model 64: head dim 16) with ``overrides``."""
+    from lab.model import build_model
+
+    return build_model("tiny", d_model=64, **overrides)
+
+
+def run_through(spec: dict, x: dict, impl: str, device: str = "cpu") -> dict:
+    """Output (or loss) and gradients of one THROUGH case with implementation `impl`."""
+    from lab.attention import sparse_attention
+
+    if spec["kind"] == "model":
+        model = model_of(x["overrides"]).to(device)
+        model.load_state_dict(x["state"])
+        saved = os.environ.get("FIBLAB_ATTN_IMPL")
+        os.environ["FIBLAB_ATTN_IMPL"] = impl
+        try:
+            ids = x["ids"].to(device)
+            _, loss = model(ids[:, :-1], ids[:, 1:])
+            loss.backward()
+        finally:
+            if saved is None:
+                os.environ.pop("FIBLAB_ATTN_IMPL")
+            else:
+                os.environ["FIBLAB_ATTN_IMPL"] = saved
+        grads = {n: p.grad.double().cpu() for n, p in model.named_parameters()}
+        return dict(loss=float(loss.detach()), grads=grads)
+    q, k, v = (x[n].to(device).requires_grad_() for n in ("q", "k", "v"))
+    a = spec["alpha"]
+    leaves = [q, k, v]
+    if spec.get("learned"):
+        a = torch.tensor(a, dtype=torch.float64, device=device, requires_grad=True)
+        leaves.append(a)
+    out = sparse_attention(
+        q,
+        k,
+        v,
+        alpha=a,
+        window=spec["window"],
+        rungs=spec["rungs"],
+        rounding=spec.get("rounding", "round"),
+        scale=x["scale"],
+        impl=impl,
+    )
+    grads = torch.autograd.grad((out * x["go"].to(device)).sum(), leaves)
+    r = {n: g.double().cpu() for n, g in zip(["dq", "dk", "dv", "dalpha"], grads)}
+    return dict(out=out.detach().double().cpu(), **r)
+
+
 def make_inputs(name: str, spec: dict) -> dict:
     """Seeded float32 inputs for one case (the same numbers go to the oracle in float64)."""
     g = torch.Generator().manual_seed(sum(map(ord, name)))
@@ -219,6 +336,12 @@ def _worker(cases_path: str, results_path: str, device: str) -> None:
     payload = torch.load(cases_path)
     results = {}
     for name, (spec, x) in payload.items():
+        if spec.get("kind") in ("sparse", "model"):
+            try:
+                results[name] = run_through(spec, x, "triton", device)
+            except Exception as e:  # reported per case
+                results[name] = dict(error=f"{type(e).__name__}: {e}")
+            continue
         try:
             dt = getattr(torch, spec.get("dtype", "float32"))
             q, k, v = (x[n].to(device, dt) for n in ("q", "k", "v"))
@@ -355,6 +478,70 @@ def test_integer_alpha_has_alpha_gradient(interpreted_results):
     """At integer α every fraction is 0, yet dL/dα is non-zero (the lo + 1 taps are read)."""
     _, results = interpreted_results
     assert abs(float(results["alpha-1.0"]["dalpha"])) > 1e-3
+
+
+def _through_run(kind: str):
+    payload = {n: (s, through_inputs(n, s)) for n, s in THROUGH.items() if s["kind"] == kind}
+    return payload, run_worker(payload)
+
+
+@pytest.fixture(scope="module")
+def through_sparse():
+    return _through_run("sparse")
+
+
+@pytest.fixture(scope="module")
+def through_model():
+    return _through_run("model")
+
+
+@pytest.fixture(scope="module")
+def cpp_kernel():
+    from lab.kernels import cpu
+
+    status = cpu.status()
+    if status is not True:
+        pytest.skip(f"the C++ kernel cannot be built here: {status}")
+    return "cpp"
+
+
+@pytest.mark.parametrize("name", [n for n, s in THROUGH.items() if s["kind"] == "sparse"])
+def test_sparse_attention_triton_equals_cpp(through_sparse, cpp_kernel, name):
+    """`sparse_attention(impl="triton")` (interpreted) against impl="cpp" on the same inputs:
+    outputs and gradients (q, k, v, α) to float32 accuracy; where the case lists the attended
+    set by hand, both against the float64 oracle over exactly those keys."""
+    payload, results = through_sparse
+    spec, x = payload[name]
+    got = results[name]
+    assert "error" not in got, got.get("error")
+    ref = run_through(spec, x, cpp_kernel)
+    keys = ["out", "dq", "dk", "dv"] + (["dalpha"] if spec.get("learned") else [])
+    errs = {key: rel_err(got[key], ref[key]) for key in keys}
+    assert all(e <= RTOL for e in errs.values()), errs
+    if spec.get("learned"):
+        assert abs(float(ref["dalpha"])) > 1e-3  # the check has teeth
+    if "dists" in spec:
+        cols = [(d, None) for d in spec["dists"]]
+        hand = oracle_attention(x["q"], x["k"], x["v"], cols, x["scale"])
+        assert rel_err(got["out"], hand) <= RTOL
+
+
+@pytest.mark.parametrize("name", [n for n, s in THROUGH.items() if s["kind"] == "model"])
+def test_tiny_model_triton_equals_cpp(through_model, cpp_kernel, name):
+    """A tiny model's loss and every parameter's gradient with FIBLAB_ATTN_IMPL=triton
+    (interpreted) equal those with the C++ kernel (θ included for the learned schedule)."""
+    payload, results = through_model
+    spec, x = payload[name]
+    got = results[name]
+    assert "error" not in got, got.get("error")
+    ref = run_through(spec, x, cpp_kernel)
+    assert got["loss"] == pytest.approx(ref["loss"], rel=1e-6)
+    assert set(got["grads"]) == set(ref["grads"])
+    for n, g in ref["grads"].items():
+        assert rel_err(got["grads"][n], g) <= 1e-4, n
+    thetas = [n for n in ref["grads"] if n.endswith("theta")]
+    assert bool(thetas) == (spec["schedule"] == "learned")
+    assert all(ref["grads"][n].abs() > 0 for n in thetas)
 
 
 def test_plan_tensors_and_errors():
