@@ -2,7 +2,9 @@
 
 A checkpoint is written to a temporary file and renamed, with a SHA-256 sidecar written last; a
 checkpoint whose sidecar is missing or does not match is skipped on resume
-(`latest_good_checkpoint`).
+(`latest_good_checkpoint`).  `resume_point` decides where a run starts: a new run at step 0, a
+resumed one at its newest good checkpoint; a run whose every checkpoint is unreadable is refused
+unless the user asks to restart it (the bad files are then set aside, not deleted).
 """
 
 from __future__ import annotations
@@ -90,6 +92,43 @@ def latest_good_checkpoint(run_dir: str, log=print) -> dict | None:
         except (CorruptCheckpoint, OSError, RuntimeError, EOFError) as e:
             log(f"skipping {path}: {e}")
     return None
+
+
+CORRUPT_SUFFIX = ".corrupt"  # a set-aside checkpoint: no longer listed, kept for inspection
+
+
+def resume_point(
+    run_dir: str, name: str, *, resume: bool, restart: bool = False, log=print
+) -> dict | None:
+    """The checkpoint run `name` continues from, or None to start at step 0.
+
+    No checkpoints: None.  Checkpoints and neither flag: refused (nothing is overwritten).
+    ``resume``: the newest good one.  Every one unreadable: refused unless ``restart``, which
+    renames them to ``*.corrupt`` and starts again (a silent restart would hide the damage)."""
+    paths = list_checkpoints(run_dir)
+    if not paths:
+        return None
+    ckpt = latest_good_checkpoint(run_dir, log) if (resume or restart) else None
+    if ckpt is not None and resume:
+        return ckpt
+    if ckpt is None and (resume or restart):
+        names = ", ".join(os.path.basename(p) for p in paths)
+        if not restart:
+            raise ValueError(
+                f"run {name!r}: every checkpoint in {run_dir} is corrupt or incomplete "
+                f"({names}): pass --restart to set them aside and train it again from step 0, "
+                f"or restore a good one"
+            )
+        for p in paths:
+            for f in (p, p + ".json"):
+                if os.path.exists(f):
+                    os.replace(f, f + CORRUPT_SUFFIX)
+        log(f"restarting {name} from step 0: set aside the unreadable {names} as *{CORRUPT_SUFFIX}")
+        return None
+    raise ValueError(
+        f"run {name!r} already has checkpoints in {run_dir}: pass --resume "
+        f"to continue it, or --name to start another"
+    )
 
 
 def rng_state() -> dict:

@@ -41,6 +41,7 @@ from lab.checkpoint import (
     latest_good_checkpoint,
     list_checkpoints,
     load_checkpoint,
+    resume_point,
     rng_state,
     save_checkpoint,
     set_rng_state,
@@ -273,8 +274,11 @@ def train(
     store_path: str | None = None,
     quiet: bool = False,
     data=None,
+    restart: bool = False,
 ) -> dict:
-    """Train (or resume) one run; returns a summary dict.  See the module docstring."""
+    """Train (or resume) one run; returns a summary dict.  See the module docstring.
+    ``restart``: when every checkpoint of the run is unreadable, set them aside and start again
+    from step 0 (without it such a run is refused; `lab.checkpoint.resume_point`)."""
     di = init_distributed()
     accum = cfg.accum
     if accum % di.world:
@@ -286,11 +290,10 @@ def train(
     local_accum = accum // di.world
     run_dir = os.path.join(cfg.run_dir, cfg.name)
     log = (lambda *a: None) if (quiet or not di.main) else print
-    if di.main and list_checkpoints(run_dir) and not resume:
-        raise ValueError(
-            f"run {cfg.name!r} already has checkpoints in {run_dir}: pass --resume "
-            f"to continue it, or --name to start another"
-        )
+    if di.main:  # refuses before any work: checkpoints without --resume, or all unreadable
+        ckpt = resume_point(run_dir, cfg.name, resume=resume, restart=restart, log=log)
+    else:  # rank 0 decides (and sets unreadable ones aside); the others read what is left
+        ckpt = latest_good_checkpoint(run_dir, log) if resume else None
     if data is None:
         if di.world > 1 and not di.main:
             dist.barrier()  # rank 0 tokenises first, the others reuse
@@ -305,7 +308,6 @@ def train(
     )
     start = 0
     precision = resolve_precision(cfg.precision, di.device)  # what this run computes in
-    ckpt = latest_good_checkpoint(run_dir, log) if resume else None
     if ckpt is not None:
         _check_resume_precision(ckpt, precision, cfg)
         model.load_state_dict(ckpt["model"])

@@ -401,17 +401,28 @@ def test_bad_sources_name_the_value(tmp_path):
         parse_source(f"{tmp_path}/x.jsonl:txt")
 
 
-@pytest.mark.skipif(
-    not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root reads files whatever their mode"
-)
-def test_unreadable_file(tmp_path):
+def test_unreadable_file(tmp_path, monkeypatch):
+    """A file the OS refuses to open is one clear ValueError.  The refusal is a monkeypatched
+    PermissionError, not chmod 0 (root, as in CI, reads files whatever their mode)."""
+    import builtins
+
+    from lab import corpus
+
     p = write(tmp_path / "secret.txt", "text")
-    p.chmod(0)
-    try:
-        with pytest.raises(ValueError, match="secret.txt.*cannot be read"):
-            parse_source(str(p))
-    finally:
-        p.chmod(0o644)
+    folder = write(tmp_path / "docs" / "a.txt", "fine").parent
+    refused = {str(p), str(write(folder / "secret.txt", "text"))}
+    real_open = builtins.open
+
+    def refusing_open(file, *args, **kwargs):
+        if os.fspath(file) in refused:
+            raise PermissionError(13, "Permission denied", os.fspath(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(corpus, "open", refusing_open, raising=False)  # lab.corpus's open only
+    with pytest.raises(ValueError, match="secret.txt.*cannot be read.*Permission denied"):
+        parse_source(str(p))
+    with pytest.raises(ValueError, match="secret.txt.*cannot be read.*Permission denied"):
+        parse_source(str(folder))  # one unreadable file of a folder names that file
 
 
 def test_bad_vocab_and_lengths(tmp_path, tokdata):

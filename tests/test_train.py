@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from lab.data import prepare
 from lab.model import build_model
@@ -99,9 +100,22 @@ def _losses(runs, name):
     return dict(zip(m["step"], m["value"]))
 
 
-def test_kill_and_resume_reproduces_losses_exactly(runs):
+@pytest.fixture(scope="module")
+def straight(runs):
+    """The uninterrupted reference run `straight` (12 steps, checkpoints at 4, 8, 12), trained
+    once per module by the CLI: each test that needs it gets it, whatever ran before."""
     full = _cli(runs, "--name", "straight")
     assert full.returncode == 0, full.stderr
+    return runs / "straight"
+
+
+def _same_weights(a, b):
+    """The model tensors of two checkpoints are equal bit for bit."""
+    ma, mb = load_checkpoint(a)["model"], load_checkpoint(b)["model"]
+    return ma.keys() == mb.keys() and all(torch.equal(ma[k], mb[k]) for k in ma)
+
+
+def test_kill_and_resume_reproduces_losses_exactly(runs, straight):
     killed = _cli(runs, "--name", "killed", kill_at=8)
     assert killed.returncode == -9  # SIGKILL after step 8
     assert [os.path.basename(p) for p in list_checkpoints(runs / "killed")][-1] == "ckpt_0000008.pt"
@@ -119,12 +133,9 @@ def test_kill_and_resume_reproduces_losses_exactly(runs):
         assert {"light", "full"} <= set(ev["kind"]) and (ev["tokens"] > 0).all()
 
 
-def test_corrupt_checkpoint_falls_back_to_previous(runs, tmp_path):
-    src = runs / "straight"
-    if not src.exists():
-        pytest.skip("needs the kill-and-resume run")
+def test_corrupt_checkpoint_falls_back_to_previous(straight, tmp_path):
     d = tmp_path / "copy"
-    shutil.copytree(src, d)
+    shutil.copytree(straight, d)
     newest = list_checkpoints(d)[-1]
     with open(newest, "r+b") as f:
         f.truncate(os.path.getsize(newest) // 2)
@@ -135,6 +146,61 @@ def test_corrupt_checkpoint_falls_back_to_previous(runs, tmp_path):
     assert ck["step"] == 8 and "skipping" in notes[0]
     os.remove(list_checkpoints(d)[-2] + ".json")  # an unfinished write
     assert latest_good_checkpoint(str(d), notes.append)["step"] == 4
+
+
+def test_resume_after_the_newest_checkpoint_is_truncated_equals_an_uninterrupted_run(
+    runs, straight
+):
+    """Killed after step 8, its newest checkpoint then cut in half (a disk that lost the end of
+    the file): resume goes back to step 4 and the run still ends bit for bit as `straight`."""
+    killed = _cli(runs, "--name", "cut", kill_at=8)
+    assert killed.returncode == -9
+    newest = list_checkpoints(runs / "cut")[-1]
+    assert os.path.basename(newest) == "ckpt_0000008.pt"
+    with open(newest, "r+b") as f:
+        f.truncate(os.path.getsize(newest) // 2)
+    resumed = _cli(runs, "--name", "cut", "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    a, b = _losses(runs, "straight"), _losses(runs, "cut")
+    assert sorted(b) == list(range(1, 13)) and a == b
+    with Store(runs / "store.db") as st:
+        ev = st.events("cut")
+    assert ev[ev.kind == "resume"]["message"].tolist() == ["step 4"]  # not 8, not 0
+    assert _same_weights(list_checkpoints(straight)[-1], list_checkpoints(runs / "cut")[-1])
+
+
+def _corrupt_all(run_dir):
+    """Cut every checkpoint of `run_dir` in half; returns {path: size after the cut}."""
+    sizes = {}
+    for p in list_checkpoints(run_dir):
+        with open(p, "r+b") as f:
+            f.truncate(os.path.getsize(p) // 2)
+        sizes[p] = os.path.getsize(p)
+    return sizes
+
+
+def test_every_checkpoint_corrupt_refuses_resume_unless_restart(runs):
+    data = prepare("bible", vocab_size=512, cache_dir=str(runs / "data"))
+    over = {"run_dir": str(runs), "steps": 4, "ckpt_every": 2, "eval_every": 0, "name": "allbad"}
+    cfg = make_config("tiny", over)
+    first = train(cfg, store_path=str(runs / "store.db"), quiet=True, data=data)
+    run_dir = runs / "allbad"
+    sizes = _corrupt_all(run_dir)
+    assert [os.path.basename(p) for p in sizes] == ["ckpt_0000002.pt", "ckpt_0000004.pt"]
+    with pytest.raises(ValueError, match=r"every checkpoint .* is corrupt.*--restart"):
+        train(cfg, resume=True, store_path=str(runs / "store.db"), quiet=True, data=data)
+    assert {p: os.path.getsize(p) for p in list_checkpoints(run_dir)} == sizes  # untouched
+    cli = _cli(runs, "--name", "allbad", "--resume", "--override", "steps=4", "ckpt_every=2")
+    assert cli.returncode == 2 and "Traceback" not in cli.stderr
+    assert cli.stderr.strip().count("\n") == 0 and "--restart" in cli.stderr  # one line
+    assert {p: os.path.getsize(p) for p in list_checkpoints(run_dir)} == sizes
+    again = train(cfg, resume=True, restart=True, quiet=True, data=data)
+    assert again["losses"] == first["losses"] and sorted(again["losses"]) == [1, 2, 3, 4]
+    for p in sizes:  # set aside for inspection, no longer listed
+        assert os.path.getsize(p + ".corrupt") == sizes[p]
+    assert [load_checkpoint(p)["step"] for p in list_checkpoints(run_dir)] == [2, 4]
+    with pytest.raises(ValueError, match="already has checkpoints.*--resume"):
+        train(cfg, restart=True, quiet=True, data=data)  # good checkpoints: restart is no reset
 
 
 def test_divergence_stops_keeps_checkpoint_and_marks_failed(runs):

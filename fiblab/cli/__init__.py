@@ -11,7 +11,7 @@ fiblab params [--preset paper-60m] [--schedule learned]
 fiblab coverage --layers 16 --window 8 --rungs 15 --seq-len 1024 --schedule stagger [--json]
 fiblab receptive-field --layers 16 --schedule coprime [--residual 0.5] [--json]
 fiblab probe marked --depths 2 4 8 --init uniform staggered --seeds 0 1 [--scale quick] [--jobs 2] [--precision bf16]
-fiblab train --preset cpu-stagger [--data bible] [--steps N] [--override key=value ...] [--resume]
+fiblab train --preset cpu-stagger [--data bible] [--steps N] [--override key=value ...] [--resume] [--restart]
 fiblab train --config runs/NAME/config.json [--name NEW] [--override key=value ...]   re-run / vary a run
 """
 
@@ -208,6 +208,12 @@ def build_parser() -> argparse.ArgumentParser:
         "AVX512-BF16 CPUs), else fp32",
     )
     s.add_argument("--resume", action="store_true", help="continue from the last good checkpoint")
+    s.add_argument(
+        "--restart",
+        action="store_true",
+        help="when every checkpoint of the run is corrupt: set them aside (*.corrupt) and train "
+        "it again from step 0 (without it such a run is refused)",
+    )
     s.add_argument("--store", default="runs/fiblab.db", help="experiment store ('' to skip)")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.set_defaults(fn=cmd_train)

@@ -114,7 +114,13 @@ def cmd_train(args) -> int:
             "runs/NAME/config.json (a run's configuration, to re-run or vary it)"
         )
     try:
-        out = train(cfg, resume=args.resume, store_path=args.store or None, quiet=args.quiet)
+        out = train(
+            cfg,
+            resume=args.resume,
+            restart=args.restart,
+            store_path=args.store or None,
+            quiet=args.quiet,
+        )
     except TrainingDiverged as e:
         print(f"fiblab: training stopped: {e}", file=sys.stderr)
         return 3

@@ -33,7 +33,8 @@ Implementations (``impl``):
 
 The environment variable ``FIBLAB_ATTN_IMPL`` (torch | cpp | triton | auto) overrides
 ``impl="auto"`` for a whole process, e.g. ``FIBLAB_ATTN_IMPL=torch`` to compare against the
-reference; a forced implementation that cannot run raises instead of falling back.
+reference; a forced implementation that cannot run raises `ImplUnavailable` (a ValueError: the
+CLI's one-line error) instead of falling back.
 """
 
 from __future__ import annotations
@@ -53,6 +54,12 @@ IMPLS = ("auto", "torch", "cpp", "triton")
 ENV = "FIBLAB_ATTN_IMPL"
 TRITON_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 _WARNED: set[str] = set()
+
+
+class ImplUnavailable(ValueError, RuntimeError):
+    """A forced implementation (``impl=`` or FIBLAB_ATTN_IMPL) that cannot run here.  The
+    user's setting is at fault, not the lab: a ValueError, so the CLI prints its one line and
+    exits 2; also a RuntimeError, as it was before."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -149,7 +156,7 @@ def resolve(
     if impl != "auto":
         block = _blocker(impl, dev, dtype)
         if block is not None:
-            raise RuntimeError(
+            raise ImplUnavailable(
                 f"{source}={impl!r} cannot run here: {block[1]}. Use 'auto' (falls "
                 f"back to 'torch') or 'torch'"
             )
