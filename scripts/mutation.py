@@ -47,11 +47,16 @@ WORK = ROOT / ".mutation"
 GROUPS: dict[str, tuple[list[str], list[str]]] = {
     "plan": (
         ["lab/offsets.py", "lab/plan.py", "lab/schedules.py"],
-        ["tests/test_offsets.py", "tests/test_plan.py", "tests/test_schedules.py"],
+        [
+            "tests/test_offsets.py",
+            "tests/test_plan.py",
+            "tests/test_schedules.py",
+            "tests/test_plan_laws.py",
+        ],
     ),
     "coverage": (
         ["probes/coverage.py", "probes/receptive_field.py"],
-        ["tests/test_coverage.py"],
+        ["tests/test_coverage.py", "tests/test_coverage_laws.py"],
     ),
     "tables": (
         ["analysis/comparable.py", "analysis/tables_rows.py", "analysis/stats.py"],
