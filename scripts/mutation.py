@@ -52,6 +52,7 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
             "tests/test_plan.py",
             "tests/test_schedules.py",
             "tests/test_plan_laws.py",
+            "tests/test_plan_edges.py",
         ],
     ),
     "coverage": (
