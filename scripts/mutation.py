@@ -115,6 +115,10 @@ def _section(modules: list[str], tests: list[str], also_copy: list[str]) -> str:
         f"pytest_add_cli_args_test_selection = {as_toml(tests)}\n"
         'pytest_add_cli_args = ["-q", "-x", "-p", "no:cacheprovider"]\n'
         "use_git_change_detection = false\n"
+        # mutmut's default (15 × the tests' time, CPU limit twice that) let each mutant that
+        # loops forever (e.g. ``d *= 2`` → ``d *= 1``) run for minutes; 5 × still leaves room
+        # for a loaded machine
+        "timeout_multiplier = 5.0\n"
     )
 
 

@@ -288,3 +288,7 @@ def test_compare_defaults():
     assert all(r["residual"] == 0.0 for r in got.values())
     small = compare(layers=2, window=2, seq_len=16, schemes=("fixed",), residual=0.5)
     assert small == {"fixed": receptive_report([[0, 1, 2, 3, 5, 8, 13]] * 2, 16, 0.5)}
+    # floor at α = 0.5 and 1.5 (1.5·f = 12, 19.5, 31.5, 51, 82.5, 133.5, 216, 349.5, 565.5, 915)
+    floor = compare(layers=2, schemes=("stagger",), rounding="floor")
+    sets = [HALF_FLOOR, list(range(9)) + [12, 19, 31, 51, 82, 133, 216, 349, 565, 915]]
+    assert floor == {"stagger": receptive_report(sets, 1024)}
