@@ -16,6 +16,17 @@ tests" (code no selected test reaches) is listed apart.  Surviving mutants are l
 ``mutmut show`` diffs in ``.mutation/GROUP/survivors.txt`` so that each is either killed by a new
 test or recorded as equivalent in benchmarks/RESULTS.md.  The default test command never runs
 this (it takes minutes per group).
+
+Two things the copy needs that plain mutmut would get wrong here:
+
+* mutmut copies only the source packages and ``tests/`` into ``mutants/``; tests that read
+  ``benchmarks/``, ``notebooks/``, ``scripts/`` or the README failed the stats run there (the whole
+  ``plan`` group came out "not checked").  Every other top-level entry goes in ``also_copy``.
+* mutmut forks each mutant from the process that ran the clean tests, so `lab.plan`'s memoised
+  plans built there survive into every mutant: a mutant of the plan builder (or of the offsets
+  rules it calls) was never executed for arguments a clean test had cached, and the stats run
+  recorded only the first test to build a plan as "covering" the builder.  The copy's
+  ``tests/conftest.py`` gets an autouse fixture that empties the plan cache before each test.
 """
 
 from __future__ import annotations
@@ -36,11 +47,17 @@ WORK = ROOT / ".mutation"
 GROUPS: dict[str, tuple[list[str], list[str]]] = {
     "plan": (
         ["lab/offsets.py", "lab/plan.py", "lab/schedules.py"],
-        ["tests/test_offsets.py", "tests/test_plan.py", "tests/test_schedules.py"],
+        [
+            "tests/test_offsets.py",
+            "tests/test_plan.py",
+            "tests/test_schedules.py",
+            "tests/test_plan_laws.py",
+            "tests/test_plan_edges.py",
+        ],
     ),
     "coverage": (
         ["probes/coverage.py", "probes/receptive_field.py"],
-        ["tests/test_coverage.py"],
+        ["tests/test_coverage.py", "tests/test_coverage_laws.py"],
     ),
     "tables": (
         ["analysis/comparable.py", "analysis/tables_rows.py", "analysis/stats.py"],
@@ -70,6 +87,20 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
     ),
 }
 CAUGHT = {"killed", "timeout", "segfault", "caught by type check"}
+SOURCES = ["lab", "probes", "analysis", "fiblab"]
+
+#: appended to the copy's tests/conftest.py (see the module docstring)
+FRESH_PLANS = '''
+
+# --- added by scripts/mutation.py, in the mutation copy only ---
+@pytest.fixture(autouse=True)
+def _mutation_fresh_plans():
+    """No plan cached by the clean run (mutmut's fork parent) or an earlier test is reused."""
+    from lab import plan as _plan
+
+    _plan._cached_build.cache_clear()
+    yield
+'''
 
 
 def _copy_tree(dest: Path) -> None:
@@ -87,15 +118,20 @@ def _copy_tree(dest: Path) -> None:
             shutil.copy2(src, dest / name)
 
 
-def _section(modules: list[str], tests: list[str]) -> str:
+def _section(modules: list[str], tests: list[str], also_copy: list[str]) -> str:
     as_toml = lambda xs: "[" + ", ".join(json.dumps(x) for x in xs) + "]"  # noqa: E731
     return (
         "\n[tool.mutmut]\n"
-        'source_paths = ["lab", "probes", "analysis", "fiblab"]\n'
+        f"source_paths = {as_toml(SOURCES)}\n"
+        f"also_copy = {as_toml(also_copy)}\n"
         f"only_mutate = {as_toml(modules)}\n"
         f"pytest_add_cli_args_test_selection = {as_toml(tests)}\n"
         'pytest_add_cli_args = ["-q", "-x", "-p", "no:cacheprovider"]\n'
         "use_git_change_detection = false\n"
+        # mutmut's default (15 × the tests' time, CPU limit twice that) let each mutant that
+        # loops forever (e.g. ``d *= 2`` → ``d *= 1``) run for minutes; 5 × still leaves room
+        # for a loaded machine
+        "timeout_multiplier = 5.0\n"
     )
 
 
@@ -121,8 +157,15 @@ def run_group(name: str, children: int) -> dict:
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     _copy_tree(folder)
+    also_copy = sorted(
+        p.name
+        for p in folder.iterdir()
+        if p.name not in {*SOURCES, "tests", "pyproject.toml", "mutants"}
+    )
     with open(folder / "pyproject.toml", "a") as f:
-        f.write(_section(modules, tests))
+        f.write(_section(modules, tests, also_copy))
+    with open(folder / "tests" / "conftest.py", "a") as f:
+        f.write(FRESH_PLANS)
     env = {**os.environ, "FIBLAB_AUTOTUNE": "0", "FIBLAB_CACHE_DIR": str(folder / ".cache")}
     env.pop("PYTHONPATH", None)
     t0 = time.perf_counter()
@@ -137,14 +180,30 @@ def run_group(name: str, children: int) -> dict:
     wall = time.perf_counter() - t0
     (folder / "mutmut-run.log").write_text(done.stdout + done.stderr)
     stats = _statuses(folder, modules)
-    survivors = [m for by in stats.values() for m in by.get("survived", [])]
-    with open(folder / "survivors.txt", "w") as f:
-        for m in survivors:
-            shown = subprocess.run(
-                [*mutmut, "show", m], cwd=folder, env=env, capture_output=True, text=True
-            )
-            f.write(f"### {m}\n{shown.stdout}\n")
+    survivors = {mod: by.get("survived", []) for mod, by in stats.items()}
+    _write_diffs(folder, env, survivors)
     return {"group": name, "wall_s": wall, "returncode": done.returncode, "modules": stats}
+
+
+def _write_diffs(folder: Path, env: dict, survivors: dict[str, list[str]]) -> None:
+    """survivors.txt: each survivor's diff, from one process (``mutmut show`` per mutant took
+    ≈ 3 s each, minutes per group)."""
+    script = (
+        "import json, sys\n"
+        "from mutmut.mutation.diff_apply import get_diff_for_mutant\n"
+        "for mod, names in json.loads(sys.argv[1]).items():\n"
+        "    for m in names:\n"
+        "        d = get_diff_for_mutant(m, path=mod)\n"
+        "        print(f'### {m}\\n{d}\\n')\n"
+    )
+    shown = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(survivors)],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    (folder / "survivors.txt").write_text(shown.stdout + shown.stderr)
 
 
 def _report(result: dict) -> list[str]:
@@ -184,9 +243,12 @@ def main(argv: list[str] | None = None) -> int:
         results.append(r)
         print("\n".join(_report(r)), flush=True)
         print(f"<!-- group {g}: {r['wall_s']:.0f} s, mutmut exit {r['returncode']} -->", flush=True)
+        if r["returncode"] != 0:
+            log = WORK / g / "mutmut-run.log"
+            print(f"mutation: mutmut failed in group {g}: see {log}", file=sys.stderr)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
-    return 0
+    return 1 if any(r["returncode"] != 0 for r in results) else 0
 
 
 if __name__ == "__main__":
