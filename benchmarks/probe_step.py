@@ -34,8 +34,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from benchmarks.header import machine_header  # noqa: E402
 from lab.blur import IMPL_ENV  # noqa: E402
 from lab.measure import time_fn  # noqa: E402
-from lab.precision import autocast  # noqa: E402
-from probes.runner import build_probe_model, task_loss  # noqa: E402
+from probes.runner import build_probe_model, train_step  # noqa: E402
 from probes.settings import SCALES, Cell  # noqa: E402
 
 ROWS = [
@@ -60,11 +59,7 @@ def step_time(mech: str, impl: str, precision: str, depth: int, steps: int) -> f
         os.environ[IMPL_ENV] = impl
 
     def step():
-        with autocast("cpu", precision):
-            loss = task_loss(model, cell, settings, gen)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        train_step(model, opt, cell, settings, gen, precision)
 
     per_width = []
     try:

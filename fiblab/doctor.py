@@ -89,7 +89,7 @@ def _lm_step_s(precision: str, reps: int) -> float:
 
 def _probe_step_s(scale: str, depth: int, precision: str, reps: int) -> float:
     """Seconds of one training step of a blur probe cell at `scale` and `depth`."""
-    from probes.runner import build_probe_model, task_loss
+    from probes.runner import build_probe_model, train_step
     from probes.settings import SCALES, Cell
 
     settings = dataclasses.replace(SCALES[scale], precision=precision)
@@ -98,15 +98,9 @@ def _probe_step_s(scale: str, depth: int, precision: str, reps: int) -> float:
     model = build_probe_model(cell, settings)
     opt = torch.optim.AdamW(model.parameters(), lr=settings.lr)
     g = torch.Generator().manual_seed(0)
-
-    def step():
-        with autocast("cpu", precision):
-            loss = task_loss(model, cell, settings, g)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
-    return time_fn(step, warmup=1, reps=reps).median_s
+    return time_fn(
+        lambda: train_step(model, opt, cell, settings, g, precision), warmup=1, reps=reps
+    ).median_s
 
 
 def _choices() -> list[dict]:

@@ -51,6 +51,18 @@ def build_probe_model(cell: Cell, settings: ProbeSettings):
     )
 
 
+def train_step(model, opt, cell: Cell, settings: ProbeSettings, gen, precision: str):
+    """One optimizer step of a probe cell: a batch of its task, the loss under `precision`,
+    backward, AdamW.  Returns the loss (a 0-d tensor).  The one definition `run_cell`, the
+    benchmarks and `fiblab doctor` all time."""
+    with autocast(next(model.parameters()).device, precision):
+        loss = task_loss(model, cell, settings, gen)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return loss
+
+
 def run_cell(cell: Cell, settings: ProbeSettings, progress: bool = True, on_step=None) -> dict:
     """Train one cell and return its record (`probes.record.ProbeRecord.to_dict()`: the JSONL
     line and `Store.log_probe`'s input).
@@ -72,11 +84,7 @@ def run_cell(cell: Cell, settings: ProbeSettings, progress: bool = True, on_step
             model.set_blur_width(blur_width(step, settings.steps, w0=settings.blur_w0))
         if step % settings.log_every == 0:
             trajectory.append({"step": step, "alphas": model.alphas()})
-        with autocast(device, precision):
-            loss = task_loss(model, cell, settings, gen)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        loss = train_step(model, opt, cell, settings, gen, precision)
         if step % settings.log_every == 0:
             losses.append({"step": step, "loss": loss.item()})
         if step % 25 == 0 or step == settings.steps - 1:
