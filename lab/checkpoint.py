@@ -97,6 +97,18 @@ def latest_good_checkpoint(run_dir: str, log=print) -> dict | None:
 CORRUPT_SUFFIX = ".corrupt"  # a set-aside checkpoint: no longer listed, kept for inspection
 
 
+def check_resume_precision(ckpt: dict, precision: str, name: str, asked: str) -> None:
+    """Refuse to continue run `name` in another precision than it was trained in (a checkpoint
+    without the field predates it: its run computed in its device's default, not checked)."""
+    was = ckpt.get("precision")
+    if was is not None and was != precision:
+        raise ValueError(
+            f"run {name!r} was trained in {was} and would continue in {precision} "
+            f"(precision={asked!r} on this machine): pass --override precision={was} "
+            f"to continue it as it was, or --name to start another run"
+        )
+
+
 def resume_point(
     run_dir: str, name: str, *, resume: bool, restart: bool = False, log=print
 ) -> dict | None:

@@ -48,10 +48,7 @@ class Machine:
     @property
     def cpu_bf16(self) -> bool:
         """True when this CPU has native bfloat16 matrix instructions (or FIBLAB_CPU_BF16=1)."""
-        forced = os.environ.get(BF16_ENV, "").strip()
-        if forced in ("0", "1"):
-            return forced == "1"
-        return self.avx512_bf16 or self.amx or self.arm_bf16
+        return _bf16(self.avx512_bf16, self.amx, self.arm_bf16)
 
     @property
     def key(self) -> str:
@@ -76,6 +73,13 @@ class Machine:
 
     def to_dict(self) -> dict:
         return {**asdict(self), "cpu_bf16": self.cpu_bf16, "key": self.key}
+
+
+def _bf16(avx512_bf16: bool, amx: bool, arm_bf16: bool) -> bool:
+    forced = os.environ.get(BF16_ENV, "").strip()
+    if forced in ("0", "1"):
+        return forced == "1"
+    return avx512_bf16 or amx or arm_bf16
 
 
 def _cpuinfo() -> dict[str, str]:
@@ -145,6 +149,6 @@ def native_bf16(device: torch.device | str = "cpu") -> bool:
     kind = torch.device(device).type
     if kind == "cuda":
         return True
-    if kind == "cpu":
-        return machine().cpu_bf16
+    if kind == "cpu":  # the CPU facts only (cached): this runs on every autocast entry
+        return _bf16(*_cpu_facts()[2:])
     return False

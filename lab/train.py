@@ -38,6 +38,7 @@ import torch.distributed as dist
 from lab import jsonio
 from lab.checkpoint import (
     CorruptCheckpoint,
+    check_resume_precision,
     latest_good_checkpoint,
     list_checkpoints,
     load_checkpoint,
@@ -255,18 +256,6 @@ def dataset_name(spec: str) -> str:
 # --------------------------------------------------------------------------------------------
 # the loop
 # --------------------------------------------------------------------------------------------
-def _check_resume_precision(ckpt: dict, precision: str, cfg: TrainConfig) -> None:
-    """Refuse to continue a run in another precision than it was trained in (a checkpoint
-    without the field predates it: its run computed in its device's default, not checked)."""
-    was = ckpt.get("precision")
-    if was is not None and was != precision:
-        raise ValueError(
-            f"run {cfg.name!r} was trained in {was} and would continue in {precision} "
-            f"(precision={cfg.precision!r} on this machine): pass --override precision={was} "
-            f"to continue it as it was, or --name to start another run"
-        )
-
-
 def train(
     cfg: TrainConfig,
     *,
@@ -309,7 +298,7 @@ def train(
     start = 0
     precision = resolve_precision(cfg.precision, di.device)  # what this run computes in
     if ckpt is not None:
-        _check_resume_precision(ckpt, precision, cfg)
+        check_resume_precision(ckpt, precision, cfg.name, cfg.precision)
         model.load_state_dict(ckpt["model"])
         opt.load_state_dict(ckpt["optimizer"])
         set_rng_state(ckpt["rng"])
