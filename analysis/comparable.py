@@ -37,11 +37,12 @@ class TableUnavailable(ValueError):
 
 
 def _where(row) -> str:
-    w = row.get("W")
+    """``fib/stagger W=32, seed 0`` for a row of the runs frame (which has all three columns)."""
+    w = row["W"]
     at = "" if w is None or pd.isna(w) else f" W={int(w)}"
-    seed = row.get("seed")
+    seed = row["seed"]
     s = "unknown" if seed is None or pd.isna(seed) else int(seed)
-    return f"{row.get('config', '?')}{at}, seed {s}"
+    return f"{row['config']}{at}, seed {s}"
 
 
 def one_run_per_seed(
@@ -88,7 +89,7 @@ def variant_labels(ev: pd.DataFrame, variants: dict[str, Variant], keys) -> pd.S
     others of the table: the fields that differ between variants of one row label (``keys``,
     e.g. config and W), and the fields beyond the attention scheme (size, length, data, steps,
     recipe, precision) that differ anywhere in the table. ``""`` where nothing differs."""
-    if ev.empty:
+    if len(ev) == 0:
         return pd.Series([], index=ev.index, dtype=object)
     ids = list(dict.fromkeys(ev["variant_id"]))
     context = [n for n in varying([variants[i] for i in ids]) if n not in SCHEME_FIELDS]
@@ -107,4 +108,6 @@ def natural_key(text) -> tuple:
     """Sort key of a variant text: numbers by value, so ``steps=300`` comes before
     ``steps=1500``."""
     parts = re.split(r"(\d+)", "" if text is None or text is pd.NA else str(text))
-    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in parts)
+    # a split on a group alternates text (even places, maybe "") and digits (odd places), so
+    # two keys only ever compare text with text and number with number
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts))

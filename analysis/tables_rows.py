@@ -50,7 +50,7 @@ def comparable_rows(ev: pd.DataFrame, variants: dict, table: str, duplicates: st
 
 def finish_table(out: pd.DataFrame, notes: list[str]) -> pd.DataFrame:
     """The ``variant`` column only where some row needs it; the notes in ``attrs``."""
-    if "variant" in out.columns and not out["variant"].fillna("").astype(str).str.len().any():
+    if "variant" in out.columns and not any(not pd.isna(v) and str(v) for v in out["variant"]):
         out = out.drop(columns="variant")
     out.attrs["notes"] = list(notes)
     return out
