@@ -66,6 +66,10 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
             "tests/test_stats.py",
             "tests/test_variants.py",
             "tests/test_table_aggregation.py",
+            "tests/test_stats_samples.py",
+            "tests/test_stats_verdicts.py",
+            "tests/test_comparable.py",
+            "tests/test_tables_rows.py",
             # reads benchmarks/results/, which mutmut does not copy into mutants/
             "--deselect=tests/test_tables.py::test_table2_agrees_with_the_probe_runner_on_measured_cells",
         ],
