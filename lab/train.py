@@ -50,6 +50,7 @@ from lab.checkpoint import (
 from lab.evalkind import EvalKind
 from lab.model import FibLM
 from lab.precision import autocast, resolve_precision
+from lab.runlog import LogSpec, alpha_scalars, eval_tag, open_sink
 from lab.trainconfig import TRAIN_PRESETS, TrainConfig, config_from_file, make_config
 from lab.variant import provenance
 
@@ -264,10 +265,13 @@ def train(
     quiet: bool = False,
     data=None,
     restart: bool = False,
+    log_to: LogSpec | None = None,
 ) -> dict:
     """Train (or resume) one run; returns a summary dict.  See the module docstring.
     ``restart``: when every checkpoint of the run is unreadable, set them aside and start again
-    from step 0 (without it such a run is refused; `lab.checkpoint.resume_point`)."""
+    from step 0 (without it such a run is refused; `lab.checkpoint.resume_point`).
+    ``log_to``: also send every metric, evaluation and α the store gets to a live sink
+    (`lab.runlog`, e.g. TensorBoard); not part of the run's configuration or identity."""
     di = init_distributed()
     accum = cfg.accum
     if accum % di.world:
@@ -335,6 +339,7 @@ def train(
         if getattr(data, "tokenizer", None) is not None:  # the run's artefacts together
             data.tokenizer.save(os.path.join(run_dir, "tokenizer.json"))
     sets = eval_sets(data, cfg.model.seq_len, cfg.eval_batch, di.device, dataset_name(cfg.data))
+    sink = open_sink(log_to, cfg.name, resume_step=start) if di.main else None
 
     def run_eval(step: int, kind: EvalKind, limit_tokens: int | None) -> dict:
         out = {}
@@ -346,6 +351,9 @@ def train(
                 store.log_eval(
                     cfg.name, step, name, cfg.model.seq_len, loss, tokens, kind=str(kind)
                 )
+            if sink:
+                T = cfg.model.seq_len
+                sink.scalars(step, {eval_tag(name, str(kind), T, T): out[name]})
         log(f"step {step} {kind} eval: " + ", ".join(f"{k} ppl {v:.2f}" for k, v in out.items()))
         return out
 
@@ -403,14 +411,23 @@ def train(
             now = time.perf_counter()
             tok_s = tokens_per_step / max(now - t_last, 1e-9)
             t_last = now
-            if store and (step % cfg.log_every == 0 or step == cfg.steps):
-                store.log_metrics(
-                    cfg.name,
-                    step,
-                    {"loss": step_loss, "lr": lr, "grad_norm": gnorm.item(), "tokens_per_s": tok_s},
-                )
-            if store and cfg.model.learned and (step % cfg.alpha_every == 0 or step == 1):
-                store.log_alphas(cfg.name, step, model.alphas())
+            if step % cfg.log_every == 0 or step == cfg.steps:
+                row = {
+                    "loss": step_loss,
+                    "lr": lr,
+                    "grad_norm": gnorm.item(),
+                    "tokens_per_s": tok_s,
+                }
+                if store:
+                    store.log_metrics(cfg.name, step, row)
+                if sink:
+                    sink.scalars(step, row)
+            if cfg.model.learned and (step % cfg.alpha_every == 0 or step == 1):
+                alphas = model.alphas()
+                if store:
+                    store.log_alphas(cfg.name, step, alphas)
+                if sink:
+                    sink.scalars(step, alpha_scalars(alphas))
             if bar:
                 bar.update(1)
                 bar.set_postfix(loss=f"{step_loss:.4f}", lr=f"{lr:.2e}", tok_s=f"{tok_s:.0f}")
@@ -460,6 +477,8 @@ def train(
     finally:
         if bar:
             bar.close()
+        if sink:
+            sink.close()
         if store:
             if status == "done":
                 store.set_status(cfg.name, "done")

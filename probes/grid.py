@@ -47,10 +47,11 @@ def append_record(path: str, rec: dict) -> None:
         os.fsync(f.fileno())
 
 
-def _cell_worker(cell: Cell, settings: ProbeSettings, threads: int) -> dict:
-    """One cell in a worker process of `run_grid(jobs > 1)`, on `threads` intra-op threads."""
+def _cell_worker(cell: Cell, settings: ProbeSettings, threads: int, log_to=None) -> dict:
+    """One cell in a worker process of `run_grid(jobs > 1)`, on `threads` intra-op threads
+    (with ``log_to``, the worker opens its own sink for its cell's folder)."""
     torch.set_num_threads(threads)
-    return run_cell(cell, settings, progress=False)
+    return run_cell(cell, settings, progress=False, log_to=log_to)
 
 
 def run_grid(
@@ -61,6 +62,7 @@ def run_grid(
     on_record=None,
     on_step=None,
     jobs: int = 1,
+    log_to=None,
 ) -> list[dict]:
     """Run every cell not already in `out_path` (appending one JSON line each).
 
@@ -70,7 +72,8 @@ def run_grid(
     appended (and `on_record` called) as cells finish; `on_step` and the progress bar need
     jobs = 1 (with jobs > 1 a line is printed per finished cell).  The result is in `cells`
     order either way.  If a cell fails, no further cell starts, the cells already running are
-    finished and recorded, and the first error is raised.
+    finished and recorded, and the first error is raised.  ``log_to`` (a `lab.runlog.LogSpec`)
+    also logs each cell that runs live, into its own folder (skipped cells log nothing).
     """
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs={jobs!r} must be an integer >= 1")
@@ -88,7 +91,7 @@ def run_grid(
 
     if jobs == 1 or len(todo) <= 1:
         for cell in todo:
-            finish(run_cell(cell, settings, progress, on_step))
+            finish(run_cell(cell, settings, progress, on_step, log_to))
     else:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -103,7 +106,7 @@ def run_grid(
         t0 = time.perf_counter()
         errors: list[BaseException] = []
         with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as pool:
-            futures = [pool.submit(_cell_worker, c, settings, threads) for c in todo]
+            futures = [pool.submit(_cell_worker, c, settings, threads, log_to) for c in todo]
             try:
                 for fut in as_completed(futures):
                     if fut.cancelled():

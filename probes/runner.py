@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from lab.blur import blur_width
 from lab.model import build_model
 from lab.precision import autocast
+from lab.runlog import LogSpec, acc_scalars, alpha_scalars, open_sink
 from probes.record import AlphaPoint, LossPoint, ProbeRecord
 from probes.settings import INITS, Cell, ProbeSettings, mechanism
 from probes.tasks import (
@@ -63,15 +64,33 @@ def train_step(model, opt, cell: Cell, settings: ProbeSettings, gen, precision: 
     return loss
 
 
-def run_cell(cell: Cell, settings: ProbeSettings, progress: bool = True, on_step=None) -> dict:
+def run_cell(
+    cell: Cell,
+    settings: ProbeSettings,
+    progress: bool = True,
+    on_step=None,
+    log_to: LogSpec | None = None,
+) -> dict:
     """Train one cell and return its record (`probes.record.ProbeRecord.to_dict()`: the JSONL
     line and `Store.log_probe`'s input).
 
     ``on_step(cell, done, total, loss, seconds, alphas)`` is called every 25 steps and at the
-    end (the progress bar's cadence), e.g. to drive a notebook's progress bar and α plot."""
+    end (the progress bar's cadence), e.g. to drive a notebook's progress bar and α plot.
+    ``log_to``: also send the record's points (loss and α every `log_every` steps, the final α
+    and accuracy at the last step) to a live sink (`lab.runlog`) named by the cell's key."""
     model = build_probe_model(cell, settings)
     device = next(model.parameters()).device
     settings = settings.resolved(device)  # "auto" → what this device computes in: the record says
+    sink = open_sink(log_to, cell.key(settings))
+    try:
+        return _train_cell(model, cell, settings, progress, on_step, sink)
+    finally:
+        if sink:
+            sink.close()
+
+
+def _train_cell(model, cell: Cell, settings: ProbeSettings, progress, on_step, sink) -> dict:
+    device = next(model.parameters()).device
     opt = torch.optim.AdamW(model.parameters(), lr=settings.lr)
     gen = torch.Generator().manual_seed(cell.seed)
     is_blur = model.cfg.path == "blur"
@@ -87,6 +106,8 @@ def run_cell(cell: Cell, settings: ProbeSettings, progress: bool = True, on_step
         loss = train_step(model, opt, cell, settings, gen, precision)
         if step % settings.log_every == 0:
             losses.append({"step": step, "loss": loss.item()})
+            if sink:
+                sink.scalars(step, {"loss": loss.item(), **alpha_scalars(trajectory[-1]["alphas"])})
         if step % 25 == 0 or step == settings.steps - 1:
             secs = time.perf_counter() - t0
             if progress:
@@ -99,6 +120,8 @@ def run_cell(cell: Cell, settings: ProbeSettings, progress: bool = True, on_step
         acc = _task_accuracy(model, cell, settings)
     if progress:
         sys.stderr.write("\n")
+    if sink:
+        sink.scalars(settings.steps, {**alpha_scalars(model.alphas()), **acc_scalars(acc)})
     return ProbeRecord(
         key=cell.key(settings),
         mechanism=cell.mechanism,

@@ -30,6 +30,7 @@ from fiblab.cli.attention import (
     cmd_schedule,
     cmd_selfcheck,
 )
+from fiblab.cli.exports import add_export_store, add_log_options
 from fiblab.cli.measure import add_efficiency, add_eval
 from fiblab.cli.runs import cmd_demo, cmd_probe, cmd_report, cmd_train
 from probes.retrieval import MECHANISMS
@@ -173,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="runs/fiblab.db",
         help="experiment store to log the records into ('' to skip)",
     )
+    add_log_options(s)
     s.set_defaults(fn=cmd_probe)
 
     s = sub.add_parser("train", help="train a language model (paper recipe or a CPU preset)")
@@ -216,10 +218,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--store", default="runs/fiblab.db", help="experiment store ('' to skip)")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_log_options(s)
     s.set_defaults(fn=cmd_train)
 
     add_eval(sub)
     add_efficiency(sub)
+    add_export_store(sub)
 
     s = sub.add_parser("doctor", help="this machine, the lab's choices on it, expected times")
     s.add_argument("--json", action="store_true", help="the report as one JSON object")

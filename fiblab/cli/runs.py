@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 import time
 
+from fiblab.cli.exports import log_spec
+
 
 def cmd_probe(args) -> int:
     from dataclasses import replace as dc_replace
@@ -36,7 +38,9 @@ def cmd_probe(args) -> int:
     )
     out = args.out or f"runs/probes/{args.task}-{args.scale}.jsonl"
     t0 = time.perf_counter()
-    records = R.run_grid(cells, settings, out, progress=not args.no_progress, jobs=args.jobs)
+    records = R.run_grid(
+        cells, settings, out, progress=not args.no_progress, jobs=args.jobs, log_to=log_spec(args)
+    )
     wall = time.perf_counter() - t0
     if args.store:
         from lab.store import Store
@@ -120,6 +124,7 @@ def cmd_train(args) -> int:
             restart=args.restart,
             store_path=args.store or None,
             quiet=args.quiet,
+            log_to=log_spec(args),
         )
     except TrainingDiverged as e:
         print(f"fiblab: training stopped: {e}", file=sys.stderr)
