@@ -31,6 +31,7 @@ from fiblab.cli.attention import (
     cmd_selfcheck,
 )
 from fiblab.cli.measure import add_efficiency, add_eval
+from fiblab.cli.models import add_models
 from fiblab.cli.runs import cmd_demo, cmd_probe, cmd_report, cmd_train
 from probes.retrieval import MECHANISMS
 
@@ -220,6 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_eval(sub)
     add_efficiency(sub)
+    add_models(sub)
 
     s = sub.add_parser("doctor", help="this machine, the lab's choices on it, expected times")
     s.add_argument("--json", action="store_true", help="the report as one JSON object")
