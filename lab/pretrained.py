@@ -237,7 +237,7 @@ def card_text(model: FibLM, card: ModelCard, *, tokenizer: bool = True, where: s
         else "not recorded"
     )
     title = card.name or "a fiblab model"
-    kind = "dense attention" if cfg.attention == "dense" else "sparse Fibonacci attention"
+    kind = "dense attention" if cfg.attention == "dense" else "sparse attention"
     rows = [
         ("attention", _attention_line(cfg)),
         ("per-layer α", alpha),
