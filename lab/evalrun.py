@@ -20,12 +20,10 @@ the kind is a `lab.evalkind.EvalKind`, stored as its text)
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from lab.config import config_from_dict
 from lab.evalkind import EvalKind
 from lab.evaluate import (
     ExtrapolationResult,
@@ -112,48 +110,11 @@ def open_run(
     """Load a run folder: config.json, the newest checkpoint that passes its checksum, and the
     prepared data (cached in data_dir, default <run folder's parent>/data, the training layout;
     prepared from the run's source if absent)."""
-    from lab.checkpoint import latest_good_checkpoint, list_checkpoints
+    from lab.export import run_model
     from lab.train import load_data
-    from lab.trainconfig import TrainConfig
 
-    if not os.path.isdir(run_dir):
-        raise ValueError(f"run folder {run_dir!r} does not exist; give runs/<name>")
-    cfg_file = os.path.join(run_dir, "config.json")
-    try:
-        with open(cfg_file) as f:
-            raw = json.load(f)
-    except FileNotFoundError:
-        raise ValueError(
-            f"{cfg_file} is missing: {run_dir!r} is not a training run folder "
-            f"(fiblab train writes config.json first)"
-        ) from None
-    except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(
-            f"{cfg_file} is unreadable ({e}); restore it from the store "
-            f"(Store.config(run)) or retrain"
-        ) from None
-    cfg = config_from_dict(raw, TrainConfig, source=cfg_file)
-    ckpts = list_checkpoints(run_dir)
-    if not ckpts:
-        raise ValueError(
-            f"no checkpoint (ckpt_<step>.pt) in {run_dir!r}: train the run first, "
-            f"or resume it with fiblab train --resume"
-        )
-    ckpt = latest_good_checkpoint(run_dir, log)
-    if ckpt is None:
-        raise ValueError(
-            f"every checkpoint in {run_dir!r} is corrupt or incomplete "
-            f"({', '.join(os.path.basename(p) for p in ckpts)}); retrain or "
-            f"restore one"
-        )
-    model = FibLM(cfg.model)
-    try:
-        model.load_state_dict(ckpt["model"])
-    except (KeyError, RuntimeError) as e:
-        raise ValueError(
-            f"the checkpoint in {run_dir!r} does not fit the model of its config.json: {e}"
-        ) from None
-    model.to(device).eval()
+    r = run_model(run_dir, device, log)  # config.json + the newest good checkpoint
+    model, cfg, step = r.model, r.config, r.step
     if data_dir is None:  # runs/<name>/ beside runs/data/, else as trained
         root = os.path.dirname(os.path.abspath(run_dir))
         if not os.path.isdir(os.path.join(root, "data")) and os.path.isdir(
@@ -181,7 +142,7 @@ def open_run(
                 f"pass the run's data cache as data_dir"
             )
     name = cfg.name or os.path.basename(os.path.abspath(run_dir))
-    return LoadedRun(model, cfg, data, int(ckpt["step"]), name, run_dir)
+    return LoadedRun(model, cfg, data, step, name, run_dir)
 
 
 def load_run(run_dir: str, data_dir: str | None = None, device="cpu"):

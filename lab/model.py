@@ -424,6 +424,25 @@ class FibLM(nn.Module):
         model.load_state_dict(copy.deepcopy(self.state_dict()))
         return model
 
+    def save_pretrained(self, out_dir, tokenizer=None, card=None):
+        """config.json + model.safetensors (+ tokenizer.json, README.md): `lab.pretrained`."""
+        from lab.pretrained import save_pretrained
+
+        return save_pretrained(self, out_dir, tokenizer=tokenizer, card=card)
+
+    @classmethod
+    def from_pretrained(cls, path, device="cpu") -> FibLM:
+        """The model of a save_pretrained folder, no data needed: `lab.pretrained`."""
+        from lab.pretrained import from_pretrained
+
+        return from_pretrained(path, device=device)
+
+    def generate(self, ids, max_new_tokens: int, **kw) -> torch.Tensor:
+        """ids (B, T) -> (B, T + max_new_tokens); temperature, top_k, seed: `lab.generate`."""
+        from lab.generate import generate
+
+        return generate(self, ids, max_new_tokens, **kw)
+
 
 def build_model(preset: str | ModelConfig = "paper-60m", **overrides) -> FibLM:
     """Build a model from a preset name (see PRESETS) with any config field overridden."""

@@ -32,6 +32,7 @@ from fiblab.cli.attention import (
 )
 from fiblab.cli.exports import add_export_store, add_log_options
 from fiblab.cli.measure import add_efficiency, add_eval
+from fiblab.cli.models import add_models
 from fiblab.cli.runs import cmd_demo, cmd_probe, cmd_report, cmd_train
 from probes.retrieval import MECHANISMS
 
@@ -224,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval(sub)
     add_efficiency(sub)
     add_export_store(sub)
+    add_models(sub)
 
     s = sub.add_parser("doctor", help="this machine, the lab's choices on it, expected times")
     s.add_argument("--json", action="store_true", help="the report as one JSON object")
