@@ -366,3 +366,14 @@ def test_model_same_loss_and_grads_cpp_and_torch(built, monkeypatch, schedule, d
     if schedule == "learned":
         thetas = [n for n in g_ref if n.endswith("theta")]
         assert thetas and all(g_ref[n].abs() > 0 for n in thetas)
+
+
+def test_cpu_extension_cache_name_is_per_checkout(monkeypatch):
+    """Two checkouts must not share a build entry: torch rebuilds one whose sources moved."""
+    from lab.kernels import cpu
+
+    here = cpu.extension_name(["-O3"])
+    assert here == cpu.extension_name(["-O3"])  # stable within a checkout
+    assert here != cpu.extension_name(["-O2"])  # flags are part of it
+    monkeypatch.setattr(cpu, "CSRC_DIR", "/elsewhere/lab/kernels/csrc")
+    assert cpu.extension_name(["-O3"]) != here

@@ -73,7 +73,9 @@ def cpu_signature() -> str:
 
 
 def extension_name(flags: Sequence[str]) -> str:
-    """Cache name for the extension built with `flags` on this CPU and torch version."""
+    """Cache name for the extension built with `flags` on this CPU and torch version, from
+    this checkout's sources: torch's loader rebuilds an entry whose sources moved, so two
+    checkouts sharing one name (worktrees, a clone beside the dev tree) rebuilt each other's."""
     h = hashlib.sha256()
     srcs = []
     for path in SOURCES:
@@ -85,6 +87,7 @@ def extension_name(flags: Sequence[str]) -> str:
         torch.__version__.encode(),
         cpu_signature().encode(),
         sys.version.encode(),
+        CSRC_DIR.encode(),
     ):
         h.update(part)
         h.update(b"\0")
