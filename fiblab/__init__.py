@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import importlib
 
+__version__ = "0.1.0"  # the one place it is written: pyproject.toml reads it from here
+
 # public name -> the module that defines it
 API_MODULES = {
     "build_model": "lab.model",

@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from lab import paths
 from lab.checkpoint import list_checkpoints
 from lab.config import format_value, split_overrides
 from lab.store import Store
@@ -43,9 +44,11 @@ from lab.train import STOP_FILE
 from lab.train import request_stop as _touch_stop
 from lab.trainconfig import make_config
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_STORE = str(ROOT / "runs" / "fiblab.db")
-DEFAULT_RUNS = str(ROOT / "runs")
+# where runs go by default, as the notebooks keep them (`lab.paths`: FIBLAB_STORE / FIBLAB_RUNS,
+# else <checkout>/runs, or ./runs for an installed fiblab), resolved when this module is imported
+ROOT: Path = paths.work_dir()
+DEFAULT_STORE = paths.store_path(ROOT)
+DEFAULT_RUNS = paths.runs_dir(ROOT)
 LOG_NAME = "launch.log"
 META_NAME = "launch.json"
 CONFIG_NAME = "launch-config.json"  # the resolved TrainConfig the process is started with
@@ -214,7 +217,8 @@ def launch(
     The configuration is built here first (`lab.train.make_config`), so a bad preset, override
     or GPU split fails at once with the reason; the process is handed that config as a file.  ``nproc=None`` uses torchrun over the visible
     GPUs when there are several (as many as divide the step's micro-batches), else one process.  ``env`` adds environment variables; the
-    process runs in ``cwd`` (default: the project root, where relative data paths resolve).
+    process runs in ``cwd`` (default: the project root, where relative data paths resolve;
+    for an installed fiblab the working directory).
     """
     store = store or ""
     over = split_overrides(overrides)
@@ -267,7 +271,7 @@ def launch(
         log.flush()
         proc = subprocess.Popen(
             cmd,
-            cwd=cwd or str(ROOT),
+            cwd=cwd or str(paths.work_dir()),
             env=full_env,
             stdout=log,
             stderr=subprocess.STDOUT,

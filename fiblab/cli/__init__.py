@@ -13,15 +13,26 @@ fiblab receptive-field --layers 16 --schedule coprime [--residual 0.5] [--json]
 fiblab probe marked --depths 2 4 8 --init uniform staggered --seeds 0 1 [--scale quick] [--jobs 2] [--precision bf16]
 fiblab train --preset cpu-stagger [--data bible] [--steps N] [--override key=value ...] [--resume] [--restart]
 fiblab train --config runs/NAME/config.json [--name NEW] [--override key=value ...]   re-run / vary a run
+fiblab export RUN --out DIR [--hf]                     safetensors model folder (or transformers Llama)
+fiblab sample RUN_OR_DIR --prompt TEXT [--max-new-tokens 64]   text from a trained model
+fiblab export-store --tensorboard DIR [RUN ...]         runs in the store as TensorBoard events
+fiblab doctor [--json]                                  this machine, the lab's choices, expected times
 """
 
 from __future__ import annotations
 
-import argparse
+import sqlite3
 import sys
 import warnings
 
-from fiblab.cli.argtypes import base_arg, schedule_arg, scheme_arg
+from fiblab import __version__
+from fiblab.cli.argtypes import (
+    base_arg,
+    positive_float,
+    positive_int,
+    schedule_arg,
+    scheme_arg,
+)
 from fiblab.cli.attention import (
     cmd_coverage,
     cmd_offsets,
@@ -30,18 +41,26 @@ from fiblab.cli.attention import (
     cmd_schedule,
     cmd_selfcheck,
 )
+from fiblab.cli.choices import MECHANISMS
 from fiblab.cli.exports import add_export_store, add_log_options
 from fiblab.cli.measure import add_efficiency, add_eval
 from fiblab.cli.models import add_models
+from fiblab.cli.parser import FibParser
 from fiblab.cli.runs import cmd_demo, cmd_probe, cmd_report, cmd_train
-from probes.retrieval import MECHANISMS
+from lab import paths
+
+# FIBLAB_STORE / FIBLAB_RUNS, else runs/fiblab.db and runs/ in the working directory
+STORE_HELP = "experiment store ('' to skip; FIBLAB_STORE sets it)"
+RUNS_HELP = "folder for run directories and probe results (FIBLAB_RUNS sets it)"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="fiblab", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+def build_parser() -> FibParser:
+    """The whole command line; importing and building it imports no torch (``fiblab --help``)."""
+    p = FibParser(prog="fiblab", description=__doc__)
+    p.add_argument(
+        "--version", action="version", version=f"fiblab {__version__}", help="print the version"
     )
-    sub = p.add_subparsers(dest="cmd", required=True)
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
 
     s = sub.add_parser("demo", help="the main job: a lab-scale reproduction ending in a report")
     s.add_argument(
@@ -51,14 +70,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="full (≈6–8 min on 2 cores) or smoke (seconds)",
     )
     s.add_argument("--out", default="reports/demo", help="report folder")
-    s.add_argument("--runs", default="runs", help="folder for run directories and probe results")
-    s.add_argument("--store", default="runs/fiblab.db", help="experiment store ('' to skip)")
+    s.add_argument("--runs", default=paths.runs_dir(), help=RUNS_HELP)
+    s.add_argument("--store", default=paths.store_path(), help=STORE_HELP)
     s.add_argument("--quiet", action="store_true", help="no progress bars")
     s.set_defaults(fn=cmd_demo)
 
     s = sub.add_parser("report", help="Markdown + HTML report of runs in the store")
     s.add_argument("runs", nargs="*", help="LM run names (default: every finished run)")
-    s.add_argument("--store", default="runs/fiblab.db")
+    s.add_argument(
+        "--store", default=paths.store_path(), help="experiment store (FIBLAB_STORE sets it)"
+    )
     s.add_argument(
         "--probes",
         nargs="*",
@@ -66,12 +87,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="probe result JSONL files (default: the probe cells in the store)",
     )
     s.add_argument("--dataset", default=None, help="held-out domain (default: the only one)")
-    s.add_argument("--title", default="fiblab report")
+    s.add_argument("--title", default="fiblab report", help="the report's title")
     s.add_argument(
-        "--paper-db", default=None, help="also rebuild the paper's tables from the authors' fib.db"
+        "--paper-db",
+        default=None,
+        help="also rebuild the paper's tables from the authors' fib.db (default: not)",
     )
     s.add_argument(
-        "--out", default=None, help="report folder, e.g. reports/NAME (optional with --json)"
+        "--out",
+        default=None,
+        help="report folder, e.g. reports/NAME (default: none, allowed with --json)",
     )
     s.add_argument(
         "--json",
@@ -81,37 +106,61 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_report)
 
     s = sub.add_parser("selfcheck", help="build a model, forward/backward through every path")
-    s.add_argument("--preset", default="paper-60m")
-    s.add_argument("--seq-len", type=int, default=None, help="input length (default: preset's)")
+    s.add_argument(
+        "--preset",
+        default="paper-60m",
+        help="model preset, e.g. paper-60m or tiny (a wrong name lists them all)",
+    )
+    s.add_argument(
+        "--seq-len", type=positive_int, default=None, help="input length (default: preset's)"
+    )
     s.set_defaults(fn=cmd_selfcheck)
 
     def set_args(sp):
-        sp.add_argument("--window", "-W", type=int, default=8)
-        sp.add_argument("--seq-len", "-T", type=int, default=1024)
-        sp.add_argument("--base", type=base_arg, default="fib")
-        sp.add_argument("--rungs", "-K", type=int, default=15)
-        sp.add_argument("--rounding", choices=["round", "floor", "ceil"], default="round")
+        sp.add_argument("--window", "-W", type=int, default=8, help="local window W")
+        sp.add_argument("--seq-len", "-T", type=int, default=1024, help="sequence length T")
+        sp.add_argument(
+            "--base", type=base_arg, default="fib", help="fib, pow2 or a comma list like 1,3,9"
+        )
+        sp.add_argument("--rungs", "-K", type=int, default=15, help="rungs K of the base")
+        sp.add_argument(
+            "--rounding",
+            choices=["round", "floor", "ceil"],
+            default="round",
+            help="how α·f becomes an integer distance (round: half to even)",
+        )
 
     s = sub.add_parser("offsets", help="the attended distances of one layer")
-    s.add_argument("--alpha", type=float, default=1.0)
-    s.add_argument("--reach", type=int, default=None, help="freeze rungs at this length")
+    s.add_argument("--alpha", type=float, default=1.0, help="the layer's scale α")
+    s.add_argument(
+        "--reach", type=int, default=None, help="freeze rungs at this length (default: never)"
+    )
     s.add_argument("--interp", action="store_true", help="show interpolated columns instead")
     set_args(s)
     s.set_defaults(fn=cmd_offsets)
 
     s = sub.add_parser("schedule", help="per-layer alpha and attended sets of a schedule")
     s.add_argument("schedule", type=schedule_arg, help="fixed|stagger|coprime|a,comma,list")
-    s.add_argument("--layers", "-L", type=int, default=16)
-    s.add_argument("--stride", type=int, default=None, help="coprime stride S")
+    s.add_argument("--layers", "-L", type=int, default=16, help="layers L")
+    s.add_argument(
+        "--stride", type=int, default=None, help="coprime stride S (default: the schedule's)"
+    )
     s.add_argument("--sets", action="store_true", help="print each layer's rungs")
     set_args(s)
     s.set_defaults(fn=cmd_schedule)
 
     s = sub.add_parser("coverage", help="distinct-distance and band coverage of a schedule")
     s.add_argument("--schedule", default="stagger", help="fixed|stagger|coprime")
-    s.add_argument("--alphas", type=schedule_arg, default=None, help="custom a,b,c per layer")
-    s.add_argument("--layers", "-L", type=int, default=16)
-    s.add_argument("--stride", type=int, default=None, help="coprime stride S")
+    s.add_argument(
+        "--alphas",
+        type=schedule_arg,
+        default=None,
+        help="custom a,b,c per layer (default: the schedule's)",
+    )
+    s.add_argument("--layers", "-L", type=int, default=16, help="layers L")
+    s.add_argument(
+        "--stride", type=int, default=None, help="coprime stride S (default: the schedule's)"
+    )
     s.add_argument("--band", type=int, default=None, help="soft band half-width (default W)")
     s.add_argument("--json", action="store_true", help="one JSON object")
     s.add_argument("--full", action="store_true", help="with --json: include per-distance data")
@@ -122,22 +171,33 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--schedule", default="stagger", help="fixed|stagger|coprime|pow2|pow2-stagger|dense"
     )
-    s.add_argument("--schemes", nargs="+", default=None, help="compare several schemes")
-    s.add_argument("--alphas", type=schedule_arg, default=None, help="custom a,b,c per layer")
-    s.add_argument("--layers", "-L", type=int, default=16)
+    s.add_argument(
+        "--schemes", nargs="+", default=None, help="compare several schemes (default: --schedule)"
+    )
+    s.add_argument(
+        "--alphas",
+        type=schedule_arg,
+        default=None,
+        help="custom a,b,c per layer (default: the scheme's)",
+    )
+    s.add_argument("--layers", "-L", type=int, default=16, help="layers L")
     s.add_argument("--residual", type=float, default=0.0, help="weight kept on staying put")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="one JSON object")
     set_args(s)
     s.set_defaults(fn=cmd_receptive_field)
 
     s = sub.add_parser("probe", help="retrieval probes (the paper's Table 2 grid)")
-    s.add_argument("task", choices=["marked", "shift", "kv"])
+    s.add_argument(
+        "task",
+        choices=["marked", "shift", "kv"],
+        help="marked two-distance copy (Table 2), shift copy, or key-value retrieval",
+    )
     s.add_argument(
         "--distances",
         type=int,
         nargs="+",
         default=None,
-        help="shift: trained distances (one cell each)",
+        help="shift: trained distances, one cell each (default: none; shift needs them)",
     )
     s.add_argument(
         "--mechanisms",
@@ -146,13 +206,29 @@ def build_parser() -> argparse.ArgumentParser:
         type=scheme_arg(MECHANISMS, "mechanism"),
         help=" ".join(MECHANISMS) + " (or another spelling: stagger, fib/stagger, …)",
     )
-    s.add_argument("--depths", type=int, nargs="+", default=[2, 4, 8])
-    s.add_argument("--init", nargs="+", default=["uniform", "staggered"])
-    s.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
-    s.add_argument("--scale", choices=["paper", "quick", "demo", "tiny"], default="paper")
-    s.add_argument("--steps", type=int, default=None)
-    s.add_argument("--batch", type=int, default=None)
-    s.add_argument("--lr", type=float, default=None)
+    s.add_argument("--depths", type=int, nargs="+", default=[2, 4, 8], help="layers per model")
+    s.add_argument(
+        "--init",
+        nargs="+",
+        default=["uniform", "staggered"],
+        help="learned α's initialisation: uniform and/or staggered",
+    )
+    s.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="seeds, one cell each")
+    s.add_argument(
+        "--scale",
+        choices=["paper", "quick", "demo", "tiny"],
+        default="paper",
+        help="named settings (steps, batch, model size)",
+    )
+    s.add_argument(
+        "--steps", type=positive_int, default=None, help="training steps (default: the scale's)"
+    )
+    s.add_argument(
+        "--batch", type=positive_int, default=None, help="batch size (default: the scale's)"
+    )
+    s.add_argument(
+        "--lr", type=positive_float, default=None, help="learning rate (default: the scale's)"
+    )
     s.add_argument(
         "--precision",
         choices=["auto", "fp32", "bf16"],
@@ -163,28 +239,39 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument(
         "--jobs",
-        type=int,
+        type=positive_int,
         default=1,
         help="cells run at once, in worker processes of cores/jobs threads each",
     )
-    s.add_argument("--out", default=None, help="results JSONL (resumable); default runs/probes/")
+    s.add_argument(
+        "--out",
+        default=None,
+        help="results JSONL (resumable); default <runs>/probes/TASK-SCALE.jsonl, <runs> being "
+        "FIBLAB_RUNS or runs/",
+    )
     s.add_argument("--json", action="store_true", help="one JSON record per cell on stdout")
-    s.add_argument("--no-progress", action="store_true")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.add_argument(
         "--store",
-        default="runs/fiblab.db",
-        help="experiment store to log the records into ('' to skip)",
+        default=paths.store_path(),
+        help="experiment store to log the records into ('' to skip; FIBLAB_STORE sets it)",
     )
     add_log_options(s)
     s.set_defaults(fn=cmd_probe)
 
     s = sub.add_parser("train", help="train a language model (paper recipe or a CPU preset)")
-    s.add_argument("--preset", default=None, help="e.g. fib-stagger-w12, dense, cpu-stagger")
+    s.add_argument(
+        "--preset",
+        default=None,
+        help="training preset, e.g. fib-stagger-w12, dense, cpu-stagger (default: none; give "
+        "--preset or --config)",
+    )
     s.add_argument(
         "--config",
         default=None,
         metavar="CONFIG_JSON",
-        help="instead of --preset: a run's config.json (runs/NAME/config.json) to re-run or vary",
+        help="instead of --preset: a run's config.json (runs/NAME/config.json) to re-run or "
+        "vary (default: none)",
     )
     s.add_argument(
         "--data",
@@ -192,8 +279,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="bible (default), a file/folder/.jsonl/.parquet/"
         ".bin, or a mixture name=source@weight,...",
     )
-    s.add_argument("--steps", type=int, default=None)
-    s.add_argument("--seed", type=int, default=None)
+    s.add_argument(
+        "--steps", type=positive_int, default=None, help="optimizer steps (default: the preset's)"
+    )
+    s.add_argument("--seed", type=int, default=None, help="seed (default: the preset's)")
     s.add_argument("--name", default=None, help="run name (default: the preset)")
     s.add_argument(
         "--override",
@@ -201,7 +290,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="extend",
         metavar="KEY=VALUE",
         help="any TrainConfig field, or model.<ModelConfig field> (betas=0.9,0.95, "
-        "model.schedule=stagger or a comma list of alphas, model.train_seq_len=none)",
+        "model.schedule=stagger or a comma list of alphas, model.train_seq_len=none); "
+        "run_dir defaults to FIBLAB_RUNS or runs/",
     )
     s.add_argument(
         "--precision",
@@ -217,7 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="when every checkpoint of the run is corrupt: set them aside (*.corrupt) and train "
         "it again from step 0 (without it such a run is refused)",
     )
-    s.add_argument("--store", default="runs/fiblab.db", help="experiment store ('' to skip)")
+    s.add_argument("--store", default=paths.store_path(), help=STORE_HELP)
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     add_log_options(s)
     s.set_defaults(fn=cmd_train)
@@ -236,8 +326,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_doctor)
 
     s = sub.add_parser("params", help="parameter count of a preset")
-    s.add_argument("--preset", default="paper-60m")
-    s.add_argument("--schedule", default=None)
+    s.add_argument(
+        "--preset",
+        default="paper-60m",
+        help="model preset, e.g. paper-60m or tiny (a wrong name lists them all)",
+    )
+    s.add_argument(
+        "--schedule", default=None, help="α schedule, e.g. learned (default: the preset's)"
+    )
     s.set_defaults(fn=cmd_params)
     return p
 
@@ -263,6 +359,16 @@ def _format_warning(message, category, filename, lineno, line=None) -> str:
 _PLAIN_FORMAT = warnings.formatwarning
 
 
+def os_error_line(e: OSError) -> str:
+    """One line for a file-system error: the path, the reason, the fix."""
+    if e.filename is None:
+        return f"{e}: check the paths given (or the defaults: FIBLAB_STORE, FIBLAB_RUNS)"
+    return (
+        f"{e.filename!r}: {e.strerror or e}; check the path (its folder must exist or be "
+        f"creatable, and writable), or pass another"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     previous, warnings.formatwarning = warnings.formatwarning, _format_warning
     try:
@@ -271,6 +377,16 @@ def main(argv: list[str] | None = None) -> int:
             return args.fn(args)
         except ValueError as e:
             print(f"fiblab: error: {e}", file=sys.stderr)
+            return 2
+        except OSError as e:  # a path given (or defaulted) that cannot be read or written
+            print(f"fiblab: error: {os_error_line(e)}", file=sys.stderr)
+            return 2
+        except sqlite3.DatabaseError as e:
+            print(
+                f"fiblab: error: the experiment store cannot be used ({e}): pass --store with "
+                f"a fiblab store (a new path makes one), or '' to skip it",
+                file=sys.stderr,
+            )
             return 2
     finally:
         warnings.formatwarning = previous

@@ -35,3 +35,67 @@ def scheme_arg(among=None, what: str = "scheme"):
 
     parse.__name__ = what  # argparse names the type in its messages
     return parse
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= 1")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (0 < value < float("inf")):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a number > 0")
+    return value
+
+
+#: The one --device convention of every subcommand that takes one.
+DEVICE_HELP = "auto (CUDA when this torch sees a GPU, else cpu), cpu, cuda or cuda:N"
+
+
+def device_arg(text: str) -> str:
+    """An argparse type: ``auto``, ``cpu``, ``cuda``, ``cuda:N`` or ``mps``, checked without
+    importing torch (`resolve_device` asks torch whether the device is there)."""
+    t = text.strip().lower()
+    kind, _, index = t.partition(":")
+    if t in ("auto", "cpu", "cuda", "mps") or (kind == "cuda" and index.isdigit()):
+        return t
+    raise argparse.ArgumentTypeError(f"device {text!r} is unknown: use {DEVICE_HELP}")
+
+
+def resolve_device(text: str) -> str:
+    """The torch device a ``--device`` value names on this machine ("auto" → cuda or cpu);
+    a ValueError naming the fix when the device is not there."""
+    import torch
+
+    t = device_arg(text)
+    cuda = torch.cuda.is_available()
+    if t == "auto":
+        return "cuda" if cuda else "cpu"
+    if t.startswith("cuda"):
+        if not cuda:
+            build = torch.version.cuda or "none (a CPU build)"
+            raise ValueError(
+                f"--device {text}: this torch {torch.__version__} sees no CUDA device (its CUDA "
+                f"build: {build}); use --device cpu, or auto"
+            )
+        n = torch.cuda.device_count()
+        if ":" in t and int(t.partition(":")[2]) >= n:
+            raise ValueError(
+                f"--device {text}: only {n} CUDA device(s) here (cuda:0..cuda:{n - 1})"
+            )
+    if t == "mps" and not (
+        getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()
+    ):
+        raise ValueError(f"--device {text}: MPS is not available here; use --device cpu, or auto")
+    return t

@@ -1,19 +1,22 @@
 """Subcommands on the attention rule itself: selfcheck, offsets, schedule, params, coverage,
-receptive-field."""
+receptive-field.
+
+torch and the lab's models are imported inside the ``cmd_*`` functions, so ``fiblab --help``
+stays fast."""
 
 from __future__ import annotations
 
 import time
 
-import torch
-
-from lab import jsonio
-
 
 # --------------------------------------------------------------------------------------------
 def cmd_selfcheck(args) -> int:
+    import torch
+
     from lab.model import build_model
 
+    if args.seq_len is not None and args.seq_len < 1:
+        raise ValueError(f"--seq-len {args.seq_len} must be an integer >= 1 (the input length)")
     torch.manual_seed(0)
     ref = build_model(args.preset)
     cfg = ref.cfg
@@ -140,6 +143,7 @@ def cmd_params(args) -> int:
 
 
 def cmd_coverage(args) -> int:
+    from lab import jsonio
     from probes.coverage import describe, schedule_coverage
 
     report = schedule_coverage(
@@ -177,6 +181,7 @@ def cmd_coverage(args) -> int:
 
 
 def cmd_receptive_field(args) -> int:
+    from lab import jsonio
     from lab.plan import layer_sets
     from lab.schedules import layer_alphas
     from lab.schemes import scheme

@@ -1,19 +1,17 @@
-"""Subcommands that measure trained runs and schemes: eval, efficiency."""
+"""Subcommands that measure trained runs and schemes: eval, efficiency.
+
+Nothing heavy at the top: torch and the lab's models are imported by the ``cmd_*`` functions,
+so ``fiblab --help`` stays fast."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-import torch
-
-from fiblab.cli.argtypes import scheme_arg
-from lab import jsonio
-from lab.config import apply_overrides, split_overrides, typed_overrides
-from lab.efficiency import SCHEMES, config_for, efficiency_table
-from lab.evalrun import evaluate_run
-from lab.evaluate import DEFAULT_FACTORS
-from lab.model import RUNG_POLICIES, ModelConfig
+from fiblab.cli.argtypes import DEVICE_HELP, device_arg, positive_int, scheme_arg
+from fiblab.cli.choices import DEFAULT_FACTORS, RUNG_POLICIES
+from fiblab.cli.choices import EFFICIENCY_SCHEMES as SCHEMES
+from lab import paths
 
 
 # --------------------------------------------------------------------------------------------
@@ -58,6 +56,10 @@ def format_report(res: dict) -> str:
 
 
 def cmd_eval(args) -> int:
+    from fiblab.cli.argtypes import resolve_device
+    from lab import jsonio
+    from lab.evalrun import evaluate_run
+
     res = evaluate_run(
         args.run_dir,
         factors=args.factors,
@@ -66,7 +68,7 @@ def cmd_eval(args) -> int:
         store_path=args.store or None,
         limit_windows=args.limit,
         batch_size=args.batch,
-        device=args.device,
+        device=resolve_device(args.device),
         data_dir=args.data_dir,
         log=lambda s: print(s, file=sys.stderr),
     )
@@ -93,7 +95,7 @@ def add_eval(subparsers) -> None:
         type=int,
         nargs="+",
         default=list(DEFAULT_FACTORS),
-        help="multiples of the training length (default 1 2 4 8)",
+        help="multiples of the training length",
     )
     s.add_argument(
         "--policies",
@@ -105,18 +107,24 @@ def add_eval(subparsers) -> None:
     s.add_argument("--no-bins", action="store_true", help="skip the position bins")
     s.add_argument(
         "--limit",
-        type=int,
+        type=positive_int,
         default=None,
-        help="at most N training-length windows per dataset (factor m: N // m)",
+        help="at most N training-length windows per dataset (factor m: N // m; default: all)",
     )
-    s.add_argument("--batch", type=int, default=8, help="training-length windows per batch")
-    s.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    s.add_argument(
+        "--batch", type=positive_int, default=8, help="training-length windows per batch"
+    )
+    s.add_argument("--device", type=device_arg, default="auto", help=DEVICE_HELP)
     s.add_argument(
         "--data-dir",
         default=None,
         help="the training data cache (default: <run folder's parent>/data)",
     )
-    s.add_argument("--store", default="runs/fiblab.db", help="experiment store ('' to skip)")
+    s.add_argument(
+        "--store",
+        default=paths.store_path(),
+        help="experiment store ('' to skip; FIBLAB_STORE sets it)",
+    )
     s.add_argument("--json", action="store_true", help="print the result as JSON")
     s.set_defaults(fn=cmd_eval)
 
@@ -125,6 +133,14 @@ def add_eval(subparsers) -> None:
 # command line
 # --------------------------------------------------------------------------------------------
 def cmd_efficiency(args) -> int:
+    import torch
+
+    from fiblab.cli.argtypes import resolve_device
+    from lab import jsonio
+    from lab.config import apply_overrides, split_overrides, typed_overrides
+    from lab.efficiency import config_for, efficiency_table
+    from lab.model import ModelConfig
+
     items = split_overrides(args.override)  # ModelConfig fields, with or without "model."
     over = typed_overrides(ModelConfig, {k.removeprefix("model."): v for k, v in items.items()})
     cfg = apply_overrides(config_for(args.preset), over)
@@ -137,7 +153,7 @@ def cmd_efficiency(args) -> int:
         measure=args.measure,
         repeats=args.repeats,
         batch=args.batch,
-        device=args.device,
+        device=resolve_device(args.device),
         memory=not args.no_memory,
     )
     if args.json:
@@ -211,7 +227,11 @@ def add_efficiency(subparsers) -> argparse.ArgumentParser:
         "efficiency",
         help="attention FLOPs, keys per query, coverage, measured speed and memory per scheme",
     )
-    s.add_argument("--preset", default="probe-small")
+    s.add_argument(
+        "--preset",
+        default="probe-small",
+        help="model preset, e.g. paper-60m or tiny (a wrong name lists them all)",
+    )
     s.add_argument(
         "--lengths",
         type=int,
@@ -232,15 +252,17 @@ def add_efficiency(subparsers) -> argparse.ArgumentParser:
         nargs="*",
         action="extend",
         metavar="KEY=VALUE",
-        help="ModelConfig fields, e.g. n_layers=8 rungs=25",
+        help="ModelConfig fields, e.g. n_layers=8 rungs=25 (default: the preset's)",
     )
     s.add_argument("--measure", action="store_true", help="also time and measure memory")
-    s.add_argument("--repeats", type=int, default=3)
-    s.add_argument("--batch", type=int, default=1)
-    s.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")
+    s.add_argument(
+        "--repeats", type=positive_int, default=3, help="with --measure: timed repetitions"
+    )
+    s.add_argument("--batch", type=positive_int, default=1, help="with --measure: batch size")
+    s.add_argument("--device", type=device_arg, default="auto", help=DEVICE_HELP)
     s.add_argument(
         "--threads",
-        type=int,
+        type=positive_int,
         default=None,
         help="torch CPU threads (default: torch's); 1 is steadier on a loaded machine",
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -36,7 +37,10 @@ def cmd_probe(args) -> int:
     cells = R.grid(
         args.mechanisms, args.depths, args.init, args.seeds, args.task, args.distances or (None,)
     )
-    out = args.out or f"runs/probes/{args.task}-{args.scale}.jsonl"
+    from lab.paths import runs_dir
+
+    out = args.out or os.path.join(runs_dir(), "probes", f"{args.task}-{args.scale}.jsonl")
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)  # a bad --out fails first
     t0 = time.perf_counter()
     records = R.run_grid(
         cells, settings, out, progress=not args.no_progress, jobs=args.jobs, log_to=log_spec(args)
@@ -111,12 +115,17 @@ def cmd_train(args) -> int:
     if args.config:
         cfg = config_from_file(args.config, overrides)
     elif args.preset:
+        from lab.paths import runs_dir
+
+        overrides.setdefault("run_dir", runs_dir())  # FIBLAB_RUNS, else runs/
         cfg = make_config(args.preset, overrides)
     else:
         raise ValueError(
             "fiblab train needs --preset NAME (e.g. cpu-stagger) or --config "
             "runs/NAME/config.json (a run's configuration, to re-run or vary it)"
         )
+    if cfg.steps < 1:
+        raise ValueError(f"steps={cfg.steps} must be an integer >= 1 (optimizer steps)")
     try:
         out = train(
             cfg,
@@ -162,8 +171,6 @@ def cmd_demo(args) -> int:
 def cmd_report(args) -> int:
     """A Markdown + HTML report of runs in the store (every table and figure that applies);
     with ``--json`` every table as JSON records on stdout (the numbers the Markdown prints)."""
-    import os
-
     from analysis.results import build_report
     from lab import jsonio
     from lab.store import Store

@@ -10,6 +10,9 @@ Environment variables read by the notebooks:
     FIBLAB_SMOKE=1     smoke scale: every notebook runs top to bottom in seconds (the tests)
     FIBLAB_STORE       the experiment store (default <project>/runs/fiblab.db)
     FIBLAB_RUNS        the runs folder (default <project>/runs)
+
+<project> is `lab.paths.work_dir`: the source checkout when running from one, else the working
+directory (an installed fiblab never writes into site-packages).
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from pathlib import Path
 
 import ipywidgets as W
 
-ROOT = Path(__file__).resolve().parents[2]
+from lab import paths
+
+ROOT: Path = paths.work_dir()  # the checkout, or the working directory of an installed fiblab
 
 
 def smoke() -> bool:
@@ -31,13 +36,13 @@ def smoke() -> bool:
 
 
 def store_path() -> str:
-    """The experiment store the notebooks use (FIBLAB_STORE, default runs/fiblab.db)."""
-    return os.environ.get("FIBLAB_STORE") or str(ROOT / "runs" / "fiblab.db")
+    """The experiment store the notebooks use (FIBLAB_STORE, default <project>/runs/fiblab.db)."""
+    return paths.store_path(paths.work_dir())
 
 
 def runs_dir() -> str:
-    """The runs folder the notebooks use (FIBLAB_RUNS, default runs/)."""
-    return os.environ.get("FIBLAB_RUNS") or str(ROOT / "runs")
+    """The runs folder the notebooks use (FIBLAB_RUNS, default <project>/runs)."""
+    return paths.runs_dir(paths.work_dir())
 
 
 def error_widget() -> W.HTML:
