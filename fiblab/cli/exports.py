@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import os
 
-from lab.runlog import DEFAULT_LOGDIR, KINDS, LogSpec
+from lab import paths
+from lab.runlog import KINDS, LogSpec
+
+
+def default_logdir() -> str:
+    """<runs>/tensorboard: beside the runs (FIBLAB_RUNS moves both)."""
+    return os.path.join(paths.runs_dir(), "tensorboard")
 
 
 def add_log_options(s) -> None:
@@ -24,7 +30,7 @@ def add_log_options(s) -> None:
     s.add_argument(
         "--logdir",
         default=None,
-        help=f"folder of the live log, for `tensorboard --logdir` (default: {DEFAULT_LOGDIR})",
+        help=f"folder of the live log, for `tensorboard --logdir` (default: {default_logdir()})",
     )
 
 
@@ -35,7 +41,7 @@ def log_spec(args):
         if logdir is not None:
             raise ValueError(f"--logdir {logdir} needs --log tensorboard (what to write there)")
         return None
-    return LogSpec(kind, logdir or DEFAULT_LOGDIR)
+    return LogSpec(kind, logdir or default_logdir())
 
 
 def add_export_store(sub) -> None:
@@ -54,7 +60,7 @@ def add_export_store(sub) -> None:
         help="folder to write into, one subfolder per run (then: tensorboard --logdir DIR)",
     )
     s.add_argument(
-        "--store", default="runs/fiblab.db", help="experiment store (default: runs/fiblab.db)"
+        "--store", default=paths.store_path(), help="experiment store (FIBLAB_STORE sets it)"
     )
     s.set_defaults(fn=cmd_export_store)
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import sys
 
+from fiblab.cli.argtypes import DEVICE_HELP, device_arg
+from lab import paths
+
 
 def cmd_export(args) -> int:
     from lab.export import export_run, resolve_run
@@ -31,6 +34,7 @@ def cmd_sample(args) -> int:
 
     import torch
 
+    from fiblab.cli.argtypes import resolve_device
     from lab.export import open_model
     from lab.generate import generate
 
@@ -40,15 +44,8 @@ def cmd_sample(args) -> int:
         if args.threads < 1:
             raise ValueError(f"--threads {args.threads} must be >= 1")
         torch.set_num_threads(args.threads)
-    try:
-        torch.device(args.device)
-    except RuntimeError:
-        raise ValueError(
-            f"--device {args.device!r} is not a torch device: use cpu or cuda"
-        ) from None
-    model, tok = open_model(
-        args.model, args.runs, args.device, log=lambda s: print(s, file=sys.stderr)
-    )
+    device = resolve_device(args.device)
+    model, tok = open_model(args.model, args.runs, device, log=lambda s: print(s, file=sys.stderr))
     prompt = tok.encode(args.prompt) or [tok.eot_id]  # an empty prompt starts a document
     if len(prompt) > model.cfg.seq_len:
         prompt = prompt[-model.cfg.seq_len :]
@@ -68,8 +65,7 @@ def cmd_sample(args) -> int:
     new = out.shape[1] - ids.shape[1]
     print(tok.decode(out[0].tolist()))
     print(
-        f"{new} tokens in {dt:.2f} s: {new / max(dt, 1e-9):.1f} tokens/s "
-        f"({args.device}, KV-cache-free)",
+        f"{new} tokens in {dt:.2f} s: {new / max(dt, 1e-9):.1f} tokens/s ({device}, KV-cache-free)",
         file=sys.stderr,
     )
     return 0
@@ -90,11 +86,13 @@ def add_models(subparsers) -> None:
         required=True,
         help="the folder to write (created; an earlier export there is replaced)",
     )
-    s.add_argument("--runs", default="runs", help="folder of run directories (default runs)")
+    s.add_argument(
+        "--runs", default=paths.runs_dir(), help="folder of run directories (FIBLAB_RUNS sets it)"
+    )
     s.add_argument(
         "--store",
-        default="runs/fiblab.db",
-        help="experiment store with the run's steps and final perplexity for the model card "
+        default=paths.store_path(),
+        help="experiment store (FIBLAB_STORE sets it) with the run's steps and final perplexity for the model card "
         "(default runs/fiblab.db; '' or an absent file: a card without perplexity)",
     )
     s.add_argument(
@@ -136,8 +134,10 @@ def add_models(subparsers) -> None:
     s.add_argument(
         "--stop-at-eot", action="store_true", help="stop at the end-of-text token <|endoftext|>"
     )
-    s.add_argument("--runs", default="runs", help="folder of run directories (default runs)")
-    s.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    s.add_argument(
+        "--runs", default=paths.runs_dir(), help="folder of run directories (FIBLAB_RUNS sets it)"
+    )
+    s.add_argument("--device", type=device_arg, default="auto", help=DEVICE_HELP)
     s.add_argument(
         "--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)"
     )
