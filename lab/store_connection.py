@@ -25,6 +25,7 @@ from lab.store_schema import SCHEMA_VERSION, migrate
 
 DEFAULT_PATH = "runs/fiblab.db"
 BUSY_TIMEOUT_S = 30.0
+GIT_TIMEOUT_S = 10.0  # a git that hangs (a stale lock, a slow network mount) must not hang us
 _SQLITE_HEADER = b"SQLite format 3\x00"
 
 
@@ -38,7 +39,8 @@ class UnknownRunError(KeyError, ValueError):
 def git_revision(path: str | os.PathLike | None = None) -> str | None:
     """The commit hash checked out at ``path`` (default: this package's folder), or None.
 
-    None outside a git checkout, without a ``git`` executable, or when git fails for any reason.
+    None outside a git checkout, without a ``git`` executable, when git fails for any reason
+    or takes longer than ``GIT_TIMEOUT_S`` seconds.
     """
     where = Path(path) if path is not None else Path(__file__).resolve().parent
     try:
@@ -46,8 +48,8 @@ def git_revision(path: str | os.PathLike | None = None) -> str | None:
             ["git", "-C", str(where), "rev-parse", "--verify", "HEAD"],
             capture_output=True,
             text=True,
-            timeout=10,
-            stdin=subprocess.DEVNULL,
+            timeout=GIT_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,  # git must never wait on (or eat) the caller's input
         )
     except (OSError, subprocess.SubprocessError):
         return None
