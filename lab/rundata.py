@@ -45,9 +45,11 @@ def parse_mixture(spec: str) -> dict[str, tuple[str, float]] | None:
     return domains
 
 
-def load_data(cfg, progress: bool = False, log=None):
+def load_data(cfg, progress: bool = False, log=None, resumed: str | None = None):
     """The prepared corpus of ``cfg`` (a `lab.trainconfig.TrainConfig`): see the module doc.
-    ``progress``: tqdm bars while tokenising; ``log``: where to say which tokenizer is used."""
+    ``progress``: tqdm bars while tokenising; ``log``: where to say which tokenizer is used;
+    ``resumed``: the folder of a run being resumed, whose tokenizer.json must be the one used
+    (a given tokenizer is checked before any tokenising)."""
     from lab import data as D
 
     vocab = cfg.vocab_size or cfg.model.vocab_size
@@ -63,6 +65,8 @@ def load_data(cfg, progress: bool = False, log=None):
                 else ""
             )
         )
+    if resumed is not None:
+        check_resume_tokenizer(resumed, tok)
     domains = parse_mixture(cfg.data)
     if domains is not None:
         if tok is None:
@@ -100,7 +104,24 @@ def load_data(cfg, progress: bool = False, log=None):
             f"the tokenizer has {data.vocab_size} ids but the model's vocab_size is "
             f"{cfg.model.vocab_size}: raise model.vocab_size"
         )
+    if resumed is not None:
+        check_resume_tokenizer(resumed, getattr(data, "tokenizer", None))
     return data
+
+
+def check_resume_tokenizer(run_dir: str, tok) -> None:
+    """A resumed run must see the token ids it was trained on: refuse when the run folder's
+    tokenizer.json is not ``tok`` (a `BPETokenizer`; None: nothing to compare)."""
+    from lab.tokenizer import BPETokenizer
+
+    path = os.path.join(run_dir, "tokenizer.json")
+    if tok is None or not os.path.isfile(path):
+        return
+    if BPETokenizer.load(path).sha256() != tok.sha256():
+        raise ValueError(
+            f"{run_dir} was trained with another tokenizer ({path}) than this one: resume "
+            f"with the same --data and --tokenizer, or with --config {run_dir}/config.json"
+        )
 
 
 def _check_untokenised(domains: dict[str, tuple[str, float]]) -> None:

@@ -248,7 +248,8 @@ def train(
     if data is None:
         if di.world > 1 and not di.main:
             dist.barrier()  # rank 0 tokenises first, the others reuse
-        data = load_data(cfg, progress=di.main and not quiet, log=log)
+        resumed = run_dir if ckpt is not None else None  # its tokenizer.json must be ours
+        data = load_data(cfg, progress=di.main and not quiet, log=log, resumed=resumed)
         if di.world > 1 and di.main:
             dist.barrier()
 

@@ -170,3 +170,23 @@ def test_bad_mixture_specs_are_one_line(folder, capsys, monkeypatch, spec, needl
     monkeypatch.chdir(folder)
     rc, out, err = run(capsys, "train", *TINY, "--name", "bad", "--data", spec, *SMALL)
     assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_resume_with_another_tokenizer_is_refused(folder, capsys, monkeypatch):
+    monkeypatch.chdir(folder)
+    if not (folder / "runs" / "readme" / "config.json").exists():
+        pytest.skip("needs the README run above")
+    other = folder / "other"
+    other.mkdir(exist_ok=True)
+    (other / "tokenizer.json").write_text((folder / "tok.json").read_text())
+    (other / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<s>"}))  # same file,
+    rc, out, err = run(  # another separator: other token ids
+        capsys,
+        *["train", *TINY, "--name", "readme", "--steps", "4", "--resume"],
+        *["--data", README_DATA, "--tokenizer", "other/tokenizer.json", *SMALL],
+    )
+    lines = err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1, err
+    assert "runs/readme was trained with another tokenizer" in lines[0] and "--config" in lines[0]
+    assert sorted(glob.glob("runs/readme/ckpt_*.pt")) == ["runs/readme/ckpt_0000003.pt"]
+    assert "tokenising" not in err  # refused before any work
