@@ -83,7 +83,13 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     try:
         d = prepare(
-            args.source, args.vocab, args.cache_dir, args.val_tokens, args.seed, args.tokenizer
+            args.source,
+            args.vocab,
+            args.cache_dir,
+            args.val_tokens,
+            args.seed,
+            args.tokenizer,
+            progress=True,
         )
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -26,6 +26,7 @@ from lab.prepared import (
     prepare,
     settings_hash,
 )
+from lab.progress import reading
 from lab.sampling import batch_rng, check_window, to_xy
 from lab.tokenizer import (
     DEFAULT_VOCAB,
@@ -86,12 +87,14 @@ class Mixture:
         seed: int = 0,
         tokenizer: str | Path | BPETokenizer | None = None,
         tokenizer_train_chars: int = TOKENIZER_TRAIN_CHARS,
+        progress: bool = False,
     ) -> Mixture:
         """Prepare every domain {name: (source spec, weight)} with one tokenizer: `tokenizer`
         if given, else a BPE trained on all text domains (each contributing up to
         tokenizer_train_chars × its normalised weight) and cached under cache_dir/tokenizers/.
         Token-file domains need `tokenizer` (the one they were made with) or `vocab_size`;
-        they can be mixed with text domains only when `tokenizer` is given."""
+        they can be mixed with text domains only when `tokenizer` is given. `progress`: tqdm
+        bars while the BPE reads and while each domain is tokenised."""
         if not domains:
             raise ValueError("a mixture needs at least one domain: {name: (source, weight)}")
         specs, weights = {}, {}
@@ -112,7 +115,8 @@ class Mixture:
             bins = [n for n, k in kinds.items() if k]
             raise ValueError(
                 f"domains {bins} are token files and the others text: pass "
-                f"tokenizer= (the tokenizer.json the token files were made with)"
+                f"tokenizer= (fiblab train --tokenizer): the tokenizer.json the token files "
+                f"were made with, which also tokenises the text domains"
             )
         if tok is None and not any(kinds.values()):
             vocab_size = check_train_vocab(DEFAULT_VOCAB if vocab_size is None else vocab_size)
@@ -136,11 +140,14 @@ class Mixture:
                         if share > 0:
                             yield from capped_documents(s.documents(), share, s)
 
-                tok = BPETokenizer.train(texts(), vocab_size)
+                tok = BPETokenizer.train(
+                    reading(texts(), "BPE for the mixture: reading text", progress), vocab_size
+                )
                 tok_file.parent.mkdir(parents=True, exist_ok=True)
                 tok.save(tok_file)
         prepared = {
-            n: prepare(specs[n], vocab_size, cache_dir, val_tokens, seed, tok) for n in specs
+            n: prepare(specs[n], vocab_size, cache_dir, val_tokens, seed, tok, progress=progress)
+            for n in specs
         }
         return cls(prepared, weights, tok)
 

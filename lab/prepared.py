@@ -26,6 +26,7 @@ import torch
 
 from lab.corpus import Source, parse_source
 from lab.heldout import VAL_CAP, default_val_tokens, split_documents
+from lab.progress import bytes_bar, reading
 from lab.sampling import batch_rng, check_window, gather, window_batches
 from lab.tokenizer import (
     DEFAULT_VOCAB,
@@ -44,6 +45,7 @@ from lab.windows import n_windows
 TOKENIZER_TRAIN_CHARS = 100_000_000  # text the BPE trainer sees at most (per prepare/mixture)
 FORMAT = "fiblab-data-1"
 _ENCODE_CHUNK_CHARS = 4 << 20  # text handed to one encode_batch call
+_ENTRY_FILES = ("train.bin", "val.bin", "tokenizer.json", "tokenizer_config.json")
 
 
 @dataclass
@@ -183,6 +185,7 @@ def prepare(
     seed: int = 0,
     tokenizer: str | Path | BPETokenizer | None = None,
     tokenizer_train_chars: int = TOKENIZER_TRAIN_CHARS,
+    progress: bool = False,
 ) -> PreparedData:
     """Tokenise `source` once into cache_dir/<name>-<hash>/ and return it; reuse a complete
     entry made with the same source fingerprint and settings.
@@ -192,6 +195,7 @@ def prepare(
     source without a tokenizer it is required (the ids are checked to lie below it).
     val_tokens: held-out tokens (None: min(5%, 500K)); seed: picks the held-out documents.
     tokenizer_train_chars: the BPE trainer sees at most this much text (the first documents).
+    progress: tqdm bars on stderr while the BPE reads its text and while tokenising (bytes/s).
     """
     src = parse_source(source)
     tok = resolve_tokenizer(tokenizer)
@@ -226,10 +230,11 @@ def prepare(
             meta = _prepare_tokens(src, out, vocab_size, val_tokens, tok)
         else:
             if tok is None:
+                docs = capped_documents(src.documents(), tokenizer_train_chars, src)
                 tok = BPETokenizer.train(
-                    capped_documents(src.documents(), tokenizer_train_chars, src), vocab_size
+                    reading(docs, f"BPE {src.short_name()}: reading text", progress), vocab_size
                 )
-            meta = _prepare_text(src, out, vocab_size, val_tokens, seed, tok)
+            meta = _prepare_text(src, out, vocab_size, val_tokens, seed, tok, progress)
         if tok is not None:
             tok.save(out / "tokenizer.json")
     except BaseException:
@@ -304,17 +309,22 @@ def capped_documents(docs: Iterable[str], max_chars: int, what) -> Iterator[str]
         )
 
 
-def _prepare_text(
-    src: Source, out: Path, vocab_size: int, val_tokens, seed: int, tok: BPETokenizer
-) -> dict:
+def _tokenising_bar(src: Source, progress: bool):
+    """Bytes tokenised (MB/s); the total is known for text files only (the other kinds store
+    more bytes than their text)."""
+    total = sum(f.stat().st_size for f in src.files()) if src.kind in ("text", "dir") else None
+    return bytes_bar(f"tokenising {src.short_name()}", total, progress)
+
+
+def _prepare_text(src: Source, out: Path, vocab_size, val_tokens, seed, tok, progress) -> dict:
     dtype = token_dtype(vocab_size)
     if tok.vocab_size > vocab_size:
         raise ValueError(f"tokenizer has {tok.vocab_size} entries > vocab_size {vocab_size}")
     lengths: list[int] = []
     all_file = out / f"all.bin.tmp-{os.getpid()}"
     try:
-        with open(all_file, "wb") as f:
-            for ids in _encode_stream(src.documents(), tok):
+        with open(all_file, "wb") as f, _tokenising_bar(src, progress) as bar:
+            for ids in _encode_stream(src.documents(), tok, bar):
                 ids.astype(dtype).tofile(f)
                 lengths.append(len(ids))
         n = sum(lengths)
@@ -349,9 +359,11 @@ def _prepare_text(
     }
 
 
-def _encode_stream(docs: Iterable[str], tok: BPETokenizer) -> Iterator[np.ndarray]:
-    """Each document's ids followed by the end-of-text id, encoded in parallel batches."""
+def _encode_stream(docs: Iterable[str], tok: BPETokenizer, bar=None) -> Iterator[np.ndarray]:
+    """Each document's ids followed by the end-of-text id, encoded in parallel batches; `bar`
+    (tqdm) advances by each batch's UTF-8 bytes once it is encoded."""
     batch, chars = [], 0
+    done = {"docs": 0, "tokens": 0}
 
     def flush():
         pieces, owner = [], []
@@ -364,6 +376,11 @@ def _encode_stream(docs: Iterable[str], tok: BPETokenizer) -> Iterator[np.ndarra
         for j, ids in zip(owner, enc):
             per_doc[j].append(ids)
         eot = np.array([tok.eot_id], dtype=np.int64)
+        if bar is not None and not bar.disable:
+            done["docs"] += len(batch)
+            done["tokens"] += sum(len(ids) for ids in enc) + len(batch)
+            bar.set_postfix(docs=f"{done['docs']:,}", tokens=f"{done['tokens']:,}", refresh=False)
+            bar.update(sum(len(d.encode("utf-8")) for d in batch))
         for parts in per_doc:
             yield np.concatenate([np.asarray(p, dtype=np.int64) for p in parts] + [eot])
 
@@ -387,6 +404,12 @@ def _prepare_tokens(
     top = 0
     for a in range(0, n, 1 << 24):
         top = max(top, int(allt[a : a + (1 << 24)].max()))
+    if tok is not None and top >= tok.vocab_size:
+        raise ValueError(
+            f"token file {str(src.path)!r} holds id {top}, outside the tokenizer's "
+            f"{tok.vocab_size} entries: its ids come from another tokenizer; give the "
+            f"tokenizer.json the file was made with"
+        )
     if top >= vocab_size:
         raise ValueError(
             f"token file {str(src.path)!r} holds id {top} >= vocab_size "
@@ -423,5 +446,5 @@ def _clear_partial(out: Path) -> None:
     """A run killed mid-way may leave temp files or a stale meta-less entry: drop them."""
     (out / "meta.json").unlink(missing_ok=True)
     for p in out.iterdir():
-        if ".tmp-" in p.name or p.name in ("train.bin", "val.bin", "tokenizer.json"):
+        if ".tmp-" in p.name or p.name in _ENTRY_FILES:
             p.unlink(missing_ok=True)

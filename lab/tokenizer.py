@@ -1,17 +1,25 @@
-"""The tokeniser and token files: a byte-level BPE (`BPETokenizer`), the "<|endoftext|>"
-separator, the vocabulary constants, and flat header-less .bin files of ids (`token_dtype`,
-`write_tokens`, `read_tokens`).
+"""The tokeniser and token files: `BPETokenizer` (the lab's byte-level BPE, or any Hugging Face
+fast tokenizer file), the end-of-text separator, the vocabulary constants, and flat header-less
+.bin files of ids (`token_dtype`, `write_tokens`, `read_tokens`).
 
 `BPETokenizer.train(texts, vocab_size)`: HF `tokenizers` byte-level BPE (ByteLevel pre-tokenizer
 and decoder, no prefix space, no normalisation), so decode(encode(s)) == s for any string. One
 special token, "<|endoftext|>" (id 0), separates documents; it is inserted by the pipeline only:
 text that contains the literal string is encoded as ordinary bytes. Ids are stored as uint16
 when the vocabulary has at most 65,536 entries, else uint32.
+
+`BPETokenizer.load(path)` opens any `tokenizers` JSON (a Llama / GPT-2 / BERT tokenizer.json,
+WordPiece, BPE or Unigram). Its document separator (`eot`) is, in this order: the `eot=`
+argument, the `eos_token` of a tokenizer_config.json beside the file (as the Hugging Face Hub
+ships it), else the first of `EOT_CANDIDATES` the vocabulary holds (special tokens first).
+Encoding never adds the tokenizer's own special tokens (no <s>, [CLS]), so a document is its
+text's ids followed by the separator.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -19,6 +27,9 @@ from pathlib import Path
 import numpy as np
 
 EOT = "<|endoftext|>"
+#: separators looked for in a tokenizer without a tokenizer_config.json (GPT-2, Llama 3, Llama 2 /
+#: T5 / Mistral, Gemma, Llama 3 chat, ChatML, BERT)
+EOT_CANDIDATES = (EOT, "<|end_of_text|>", "</s>", "<eos>", "<|eot_id|>", "<|im_end|>", "[SEP]")
 DEFAULT_VOCAB = 2048
 PAPER_VOCAB = 32768
 MIN_VOCAB = 257  # 256 byte symbols + <|endoftext|>
@@ -77,21 +88,17 @@ def _other_dtype(dtype: np.dtype) -> str:
 
 
 class BPETokenizer:
-    """Byte-level BPE (HF `tokenizers`) with "<|endoftext|>" as its only special token."""
+    """A `tokenizers.Tokenizer` and its document separator (`eot`, id `eot_id`): the lab's
+    byte-level BPE (`train`, separator "<|endoftext|>") or any tokenizer file (`load`)."""
 
-    def __init__(self, tok):
+    def __init__(self, tok, eot: str | None = None):
         from tokenizers import Tokenizer
 
         if not isinstance(tok, Tokenizer):
             raise TypeError("BPETokenizer wraps a tokenizers.Tokenizer")
-        eot = tok.token_to_id(EOT)
-        if eot is None:
-            raise ValueError(
-                f"tokenizer has no {EOT!r} token; train one with "
-                f"BPETokenizer.train or add the special token"
-            )
+        eot = find_eot(tok, eot)
         tok.encode_special_tokens = True  # a literal "<|endoftext|>" in text is just text
-        self.tok, self.eot_id = tok, eot
+        self.tok, self.eot, self.eot_id = tok, eot, tok.token_to_id(eot)
 
     @classmethod
     def train(
@@ -114,10 +121,13 @@ class BPETokenizer:
         return cls(tok)
 
     @classmethod
-    def load(cls, path: str | Path) -> BPETokenizer:
+    def load(cls, path: str | Path, eot: str | None = None) -> BPETokenizer:
+        """Any `tokenizers` JSON file; the separator as the module doc says."""
         from tokenizers import Tokenizer
 
-        path = Path(path)
+        path = Path(path).expanduser()
+        if path.is_dir() and (path / "tokenizer.json").is_file():
+            path = path / "tokenizer.json"  # a model folder
         if not path.is_file():
             raise ValueError(
                 f"tokenizer file {str(path)!r} does not exist; give a local "
@@ -127,21 +137,52 @@ class BPETokenizer:
             tok = Tokenizer.from_file(str(path))
         except Exception as e:
             raise ValueError(
-                f"tokenizer file {str(path)!r} is not a tokenizers JSON ({e})"
+                f"tokenizer file {str(path)!r} is not a tokenizers JSON ({e}); give a Hugging "
+                f"Face fast tokenizer's tokenizer.json"
             ) from None
-        return cls(tok)
+        if eot is None:
+            eot = config_eos(path.with_name(CONFIG_FILE))
+        try:
+            return cls(tok, eot)
+        except ValueError as e:
+            raise ValueError(f"tokenizer file {str(path)!r}: {e}") from None
 
     def save(self, path: str | Path) -> Path:
+        """tokenizer.json; and the separator as eos_token of a tokenizer_config.json beside it
+        (its other keys kept) when the file alone, or a config already there, would name
+        another one: so `load` of the copy gives this tokenizer."""
         path = Path(path)
         with atomic_path(path) as tmp:
             tmp.write_text(self.to_str(), encoding="utf-8")
+        try:
+            alone = find_eot(self.tok)
+        except ValueError:
+            alone = None
+        beside = path.with_name(CONFIG_FILE)
+        if config_eos(beside) not in (None, self.eot) or (
+            alone != self.eot and config_eos(beside) is None
+        ):
+            try:
+                conf = json.loads(beside.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                conf = {}
+            conf = {**(conf if isinstance(conf, dict) else {}), "eos_token": self.eot}
+            with atomic_path(beside) as tmp:
+                tmp.write_text(json.dumps(conf, indent=1) + "\n")
         return path
 
     def to_str(self) -> str:
         return self.tok.to_str()
 
     def sha256(self) -> str:
-        return hashlib.sha256(self.to_str().encode()).hexdigest()
+        """Of the tokenizer's JSON, and of its separator when that is not "<|endoftext|>"
+        (so the hash of every tokenizer made before separators could differ is unchanged)."""
+        text = self.to_str() if self.eot == EOT else f"{self.to_str()}\neot={self.eot}"
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def describe(self) -> str:
+        """ "32,000 entries, end of text '</s>' (id 2)": what a run prints about its tokenizer."""
+        return f"{self.vocab_size:,} entries, end of text {self.eot!r} (id {self.eot_id})"
 
     @property
     def vocab_size(self) -> int:
@@ -163,6 +204,44 @@ class BPETokenizer:
         cross (see `split_pieces`), so the ids equal a one-shot encode."""
         ids = self.encode_batch(split_pieces(text))
         return np.fromiter((i for p in ids for i in p), dtype=np.int64)
+
+
+CONFIG_FILE = "tokenizer_config.json"
+
+
+def config_eos(path: Path) -> str | None:
+    """The `eos_token` of a tokenizer_config.json (a string or {"content": …}); None when the
+    file or the key is missing or unreadable."""
+    try:
+        eos = json.loads(Path(path).read_text(encoding="utf-8")).get("eos_token")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if isinstance(eos, dict):
+        eos = eos.get("content")
+    return eos if isinstance(eos, str) and eos else None
+
+
+def find_eot(tok, eot: str | None = None) -> str:
+    """The document separator of a `tokenizers.Tokenizer`: `eot` when given (it must be in the
+    vocabulary), else the first of EOT_CANDIDATES that is a special token, else the first that
+    is in the vocabulary at all."""
+    if eot is not None:
+        if tok.token_to_id(eot) is None:
+            raise ValueError(
+                f"end-of-text token {eot!r} is not in the tokenizer's vocabulary; name one "
+                f"it has (tokenizer_config.json eos_token)"
+            )
+        return eot
+    special = {t.content for t in tok.get_added_tokens_decoder().values() if t.special}
+    found = [c for c in EOT_CANDIDATES if c in special]
+    found += [c for c in EOT_CANDIDATES if tok.token_to_id(c) is not None]
+    if found:
+        return found[0]
+    raise ValueError(
+        f"the tokenizer has no end-of-text token to separate documents (none of "
+        f"{', '.join(EOT_CANDIDATES)}); name its separator as eos_token in a "
+        f"{CONFIG_FILE} beside the tokenizer.json, or add one of these as a special token"
+    )
 
 
 def split_pieces(text: str, size: int = _PIECE_CHARS) -> list[str]:

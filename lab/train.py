@@ -50,11 +50,12 @@ from lab.checkpoint import (
 from lab.evalkind import EvalKind
 from lab.model import FibLM
 from lab.precision import autocast, resolve_precision
+from lab.rundata import load_data
 from lab.runlog import LogSpec, alpha_scalars, eval_tag, open_sink
 from lab.trainconfig import TRAIN_PRESETS, TrainConfig, config_from_file, make_config
 from lab.variant import provenance
 
-# defined in lab.trainconfig and lab.checkpoint, importable from here as before
+# defined in lab.trainconfig, lab.checkpoint and lab.rundata, importable from here as before
 __all__ = [
     "STOP_FILE",
     "TRAIN_PRESETS",
@@ -198,45 +199,6 @@ def evaluate(
 # --------------------------------------------------------------------------------------------
 # data
 # --------------------------------------------------------------------------------------------
-def load_data(cfg: TrainConfig):
-    """The prepared corpus of `cfg.data`: a lab.data source spec, or a mixture written as
-    ``name=spec@weight,name=spec@weight`` (each domain keeps its own held-out split)."""
-    from lab import data as D
-
-    vocab = cfg.vocab_size or cfg.model.vocab_size
-    cache = os.path.join(cfg.run_dir, "data")
-    if "=" in cfg.data:
-        domains = {}
-        for part in cfg.data.split(","):
-            name, _, rest = part.partition("=")
-            spec, _, weight = rest.rpartition("@")
-            if not (name and spec and weight):
-                raise ValueError(f"mixture part {part!r}: write name=source@weight")
-            domains[name] = (spec, float(weight))
-        data = D.Mixture.prepare(
-            domains, vocab_size=vocab, cache_dir=cache, val_tokens=cfg.val_tokens
-        )
-    else:
-        data = D.prepare(cfg.data, vocab_size=vocab, cache_dir=cache, val_tokens=cfg.val_tokens)
-    T = cfg.model.seq_len
-    parts = data.domains.items() if hasattr(data, "domains") else [(cfg.data, data)]
-    for name, part in parts:
-        for split in ("train", "val"):
-            n = len(part.tokens(split))
-            if n <= T + 1:
-                raise ValueError(
-                    f"the {split} split of {name!r} has {n} tokens, not more than "
-                    f"seq_len + 1 = {T + 1}: use more text, a shorter "
-                    f"model.seq_len, or a different val_tokens"
-                )
-    if data.vocab_size > cfg.model.vocab_size:
-        raise ValueError(
-            f"the tokenizer has {data.vocab_size} ids but the model's vocab_size is "
-            f"{cfg.model.vocab_size}: raise model.vocab_size"
-        )
-    return data
-
-
 def eval_sets(data, seq_len: int, batch: int, device, name: str = "val") -> dict:
     """{dataset name: fn(limit_windows) -> iterator of (x, y) batches} for every held-out split
     (one per mixture domain, else one called `name`)."""
@@ -290,7 +252,8 @@ def train(
     if data is None:
         if di.world > 1 and not di.main:
             dist.barrier()  # rank 0 tokenises first, the others reuse
-        data = load_data(cfg)
+        resumed = run_dir if ckpt is not None else None  # its tokenizer.json must be ours
+        data = load_data(cfg, progress=di.main and not quiet, log=log, resumed=resumed)
         if di.world > 1 and di.main:
             dist.barrier()
 

@@ -6,7 +6,7 @@ The recipe's defaults are the paper's (see `lab.train`); overrides are typed by 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from lab.config import apply_overrides, read_config, typed_overrides
 from lab.model import ModelConfig, config_for
@@ -27,6 +27,7 @@ class TrainConfig:
     grad_clip: float = 1.0
     seed: int = 42
     data: str = "bible"  # a lab.data source spec
+    tokenizer: str | None = None  # a tokenizer.json (None: a BPE trained on the text)
     vocab_size: int | None = None  # tokenizer size (default: the model's vocab)
     val_tokens: int | None = None  # held-out tokens per domain (None: min(5 %, 500K))
     eval_every: int = 500  # light eval cadence (0: only the final full eval)
@@ -135,7 +136,7 @@ def make_config(preset: str, overrides=None) -> TrainConfig:
     model_preset = spec.pop("preset")
     typed = typed_overrides(TrainConfig, overrides)  # every key and value checked first
     cfg = TrainConfig(model=config_for(model_preset, **model_over), **spec)
-    cfg = apply_overrides(cfg, typed)
+    cfg = with_tokenizer_vocab(apply_overrides(cfg, typed), typed)
     if seed is not None and "seed" not in typed:
         cfg.seed = seed
     if not cfg.name:
@@ -149,6 +150,30 @@ def make_config(preset: str, overrides=None) -> TrainConfig:
 def config_from_file(path: str, overrides=None) -> TrainConfig:
     """A run's config.json (as `train` writes it) with overrides on top: re-run or vary a run
     (``fiblab train --config runs/NAME/config.json --override …``)."""
-    cfg = apply_overrides(read_config(path, TrainConfig), overrides)
+    typed = typed_overrides(TrainConfig, overrides)
+    cfg = apply_overrides(read_config(path, TrainConfig), typed)
+    if "tokenizer" in typed:  # a new tokenizer: a new vocabulary (the file's config had its own)
+        cfg = with_tokenizer_vocab(cfg, typed)
     _ = cfg.accum  # validates
     return cfg
+
+
+def with_tokenizer_vocab(cfg: TrainConfig, typed: dict) -> TrainConfig:
+    """With ``cfg.tokenizer`` set, the model's vocab_size becomes the tokenizer's size, unless
+    the overrides ``typed`` set model.vocab_size themselves (it must then hold every id: a
+    larger one leaves rows unused). Reads the tokenizer file, so a bad one fails here, before
+    any work."""
+    if not cfg.tokenizer:
+        return cfg
+    from lab.tokenizer import BPETokenizer
+
+    size = BPETokenizer.load(cfg.tokenizer).vocab_size
+    if "model.vocab_size" in typed or "model" in typed:
+        if cfg.model.vocab_size < size:
+            raise ValueError(
+                f"model.vocab_size {cfg.model.vocab_size} is smaller than the {size} entries of "
+                f"tokenizer {cfg.tokenizer!r}: drop the override (the model then takes the "
+                f"tokenizer's size) or set model.vocab_size >= {size}"
+            )
+        return cfg
+    return replace(cfg, model=replace(cfg.model, vocab_size=size))

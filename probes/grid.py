@@ -15,6 +15,7 @@ import time
 
 import torch
 
+from lab.progress import bar as progress_bar
 from probes.runner import run_cell
 from probes.settings import LEARNED, Cell, ProbeSettings, mechanism
 
@@ -69,8 +70,8 @@ def run_grid(
     jobs > 1 runs that many cells at once in worker processes, each on cores // jobs threads
     (at least 1): on a small CPU the many small ops of a probe step use one thread better than
     two, so two 1-thread cells finish sooner than two 2-thread cells in turn.  Records are
-    appended (and `on_record` called) as cells finish; `on_step` and the progress bar need
-    jobs = 1 (with jobs > 1 a line is printed per finished cell).  The result is in `cells`
+    appended (and `on_record` called) as cells finish; `on_step` and the per-step progress bar
+    need jobs = 1 (with jobs > 1 a bar counts the finished cells, with a line for each).  The result is in `cells`
     order either way.  If a cell fails, no further cell starts, the cells already running are
     finished and recorded, and the first error is raised.  ``log_to`` (a `lab.runlog.LogSpec`)
     also logs each cell that runs live, into its own folder (skipped cells log nothing).
@@ -105,7 +106,11 @@ def run_grid(
         ctx = multiprocessing.get_context("spawn")
         t0 = time.perf_counter()
         errors: list[BaseException] = []
-        with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as pool:
+        cells_bar = progress_bar(progress, desc="probe cells", total=len(todo), unit="cell")
+        with (
+            cells_bar,
+            ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as pool,
+        ):
             futures = [pool.submit(_cell_worker, c, settings, threads, log_to) for c in todo]
             try:
                 for fut in as_completed(futures):
@@ -119,11 +124,13 @@ def run_grid(
                         continue
                     rec = fut.result()
                     finish(rec)
+                    cells_bar.update(1)
                     if progress:
-                        sys.stderr.write(
+                        cells_bar.write(
                             f"[{len(fresh)}/{len(todo)}] {rec['key']}  "
                             f"{rec['seconds']:.0f}s  (grid "
-                            f"{time.perf_counter() - t0:.0f}s)\n"
+                            f"{time.perf_counter() - t0:.0f}s)",
+                            file=sys.stderr,
                         )
             except BaseException:  # e.g. Ctrl-C: start nothing new
                 for f in futures:

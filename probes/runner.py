@@ -7,7 +7,6 @@ on a fresh seeded evaluation batch, and seconds (`probes.record.ProbeRecord`).
 from __future__ import annotations
 
 import json
-import sys
 import time
 from dataclasses import asdict
 
@@ -17,6 +16,7 @@ import torch.nn.functional as F
 from lab.blur import blur_width
 from lab.model import build_model
 from lab.precision import autocast
+from lab.progress import bar as progress_bar
 from lab.runlog import LogSpec, acc_scalars, alpha_scalars, open_sink
 from probes.record import AlphaPoint, LossPoint, ProbeRecord
 from probes.settings import INITS, Cell, ProbeSettings, mechanism
@@ -76,6 +76,7 @@ def run_cell(
 
     ``on_step(cell, done, total, loss, seconds, alphas)`` is called every 25 steps and at the
     end (the progress bar's cadence), e.g. to drive a notebook's progress bar and α plot.
+    ``progress``: a tqdm bar on stderr (the cell, steps done, loss, elapsed time and ETA).
     ``log_to``: also send the record's points (loss and α every `log_every` steps, the final α
     and accuracy at the last step) to a live sink (`lab.runlog`) named by the cell's key."""
     model = build_probe_model(cell, settings)
@@ -98,6 +99,9 @@ def _train_cell(model, cell: Cell, settings: ProbeSettings, progress, on_step, s
     precision = settings.precision
     t0 = time.perf_counter()
     model.train()
+    bar = progress_bar(
+        progress, desc=cell_label(cell), total=settings.steps, unit="step", mininterval=0.5
+    )
     for step in range(settings.steps):
         if is_blur:
             model.set_blur_width(blur_width(step, settings.steps, w0=settings.blur_w0))
@@ -110,16 +114,15 @@ def _train_cell(model, cell: Cell, settings: ProbeSettings, progress, on_step, s
                 sink.scalars(step, {"loss": loss.item(), **alpha_scalars(trajectory[-1]["alphas"])})
         if step % 25 == 0 or step == settings.steps - 1:
             secs = time.perf_counter() - t0
-            if progress:
-                _bar(cell, step + 1, settings.steps, loss.item(), secs)
+            bar.update(step + 1 - bar.n)
+            bar.set_postfix(loss=f"{loss.item():.3f}")
             if on_step is not None:
                 on_step(cell, step + 1, settings.steps, loss.item(), secs, model.alphas())
+    bar.close()
     trajectory.append({"step": settings.steps, "alphas": model.alphas()})
     model.eval()
     with torch.no_grad(), autocast(device, precision):
         acc = _task_accuracy(model, cell, settings)
-    if progress:
-        sys.stderr.write("\n")
     if sink:
         sink.scalars(settings.steps, {**alpha_scalars(model.alphas()), **acc_scalars(acc)})
     return ProbeRecord(
@@ -190,13 +193,6 @@ def _task_accuracy(model, cell: Cell, settings: ProbeSettings) -> dict[str, floa
     return out
 
 
-def _bar(cell: Cell, done: int, total: int, loss: float, secs: float) -> None:
-    width = 24
-    filled = int(width * done / total)
-    eta = secs / done * (total - done)
-    sys.stderr.write(
-        f"\r{cell.mechanism:>11} depth {cell.depth} {cell.init:<9} seed {cell.seed} "
-        f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} loss {loss:.3f} "
-        f"{secs:.0f}s eta {eta:.0f}s"
-    )
-    sys.stderr.flush()
+def cell_label(cell: Cell) -> str:
+    """A cell as its progress bar names it ("    learned depth 2 staggered seed 0")."""
+    return f"{cell.mechanism:>11} depth {cell.depth} {cell.init:<9} seed {cell.seed}"

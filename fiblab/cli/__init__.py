@@ -276,8 +276,17 @@ def build_parser() -> FibParser:
     s.add_argument(
         "--data",
         default=None,
-        help="bible (default), a file/folder/.jsonl/.parquet/"
-        ".bin, or a mixture name=source@weight,...",
+        help="bible (default), a file/folder/.jsonl(.gz)/.parquet/"
+        ".bin, a folder or quoted glob of shards, a save_to_disk folder, or a mixture "
+        "name=source@weight,...",
+    )
+    s.add_argument(
+        "--tokenizer",
+        default=None,
+        metavar="TOKENIZER_JSON",
+        help="a Hugging Face tokenizer.json (e.g. a Llama tokenizer) to tokenise the text with "
+        "and to read .bin ids against; the model's vocab_size becomes its size (default: a "
+        "BPE trained on the text at the model's vocab_size)",
     )
     s.add_argument(
         "--steps", type=positive_int, default=None, help="optimizer steps (default: the preset's)"

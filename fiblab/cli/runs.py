@@ -104,7 +104,7 @@ def cmd_train(args) -> int:
     from lab.trainconfig import config_from_file, make_config
 
     overrides = split_overrides(args.override)
-    for key in ("steps", "data", "name", "seed", "precision"):
+    for key in ("steps", "data", "tokenizer", "name", "seed", "precision"):
         if getattr(args, key) is not None:
             overrides[key] = getattr(args, key)
     if args.config and args.preset:
