@@ -85,6 +85,9 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
             "tests/test_store.py",
             "tests/test_records.py",
             "tests/test_store_roundtrip.py",
+            "tests/test_store_connection.py",
+            "tests/test_store_writers.py",
+            "tests/test_store_readers.py",
             # reads benchmarks/results/, which mutmut does not copy into mutants/
             "--deselect=tests/test_records.py::test_table2_rows_put_the_paper_beside_ours_only_where_it_applies",
         ],
