@@ -74,3 +74,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     .venv/bin/python -c 'import torch; c = torch.version.cuda
 print(f"fiblab set-up: torch {torch.__version__}, the", f"CUDA {c}" if c else "CPU", "build")'
 fi
+# Notebooks: JupyterLab autosaves outputs into them; this git filter (.gitattributes) stores them
+# stripped, so `git diff` and commits never carry outputs (cheap, so set on every run).
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    git config filter.fiblab-nbstrip.clean "\"$PWD/.venv/bin/python\" -m fiblab.ui.nbstrip --stdin"
+fi
