@@ -27,11 +27,13 @@ import math
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
+from lab import paths
+
 __all__ = [
-    "DEFAULT_LOGDIR",
+    "default_logdir",
     "KINDS",
     "LogSpec",
     "ScalarSink",
@@ -42,7 +44,12 @@ __all__ = [
     "run_folder",
 ]
 
-DEFAULT_LOGDIR = os.path.join("runs", "tensorboard")
+
+def default_logdir() -> str:
+    """<runs>/tensorboard: beside the runs (`lab.paths`: FIBLAB_RUNS moves both)."""
+    return os.path.join(paths.runs_dir(), "tensorboard")
+
+
 KINDS = ("tensorboard",)
 
 
@@ -61,7 +68,7 @@ class LogSpec:
     """Where to log live: the kind (``KINDS``) and its folder (one subfolder per run)."""
 
     kind: str = "tensorboard"
-    logdir: str = DEFAULT_LOGDIR
+    logdir: str = field(default_factory=default_logdir)
 
     def __post_init__(self):
         if self.kind not in KINDS:

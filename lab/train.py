@@ -50,6 +50,7 @@ from lab.checkpoint import (
 from lab.evalkind import EvalKind
 from lab.model import FibLM
 from lab.precision import autocast, resolve_precision
+from lab.progress import bar as progress_bar
 from lab.rundata import load_data
 from lab.runlog import LogSpec, alpha_scalars, eval_tag, open_sink
 from lab.trainconfig import TRAIN_PRESETS, TrainConfig, config_from_file, make_config
@@ -324,9 +325,7 @@ def train(
     tokens_per_step = cfg.tokens_per_step
     bar = None
     if di.main and not quiet:
-        from tqdm import tqdm
-
-        bar = tqdm(total=cfg.steps, initial=start, desc=cfg.name, unit="step", dynamic_ncols=True)
+        bar = progress_bar(desc=cfg.name, total=cfg.steps, initial=start, unit="step")
     t_last = time.perf_counter()
     model.train()
     status = "failed"

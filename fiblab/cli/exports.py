@@ -9,12 +9,7 @@ from __future__ import annotations
 import os
 
 from lab import paths
-from lab.runlog import KINDS, LogSpec
-
-
-def default_logdir() -> str:
-    """<runs>/tensorboard: beside the runs (FIBLAB_RUNS moves both)."""
-    return os.path.join(paths.runs_dir(), "tensorboard")
+from lab.runlog import KINDS, LogSpec, default_logdir
 
 
 def add_log_options(s) -> None:
