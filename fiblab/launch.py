@@ -29,13 +29,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from fiblab import detached
 from lab import paths
 from lab.checkpoint import list_checkpoints
 from lab.config import format_value, split_overrides
@@ -60,6 +60,7 @@ __all__ = [
     "auto_nproc",
     "launch",
     "attach",
+    "list_runs",
     "resume",
     "request_stop",
     "terminate",
@@ -177,25 +178,11 @@ def _text(value) -> str:
     return value if isinstance(value, str) else format_value(value)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie (exited, not yet reaped) is not running
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
 def is_alive(h: RunHandle) -> bool:
     """Whether the launched process is still running."""
     if h.proc is not None:
         return h.proc.poll() is None
-    return _pid_alive(h.pid)
+    return detached.pid_alive(h.pid)
 
 
 def launch(
@@ -242,14 +229,7 @@ def launch(
         )
     run_dir = os.path.join(runs_dir, cfg.name)
     meta = os.path.join(run_dir, META_NAME)
-    if os.path.exists(meta):
-        with open(meta) as f:
-            old = json.load(f)
-        if _pid_alive(int(old.get("pid", -1))) and _cmdline_is_ours(int(old["pid"])):
-            raise ValueError(
-                f"run {cfg.name!r} is already running (pid {old['pid']}): stop it "
-                f"first, or launch under another name"
-            )
+    detached.refuse_if_running(meta, f"run {cfg.name!r}")
     if list_checkpoints(run_dir) and not resume:
         raise ValueError(
             f"run {cfg.name!r} already has checkpoints in {run_dir}: resume it, "
@@ -265,19 +245,9 @@ def launch(
         json.dump(cfg.to_dict(), f, indent=1)
     os.replace(tmp, config)
     cmd = train_command(config=config, store=store, runs_dir=None, resume=resume, nproc=nproc)
-    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-    with open(os.path.join(run_dir, LOG_NAME), "ab") as log:
-        log.write(f"\n== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(cmd)}\n".encode())
-        log.flush()
-        proc = subprocess.Popen(
-            cmd,
-            cwd=cwd or str(paths.work_dir()),
-            env=full_env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+    proc = detached.start(
+        cmd, os.path.join(run_dir, LOG_NAME), env=env, cwd=cwd or str(paths.work_dir())
+    )
     spec = dict(
         preset=preset,
         name=cfg.name,
@@ -305,20 +275,8 @@ def launch(
         started=time.time(),
         proc=proc,
     )
-    tmp = meta + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(h.to_json(), f, indent=1)
-    os.replace(tmp, meta)
+    detached.write_json(meta, h.to_json())
     return h
-
-
-def _cmdline_is_ours(pid: int) -> bool:
-    """Guard against PID reuse: the process's command line names fiblab.cli (True if unknown)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return b"fiblab.cli" in f.read()
-    except OSError:
-        return True
 
 
 def attach(name: str, runs_dir: str = DEFAULT_RUNS) -> RunHandle:
@@ -332,6 +290,21 @@ def attach(name: str, runs_dir: str = DEFAULT_RUNS) -> RunHandle:
     with open(meta) as f:
         d = json.load(f)
     return RunHandle(**d)
+
+
+def list_runs(runs_dir: str = DEFAULT_RUNS) -> list[RunHandle]:
+    """Handles of every run launched under ``runs_dir`` (each ``<name>/launch.json``), the most
+    recently started first: what a fresh kernel offers to attach, stop or resume."""
+    out = []
+    if os.path.isdir(runs_dir):
+        for entry in os.scandir(runs_dir):
+            d = detached.read_json(os.path.join(entry.path, META_NAME))
+            if d is not None and {"name", "pid"} <= set(d):
+                try:
+                    out.append(RunHandle(**d))
+                except TypeError:  # a launch.json of another version: not ours to show
+                    continue
+    return sorted(out, key=lambda h: h.started, reverse=True)
 
 
 def resume(h: RunHandle, **changes) -> RunHandle:
@@ -356,18 +329,8 @@ def terminate(h: RunHandle, timeout: float = 10.0) -> None:
     """Hard stop: SIGTERM to the run's process group (SIGKILL after ``timeout``); the run is
     marked failed in the store.  Prefer `request_stop`, which keeps a checkpoint of the last
     step; this one loses the steps since the last periodic checkpoint."""
-    if not is_alive(h):
+    if not detached.kill_group(h.pid, lambda: is_alive(h), timeout):
         return
-    try:
-        os.killpg(h.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + timeout
-    while is_alive(h) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if is_alive(h):
-        with _suppress():
-            os.killpg(h.pid, signal.SIGKILL)
     if h.store:
         with _suppress(), Store(h.store) as st:
             st.set_status(h.name, "failed", "terminated by the launcher")
@@ -384,14 +347,7 @@ class _suppress:
 
 def log_tail(h: RunHandle, lines: int = 20) -> str:
     """The last lines of the run's launch.log."""
-    try:
-        with open(h.log_path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 64_000))
-            text = f.read().decode(errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.replace("\r", "\n").splitlines()[-lines:])
+    return detached.log_tail(h.log_path, lines)
 
 
 def _store_row(h: RunHandle, st: Store) -> dict | None:

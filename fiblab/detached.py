@@ -1,0 +1,134 @@
+"""A process that outlives the notebook that started it: start it in its own session, record it
+in a small JSON file beside its outputs, tell whether it still runs, read its log, stop it.
+
+Both launchers use it: `fiblab.launch` (a training run, ``<runs>/<name>/launch.json``) and
+`fiblab.probe_launch` (a probe grid).  What each process *is* (its states, its stop request,
+where its live values come from) is the launcher's; how a detached process is started, found
+again after a kernel restart and killed is here, once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+__all__ = [
+    "pid_alive",
+    "cmdline_is_ours",
+    "start",
+    "write_json",
+    "read_json",
+    "refuse_if_running",
+    "log_tail",
+    "kill_group",
+]
+
+MARKER = b"fiblab.cli"  # every detached process here runs `python -m fiblab.cli …`
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie (exited, not yet reaped)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def cmdline_is_ours(pid: int, marker: bytes = MARKER) -> bool:
+    """Guard against PID reuse: the process's command line contains `marker` (True if the
+    platform cannot tell)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return marker in f.read()
+    except OSError:
+        return True
+
+
+def start(cmd: list[str], log_path: str, *, env: dict | None = None, cwd: str | None = None):
+    """Start `cmd` in a new session (a kernel interrupt or restart does not reach it), stdout and
+    stderr appended to `log_path` after a dated header line; returns the `subprocess.Popen`."""
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
+    with open(log_path, "ab") as log:
+        log.write(f"\n== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(cmd)}\n".encode())
+        log.flush()
+        return subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            env=full_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+
+def write_json(path: str, data: dict) -> None:
+    """Write `data` atomically (a reader never sees half a file)."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1)
+    os.replace(tmp, path)
+
+
+def read_json(path: str) -> dict | None:
+    """The JSON object at `path`, or None when it is missing or unreadable."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def refuse_if_running(meta_path: str, what: str) -> None:
+    """ValueError if the process recorded in `meta_path` (its ``pid``) still runs."""
+    old = read_json(meta_path) or {}
+    pid = int(old.get("pid", -1))
+    if pid_alive(pid) and cmdline_is_ours(pid):
+        raise ValueError(
+            f"{what} is already running (pid {pid}): stop it first, or launch under another name"
+        )
+
+
+def log_tail(path: str, lines: int = 20) -> str:
+    """The last `lines` lines of a log (carriage-return progress bars split into lines)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 64_000))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.replace("\r", "\n").splitlines()[-lines:])
+
+
+def kill_group(pid: int, alive, timeout: float = 10.0) -> bool:
+    """SIGTERM to the process group of `pid`, SIGKILL after `timeout` s; ``alive()`` tells
+    whether it still runs.  Returns False when there was nothing to kill."""
+    if not alive():
+        return False
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + timeout
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if alive():
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return True

@@ -1,0 +1,160 @@
+"""The run list every panel shows on open (fiblab.ui.runlist) and the detached-process pieces
+both launchers share (fiblab.detached): which runs are listed, which buttons are live, what the
+buttons call; launch.json files found again by `fiblab.launch.list_runs`."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from fiblab import detached
+from fiblab import launch as LA
+from fiblab.ui.runlist import LMRuns, RunList, RunRow
+
+
+class FakeSource:
+    def __init__(self, kind, rows):
+        self.kind, self._rows, self.calls = kind, rows, []
+
+    def rows(self):
+        return list(self._rows)
+
+    def stop(self, name):
+        self.calls.append(("stop", name))
+
+    def resume(self, name):
+        self.calls.append(("resume", name))
+        return name
+
+
+def _buttons(row_widget):
+    label, attach, stop, resume = row_widget.children
+    return label, attach, stop, resume
+
+
+def test_lists_live_and_resumable_runs_only_with_the_right_buttons():
+    lm = FakeSource(
+        "LM run",
+        [
+            RunRow("LM run", "a", "running", "step 3 / 10"),
+            RunRow("LM run", "b", "done", "step 10 / 10"),
+            RunRow("LM run", "c", "stopped", "step 5 / 10"),
+        ],
+    )
+    pr = FakeSource("probe grid", [RunRow("probe grid", "g", "failed", "1 of 4 cells")])
+    attached = []
+    rl = RunList([lm, pr], on_attach={"LM run": attached.append}, where={"probe grid": "nb 02"})
+    assert [r.name for r in rl.rows] == ["a", "c", "g"]  # the finished run is not listed
+    assert "3 runs to pick up" in rl.title.value
+    (_, att_a, stop_a, res_a), (_, att_c, stop_c, res_c), (_, att_g, stop_g, res_g) = [
+        _buttons(w) for w in rl.table.children
+    ]
+    assert (att_a.disabled, stop_a.disabled, res_a.disabled) == (False, False, True)
+    assert (att_c.disabled, stop_c.disabled, res_c.disabled) == (False, True, False)
+    assert (att_g.disabled, stop_g.disabled, res_g.disabled) == (True, True, False)
+    assert "nb 02" in att_g.tooltip
+    att_a.click()
+    assert attached == ["a"]
+    stop_a.click()
+    res_c.click()  # resuming a run the panel can show also attaches it
+    res_g.click()
+    assert lm.calls == [("stop", "a"), ("resume", "c")]
+    assert pr.calls == [("resume", "g")]
+    assert attached == ["a", "c"]
+    assert rl.error is None
+
+
+def test_an_empty_list_says_what_to_do_and_errors_are_shown_not_raised():
+    class Broken(FakeSource):
+        def stop(self, name):
+            raise ValueError(f"run {name!r} is gone: refresh the list")
+
+    src = Broken("LM run", [RunRow("LM run", "x", "running", "")])
+    rl = RunList([src])
+    _, _, stop, _ = _buttons(rl.table.children[0])
+    stop.click()
+    assert rl.error == "run 'x' is gone: refresh the list"
+    src._rows = []
+    rl.refresh()
+    assert "no run is running or stopped" in rl.title.value and rl.table.children == ()
+
+
+def _meta(runs, name, pid, started, store=""):
+    d = runs / name
+    d.mkdir(parents=True)
+    h = LA.RunHandle(
+        name=name,
+        preset="tiny",
+        run_dir=str(d),
+        runs_dir=str(runs),
+        store=store,
+        pid=pid,
+        command=["python", "-m", "fiblab.cli", "train"],
+        steps=10,
+        tokens_per_step=64,
+        learned=False,
+        spec={"preset": "tiny", "name": name},
+        started=started,
+    )
+    detached.write_json(str(d / LA.META_NAME), h.to_json())
+    return h
+
+
+def test_list_runs_finds_every_launch_json_newest_first(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    _meta(tmp_path, "old", dead.pid, 100.0)
+    _meta(tmp_path, "new", dead.pid, 200.0)
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / LA.META_NAME).write_text("{not json")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / LA.META_NAME).write_text(json.dumps({"name": "o", "pid": 1, "x": 2}))
+    assert [h.name for h in LA.list_runs(str(tmp_path))] == ["new", "old"]
+    assert LA.list_runs(str(tmp_path / "missing")) == []
+    rows = LMRuns(str(tmp_path)).rows()
+    # a dead process without a store and without an exit code: failed (resumable), step 0
+    assert [(r.name, r.state, r.detail) for r in rows] == [
+        ("new", "failed", "step 0 / 10"),
+        ("old", "failed", "step 0 / 10"),
+    ]
+
+
+def test_detached_start_log_alive_and_kill_group(tmp_path):
+    log = str(tmp_path / "x" / "p.log")
+    p = detached.start(
+        [sys.executable, "-c", "print('hello', flush=True); import time; time.sleep(60)"], log
+    )
+    try:
+        assert os.getpgid(p.pid) == p.pid  # its own session: a kernel interrupt misses it
+        deadline = time.monotonic() + 20
+        while not detached.log_tail(log).endswith("hello") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        tail = [line for line in detached.log_tail(log).splitlines() if line]
+        assert tail[0].startswith("== ") and tail[-1] == "hello"
+        assert detached.pid_alive(p.pid)
+        assert detached.kill_group(p.pid, lambda: p.poll() is None, timeout=5)
+        assert p.poll() is not None and not detached.pid_alive(p.pid)
+        assert not detached.kill_group(p.pid, lambda: p.poll() is None)
+    finally:
+        if p.poll() is None:
+            p.kill()
+
+
+def test_refuse_if_running_names_the_run_and_the_fix(tmp_path):
+    meta = str(tmp_path / "launch.json")
+    detached.refuse_if_running(meta, "run 'x'")  # no file: nothing to refuse
+    detached.write_json(meta, {"pid": os.getpid()})
+    # this process's command line is pytest's, not fiblab.cli's: PID reuse, not ours
+    detached.refuse_if_running(meta, "run 'x'")
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "fiblab.cli"])
+    try:
+        detached.write_json(meta, {"pid": p.pid})
+        with pytest.raises(ValueError, match=r"^run 'x' is already running \(pid \d+\): stop it"):
+            detached.refuse_if_running(meta, "run 'x'")
+    finally:
+        p.kill()
+        p.wait()
+    assert detached.read_json(str(tmp_path / "none.json")) is None
