@@ -99,6 +99,7 @@ def table5_from_store(
             "Table 5 lists runs by seed, and the configs of runs "
             f"{sorted(ev.loc[ev['seed'].isna(), 'run'].unique())} record none",
             "leave them out by naming the runs to use (`fiblab report RUN …`, or runs=[...])",
+            choose="runs",
         )
     ev, notes = comparable_rows(ev, variants, "Table 5", duplicates)
     long = pd.DataFrame(

@@ -186,11 +186,14 @@ def pick_dataset(df: pd.DataFrame, dataset: str | None, table: str) -> str:
     ``fineweb_edu``; :class:`TableUnavailable` (what to pass) otherwise."""
     have = sorted(df["dataset"].unique()) if len(df) else []
     if dataset is not None:
+        if not have:  # nothing this table reads, on any dataset: say what produces it
+            raise unavailable(table)
         if dataset not in have:
             raise TableUnavailable(
                 f"{table} has no evaluations on dataset {dataset!r} in the store (it has "
                 f"{have or 'none'} for this table)",
                 "pick one of those (`fiblab report --dataset NAME`, or dataset=...)",
+                choose="dataset",
             )
         return dataset
     if len(have) == 1:
@@ -202,4 +205,5 @@ def pick_dataset(df: pd.DataFrame, dataset: str | None, table: str) -> str:
     raise TableUnavailable(
         f"{table}: the runs were evaluated on several datasets {have}",
         "choose one (`fiblab report --dataset NAME`, or dataset=...)",
+        choose="dataset",
     )
