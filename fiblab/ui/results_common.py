@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import numpy as np
 import pandas as pd
 
-from fiblab.ui.common import ROOT, html_table, runs_dir, smoke
+from fiblab.ui.common import ROOT, runs_dir, smoke
 from lab.store import Store
 
 __all__ = [
@@ -76,11 +76,32 @@ def _cell(x, decimals: int) -> str:
 
 
 def frame_html(df: pd.DataFrame | None, decimals: int = 3, cls: str = "") -> str:
-    """A DataFrame as a small HTML table: floats with ``decimals`` places, missing values '–'."""
+    """A DataFrame as a small HTML table: floats with ``decimals`` places, missing values '–',
+    headers that wrap after "_" (fineweb_edu_paper → fineweb_edu_ / paper), inside its own
+    scroll box (``fib-table-box``): a table wider than the panel scrolls there, and the
+    notebook beside it does not."""
     if df is None:
         return ""
-    rows = [[_cell(v, decimals) for v in rec] for rec in df.itertuples(index=False, name=None)]
-    return html_table([str(c) for c in df.columns], rows, cls)
+    head = "".join(
+        "<th style='padding:2px 8px;max-width:8em;vertical-align:bottom'>"
+        f"{html.escape(str(c)).replace('_', '_<wbr>')}</th>"
+        for c in df.columns
+    )
+    body = "".join(
+        "<tr>"
+        + "".join(
+            "<td style='padding:1px 8px;text-align:right;white-space:nowrap'>"
+            f"{html.escape(_cell(v, decimals))}</td>"
+            for v in rec
+        )
+        + "</tr>"
+        for rec in df.itertuples(index=False, name=None)
+    )
+    return (
+        "<div class='fib-table-box' style='max-width:100%;overflow-x:auto'>"
+        f"<table class='{cls}' style='border-collapse:collapse'><tr>{head}</tr>{body}</table>"
+        "</div>"
+    )
 
 
 def note_html(text: str, cls: str = "fib-note") -> str:
