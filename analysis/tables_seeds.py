@@ -34,7 +34,8 @@ def table5(long: pd.DataFrame, decimals: int | None = None) -> pd.DataFrame:
     dup = df.duplicated(keys + ["seed"], keep=False)
     if dup.any():
         raise ValueError(
-            f"table5: more than one value per ({', '.join(keys)}, seed):\n"
+            f"Table 5 has more than one value per ({', '.join(keys)}, seed); keep one run "
+            f"per seed (analysis.comparable.one_run_per_seed):\n"
             + df.loc[dup].to_string(index=False)
         )
     seeds = sorted(int(s) for s in df["seed"].dropna().unique())

@@ -93,8 +93,11 @@ def _lm_runs(store, status, runs) -> tuple[pd.DataFrame, dict[str, Variant]]:
         known = set(store.runs(kind="lm")["name"])
         unknown = [n for n in names if n not in known]
         if unknown:
+            have = sorted(known)
+            shown = ", ".join(have[:8]) + (", …" if len(have) > 8 else "")
             raise ValueError(
-                f"no language-model runs named {unknown} in the store (it has {len(known)} LM runs)"
+                f"no language-model runs named {unknown} in the store (it has {len(known)} LM "
+                f"runs{': ' + shown if have else ''}): name runs it has, or none for all"
             )
     info = store.runs(kind="lm", status=status)
     if names is not None:
