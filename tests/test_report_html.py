@@ -268,3 +268,22 @@ def test_inline_marks_and_cells_by_hand():
     cells = re.findall(r"<td class='(\w+)'>([^<]*)</td>", html_table(df, 2))
     assert cells == [("num", "1"), ("num", "0.50"), ("num", "—"), ("num", "—")]
     assert "<th>a_<wbr>b</th>" in html_table(df)
+
+
+def test_the_panels_wide_tables_scroll_in_their_own_box(exported):
+    """The notebook's view of the same tables (the browser test checks that the box, not the
+    panel, scrolls): every table of the panel boxed, headers wrapping after "_", the HTML
+    widget's content allowed to shrink, a missing value "—" as in report.html."""
+    panel, _ = exported
+    views = [panel.paper_box.value] + [b.value for b in panel.section_boxes.values()]
+    for view in views:
+        page = Page()
+        page.feed(view)
+        assert page.tables and all(t["boxed"] for t in page.tables)
+    assert "fineweb_<wbr>edu_<wbr>paper" in panel.paper_box.value
+    assert ".widget-html-content:has(.fib-table-box){min-width:0" in panel.paper_box.value
+    page = Page()
+    page.feed(panel.section_boxes["table5"].value)
+    ours = page.tables[0]
+    dense = next(r for r in ours["rows"] if r[0] == "dense")
+    assert dense[ours["header"].index("W")] == MISSING_HTML

@@ -66,8 +66,13 @@ def store_label(store) -> str:
 
 
 def _cell(x, decimals: int) -> str:
-    if x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x)):
-        return "–"
+    if (
+        x is None
+        or x is pd.NA
+        or x is pd.NaT
+        or (isinstance(x, (float, np.floating)) and math.isnan(x))
+    ):
+        return "—"
     if isinstance(x, (bool, np.bool_)):
         return "yes" if x else "no"
     if isinstance(x, (float, np.floating)):
@@ -76,10 +81,10 @@ def _cell(x, decimals: int) -> str:
 
 
 def frame_html(df: pd.DataFrame | None, decimals: int = 3, cls: str = "") -> str:
-    """A DataFrame as a small HTML table: floats with ``decimals`` places, missing values '–',
-    headers that wrap after "_" (fineweb_edu_paper → fineweb_edu_ / paper), inside its own
-    scroll box (``fib-table-box``): a table wider than the panel scrolls there, and the
-    notebook beside it does not."""
+    """A DataFrame as a small HTML table: floats with ``decimals`` places, missing values "—"
+    (as in report.html), headers that wrap after "_" (fineweb_edu_paper → fineweb_edu_ /
+    paper), inside its own scroll box (``fib-table-box``): a table wider than the panel
+    scrolls there, and the notebook beside it does not."""
     if df is None:
         return ""
     head = "".join(
@@ -98,10 +103,17 @@ def frame_html(df: pd.DataFrame | None, decimals: int = 3, cls: str = "") -> str
         for rec in df.itertuples(index=False, name=None)
     )
     return (
-        "<div class='fib-table-box' style='max-width:100%;overflow-x:auto'>"
+        f"<style>{_BOX_STYLE}</style>"
+        "<div class='fib-table-box' style='max-width:100%;overflow-x:auto;line-height:1.35'>"
         f"<table class='{cls}' style='border-collapse:collapse'><tr>{head}</tr>{body}</table>"
         "</div>"
     )
+
+
+# an HTML widget's content is a flex item that grows to its widest child (min-width: auto),
+# which would make the whole panel scroll sideways; letting the content that holds a table box
+# shrink to the widget's width makes the box, and only the box, scroll
+_BOX_STYLE = ".widget-html-content:has(.fib-table-box){min-width:0;max-width:100%}"
 
 
 def note_html(text: str, cls: str = "fib-note") -> str:
