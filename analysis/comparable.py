@@ -29,10 +29,13 @@ DUPLICATES = ("newest", "error")
 
 class TableUnavailable(ValueError):
     """A table that cannot be built from the data at hand. ``reason``: why, in one sentence;
-    ``fix``: what to run (or pass) to get it. ``str(e)`` joins the two."""
+    ``fix``: what to run (or pass) to get it. ``str(e)`` joins the two. ``choose``: the caller's
+    choice that resolves it instead, when one does ("dataset", "runs"; "" otherwise), so that
+    a front end can point at its own control (the results panel's dataset menu) rather than
+    at the command-line flag ``fix`` names."""
 
-    def __init__(self, reason: str, fix: str = ""):
-        self.reason, self.fix = reason, fix
+    def __init__(self, reason: str, fix: str = "", choose: str = ""):
+        self.reason, self.fix, self.choose = reason, fix, choose
         super().__init__(f"{reason}; {fix}" if fix else reason)
 
 
@@ -75,6 +78,7 @@ def one_run_per_seed(
                 f"{table}: runs {others} and {newest['run']!r} are the same variant and seed "
                 f"({_where(newest)}), so averaging them would count one seed twice",
                 "name the runs to use (`fiblab report RUN …`, or runs=[...])",
+                choose="runs",
             )
         notes.append(
             f"runs {others} and {newest['run']!r} are the same variant and seed "

@@ -73,7 +73,10 @@ def _save(fig: Figure, path) -> Figure:
 def _need(df: pd.DataFrame, cols, who: str) -> None:
     missing = [c for c in cols if c not in df.columns]
     if missing:
-        raise ValueError(f"{who}: the frame lacks columns {missing} (it has {list(df.columns)})")
+        raise ValueError(
+            f"the {who} plot: the frame lacks columns {missing} (it has {list(df.columns)}); "
+            f"pass the table the plot is named for"
+        )
 
 
 def _variant(row: dict) -> str:
@@ -91,7 +94,7 @@ def perplexity_vs_window(
     :func:`analysis.tables.table1`, :func:`~analysis.tables.table1_from_store` or
     :func:`analysis.paper.perplexity`). Lines are labelled ``base/schedule``, points sorted by W.
     """
-    _need(table, ["base", "schedule", "W", dataset], "perplexity_vs_window")
+    _need(table, ["base", "schedule", "W", dataset], "perplexity-vs-W")
     fig, ax = _figure()
     ax = ax[0, 0]
     keys = ["base", "schedule"] + (["variant"] if "variant" in table.columns else [])
@@ -128,13 +131,16 @@ def extrapolation(
     (``frozen_ppl_T{L}``, drawn from the row's shortest length, where both policies agree) is
     dashed. Colour follows the configuration, the marker the window W. ``relative`` divides each curve by its value at the shortest length. Log-2 x axis.
     """
-    _need(table, ["model"], "extrapolation")
+    _need(table, ["model"], "extrapolation (Table 3)")
     full = sorted(
         (int(m["L"]), c) for c in table.columns if (m := _PPL.match(c)) and not m["frozen"]
     )
     frozen = sorted((int(m["L"]), c) for c in table.columns if (m := _PPL.match(c)) and m["frozen"])
     if not full:
-        raise ValueError("extrapolation: the table has no ppl_T{L} columns (is it Table 3?)")
+        raise ValueError(
+            f"the extrapolation plot needs Table 3's ppl_T{{L}} columns and the table has no "
+            f"ppl_T… column (it has {list(table.columns)}): pass Table 3"
+        )
     fig, ax = _figure()
     ax = ax[0, 0]
     windows = sorted({int(w) for w in table["W"].dropna()}) if "W" in table.columns else []
@@ -178,10 +184,13 @@ def position_bins(table: pd.DataFrame, path=None, title: str | None = None) -> F
     """Mean NLL per position bin, one line per row of a Table-4 frame
     (:func:`analysis.tables.table4_from_store`, :func:`analysis.paper.position_nll`, …). Gap
     rows (``schedule`` of the form ``"a - b"``) go to a second panel below."""
-    _need(table, ["schedule"], "position_bins")
+    _need(table, ["schedule"], "position-bin (Table 4)")
     bins = sorted((int(c[1:]), c) for c in table.columns if re.fullmatch(r"b\d+", c))
     if not bins:
-        raise ValueError("position_bins: the table has no b0, b1, … columns (is it Table 4?)")
+        raise ValueError(
+            f"the position-bin plot needs Table 4's columns b0, b1, … and the table has none "
+            f"(it has {list(table.columns)}): pass Table 4"
+        )
     is_gap = table["schedule"].astype(str).str.contains(" - ", regex=False)
     fig, axes = _figure(2 if is_gap.any() else 1, 1)
     x = np.array([b for b, _ in bins])
@@ -219,7 +228,7 @@ def alpha_trajectories(
     ``alpha_init``); ``runs`` picks runs (default: all). ``show_init`` marks each layer's start
     with a dotted line in its colour.
     """
-    _need(traj, ["run", "step", "layer", "alpha"], "alpha_trajectories")
+    _need(traj, ["run", "step", "layer", "alpha"], "α trajectory")
     names = (
         list(dict.fromkeys(traj["run"]))
         if runs is None
@@ -228,8 +237,8 @@ def alpha_trajectories(
     unknown = [r for r in names if r not in set(traj["run"])]
     if unknown or not names:
         raise ValueError(
-            f"alpha_trajectories: no trajectory for runs {unknown or names}; the "
-            f"frame has {sorted(set(traj['run']))[:10]}"
+            f"the α trajectory plot has no trajectory for runs {unknown or names} (the frame "
+            f"has {sorted(set(traj['run']))[:10]}): name runs that logged α"
         )
     fig, axes = _figure(len(names), 1, size=(7.0, 3.4))
     for ax, name in zip(axes[:, 0], names):
@@ -272,10 +281,13 @@ def rung_heatmap(
     ``probes.coverage.layer_sets``); ``seq_len`` defaults to the largest distance + 1."""
     sets = [list(s) for s in sets]
     if not sets:
-        raise ValueError("rung_heatmap: no layers given (sets is empty)")
+        raise ValueError(
+            "the rung heatmap got no layers (sets is empty): pass one list of attended "
+            "distances per layer"
+        )
     T = seq_len if seq_len is not None else max((max(s) for s in sets if s), default=0) + 1
     if T < 1:
-        raise ValueError(f"rung_heatmap: seq_len={seq_len!r} must be at least 1")
+        raise ValueError(f"the rung heatmap's seq_len={seq_len!r} must be at least 1")
     grid = np.zeros((len(sets), T))
     for i, s in enumerate(sets):
         for d in s:
@@ -314,7 +326,7 @@ def coverage_curves(
     scheme`` maps a name to its per-layer distance lists (e.g. ``probes.receptive_field.
     scheme_sets``)."""
     if not sets_by_scheme:
-        raise ValueError("coverage_curves: no schemes given")
+        raise ValueError("the coverage plot got no schemes: pass {name: per-layer distance lists}")
     fig, ax = _figure()
     ax = ax[0, 0]
     x = np.arange(seq_len)
@@ -340,7 +352,9 @@ def receptive_field_curves(
     (``fractions`` maps a name to ``probes.receptive_field.reachable_fraction(...)`` or a
     ``receptive_report``'s ``reachable_fraction``)."""
     if not fractions:
-        raise ValueError("receptive_field_curves: no schemes given")
+        raise ValueError(
+            "the receptive-field plot got no schemes: pass {name: reachable fractions}"
+        )
     fig, ax = _figure()
     ax = ax[0, 0]
     for i, (name, fr) in enumerate(fractions.items()):

@@ -83,7 +83,11 @@ def lm_sections(report: Report, store, runs=None, dataset: str | None = None) ->
     """Perplexity, seeds, extrapolation, position bins and α trajectories of LM runs."""
     fp = final_ppl(store, runs)
     if fp.empty:
-        report.text("*No finished language-model runs with a final evaluation.*")
+        report.text(
+            "*No finished language-model runs with a final evaluation in the store: train one "
+            "(`fiblab train --preset cpu-stagger`, or notebook 03) or run `fiblab demo`, "
+            "then report again.*"
+        )
         return
     report.heading("Language models: held-out perplexity")
     report.table(

@@ -9,6 +9,7 @@ import pandas as pd
 
 from lab.evalkind import EvalKind
 
+from .comparable import TableUnavailable
 from .tables_rows import comparable_rows, config_label, finish_table, paper_order, rounded
 from .tables_store import final_step_rows, lm_evals_and_variants, pick_dataset, unavailable
 
@@ -61,9 +62,11 @@ def table3(long: pd.DataFrame, blocks: bool = True, decimals: int | None = None)
     keys = ["model", "W"] + (["variant"] if "variant" in df.columns else [])
     mixed = df.groupby(keys, dropna=False)["train_len"].nunique()
     if (mixed > 1).any():
-        raise ValueError(
-            f"table3: runs of one configuration were trained at different lengths: "
-            f"{list(mixed[mixed > 1].index)}; build the table per training length"
+        raise TableUnavailable(
+            f"Table 3: runs of one configuration were trained at different lengths "
+            f"({list(mixed[mixed > 1].index)}), so their extrapolation ratios differ",
+            "name the runs of one training length (`fiblab report RUN …`, or runs=[...])",
+            choose="runs",
         )
     groups = list(df.groupby(keys, dropna=False, sort=False))
     factors = df["context_len"] / df["train_len"]
@@ -184,8 +187,9 @@ def table3_from_lenextrap(
         df = df[df["run"].isin(list(runs))]
     if df.empty:
         raise ValueError(
-            f"table3_from_lenextrap: no rows for dataset={dataset!r}"
+            f"the authors' length-extrapolation dump has no rows for dataset={dataset!r}"
             + ("" if runs is None else f" and runs={list(runs)}")
+            + f" (datasets: {sorted(set(lenextrap['dataset']))}): choose one of those"
         )
     model = [
         config_label(b, s, "dense" if pd.isna(b) else "sparse")

@@ -48,13 +48,22 @@ def with_paper(
             if not (pd.api.types.is_float_dtype(ours[c]) or pd.api.types.is_float_dtype(paper[c]))
         ]
     if not on:
-        raise ValueError("with_paper: no key columns to match rows on; pass on=[...]")
+        raise ValueError(
+            "matching a table with the paper's: they share no key column to match rows on "
+            f"(shared: {shared}); pass on=[...]"
+        )
     for c in on:
         if c not in ours.columns or c not in paper.columns:
-            raise ValueError(f"with_paper: key column {c!r} is not in both frames")
+            raise ValueError(
+                f"matching a table with the paper's: key column {c!r} is not in both; pass "
+                f"on= columns both have ({shared})"
+            )
     values = [c for c in shared if c not in on]
     if not values:
-        raise ValueError("with_paper: the frames share no value columns")
+        raise ValueError(
+            f"matching a table with the paper's: they share no value column beside the keys "
+            f"{on}; compare tables of the same layout"
+        )
     left, right = ours.copy(), paper[on + values].copy()
     for c in on:  # e.g. W as int64 on one side and Int64 on the other
         if left[c].dtype != right[c].dtype:
@@ -63,7 +72,10 @@ def with_paper(
             except (TypeError, ValueError):
                 left[c], right[c] = left[c].astype(str), right[c].astype(str)
     if right.duplicated(on).any():
-        raise ValueError(f"with_paper: the published table has repeated keys {on}")
+        raise ValueError(
+            f"matching a table with the paper's: the published table repeats keys {on}; pass "
+            f"on= columns that identify its rows"
+        )
     right = right.rename(columns={c: c + suffix for c in values})
     merged = left.merge(right, on=on, how=how, sort=False)
     cols = list(on)

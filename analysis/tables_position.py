@@ -35,7 +35,10 @@ def table4(
     need = ["schedule", "W", "run", "bin", "nll"]
     missing = [c for c in need if c not in long.columns]
     if missing:
-        raise ValueError(f"table4 needs columns {need}; missing {missing}")
+        raise ValueError(
+            f"Table 4 needs a long frame with columns {need}; this one lacks {missing}: "
+            f"build it with table4_from_store or table4_from_posloss"
+        )
     df = long.copy()
     df["W"] = df["W"].astype("Int64")
     keys = ["schedule", "W"] + (["variant"] if "variant" in df.columns else [])
@@ -131,7 +134,11 @@ def table4_from_posloss(
     if W is not None:
         df = df[df["W"] == W]
     if df.empty:
-        raise ValueError(f"table4_from_posloss: no rows for dataset={dataset!r}, W={W!r}")
+        have = sorted(set(posloss["dataset"]))
+        raise ValueError(
+            f"the authors' position-bin dump has no rows for dataset={dataset!r}, W={W!r} "
+            f"(datasets: {have}): choose one of those"
+        )
     long = pd.DataFrame(
         {
             "schedule": [config_label(b, s) for b, s in zip(df["base"], df["schedule"])],

@@ -34,7 +34,8 @@ def table5(long: pd.DataFrame, decimals: int | None = None) -> pd.DataFrame:
     dup = df.duplicated(keys + ["seed"], keep=False)
     if dup.any():
         raise ValueError(
-            f"table5: more than one value per ({', '.join(keys)}, seed):\n"
+            f"Table 5 has more than one value per ({', '.join(keys)}, seed); keep one run "
+            f"per seed (analysis.comparable.one_run_per_seed):\n"
             + df.loc[dup].to_string(index=False)
         )
     seeds = sorted(int(s) for s in df["seed"].dropna().unique())
@@ -99,6 +100,7 @@ def table5_from_store(
             "Table 5 lists runs by seed, and the configs of runs "
             f"{sorted(ev.loc[ev['seed'].isna(), 'run'].unique())} record none",
             "leave them out by naming the runs to use (`fiblab report RUN …`, or runs=[...])",
+            choose="runs",
         )
     ev, notes = comparable_rows(ev, variants, "Table 5", duplicates)
     long = pd.DataFrame(

@@ -93,8 +93,11 @@ def _lm_runs(store, status, runs) -> tuple[pd.DataFrame, dict[str, Variant]]:
         known = set(store.runs(kind="lm")["name"])
         unknown = [n for n in names if n not in known]
         if unknown:
+            have = sorted(known)
+            shown = ", ".join(have[:8]) + (", …" if len(have) > 8 else "")
             raise ValueError(
-                f"no language-model runs named {unknown} in the store (it has {len(known)} LM runs)"
+                f"no language-model runs named {unknown} in the store (it has {len(known)} LM "
+                f"runs{': ' + shown if have else ''}): name runs it has, or none for all"
             )
     info = store.runs(kind="lm", status=status)
     if names is not None:
@@ -186,11 +189,14 @@ def pick_dataset(df: pd.DataFrame, dataset: str | None, table: str) -> str:
     ``fineweb_edu``; :class:`TableUnavailable` (what to pass) otherwise."""
     have = sorted(df["dataset"].unique()) if len(df) else []
     if dataset is not None:
+        if not have:  # nothing this table reads, on any dataset: say what produces it
+            raise unavailable(table)
         if dataset not in have:
             raise TableUnavailable(
                 f"{table} has no evaluations on dataset {dataset!r} in the store (it has "
                 f"{have or 'none'} for this table)",
                 "pick one of those (`fiblab report --dataset NAME`, or dataset=...)",
+                choose="dataset",
             )
         return dataset
     if len(have) == 1:
@@ -202,4 +208,5 @@ def pick_dataset(df: pd.DataFrame, dataset: str | None, table: str) -> str:
     raise TableUnavailable(
         f"{table}: the runs were evaluated on several datasets {have}",
         "choose one (`fiblab report --dataset NAME`, or dataset=...)",
+        choose="dataset",
     )

@@ -98,7 +98,10 @@ def from_store(store, runs=None, kinds=("lm", "probe")) -> pd.DataFrame:
         runs = [runs] if isinstance(runs, str) else list(runs)
         unknown = sorted(set(runs) - set(info["name"]))
         if unknown:
-            raise ValueError(f"from_store: the store has no runs named {unknown}")
+            raise ValueError(
+                f"the store has no runs named {unknown} to read α trajectories of: name runs "
+                f"it has (it has {len(info)})"
+            )
         info = info[info["name"].isin(runs)]
     info = info[info["kind"].isin(list(kinds))]
     al = store.alphas(list(info["name"])) if len(info) else store.alphas([])
@@ -142,15 +145,15 @@ def _check(traj: pd.DataFrame, who: str) -> None:
     missing = [c for c in COLUMNS if c not in traj.columns]
     if missing:
         raise ValueError(
-            f"{who}: not a trajectory frame, missing columns {missing} (build one "
-            f"with from_store or from_records)"
+            f"{who} needs an α trajectory frame; this is not a trajectory frame (it lacks "
+            f"columns {missing}): build one with trajectories.from_store or from_records"
         )
 
 
 def final_range(traj: pd.DataFrame) -> pd.DataFrame:
     """Per run, the α at its last logged step: ``run``, ``kind``, ``step``, ``layers``,
     ``alpha_min``, ``alpha_max``, ``init_min``, ``init_max`` (the starting range)."""
-    _check(traj, "final_range")
+    _check(traj, "the final α range")
     last = traj[traj["step"] == traj.groupby("run")["step"].transform("max")]
     out = (
         last.groupby(["run", "kind"], sort=False)
@@ -180,10 +183,13 @@ def _points(g: pd.DataFrame) -> tuple[list[int], list[list[float]], list[float]]
 def run_points(traj: pd.DataFrame, run: str) -> dict:
     """One run of a trajectory frame in `lab.drift`'s form: ``{"points": α per layer at each
     logged step, "init": α per layer at the start}`` (NaN where unknown)."""
-    _check(traj, "run_points")
+    _check(traj, "a run's α points")
     g = traj[traj["run"] == run]
     if g.empty:
-        raise ValueError(f"run_points: the trajectory frame has no run {run!r}")
+        raise ValueError(
+            f"the α trajectory frame has no run {run!r} (it has "
+            f"{sorted(set(traj['run']))[:10]}): name one of those"
+        )
     _, points, init = _points(g)
     return {"points": points, "init": init}
 
@@ -192,7 +198,7 @@ def drift(traj: pd.DataFrame) -> pd.DataFrame:
     """Per run and layer: ``alpha_init``, ``alpha_final`` (at the last logged step),
     ``max_drift`` = max over logged steps of |α − α_init| (`lab.drift.layer_drifts`) and
     ``final_drift`` = |α_final − α_init| (NaN where the start is unknown)."""
-    _check(traj, "drift")
+    _check(traj, "the α drift")
     rows = []
     for (run, kind), g in traj.groupby(["run", "kind"], sort=False):
         layers, points, init = _points(g)
@@ -225,7 +231,7 @@ def inert(traj: pd.DataFrame, tol: float = INERT_TOL) -> pd.DataFrame:
     happened) and ``inert`` (`lab.drift.is_inert`: every layer within ``tol`` of its start at
     every logged step; ``<NA>`` when a start is unknown)."""
     is_inert(0.0, tol)  # validates tol
-    _check(traj, "inert")
+    _check(traj, "the inertness check")
     rows = []
     for (run, kind), g in traj.groupby(["run", "kind"], sort=False):
         layers, points, init = _points(g)

@@ -1,5 +1,6 @@
 """The Markdown / HTML report renderer."""
 
+import base64
 import math
 import os
 
@@ -45,7 +46,12 @@ def test_write_renders_every_block(tmp_path):
     page = open(paths["report.html"]).read()
     assert "<h2>Tables</h2>" in page and "<b>beats</b>" in page and "<li>one</li>" in page
     assert "<caption>cap</caption>" in page and "0.25" in page
-    assert 'src="curve-one.png"' in page
+    # the figure is in the page itself (JupyterLab's HTML viewer cannot fetch files beside
+    # it): the same bytes as the PNG written beside report.md
+    src = page.split('<img src="', 1)[1].split('"', 1)[0]
+    assert src.startswith("data:image/png;base64,")
+    png = (tmp_path / "out" / "curve-one.png").read_bytes()
+    assert base64.b64decode(src.split(",", 1)[1]) == png
     plt.close(fig)
 
 

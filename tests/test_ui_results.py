@@ -350,7 +350,8 @@ def test_seed_verdict_against_welch(panel):
     assert panel.assessments == []
     assert panel.verdicts == [
         "fib/stagger vs fib/fixed at W=8: no verdict, it needs at least 2 "
-        "seeds of each (have 2 and 1)"
+        "seeds of each (have 2 and 1); train more seeds (a preset's name with -s<seed>, "
+        "e.g. `fiblab train --preset cpu-fixed-s43`) or select them in the list above"
     ]
     assert row(panel.sections["table5"]["ours"], config="fib/fixed")["n"] == 1
 
@@ -365,7 +366,11 @@ def test_dataset_and_selection_flow_into_the_tables(panel):
     panel.runs.value = ("learn-a", "learn-b")
     assert list(panel.sections["table1"]["ours"]["schedule"]) == ["learned", "learned"]
     assert panel.sections["table4"]["ours"] is None  # no bins for these runs
-    assert panel.verdicts == ["fib/stagger vs fib/fixed: the selected runs have neither"]
+    assert panel.verdicts == [
+        "fib/stagger vs fib/fixed: no verdict, the selected runs include neither; select "
+        "runs of both in the list above, or train them (`fiblab train --preset "
+        "cpu-stagger`, `--preset cpu-fixed`)"
+    ]
     panel.runs.value = ()
     assert all(s["ours"] is None for k, s in panel.sections.items() if k != "table2")
     assert panel.sections["table2"]["ours"] is not None  # probes: not LM runs

@@ -52,19 +52,22 @@ def error_widget() -> W.HTML:
     return w
 
 
+def error_text(exc: BaseException | str) -> str:
+    """What the error line says: a ValueError's message is written for the user (the value and
+    the fix); an OSError names the file; anything else is a bug, and says so."""
+    if isinstance(exc, str):
+        return exc
+    if isinstance(exc, (ValueError, OSError)):
+        return str(exc)
+    return (
+        f"unexpected {type(exc).__name__} (a bug in fiblab: please report it with what you "
+        f"did): {exc}"
+    )
+
+
 def show_error(target, exc: BaseException | str | None) -> None:
     """Set ``target.error`` (str or None) and its ``error_box`` widget."""
-    msg = (
-        None
-        if exc is None
-        else (
-            exc
-            if isinstance(exc, str)
-            else f"{type(exc).__name__}: {exc}"
-            if not isinstance(exc, ValueError)
-            else str(exc)
-        )
-    )
+    msg = None if exc is None else error_text(exc)
     target.error = msg
     target.error_box.value = (
         ""

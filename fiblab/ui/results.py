@@ -10,8 +10,10 @@ verdict line from `analysis.stats.assess` on "fib/stagger beats fib/fixed" where
 least two seeds), with the extrapolation and position-bin plots.  Given the authors' ``fib.db``
 (a text box; by default ``../shared/reference/fib.db`` next to the project when it exists) it also
 shows the paper's tables rebuilt from it.  **export report** writes
-`analysis.results.build_report` to ``reports/<name>/`` (``report.md``, ``report.html``, PNGs).
-The sections themselves are built without widgets in `fiblab.ui.sections`.
+`analysis.results.build_report` to ``reports/<name>/`` (``report.md``, ``report.html`` with its
+figures embedded, PNGs) and shows links that open both in JupyterLab (relative to the
+notebook's folder, the kernel's working directory).  A table wider than the panel scrolls in its
+own box.  The sections themselves are built without widgets in `fiblab.ui.sections`.
 
 The panel only reads the store: a missing store file is reported ("no runs yet — …"), never
 created; **refresh** re-reads it (a running job may be writing to it).  A table without data says
@@ -26,6 +28,7 @@ import html
 import os
 import re
 import time
+import urllib.parse
 from pathlib import Path
 
 import ipywidgets as W
@@ -76,6 +79,17 @@ def _config_line(r) -> str:
     w = "" if pd.isna(r.W) else f" W={r.W}"
     seed = "" if pd.isna(r.seed) else f" seed {r.seed}"
     return f"{r.run}  · {r.config}{w}{seed} · T={r.seq_len}"
+
+
+def _href(path: str) -> str:
+    """A link to ``path`` relative to the working directory (the notebook's folder, in a
+    kernel JupyterLab started), URL-quoted; the absolute path where none exists (Windows:
+    another drive)."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        rel = os.path.abspath(path)
+    return urllib.parse.quote(Path(rel).as_posix())
 
 
 class ResultsPanel:
@@ -132,7 +146,7 @@ class ResultsPanel:
         self.status.add_class("fib-status")
         self.section_boxes = {}
         for key in SECTION_TITLES:
-            box = W.HTML()
+            box = W.HTML(layout=W.Layout(max_width="100%"))
             box.add_class(f"fib-{key.replace('_', '-')}")
             self.section_boxes[key] = box
         self.verdict_box = W.HTML()
@@ -147,7 +161,7 @@ class ResultsPanel:
             style=style,
             layout=W.Layout(width="640px"),
         )
-        self.paper_box = W.HTML()
+        self.paper_box = W.HTML(layout=W.Layout(max_width="100%"))
         self.paper_box.add_class("fib-paperdb")
         self.report_name = W.Text(
             value=name or time.strftime("results-%Y%m%d-%H%M"),
@@ -159,6 +173,10 @@ class ResultsPanel:
         )
         self.export_status = W.HTML()
         self.export_status.add_class("fib-export")
+        # links as an output (not an HTML widget): JupyterLab's renderer resolves their
+        # relative paths from the notebook and opens the files in the lab, not a new page
+        self.export_links = W.Output()
+        self.export_links.add_class("fib-export-links")
         self.error_box = error_widget()
         self.runs.observe(self._on_selection, names="value")
         self.dataset.observe(self._on_selection, names="value")
@@ -189,6 +207,7 @@ class ResultsPanel:
                 W.HTML("<h4>Export</h4>"),
                 W.HBox([self.report_name, self.export_button]),
                 self.export_status,
+                self.export_links,
             ]
         )
         self.widget.add_class("fib-results-panel")
@@ -347,7 +366,8 @@ class ResultsPanel:
         with reading(self.store) as st:
             if st is None:
                 raise ValueError(
-                    f"{NO_RUNS}: there is no store at {store_label(self.store)} to report on"
+                    f"nothing to export: there is no store at {store_label(self.store)} "
+                    f"({NO_RUNS}, then export)"
                 )
             report = build_report(
                 st,
@@ -362,7 +382,23 @@ class ResultsPanel:
         n_fig = len(paths) - 2
         self.export_status.value = (
             f"written: <code class='fib-report-path'>{html.escape(self.report_path)}</code> "
-            f"(and report.html, {n_fig} figure{'s' if n_fig != 1 else ''})"
+            f"(and report.html, which carries its {n_fig} figure{'s' if n_fig != 1 else ''} "
+            f"inside it; report.md shows the PNGs beside it)"
+        )
+        links = " · ".join(
+            f"<a class='fib-open-{name.replace('.', '-')}' href='{html.escape(href)}'>"
+            f"open {name}</a>"
+            for name, href in (
+                ("report.html", _href(paths["report.html"])),
+                ("report.md", _href(paths["report.md"])),
+            )
+        )
+        self.export_links.outputs = (
+            {
+                "output_type": "display_data",
+                "data": {"text/html": links, "text/plain": paths["report.html"]},
+                "metadata": {},
+            },
         )
         return self.report_path
 
@@ -403,4 +439,5 @@ class ResultsPanel:
     def _on_export(self, button=None):
         show_error(self, None)
         self.export_status.value = ""
+        self.export_links.outputs = ()  # no stale links to an earlier report
         self.export()

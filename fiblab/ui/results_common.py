@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import numpy as np
 import pandas as pd
 
-from fiblab.ui.common import ROOT, html_table, runs_dir, smoke
+from fiblab.ui.common import ROOT, runs_dir, smoke
 from lab.store import Store
 
 __all__ = [
@@ -66,8 +66,13 @@ def store_label(store) -> str:
 
 
 def _cell(x, decimals: int) -> str:
-    if x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x)):
-        return "–"
+    if (
+        x is None
+        or x is pd.NA
+        or x is pd.NaT
+        or (isinstance(x, (float, np.floating)) and math.isnan(x))
+    ):
+        return "—"
     if isinstance(x, (bool, np.bool_)):
         return "yes" if x else "no"
     if isinstance(x, (float, np.floating)):
@@ -76,11 +81,39 @@ def _cell(x, decimals: int) -> str:
 
 
 def frame_html(df: pd.DataFrame | None, decimals: int = 3, cls: str = "") -> str:
-    """A DataFrame as a small HTML table: floats with ``decimals`` places, missing values '–'."""
+    """A DataFrame as a small HTML table: floats with ``decimals`` places, missing values "—"
+    (as in report.html), headers that wrap after "_" (fineweb_edu_paper → fineweb_edu_ /
+    paper), inside its own scroll box (``fib-table-box``): a table wider than the panel
+    scrolls there, and the notebook beside it does not."""
     if df is None:
         return ""
-    rows = [[_cell(v, decimals) for v in rec] for rec in df.itertuples(index=False, name=None)]
-    return html_table([str(c) for c in df.columns], rows, cls)
+    head = "".join(
+        "<th style='padding:2px 8px;max-width:8em;vertical-align:bottom'>"
+        f"{html.escape(str(c)).replace('_', '_<wbr>')}</th>"
+        for c in df.columns
+    )
+    body = "".join(
+        "<tr>"
+        + "".join(
+            "<td style='padding:1px 8px;text-align:right;white-space:nowrap'>"
+            f"{html.escape(_cell(v, decimals))}</td>"
+            for v in rec
+        )
+        + "</tr>"
+        for rec in df.itertuples(index=False, name=None)
+    )
+    return (
+        f"<style>{_BOX_STYLE}</style>"
+        "<div class='fib-table-box' style='max-width:100%;overflow-x:auto;line-height:1.35'>"
+        f"<table class='{cls}' style='border-collapse:collapse'><tr>{head}</tr>{body}</table>"
+        "</div>"
+    )
+
+
+# an HTML widget's content is a flex item that grows to its widest child (min-width: auto),
+# which would make the whole panel scroll sideways; letting the content that holds a table box
+# shrink to the widget's width makes the box, and only the box, scroll
+_BOX_STYLE = ".widget-html-content:has(.fib-table-box){min-width:0;max-width:100%}"
 
 
 def note_html(text: str, cls: str = "fib-note") -> str:

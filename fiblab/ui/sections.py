@@ -31,6 +31,8 @@ __all__ = [
     "DECIMALS",
     "PAPER_OF",
     "VERDICT_PAIR",
+    "NO_DATA",
+    "PANEL_CHOICES",
     "section",
     "missing",
     "store_sections",
@@ -58,6 +60,17 @@ DECIMALS = {"table1": 2, "table2": 3, "table3": 2, "table3_blocks": 2, "table4":
 PAPER_OF = {"table1": 1, "table2": 2, "table3": 3, "table3_blocks": None, "table4": 4, "table5": 5}
 #: The two configurations Table 5's verdict line compares (a beats b?).
 VERDICT_PAIR = ("fib/stagger", "fib/fixed")
+#: The first words of every section without data (what the tests and users look for).
+NO_DATA = "no data in the store for this table"
+#: What to do in the panel when a table needs another choice of one of its controls.
+PANEL_CHOICES = {
+    "dataset": "choose another dataset in the “dataset” menu above",
+    "runs": "choose the runs to use in the “LM runs (finished)” list above",
+}
+#: What trains the language-model runs every LM table reads.
+TRAIN_LM = (
+    "train one in notebook 03 or with `fiblab train --preset cpu-stagger`, or run `fiblab demo`"
+)
 
 
 def section(key: str, build) -> dict:
@@ -76,18 +89,27 @@ def section(key: str, build) -> dict:
     try:
         df, note = build()
         if df is None or df.empty:
-            sec["message"] = "no data in the store for this table"
+            sec["message"] = (
+                f"{NO_DATA}: the chosen runs and dataset give no rows; {PANEL_CHOICES['runs']}"
+            )
         else:
             notes = [note] if note else []
             sec["ours"] = df
             sec["note"] = "; ".join(notes + list(df.attrs.get("notes", []))) or None
     except TableUnavailable as e:
-        sec["message"] = f"no data in the store for this table: {e}"
+        sec["message"] = f"{NO_DATA}: {panel_reason(e)}"
     return sec
 
 
+def panel_reason(e: TableUnavailable) -> str:
+    """Why a table is missing and what to do, as the panel says it: a fix that one of the
+    panel's own controls makes (``e.choose``) names that control, not the command-line flag."""
+    fix = PANEL_CHOICES.get(e.choose, e.fix)
+    return f"{e.reason}; {fix}" if fix else e.reason
+
+
 def missing(key: str, why: str) -> dict:
-    """The section ``key`` with nothing to show, saying ``why``."""
+    """The section ``key`` with nothing to show, saying ``why`` (and what to do)."""
 
     def build():
         raise TableUnavailable(why)
@@ -102,9 +124,9 @@ def store_sections(st, sel: list[str], ds, mech, have_runs: bool) -> dict[str, d
     out: dict[str, dict] = {}
     if st is None or not sel:
         why = (
-            "no finished language-model runs in the store"
+            f"the store holds no finished language-model runs; {TRAIN_LM}"
             if not have_runs
-            else "no LM runs selected"
+            else f"no LM runs are selected; {PANEL_CHOICES['runs']}"
         )
         for key in ("table1", "table3", "table3_blocks", "table4", "table5"):
             out[key] = missing(key, why)
@@ -123,7 +145,9 @@ def store_sections(st, sel: list[str], ds, mech, have_runs: bool) -> dict[str, d
         def table3_blocks():
             if t3 is None:
                 raise TableUnavailable(
-                    "Table 3 has no length-extrapolation evaluations to split into blocks"
+                    "the position-matched blocks split Table 3's evaluations beyond the "
+                    "training length, and the chosen runs have none",
+                    "evaluate a trained run with `fiblab eval runs/NAME` (it logs them)",
                 )
             blk = [c for c in t3.columns if "_block" in c]
             if not blk:
@@ -144,7 +168,9 @@ def store_sections(st, sel: list[str], ds, mech, have_runs: bool) -> dict[str, d
         )
     if st is None or mech is None:
         out["table2"] = missing(
-            "table2", "no marked-probe results (notebook 02 or `fiblab probe marked`)"
+            "table2",
+            "the store holds no marked-probe results; run a probe grid in notebook 02 or "
+            "with `fiblab probe marked`",
         )
     else:
         out["table2"] = section("table2", lambda: _table2(st, mech))
@@ -168,7 +194,10 @@ def seed_verdicts(t5: pd.DataFrame | None) -> tuple[list[str], list]:
     verdicts, assessments = [], []
     a_name, b_name = VERDICT_PAIR
     if t5 is None or t5.empty:
-        return [f"{a_name} vs {b_name}: no seed table yet"], assessments
+        return [
+            f"{a_name} vs {b_name}: no verdict, Table 5 (seeds) has no data; "
+            f"its section says what to run"
+        ], assessments
     seed_cols = [c for c in t5.columns if re.fullmatch(r"seed\d+", c)]
     # rows of other variants (column "variant": e.g. steps=12) are compared only with
     # the other configuration's row of the same variant text
@@ -195,10 +224,16 @@ def seed_verdicts(t5: pd.DataFrame | None) -> tuple[list[str], list]:
         else:
             verdicts.append(
                 f"{a_name} vs {b_name} {at}: no verdict, it needs at least 2 seeds "
-                f"of each (have {len(a)} and {len(b)})"
+                f"of each (have {len(a)} and {len(b)}); train more seeds (a preset's "
+                f"name with -s<seed>, e.g. `fiblab train --preset cpu-fixed-s43`) or select "
+                f"them in the list above"
             )
     if not windows:
-        verdicts = [f"{a_name} vs {b_name}: the selected runs have neither"]
+        verdicts = [
+            f"{a_name} vs {b_name}: no verdict, the selected runs include neither; select "
+            f"runs of both in the list above, or train them (`fiblab train --preset "
+            f"cpu-stagger`, `--preset cpu-fixed`)"
+        ]
     return verdicts, assessments
 
 
@@ -220,14 +255,23 @@ def section_html(key: str, sec: dict) -> str:
         ours = frame_html(sec["ours"], d, f"fib-ours-{key}")
         if sec["note"]:
             ours += note_html(sec["note"])
+    # min-width:0 lets a flex item shrink below its table's width, so a wide table scrolls in
+    # its own box (frame_html) instead of pushing the panel sideways
+    item = "<div style='min-width:0;max-width:100%'>"
     parts.append(
         "<div style='display:flex;gap:2em;flex-wrap:wrap;align-items:"
-        "flex-start'><div><b>this store</b>" + ours + "</div>"
+        f"flex-start'>{item}<b>this store</b>" + ours + "</div>"
     )
     if sec["paper"] is not None:
-        parts.append(f"<div><b>the paper</b>{frame_html(sec['paper'], d)}</div>")
+        parts.append(f"{item}<b>the paper</b>{frame_html(sec['paper'], d)}</div>")
     parts.append("</div>")
     return "".join(parts)
+
+
+_PAPER_DB_FIX = (
+    "give the path of the authors' fib.db (a copy ships at ../shared/reference/fib.db), "
+    "or empty the box"
+)
 
 
 def paper_db_view(path: str | None) -> tuple[dict[str, dict], str | None, str]:
@@ -247,11 +291,15 @@ def paper_db_view(path: str | None) -> tuple[dict[str, dict], str | None, str]:
             ),
         )
     if not os.path.isfile(path):
-        return {}, None, note_html(f"no file at {path}", "fib-no-data")
+        return (
+            {},
+            None,
+            note_html(f"no file at {path}: {_PAPER_DB_FIX}", "fib-no-data"),
+        )
     try:
         fp = paperdb.load_final_ppl(path)
-    except ValueError as e:
-        return {}, None, note_html(f"cannot read {path}: {e}", "fib-no-data")
+    except ValueError as e:  # paperdb's message names the file and what is wrong with it
+        return {}, None, note_html(f"{e}: {_PAPER_DB_FIX}", "fib-no-data")
     builders = {
         "table1": (
             "Table 1 from fib.db (_paper: published, _diff: rebuilt − published)",
@@ -279,7 +327,7 @@ def paper_db_view(path: str | None) -> tuple[dict[str, dict], str | None, str]:
         try:
             df, msg = build(), None
         except TableUnavailable as e:
-            df, msg = None, str(e)
+            df, msg = None, panel_reason(e)
         sections[key] = {"title": title, "table": df, "message": msg}
         parts.append(
             f"<h4>{html.escape(title)}</h4>"
