@@ -26,8 +26,9 @@ from fiblab.ui.common import (
 )
 from fiblab.ui.coverage_explore import explore, heatmap, log_bins, schedule_alphas
 from fiblab.ui.coverage_figure import CoverageFigure, render_figure
-from lab.offsets import ROUNDINGS, Base
+from lab.offsets import ROUNDINGS, Base, powers_of_two
 from lab.schedules import check_alphas
+from lab.wording import plural
 
 __all__ = [
     "ALPHA_RANGE",
@@ -62,12 +63,24 @@ def _fmt_list(xs: Sequence[int], limit: int = 8) -> str:
     return head + (f", … (+{len(xs) - limit})" if len(xs) > limit else "")
 
 
+def _alpha_text(values: Sequence[float]) -> str:
+    """How the custom α box lists values: 4 significant digits (the box shows, it does not round:
+    the explorer keeps the exact values behind the text it wrote)."""
+    return ", ".join(f"{a:.4g}" for a in values)
+
+
 class CoverageExplorer:
     """Widgets for the coverage explorer; display the object (or ``.widget``) in a notebook.
 
     State for tests and code: ``alphas`` (the sliders), ``result`` (the last `explore` report),
     ``error`` (the message shown, or None), ``last_update_s`` / ``last_update_cpu_s`` (wall and
     CPU seconds of the last compute + render).
+
+    Moving a slider off a named schedule switches the dropdown to "custom" (the text box then
+    lists the sliders' α) and **reset to schedule** goes back to that schedule.  Choosing
+    "custom" keeps the sliders' exact α (the box shows them to 4 digits; the explorer computes
+    with the exact values until a slider moves or the box is edited).  K applies to the
+    Fibonacci base only: its box is disabled, with the reason beside it, for the others.
     """
 
     def __init__(
@@ -89,6 +102,9 @@ class CoverageExplorer:
         self.last_update_cpu_s = 0.0
         self.updates = 0
         self._hold = 0
+        self._quiet = 0  # > 0 while the explorer itself sets the dropdown or the custom α box
+        self._origin: str | None = None  # the named schedule the sliders were moved off
+        self._exact: tuple[str, list[float]] | None = None  # (text written, the α behind it)
         style = {"description_width": "initial"}
         self.schedule = W.Dropdown(
             options=SCHEDULE_OPTIONS, value=schedule, description="schedule", style=style
@@ -125,6 +141,8 @@ class CoverageExplorer:
             style=style,
             layout=W.Layout(width="150px"),
         )
+        self.rungs_note = W.HTML()
+        self.rungs_note.add_class("fib-rungs-note")
         self.seq_len = W.BoundedIntText(
             value=seq_len,
             min=2,
@@ -193,7 +211,7 @@ class CoverageExplorer:
             [
                 W.HBox([self.schedule, self.reset]),
                 self.custom_alphas,
-                W.HBox([self.layers, self.window, self.rungs, self.seq_len]),
+                W.HBox([self.layers, self.window, self.rungs, self.seq_len, self.rungs_note]),
                 W.HBox([self.base, self.rounding]),
                 self.custom_base,
             ]
@@ -223,7 +241,7 @@ class CoverageExplorer:
         if not 0 <= layer < len(self.sliders):
             raise ValueError(
                 f"layer={layer} is out of range: the explorer has "
-                f"{len(self.sliders)} layers (0..{len(self.sliders) - 1})"
+                f"{plural(len(self.sliders), 'layer')} (0..{len(self.sliders) - 1})"
             )
         self.sliders[layer].value = value
 
@@ -237,6 +255,8 @@ class CoverageExplorer:
     def _schedule_values(self) -> list[float]:
         if self.schedule.value == "custom":
             text = self.custom_alphas.value.strip()
+            if self._exact is not None and text == self._exact[0]:  # the α it was written from
+                return check_alphas(self._exact[1], self.layers.value)
             if text:
                 return check_alphas(parse_numbers(text, "custom α"), self.layers.value)
             return [1.0] * self.layers.value
@@ -282,14 +302,55 @@ class CoverageExplorer:
                 for s, a in zip(self.sliders, values):
                     s.value = a
 
+    @contextmanager
+    def _quietly(self):
+        """Set the dropdown or the custom α box without their handlers reacting."""
+        self._quiet += 1
+        try:
+            yield
+        finally:
+            self._quiet -= 1
+
+    def _write_custom(self, values: Sequence[float]) -> None:
+        """List ``values`` in the custom α box and remember them exactly (the box rounds)."""
+        text = _alpha_text(values)
+        self._exact = (text, [float(a) for a in values])
+        with self._quietly():
+            self.custom_alphas.value = text
+
     def _sync_enabled(self) -> None:
         self.custom_alphas.disabled = self.schedule.value != "custom"
         self.custom_base.disabled = self.base.value != "custom"
+        self.rungs.disabled = self.base.value != "fib"
+        self.rungs_note.value = self._rungs_note()
+
+    def _rungs_note(self) -> str:
+        """Why the K box is disabled (empty when it is not)."""
+        if self.base.value == "fib":
+            return ""
+        if self.base.value == "pow2":
+            T = self.seq_len.value
+            n = len(powers_of_two(T)) if isinstance(T, int) and T >= 2 else 0
+            why = (
+                f"the power-of-2 base is 1, 2, 4, … up to T−1 = {T - 1} "
+                f"({plural(n, 'rung')}): change T instead"
+            )
+        else:
+            why = "the custom base uses every distance it lists: edit the list instead"
+        return f"<small style='color:#555'><i>K not used: {why}</i></small>"
 
     # -- handlers (errors go to the error widget) ----------------------------------------------
     def _on_slider(self, change) -> None:
-        if not self._hold:
-            self.update()
+        if self._hold:
+            return
+        if self.schedule.value != "custom":  # moved off a named schedule: say "custom"
+            self._origin = self.schedule.value
+            with self._quietly():
+                self.schedule.value = "custom"
+            self._sync_enabled()
+        if self._origin is not None:  # the box lists the moved sliders (a typed list stays)
+            self._write_custom(self.alphas)
+        self.update()
 
     def _on_setting(self, change) -> None:
         self._sync_enabled()
@@ -298,17 +359,21 @@ class CoverageExplorer:
 
     @guarded
     def _on_schedule(self, change) -> None:
+        if self._quiet:
+            return
+        self._origin = None
         self._sync_enabled()
-        if change["new"] == "custom" and not self.custom_alphas.value.strip():
-            self.custom_alphas.value = ", ".join(f"{a:.4g}" for a in self.alphas)
+        if change["new"] == "custom":  # start from the sliders' exact α: nothing changes
+            self._write_custom(self.alphas)
             return
         with self._batch():
             self._set_sliders(self._schedule_values())
 
     @guarded
     def _on_custom_alphas(self, change) -> None:
-        if self.schedule.value != "custom" or not change["new"].strip():
+        if self._quiet or self.schedule.value != "custom" or not change["new"].strip():
             return
+        self._origin, self._exact = None, None  # the user's own list, as typed
         with self._batch():
             self._set_sliders(self._schedule_values())
 
@@ -319,8 +384,7 @@ class CoverageExplorer:
             vals = (self.alphas + [1.0] * L)[:L]
             with self._batch():
                 self._set_sliders(vals)
-                with self._batch(update=False):
-                    self.custom_alphas.value = ", ".join(f"{a:.4g}" for a in vals)
+                self._write_custom(vals)
         else:
             with self._batch():
                 self._set_sliders(schedule_alphas(self.schedule.value, L))
@@ -328,6 +392,11 @@ class CoverageExplorer:
     @guarded
     def _on_reset(self, button=None) -> None:
         with self._batch():
+            if self._origin is not None:  # back to the schedule the sliders were moved off
+                with self._quietly():
+                    self.schedule.value = self._origin
+                self._origin = None
+                self._sync_enabled()
             self._set_sliders(self._schedule_values())
 
     def reset_to_schedule(self) -> None:
@@ -378,9 +447,10 @@ class CoverageExplorer:
         widest = sorted(gaps, key=lambda g: g[0] - g[1])[:5]
         self.band_label.value = (
             f"band ±{c['band']} covers <b>{100 * rep['band_coverage']:.1f}%</b> of 1..T−1 · "
-            f"{len(gaps)} gaps ({uncovered} distances)"
+            f"{plural(len(gaps), 'gap')} ({plural(uncovered, 'distance')})"
             + ("<br>widest gaps: " + ", ".join(f"{a}–{b}" for a, b in widest) if gaps else "")
-            + f"<br>reachable after all {c['layers']} layers: "
+            + f"<br>reachable after {'all ' if c['layers'] != 1 else ''}"
+            f"{plural(c['layers'], 'layer')}: "
             f"<b>{100 * rep['reachable'][-1]:.1f}%</b> of 0..T−1"
         )
         rows = []
