@@ -141,7 +141,7 @@ class CoverageExplorer:
             style=style,
             layout=W.Layout(width="150px"),
         )
-        self.rungs_note = W.HTML()
+        self.rungs_note = W.HTML(layout=W.Layout(margin="0 0 0 300px"))  # under the K box
         self.rungs_note.add_class("fib-rungs-note")
         self.seq_len = W.BoundedIntText(
             value=seq_len,
@@ -175,6 +175,15 @@ class CoverageExplorer:
         self.reset = W.Button(
             description="reset to schedule", icon="undo", layout=W.Layout(width="180px")
         )
+        for w, cls in (
+            (self.schedule, "fib-schedule"),
+            (self.custom_alphas, "fib-custom-alphas"),
+            (self.layers, "fib-layers"),
+            (self.rungs, "fib-rungs"),
+            (self.seq_len, "fib-seq-len"),
+            (self.base, "fib-base"),
+        ):
+            w.add_class(cls)  # the browser tests find the controls by these
         self.sliders: list[W.FloatSlider] = []
         self.slider_box = W.VBox()
         self.slider_box.add_class("fib-alpha-sliders")
@@ -211,7 +220,8 @@ class CoverageExplorer:
             [
                 W.HBox([self.schedule, self.reset]),
                 self.custom_alphas,
-                W.HBox([self.layers, self.window, self.rungs, self.seq_len, self.rungs_note]),
+                W.HBox([self.layers, self.window, self.rungs, self.seq_len]),
+                self.rungs_note,
                 W.HBox([self.base, self.rounding]),
                 self.custom_base,
             ]
@@ -323,6 +333,7 @@ class CoverageExplorer:
         self.custom_base.disabled = self.base.value != "custom"
         self.rungs.disabled = self.base.value != "fib"
         self.rungs_note.value = self._rungs_note()
+        self.rungs_note.layout.display = None if self.rungs_note.value else "none"
 
     def _rungs_note(self) -> str:
         """Why the K box is disabled (empty when it is not)."""
@@ -331,13 +342,10 @@ class CoverageExplorer:
         if self.base.value == "pow2":
             T = self.seq_len.value
             n = len(powers_of_two(T)) if isinstance(T, int) and T >= 2 else 0
-            why = (
-                f"the power-of-2 base is 1, 2, 4, … up to T−1 = {T - 1} "
-                f"({plural(n, 'rung')}): change T instead"
-            )
+            why = f"the power-of-2 base is 1, 2, 4, … < T ({plural(n, 'rung')})"
         else:
-            why = "the custom base uses every distance it lists: edit the list instead"
-        return f"<small style='color:#555'><i>K not used: {why}</i></small>"
+            why = "the custom base uses every distance it lists"
+        return f"<small style='color:#555'><i>↑ K not used: {why}</i></small>"
 
     # -- handlers (errors go to the error widget) ----------------------------------------------
     def _on_slider(self, change) -> None:
