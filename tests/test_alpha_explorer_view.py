@@ -99,3 +99,11 @@ def test_counts_of_one_read_as_english(store):
     s = inert_sentence(one, 0.05)
     assert s.startswith("1 of 1 run stays within 0.05 of its init")
     assert s.endswith("; 1 run without a known initial α not counted")
+
+
+def test_the_results_panel_shows_the_same_hint(store):
+    from fiblab.ui.results import ResultsPanel
+
+    panel = ResultsPanel(store, paper_db="", render=False)
+    assert RUNS_HINT in panel.runs_hint.value
+    assert panel.widget.children.index(panel.runs_hint) == 1  # right under the run list
