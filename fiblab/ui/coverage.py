@@ -1,8 +1,8 @@
 """The coverage explorer (notebook 01): per-layer α sliders and live coverage outputs.
 
 `CoverageExplorer` holds the widgets, calls `explore` (`fiblab.ui.coverage_explore`, the pure
-step) on every change, writes the results into its output widgets and draws them with
-`fiblab.ui.coverage_figure`; tests set a widget value and read ``explorer.result``.  `explore`,
+step) on every change, writes the results into its output widgets (the strings come from
+`fiblab.ui.coverage_text`) and draws them with `fiblab.ui.coverage_figure`; tests set a widget value and read ``explorer.result``.  `explore`,
 `heatmap`, `log_bins`, `schedule_alphas`, `CoverageFigure` and `render_figure` are re-exported
 here.
 """
@@ -18,7 +18,6 @@ import ipywidgets as W
 from fiblab.ui.common import (
     error_widget,
     guarded,
-    html_table,
     image_widget,
     parse_numbers,
     set_png,
@@ -26,7 +25,15 @@ from fiblab.ui.common import (
 )
 from fiblab.ui.coverage_explore import explore, heatmap, log_bins, schedule_alphas
 from fiblab.ui.coverage_figure import CoverageFigure, render_figure
-from lab.offsets import ROUNDINGS, Base, powers_of_two
+from fiblab.ui.coverage_text import (
+    alpha_text,
+    band_html,
+    layer_table_html,
+    rungs_note,
+    summary_line,
+    union_html,
+)
+from lab.offsets import ROUNDINGS, Base
 from lab.schedules import check_alphas
 from lab.wording import plural
 
@@ -54,19 +61,6 @@ SCHEDULE_OPTIONS = [
 ALPHA_RANGE = (0.5, 1.5)
 ALPHA_STEP = 0.01
 MAX_LAYERS = 48
-
-
-def _fmt_list(xs: Sequence[int], limit: int = 8) -> str:
-    if not xs:
-        return "–"
-    head = ", ".join(map(str, xs[:limit]))
-    return head + (f", … (+{len(xs) - limit})" if len(xs) > limit else "")
-
-
-def _alpha_text(values: Sequence[float]) -> str:
-    """How the custom α box lists values: 4 significant digits (the box shows, it does not round:
-    the explorer keeps the exact values behind the text it wrote)."""
-    return ", ".join(f"{a:.4g}" for a in values)
 
 
 class CoverageExplorer:
@@ -323,7 +317,7 @@ class CoverageExplorer:
 
     def _write_custom(self, values: Sequence[float]) -> None:
         """List ``values`` in the custom α box and remember them exactly (the box rounds)."""
-        text = _alpha_text(values)
+        text = alpha_text(values)
         self._exact = (text, [float(a) for a in values])
         with self._quietly():
             self.custom_alphas.value = text
@@ -332,20 +326,8 @@ class CoverageExplorer:
         self.custom_alphas.disabled = self.schedule.value != "custom"
         self.custom_base.disabled = self.base.value != "custom"
         self.rungs.disabled = self.base.value != "fib"
-        self.rungs_note.value = self._rungs_note()
+        self.rungs_note.value = rungs_note(self.base.value, self.seq_len.value)
         self.rungs_note.layout.display = None if self.rungs_note.value else "none"
-
-    def _rungs_note(self) -> str:
-        """Why the K box is disabled (empty when it is not)."""
-        if self.base.value == "fib":
-            return ""
-        if self.base.value == "pow2":
-            T = self.seq_len.value
-            n = len(powers_of_two(T)) if isinstance(T, int) and T >= 2 else 0
-            why = f"the power-of-2 base is 1, 2, 4, … < T ({plural(n, 'rung')})"
-        else:
-            why = "the custom base uses every distance it lists"
-        return f"<small style='color:#555'><i>↑ K not used: {why}</i></small>"
 
     # -- handlers (errors go to the error widget) ----------------------------------------------
     def _on_slider(self, change) -> None:
@@ -444,41 +426,9 @@ class CoverageExplorer:
         return True
 
     def _render(self, rep: dict) -> None:
-        c = rep["convention"]
-        W_ = c["window"]
-        self.union_label.value = (
-            f"<b>union: <span class='fib-union-count'>{rep['union']}</span> distinct "
-            f"distances</b> (window counted) · {rep['union_beyond_window']} beyond W={W_}"
-        )
-        gaps = rep["gaps"]
-        uncovered = sum(b - a + 1 for a, b in gaps)
-        widest = sorted(gaps, key=lambda g: g[0] - g[1])[:5]
-        self.band_label.value = (
-            f"band ±{c['band']} covers <b>{100 * rep['band_coverage']:.1f}%</b> of 1..T−1 · "
-            f"{plural(len(gaps), 'gap')} ({plural(uncovered, 'distance')})"
-            + ("<br>widest gaps: " + ", ".join(f"{a}–{b}" for a, b in widest) if gaps else "")
-            + f"<br>reachable after {'all ' if c['layers'] != 1 else ''}"
-            f"{plural(c['layers'], 'layer')}: "
-            f"<b>{100 * rep['reachable'][-1]:.1f}%</b> of 0..T−1"
-        )
-        rows = []
-        for ell, a in enumerate(rep["alphas"]):
-            rows.append(
-                [
-                    ell,
-                    f"{a:.3f}",
-                    rep["per_layer"][ell],
-                    f"{100 * rep['band_coverage_per_layer'][ell]:.1f}%",
-                    f"{100 * rep['reachable'][ell]:.1f}%",
-                    _fmt_list(rep["new_at"][2][ell]),
-                    _fmt_list(rep["new_at"][4][ell]),
-                ]
-            )
-        self.table.value = html_table(
-            ["layer", "α", "|set|", "band", "reach after", "new rungs at 2T", "new rungs at 4T"],
-            rows,
-            "fib-layer-table",
-        )
+        self.union_label.value = union_html(rep)
+        self.band_label.value = band_html(rep)
+        self.table.value = layer_table_html(rep)
         if self.render:
             set_png(self.image, self._figure.draw(rep))
 
@@ -486,10 +436,4 @@ class CoverageExplorer:
         """One line: the union count and its convention (for logs and tests)."""
         if self.result is None:
             return f"no result ({self.error})"
-        c = self.result["convention"]
-        return (
-            f"union {self.result['union']} ({self.result['union_beyond_window']} beyond "
-            f"W={c['window']}), band {100 * self.result['band_coverage']:.1f}%, reach "
-            f"{100 * self.result['reachable'][-1]:.1f}% | L={c['layers']} K={c['rungs']} "
-            f"T={c['seq_len']} base={c['base']} rounding={c['rounding']}"
-        )
+        return summary_line(self.result)
