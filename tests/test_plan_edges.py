@@ -334,7 +334,7 @@ def test_check_alphas_ranges_and_messages():
         check_alphas([2.5], 1, alpha_min=1.0, alpha_span=1.0)
     with pytest.raises(
         ValueError,
-        match="a custom schedule has 1 values but the model has 2 layers: give one alpha per layer",
+        match="a custom schedule has 1 value but the model has 2 layers: give one alpha per layer",
     ):
         check_alphas([1.0], 2)
     assert layer_alphas([2.0], 1, alpha_min=1.0, alpha_span=1.0) == [2.0]

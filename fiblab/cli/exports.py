@@ -10,6 +10,7 @@ import os
 
 from lab import paths
 from lab.runlog import KINDS, LogSpec, default_logdir
+from lab.wording import plural
 
 
 def add_log_options(s) -> None:
@@ -73,7 +74,8 @@ def cmd_export_store(args) -> int:
     with Store(args.store) as store:
         written = replay(store, spec, args.runs or None)
     print(
-        f"wrote {len(written)} runs ({sum(written.values())} scalars) to {args.tensorboard}; "
+        f"wrote {plural(len(written), 'run')} ({plural(sum(written.values()), 'scalar')}) to "
+        f"{args.tensorboard}; "
         f"view them with: tensorboard --logdir {args.tensorboard}"
     )
     return 0

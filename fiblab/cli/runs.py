@@ -7,6 +7,7 @@ import sys
 import time
 
 from fiblab.cli.exports import log_spec
+from lab.wording import plural
 
 
 def cmd_probe(args) -> int:
@@ -73,7 +74,7 @@ def cmd_probe(args) -> int:
             )
         return 0
     print(
-        f"results: {out}  ({len(records)} cells, settings: steps={settings.steps} "
+        f"results: {out}  ({plural(len(records), 'cell')}, settings: steps={settings.steps} "
         f"batch={settings.batch} lr={settings.lr} precision={settings.precision}; "
         f"this run: {wall:.0f} s wall, jobs={args.jobs})"
     )

@@ -7,6 +7,8 @@ runs, kind shown), plots α per layer over steps for the chosen ones
 (`trajectories.drift`), and checks the paper's "learned α is inert" claim with a tolerance slider
 (`trajectories.inert`): a plain sentence such as "3 of 4 runs stay within 0.05 of their init".
 It only reads the store (a missing file is reported, never created); **refresh** re-reads it.
+The caption under the figure says how many runs and lines it draws (``explorer.lines``; CSS class
+``fib-alpha-lines`` with ``data-lines``), and a hint under the list says how to pick several runs.
 Tests set widget values and read ``explorer.final_range``, ``explorer.sentence``, ….
 """
 
@@ -30,8 +32,9 @@ from fiblab.ui.common import (
 )
 from fiblab.ui.results_common import NO_RUNS, frame_html, reading, store_label
 from lab.drift import INERT_TOL
+from lab.wording import plural
 
-__all__ = ["AlphaExplorer", "inert_sentence"]
+__all__ = ["RUNS_HINT", "AlphaExplorer", "inert_sentence", "line_count"]
 
 
 def inert_sentence(inert: pd.DataFrame, tol: float) -> str:
@@ -48,7 +51,7 @@ def inert_sentence(inert: pd.DataFrame, tol: float) -> str:
         )
     k = int(known["inert"].astype(bool).sum())
     s = (
-        f"{k} of {n} run{'s' if n != 1 else ''} stay{'s' if n == 1 else ''} within {tol:g} of "
+        f"{k} of {plural(n, 'run')} stay{'s' if n == 1 else ''} within {tol:g} of "
         f"{'their' if n != 1 else 'its'} init"
     )
     worst = known.loc[known["max_drift"].astype(float).idxmax()]
@@ -57,7 +60,7 @@ def inert_sentence(inert: pd.DataFrame, tol: float) -> str:
         f"{int(worst['worst_layer'])})"
     )
     if unknown:
-        s += f"; {unknown} run{'s' if unknown != 1 else ''} without a known initial α not counted"
+        s += f"; {plural(unknown, 'run')} without a known initial α not counted"
     return s
 
 
@@ -74,6 +77,19 @@ def _empty_traj() -> pd.DataFrame:
     )
 
 
+#: Under the run list: a SelectMultiple needs Ctrl-click to pick more than one, which nobody guesses.
+RUNS_HINT = (
+    "click a run to show it alone · <b>Ctrl</b>-click (<b>⌘</b>-click on a Mac) adds or removes "
+    "one · <b>Shift</b>-click picks a range"
+)
+
+
+def line_count(traj: pd.DataFrame, runs) -> int:
+    """How many α lines the figure draws for ``runs``: one per run and layer with a logged α."""
+    g = traj[traj["run"].isin(list(runs)) & traj["alpha"].notna()]
+    return int(g.groupby("run")["layer"].nunique().sum()) if len(g) else 0
+
+
 class AlphaExplorer:
     """Pick runs with α rows; α per layer over steps, the final range, the drift from init and
     the inertness check.  Display the object (or ``.widget``) in a notebook.
@@ -81,7 +97,8 @@ class AlphaExplorer:
     State: ``available`` (one row per run with α: ``run``, ``kind``, ``layers``, ``last_step``),
     ``selected`` (the chosen run names), ``traj`` (their trajectory frame), ``final_range``,
     ``drift`` (per run and layer), ``inert`` (per run, at the slider's tolerance), ``sentence``,
-    ``message`` (e.g. "no runs yet …", or None) and ``error``.
+    ``lines`` (α lines in the figure: one per plotted run and layer), ``message`` (e.g. "no runs
+    yet …", or None) and ``error``.
     """
 
     def __init__(
@@ -104,6 +121,7 @@ class AlphaExplorer:
         self.inert = TJ.inert(self.traj, tol)
         self.sentence = ""
         self.figure = None
+        self.lines = 0
         self._loaded = False
         self._quiet = False
         style = {"description_width": "initial"}
@@ -114,6 +132,8 @@ class AlphaExplorer:
             style=style,
             layout=W.Layout(width="640px"),
         )
+        self.runs_hint = W.HTML(f"<small style='color:#555'>{RUNS_HINT}</small>")
+        self.runs_hint.add_class("fib-runs-hint")
         self.tolerance = W.FloatSlider(
             value=tol,
             min=0.0,
@@ -123,8 +143,9 @@ class AlphaExplorer:
             continuous_update=False,
             description="inert if |α − α_init| ≤",
             style=style,
-            layout=W.Layout(width="420px"),
+            layout=W.Layout(width="480px", min_width="480px"),  # its own row: never clipped
         )
+        self.tolerance.add_class("fib-tolerance")
         self.refresh_button = W.Button(
             description="refresh",
             icon="refresh",
@@ -141,6 +162,8 @@ class AlphaExplorer:
         self.inert_table = W.HTML()
         self.inert_table.add_class("fib-inert-table")
         self.image = image_widget()
+        self.caption = W.HTML()
+        self.caption.add_class("fib-alpha-caption")
         self.error_box = error_widget()
         self.runs.observe(self._on_runs, names="value")
         self.tolerance.observe(self._on_tolerance, names="value")
@@ -148,11 +171,14 @@ class AlphaExplorer:
         self.refresh(select=runs)
         self.widget = W.VBox(
             [
-                W.HBox([self.runs, W.VBox([self.refresh_button, self.tolerance])]),
+                W.HBox([self.runs, self.refresh_button]),
+                self.runs_hint,
+                self.tolerance,
                 self.error_box,
                 self.status,
                 self.sentence_box,
                 self.image,
+                self.caption,
                 W.HTML("<b>α at each run's last step</b> (init: the range it started from)"),
                 self.range_table,
                 W.HTML("<b>inertness per run</b> (largest |α − α_init| over layers and steps)"),
@@ -217,7 +243,7 @@ class AlphaExplorer:
         self._quiet = True
         try:
             self.runs.options = [
-                (f"{r.run}  [{r.kind}] · {r.layers} layers · step {r.last_step}", r.run)
+                (f"{r.run}  [{r.kind}] · {plural(r.layers, 'layer')} · step {r.last_step}", r.run)
                 for r in avail.itertuples()
             ]
             self.runs.value = tuple(keep)
@@ -261,8 +287,16 @@ class AlphaExplorer:
         else:
             self.drift_table.value = ""
         self.figure = None
+        runs = [r for r in sel if r in set(self.traj["run"])]
+        self.lines = line_count(self.traj, runs)
+        self.caption.value = (
+            f"<small class='fib-alpha-lines' data-lines='{self.lines}' data-runs='{len(runs)}'>"
+            f"plotted: {plural(len(runs), 'run')}, {plural(self.lines, 'α line')} (one per run "
+            f"and layer)</small>"
+            if runs
+            else ""
+        )
         if self.render and len(self.traj):
-            runs = [r for r in sel if r in set(self.traj["run"])]
             self.figure = plots.alpha_trajectories(
                 self.traj, runs=runs, title="α per layer (dotted: the layer's initial α)"
             )
@@ -290,7 +324,7 @@ class AlphaExplorer:
         """One line: what is selected and the inertness sentence (or the message)."""
         if self.message:
             return self.message
-        return f"{len(self.selected)} runs: {self.sentence}"
+        return f"{plural(len(self.selected), 'run')}: {self.sentence}"
 
     # -- handlers (errors are shown, not swallowed) ------------------------------------------------
     @guarded

@@ -1,8 +1,8 @@
 """The coverage explorer (notebook 01): per-layer α sliders and live coverage outputs.
 
 `CoverageExplorer` holds the widgets, calls `explore` (`fiblab.ui.coverage_explore`, the pure
-step) on every change, writes the results into its output widgets and draws them with
-`fiblab.ui.coverage_figure`; tests set a widget value and read ``explorer.result``.  `explore`,
+step) on every change, writes the results into its output widgets (the strings come from
+`fiblab.ui.coverage_text`) and draws them with `fiblab.ui.coverage_figure`; tests set a widget value and read ``explorer.result``.  `explore`,
 `heatmap`, `log_bins`, `schedule_alphas`, `CoverageFigure` and `render_figure` are re-exported
 here.
 """
@@ -18,7 +18,6 @@ import ipywidgets as W
 from fiblab.ui.common import (
     error_widget,
     guarded,
-    html_table,
     image_widget,
     parse_numbers,
     set_png,
@@ -26,8 +25,17 @@ from fiblab.ui.common import (
 )
 from fiblab.ui.coverage_explore import explore, heatmap, log_bins, schedule_alphas
 from fiblab.ui.coverage_figure import CoverageFigure, render_figure
+from fiblab.ui.coverage_text import (
+    alpha_text,
+    band_html,
+    layer_table_html,
+    rungs_note,
+    summary_line,
+    union_html,
+)
 from lab.offsets import ROUNDINGS, Base
 from lab.schedules import check_alphas
+from lab.wording import plural
 
 __all__ = [
     "ALPHA_RANGE",
@@ -55,19 +63,18 @@ ALPHA_STEP = 0.01
 MAX_LAYERS = 48
 
 
-def _fmt_list(xs: Sequence[int], limit: int = 8) -> str:
-    if not xs:
-        return "–"
-    head = ", ".join(map(str, xs[:limit]))
-    return head + (f", … (+{len(xs) - limit})" if len(xs) > limit else "")
-
-
 class CoverageExplorer:
     """Widgets for the coverage explorer; display the object (or ``.widget``) in a notebook.
 
     State for tests and code: ``alphas`` (the sliders), ``result`` (the last `explore` report),
     ``error`` (the message shown, or None), ``last_update_s`` / ``last_update_cpu_s`` (wall and
     CPU seconds of the last compute + render).
+
+    Moving a slider off a named schedule switches the dropdown to "custom" (the text box then
+    lists the sliders' α) and **reset to schedule** goes back to that schedule.  Choosing
+    "custom" keeps the sliders' exact α (the box shows them to 4 digits; the explorer computes
+    with the exact values until a slider moves or the box is edited).  K applies to the
+    Fibonacci base only: its box is disabled, with the reason beside it, for the others.
     """
 
     def __init__(
@@ -89,6 +96,9 @@ class CoverageExplorer:
         self.last_update_cpu_s = 0.0
         self.updates = 0
         self._hold = 0
+        self._quiet = 0  # > 0 while the explorer itself sets the dropdown or the custom α box
+        self._origin: str | None = None  # the named schedule the sliders were moved off
+        self._exact: tuple[str, list[float]] | None = None  # (text written, the α behind it)
         style = {"description_width": "initial"}
         self.schedule = W.Dropdown(
             options=SCHEDULE_OPTIONS, value=schedule, description="schedule", style=style
@@ -125,6 +135,8 @@ class CoverageExplorer:
             style=style,
             layout=W.Layout(width="150px"),
         )
+        self.rungs_note = W.HTML(layout=W.Layout(margin="0 0 0 300px"))  # under the K box
+        self.rungs_note.add_class("fib-rungs-note")
         self.seq_len = W.BoundedIntText(
             value=seq_len,
             min=2,
@@ -157,6 +169,15 @@ class CoverageExplorer:
         self.reset = W.Button(
             description="reset to schedule", icon="undo", layout=W.Layout(width="180px")
         )
+        for w, cls in (
+            (self.schedule, "fib-schedule"),
+            (self.custom_alphas, "fib-custom-alphas"),
+            (self.layers, "fib-layers"),
+            (self.rungs, "fib-rungs"),
+            (self.seq_len, "fib-seq-len"),
+            (self.base, "fib-base"),
+        ):
+            w.add_class(cls)  # the browser tests find the controls by these
         self.sliders: list[W.FloatSlider] = []
         self.slider_box = W.VBox()
         self.slider_box.add_class("fib-alpha-sliders")
@@ -194,6 +215,7 @@ class CoverageExplorer:
                 W.HBox([self.schedule, self.reset]),
                 self.custom_alphas,
                 W.HBox([self.layers, self.window, self.rungs, self.seq_len]),
+                self.rungs_note,
                 W.HBox([self.base, self.rounding]),
                 self.custom_base,
             ]
@@ -223,7 +245,7 @@ class CoverageExplorer:
         if not 0 <= layer < len(self.sliders):
             raise ValueError(
                 f"layer={layer} is out of range: the explorer has "
-                f"{len(self.sliders)} layers (0..{len(self.sliders) - 1})"
+                f"{plural(len(self.sliders), 'layer')} (0..{len(self.sliders) - 1})"
             )
         self.sliders[layer].value = value
 
@@ -237,6 +259,8 @@ class CoverageExplorer:
     def _schedule_values(self) -> list[float]:
         if self.schedule.value == "custom":
             text = self.custom_alphas.value.strip()
+            if self._exact is not None and text == self._exact[0]:  # the α it was written from
+                return check_alphas(self._exact[1], self.layers.value)
             if text:
                 return check_alphas(parse_numbers(text, "custom α"), self.layers.value)
             return [1.0] * self.layers.value
@@ -282,14 +306,41 @@ class CoverageExplorer:
                 for s, a in zip(self.sliders, values):
                     s.value = a
 
+    @contextmanager
+    def _quietly(self):
+        """Set the dropdown or the custom α box without their handlers reacting."""
+        self._quiet += 1
+        try:
+            yield
+        finally:
+            self._quiet -= 1
+
+    def _write_custom(self, values: Sequence[float]) -> None:
+        """List ``values`` in the custom α box and remember them exactly (the box rounds)."""
+        text = alpha_text(values)
+        self._exact = (text, [float(a) for a in values])
+        with self._quietly():
+            self.custom_alphas.value = text
+
     def _sync_enabled(self) -> None:
         self.custom_alphas.disabled = self.schedule.value != "custom"
         self.custom_base.disabled = self.base.value != "custom"
+        self.rungs.disabled = self.base.value != "fib"
+        self.rungs_note.value = rungs_note(self.base.value, self.seq_len.value)
+        self.rungs_note.layout.display = None if self.rungs_note.value else "none"
 
     # -- handlers (errors go to the error widget) ----------------------------------------------
     def _on_slider(self, change) -> None:
-        if not self._hold:
-            self.update()
+        if self._hold:
+            return
+        if self.schedule.value != "custom":  # moved off a named schedule: say "custom"
+            self._origin = self.schedule.value
+            with self._quietly():
+                self.schedule.value = "custom"
+            self._sync_enabled()
+        if self._origin is not None:  # the box lists the moved sliders (a typed list stays)
+            self._write_custom(self.alphas)
+        self.update()
 
     def _on_setting(self, change) -> None:
         self._sync_enabled()
@@ -298,17 +349,21 @@ class CoverageExplorer:
 
     @guarded
     def _on_schedule(self, change) -> None:
+        if self._quiet:
+            return
+        self._origin = None
         self._sync_enabled()
-        if change["new"] == "custom" and not self.custom_alphas.value.strip():
-            self.custom_alphas.value = ", ".join(f"{a:.4g}" for a in self.alphas)
+        if change["new"] == "custom":  # start from the sliders' exact α: nothing changes
+            self._write_custom(self.alphas)
             return
         with self._batch():
             self._set_sliders(self._schedule_values())
 
     @guarded
     def _on_custom_alphas(self, change) -> None:
-        if self.schedule.value != "custom" or not change["new"].strip():
+        if self._quiet or self.schedule.value != "custom" or not change["new"].strip():
             return
+        self._origin, self._exact = None, None  # the user's own list, as typed
         with self._batch():
             self._set_sliders(self._schedule_values())
 
@@ -319,8 +374,7 @@ class CoverageExplorer:
             vals = (self.alphas + [1.0] * L)[:L]
             with self._batch():
                 self._set_sliders(vals)
-                with self._batch(update=False):
-                    self.custom_alphas.value = ", ".join(f"{a:.4g}" for a in vals)
+                self._write_custom(vals)
         else:
             with self._batch():
                 self._set_sliders(schedule_alphas(self.schedule.value, L))
@@ -328,6 +382,11 @@ class CoverageExplorer:
     @guarded
     def _on_reset(self, button=None) -> None:
         with self._batch():
+            if self._origin is not None:  # back to the schedule the sliders were moved off
+                with self._quietly():
+                    self.schedule.value = self._origin
+                self._origin = None
+                self._sync_enabled()
             self._set_sliders(self._schedule_values())
 
     def reset_to_schedule(self) -> None:
@@ -367,40 +426,9 @@ class CoverageExplorer:
         return True
 
     def _render(self, rep: dict) -> None:
-        c = rep["convention"]
-        W_ = c["window"]
-        self.union_label.value = (
-            f"<b>union: <span class='fib-union-count'>{rep['union']}</span> distinct "
-            f"distances</b> (window counted) · {rep['union_beyond_window']} beyond W={W_}"
-        )
-        gaps = rep["gaps"]
-        uncovered = sum(b - a + 1 for a, b in gaps)
-        widest = sorted(gaps, key=lambda g: g[0] - g[1])[:5]
-        self.band_label.value = (
-            f"band ±{c['band']} covers <b>{100 * rep['band_coverage']:.1f}%</b> of 1..T−1 · "
-            f"{len(gaps)} gaps ({uncovered} distances)"
-            + ("<br>widest gaps: " + ", ".join(f"{a}–{b}" for a, b in widest) if gaps else "")
-            + f"<br>reachable after all {c['layers']} layers: "
-            f"<b>{100 * rep['reachable'][-1]:.1f}%</b> of 0..T−1"
-        )
-        rows = []
-        for ell, a in enumerate(rep["alphas"]):
-            rows.append(
-                [
-                    ell,
-                    f"{a:.3f}",
-                    rep["per_layer"][ell],
-                    f"{100 * rep['band_coverage_per_layer'][ell]:.1f}%",
-                    f"{100 * rep['reachable'][ell]:.1f}%",
-                    _fmt_list(rep["new_at"][2][ell]),
-                    _fmt_list(rep["new_at"][4][ell]),
-                ]
-            )
-        self.table.value = html_table(
-            ["layer", "α", "|set|", "band", "reach after", "new rungs at 2T", "new rungs at 4T"],
-            rows,
-            "fib-layer-table",
-        )
+        self.union_label.value = union_html(rep)
+        self.band_label.value = band_html(rep)
+        self.table.value = layer_table_html(rep)
         if self.render:
             set_png(self.image, self._figure.draw(rep))
 
@@ -408,10 +436,4 @@ class CoverageExplorer:
         """One line: the union count and its convention (for logs and tests)."""
         if self.result is None:
             return f"no result ({self.error})"
-        c = self.result["convention"]
-        return (
-            f"union {self.result['union']} ({self.result['union_beyond_window']} beyond "
-            f"W={c['window']}), band {100 * self.result['band_coverage']:.1f}%, reach "
-            f"{100 * self.result['reachable'][-1]:.1f}% | L={c['layers']} K={c['rungs']} "
-            f"T={c['seq_len']} base={c['base']} rounding={c['rounding']}"
-        )
+        return summary_line(self.result)

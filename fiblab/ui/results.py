@@ -35,7 +35,7 @@ import ipywidgets as W
 import pandas as pd
 
 from analysis import plots, tables_store
-from fiblab.ui.alphas import AlphaExplorer, inert_sentence
+from fiblab.ui.alphas import RUNS_HINT, AlphaExplorer, inert_sentence
 from fiblab.ui.common import (
     ROOT,
     error_widget,
@@ -135,6 +135,8 @@ class ResultsPanel:
             style=style,
             layout=W.Layout(width="640px"),
         )
+        self.runs_hint = W.HTML(f"<small style='color:#555'>{RUNS_HINT}</small>")
+        self.runs_hint.add_class("fib-runs-hint")
         self.dataset = W.Dropdown(options=[], description="dataset", style=style)
         self.mechanism = W.Dropdown(options=[], description="Table 2 mechanism", style=style)
         self.refresh_button = W.Button(
@@ -190,6 +192,7 @@ class ResultsPanel:
         self.widget = W.VBox(
             [
                 W.HBox([self.runs, W.VBox([self.dataset, self.mechanism, self.refresh_button])]),
+                self.runs_hint,
                 self.error_box,
                 self.status,
                 b["table1"],

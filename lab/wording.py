@@ -1,0 +1,26 @@
+"""Counted nouns in messages users read: "1 cell", "2 cells", never "1 cells".
+
+One rule for every layer (the CLI, the widgets, the reports and the core's error messages), so
+that a count of one reads as English wherever it is printed.
+"""
+
+from __future__ import annotations
+
+__all__ = ["plural"]
+
+
+def _plural_form(noun: str) -> str:
+    """The regular English plural of ``noun`` (cell → cells, process → processes, entry → entries)."""
+    if noun.endswith(("s", "x", "z", "ch", "sh")):
+        return noun + "es"
+    if len(noun) > 1 and noun.endswith("y") and noun[-2] not in "aeiou":
+        return noun[:-1] + "ies"
+    return noun + "s"
+
+
+def plural(n: int, noun: str, many: str | None = None) -> str:
+    """``n`` and ``noun``, the noun in the plural unless n is 1: ``plural(1, "cell") == "1 cell"``,
+    ``plural(3, "cell") == "3 cells"``, ``plural(0, "run") == "0 runs"``.  ``many`` gives an
+    irregular plural (``plural(2, "index", "indices")``)."""
+    word = noun if n == 1 else (many if many is not None else _plural_form(noun))
+    return f"{n} {word}"
