@@ -207,14 +207,17 @@ class Report:
             + "\n</body></html>\n"
         )
 
-    def write(self, out_dir: str, dpi: int = 110) -> dict[str, str]:
-        """Render to ``out_dir`` (created); returns the paths written."""
+    def write(self, out_dir: str, dpi: int | None = None) -> dict[str, str]:
+        """Render to ``out_dir`` (created); returns the paths written.  Figures are saved at the
+        pixel size they were drawn at (``dpi`` None: each figure's own, `analysis.style`), not
+        cropped, so a page shows them 1:1."""
         os.makedirs(out_dir, exist_ok=True)
         paths = {}
         for b in self.blocks:
             if b.kind == "figure":
                 p = os.path.join(out_dir, b.meta["name"] + ".png")
-                b.payload.savefig(p, dpi=dpi, bbox_inches="tight")
+                fig = b.payload
+                fig.savefig(p, dpi=fig.dpi if dpi is None else dpi, bbox_inches=None)
                 paths[b.meta["name"]] = p
         for name, text in (("report.md", self.markdown()), ("report.html", self.html())):
             p = os.path.join(out_dir, name)

@@ -54,7 +54,6 @@ RC = {
     "legend.frameon": True,
     "legend.framealpha": 0.9,
     "legend.edgecolor": "#cccccc",
-    "image.cmap": "mako_r",
 }
 
 #: One colour per configuration (seaborn's colorblind palette), the same in every figure.

@@ -76,7 +76,8 @@ def probe_alphas(records: list[dict], max_panels: int = 8):
     n = max(1, len(groups))
     cols = min(3, n)
     rows = math.ceil(n / cols)
-    fig = style.figure(40 + 270 * cols + 130, 40 + 235 * rows)
+    panel = max(270, 470 // cols)  # px; one panel alone is wider
+    fig = style.figure(40 + panel * cols + 130, 40 + 235 * rows)
     axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False, sharey=True)).ravel()
     if not groups:
         axes[0].text(
