@@ -113,8 +113,11 @@ def png(fig) -> bytes:
 
 
 def image_widget() -> W.Image:
-    """A PNG Image widget, hidden until `set_png` gives it content (no broken-image icon)."""
-    return W.Image(format="png", layout=W.Layout(display="none"))
+    """A PNG Image widget (CSS class ``fib-figure``), hidden until `set_png` gives it content
+    (no broken-image icon)."""
+    image = W.Image(format="png", layout=W.Layout(display="none"))
+    image.add_class("fib-figure")
+    return image
 
 
 def set_png(image: W.Image, data: bytes) -> None:

@@ -130,7 +130,11 @@ def probe_alphas(records: list[dict], max_panels: int = 8):
     if any_init:
         handles.append(Line2D([], [], color="#555555", ls=":", label="initial α"))
     fig.legend(handles=handles, loc="outside right upper", fontsize="small")
-    fig.suptitle("learned α per layer during training (line: mean over seeds)", fontsize="medium")
+    fig.suptitle(
+        "learned α per layer during training"
+        + (" (line: mean over seeds, band: lowest to highest seed)" if any_band else ""),
+        fontsize="medium",
+    )
     return fig
 
 
