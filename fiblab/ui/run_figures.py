@@ -83,8 +83,8 @@ def probe_alphas(records: list[dict], max_panels: int = 8):
         axes[0].text(
             0.5,
             0.5,
-            "no α to plot yet: dense cells have no α,\nand a running cell shows its first "
-            "logged step",
+            "no α to plot: dense cells have no α\n(a running cell appears once it logs its "
+            "first step)",
             ha="center",
             va="center",
             transform=axes[0].transAxes,
