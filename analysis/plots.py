@@ -1,10 +1,13 @@
 """Figures for the paper's results: each function takes tables or plain data, returns a matplotlib
 ``Figure`` and, given ``path``, also writes it as a PNG (parent folders are created).
 
-Figures are built with ``matplotlib.figure.Figure`` directly, not through ``pyplot``: nothing is
-drawn on screen, no global figure list grows, and saving works headless (Agg) with any backend
-selected. In a notebook, ``display(fig)`` (or the figure as a cell's last value under the inline
-backend) shows it.
+Every figure is drawn in the lab's one style (`analysis.style`: seaborn's theme, one colour per
+configuration, an ordered palette for layers) at the pixel size it is saved and shown at, with
+labelled axes (units in brackets) and a legend or a colour key.  Figures are built with
+``matplotlib.figure.Figure`` directly, not through ``pyplot``: nothing is drawn on screen, no
+global figure list grows, and saving works headless (Agg) with any backend selected. In a
+notebook, ``display(fig)`` (or the figure as a cell's last value under the inline backend)
+shows it.
 
 Functions
 ---------
@@ -26,6 +29,12 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator, PercentFormatter
+
+from analysis import style
+from analysis.style import CONFIG_COLORS
 
 __all__ = [
     "perplexity_vs_window",
@@ -38,25 +47,16 @@ __all__ = [
     "CONFIG_COLORS",
 ]
 
-#: A fixed colour per configuration, so that a config looks the same in every figure.
-CONFIG_COLORS = {
-    "dense": "#4d4d4d",
-    "fib/fixed": "#1f77b4",
-    "fib/learned": "#ff7f0e",
-    "fib/stagger": "#2ca02c",
-    "fib/coprime": "#d62728",
-    "pow2/fixed": "#9467bd",
-    "pow2/stagger": "#8c564b",
-}
-_CYCLE = ["#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a"]
+#: The pixel size of one panel of a report figure (width, height).
+PANEL = (720, 420)
 
 
 def _color(label: str, i: int) -> str:
-    return CONFIG_COLORS.get(str(label), _CYCLE[i % len(_CYCLE)])
+    return style.config_color(label, i)
 
 
-def _figure(nrows: int = 1, ncols: int = 1, size=(6.4, 4.2)):
-    fig = Figure(figsize=(size[0] * ncols, size[1] * nrows), layout="constrained")
+def _figure(nrows: int = 1, ncols: int = 1, size=PANEL):
+    fig = style.figure(int(size[0] * ncols), int(size[1] * nrows))
     axes = fig.subplots(nrows, ncols, squeeze=False)
     return fig, axes
 
@@ -66,8 +66,16 @@ def _save(fig: Figure, path) -> Figure:
         folder = os.path.dirname(os.fspath(path))
         if folder:
             os.makedirs(folder, exist_ok=True)
-        fig.savefig(path, dpi=120, format="png")
+        fig.savefig(path, dpi=fig.dpi, format="png")
     return fig
+
+
+def _legend(ax, n_entries: int, handles=None, title: str | None = None):
+    """Inside the axes when short, to the right of them when long (it would hide data)."""
+    if n_entries > 6:
+        return style.legend_outside(ax, handles, title=title, ncol=2 if n_entries > 16 else 1)
+    kw = {} if handles is None else {"handles": handles}
+    return ax.legend(fontsize="small", title=title, title_fontsize="small", **kw)
 
 
 def _need(df: pd.DataFrame, cols, who: str) -> None:
@@ -106,13 +114,15 @@ def perplexity_vs_window(
             g[dataset].to_numpy(dtype=float),
             marker="o",
             label=label,
-            color=_color(label, i),
+            color=_color(f"{key[0]}/{key[1]}", i),
         )
-    ax.set_xlabel("window W")
-    ax.set_ylabel(f"{dataset} perplexity")
+    ws = sorted({int(w) for w in table["W"].dropna()})
+    if ws:
+        ax.set_xticks(ws)
+    ax.set_xlabel("window W (tokens)")
+    ax.set_ylabel(f"held-out perplexity ({dataset})")
     ax.set_title(title or f"Held-out perplexity against window ({dataset})")
-    ax.legend(fontsize="small")
-    ax.grid(alpha=0.3)
+    _legend(ax, len(ax.get_lines()), title="configuration")
     return _save(fig, path)
 
 
@@ -129,7 +139,10 @@ def extrapolation(
 
     The recomputed-rung curve (``ppl_T{L}``, the paper's policy) is solid; the frozen-rung curve
     (``frozen_ppl_T{L}``, drawn from the row's shortest length, where both policies agree) is
-    dashed. Colour follows the configuration, the marker the window W. ``relative`` divides each curve by its value at the shortest length. Log-2 x axis.
+    dashed with open markers (visible where the two coincide). Colour follows the configuration,
+    the marker the window W; the legend lists the rows and, apart, what solid and dashed mean.
+    ``relative`` divides each curve by its value at the shortest length. Log-2 x axis, ticks at
+    the evaluated lengths.
     """
     _need(table, ["model"], "extrapolation (Table 3)")
     full = sorted(
@@ -144,6 +157,7 @@ def extrapolation(
     fig, ax = _figure()
     ax = ax[0, 0]
     windows = sorted({int(w) for w in table["W"].dropna()}) if "W" in table.columns else []
+    rows, any_frozen = [], False
     for i, r in enumerate(table.to_dict("records")):
         has_w = "W" in r and not pd.isna(r["W"])
         label = str(r["model"]) + (f" W={r['W']}" if has_w else "") + _variant(r)
@@ -160,23 +174,42 @@ def extrapolation(
             marker=marker,
             color=color,
             label=label,
+            zorder=3,
         )
+        rows.append(Line2D([], [], color=color, marker=marker, label=label))
         fz = [(L, float(r[c])) for L, c in frozen if not pd.isna(r[c]) and L > x0]
         if fz:
+            any_frozen = True
             ax.plot(
                 [x0] + [p[0] for p in fz],
                 [y0 / scale] + [p[1] / scale for p in fz],
                 marker=marker,
+                markerfacecolor="white",
                 linestyle="--",
                 color=color,
                 label=f"{label} (frozen rungs)",
+                zorder=4,
             )
     ax.set_xscale("log", base=2)
+    lengths = sorted({L for L, _ in full} | {L for L, _ in frozen})
+    ax.set_xticks(lengths, [f"{L:,}" for L in lengths])
+    ax.minorticks_off()
     ax.set_xlabel("evaluation length (tokens)")
-    ax.set_ylabel("perplexity / perplexity at training length" if relative else "perplexity")
-    ax.set_title(title or "Length extrapolation (solid: rungs recomputed, dashed: frozen)")
-    ax.legend(fontsize="x-small")
-    ax.grid(alpha=0.3)
+    ax.set_ylabel(
+        "perplexity ÷ perplexity at the shortest length" if relative else "held-out perplexity"
+    )
+    ax.set_title(
+        title
+        or "Length extrapolation"
+        + (" (solid: rungs recomputed, dashed: frozen)" if any_frozen else "")
+    )
+    policies = []
+    if any_frozen:  # what the two line styles mean
+        policies = [
+            Line2D([], [], color="#333333", label="rungs recomputed for the length"),
+            Line2D([], [], color="#333333", ls="--", marker="o", mfc="white", label="rungs frozen"),
+        ]
+    _legend(ax, len(rows) + len(policies), handles=rows + policies)
     return _save(fig, path)
 
 
@@ -192,7 +225,11 @@ def position_bins(table: pd.DataFrame, path=None, title: str | None = None) -> F
             f"(it has {list(table.columns)}): pass Table 4"
         )
     is_gap = table["schedule"].astype(str).str.contains(" - ", regex=False)
-    fig, axes = _figure(2 if is_gap.any() else 1, 1)
+    if is_gap.any():  # the gap panel is the shorter one below
+        fig = style.figure(PANEL[0], PANEL[1] + 260)
+        axes = fig.subplots(2, 1, squeeze=False, sharex=True, height_ratios=[PANEL[1] - 60, 200])
+    else:
+        fig, axes = _figure()
     x = np.array([b for b, _ in bins])
     for panel, rows in enumerate([table[~is_gap], table[is_gap]][: 1 + int(is_gap.any())]):
         ax = axes[panel, 0]
@@ -204,16 +241,15 @@ def position_bins(table: pd.DataFrame, path=None, title: str | None = None) -> F
                 [float(r[c]) for _, c in bins],
                 marker="o",
                 label=label,
-                color=_color(r["schedule"], i),
+                color=_color(r["schedule"], i) if panel == 0 else "#4d4d4d",
             )
         ax.set_xticks(x)
         ax.set_xticklabels([c for _, c in bins])
-        ax.set_ylabel("NLL (nats)" if panel == 0 else "NLL difference (nats)")
+        ax.set_ylabel("NLL (nats/token)" if panel == 0 else "NLL difference (nats/token)")
         if panel == 1:
             ax.axhline(0.0, color="black", linewidth=0.8)
-        ax.legend(fontsize="small")
-        ax.grid(alpha=0.3)
-    axes[-1, 0].set_xlabel("position bin (b0 = earliest positions)")
+        _legend(ax, len(ax.get_lines()) - panel, title="configuration" if panel == 0 else None)
+    axes[-1, 0].set_xlabel("position bin of the training window (b0 = earliest positions)")
     axes[0, 0].set_title(title or "Loss by position in the window")
     return _save(fig, path)
 
@@ -226,7 +262,9 @@ def alpha_trajectories(
     ``traj`` is a trajectory frame (:func:`analysis.trajectories.from_store` /
     :func:`~analysis.trajectories.from_records`: ``run``, ``step``, ``layer``, ``alpha``, and
     ``alpha_init``); ``runs`` picks runs (default: all). ``show_init`` marks each layer's start
-    with a dotted line in its colour.
+    with a dotted line in its colour. Layers are coloured in order (an ordered palette per panel:
+    dark = first layer, light = last); each panel's legend, right of it, names the layers (with
+    more than 16, every few of them: the palette's order says the rest).
     """
     _need(traj, ["run", "step", "layer", "alpha"], "α trajectory")
     names = (
@@ -240,12 +278,12 @@ def alpha_trajectories(
             f"the α trajectory plot has no trajectory for runs {unknown or names} (the frame "
             f"has {sorted(set(traj['run']))[:10]}): name runs that logged α"
         )
-    fig, axes = _figure(len(names), 1, size=(7.0, 3.4))
+    fig, axes = _figure(len(names), 1, size=(PANEL[0] + 40, 250))
     for ax, name in zip(axes[:, 0], names):
         g = traj[traj["run"] == name]
         layers = sorted(g["layer"].unique())
-        colors = [f"C{i % 10}" for i in range(len(layers))]
-        for layer, color in zip(layers, colors):
+        has_init = False
+        for layer, color in zip(layers, style.layer_colors(len(layers))):
             gl = g[g["layer"] == layer].sort_values("step")
             ax.plot(
                 gl["step"].to_numpy(),
@@ -254,14 +292,20 @@ def alpha_trajectories(
                 label=f"layer {layer}",
             )
             if show_init and "alpha_init" in gl.columns and gl["alpha_init"].notna().any():
+                has_init = True
                 ax.axhline(
-                    float(gl["alpha_init"].iloc[0]), color=color, linestyle=":", linewidth=0.8
+                    float(gl["alpha_init"].iloc[0]), color=color, linestyle=":", linewidth=1.0
                 )
+        style.min_span(ax, 0.2)
         ax.set_title(name, fontsize="small")
         ax.set_ylabel("α")
-        ax.grid(alpha=0.3)
-        if len(layers) <= 16:
-            ax.legend(fontsize="x-small", ncol=2 if len(layers) > 8 else 1, loc="best")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        every = 1 if len(layers) <= 16 else -(-len(layers) // 8)
+        keep = set(layers[::every]) | {layers[-1]}
+        handles = [ln for ln in ax.get_lines() if ln.get_label() in {f"layer {k}" for k in keep}]
+        if has_init:
+            handles.append(Line2D([], [], color="#555555", ls=":", label="initial α"))
+        style.legend_outside(ax, handles, ncol=2 if len(handles) > 9 else 1)
     axes[-1, 0].set_xlabel("step")
     if title:
         fig.suptitle(title)
@@ -278,7 +322,12 @@ def rung_heatmap(
     """Which distances each layer attends: an image with one row per layer (layer 0 at the top)
     and one column per distance 0 … seq_len−1, 1 where attended (distances ≥ seq_len are
     ignored). ``sets`` is a list of per-layer distance lists (``ModelConfig.attended_sets()``,
-    ``probes.coverage.layer_sets``); ``seq_len`` defaults to the largest distance + 1."""
+    ``probes.coverage.layer_sets``); ``seq_len`` defaults to the largest distance + 1.
+
+    Attended distances are dark on white (a two-entry colour key on the right). Each attended
+    distance is also marked by a line at least one pixel wide over the image, so that none
+    drops out of the picture when T is larger than the axes are wide (1,024 distances in about
+    800 pixels: a plain image would skip every fifth column)."""
     sets = [list(s) for s in sets]
     if not sets:
         raise ValueError(
@@ -293,23 +342,47 @@ def rung_heatmap(
         for d in s:
             if 0 <= d < T:
                 grid[i, d] = 1.0
-    fig, ax = _figure(size=(9.0, 0.35 * len(sets) + 1.6))
+    from matplotlib.colors import ListedColormap
+
+    L = len(sets)
+    fig, ax = _figure(size=(900, 110 + 20 * min(L, 48)))
     ax = ax[0, 0]
+    ax.grid(False)
+    dark = "#1b3a5c"
+    two = ListedColormap(["#ffffff", dark])
     ax.imshow(
         grid,
         aspect="auto",
         interpolation="nearest",
-        cmap="Greys",
+        cmap=two,
         vmin=0,
         vmax=1,
-        extent=(-0.5, T - 0.5, len(sets) - 0.5, -0.5),
+        extent=(-0.5, T - 0.5, L - 0.5, -0.5),
     )
-    ax.set_yticks(range(len(sets)))
-    ax.set_yticklabels(
-        list(labels) if labels is not None else [str(i) for i in range(len(sets))],
-        fontsize="x-small",
+    ax.eventplot(
+        [[d for d in s if 0 <= d < T] for s in sets],
+        lineoffsets=range(L),
+        linelengths=1.0,
+        linewidths=1.0,
+        colors=dark,
     )
-    ax.set_xlabel("distance")
+    ax.set_xlim(-0.5, T - 0.5)
+    ax.set_ylim(L - 0.5, -0.5)
+    every = max(1, -(-L // 24))
+    names = list(labels) if labels is not None else [str(i) for i in range(L)]
+    ax.set_yticks(range(L)[::every])
+    ax.set_yticklabels(names[::every], fontsize="small")
+    for spine in ax.spines.values():
+        spine.set_visible(True)
+        spine.set_color("#888888")
+    style.legend_outside(
+        ax,
+        [
+            Patch(facecolor=dark, label="attended"),
+            Patch(facecolor="white", edgecolor="#888888", label="not attended"),
+        ],
+    )
+    ax.set_xlabel("distance δ = t − s (tokens)")
     ax.set_ylabel("layer")
     ax.set_title(title or f"Attended distances per layer ({len(sets)} layers, T={T})")
     return _save(fig, path)
@@ -337,11 +410,11 @@ def coverage_curves(
             hit[idx] = True
         y = np.cumsum(hit)
         ax.step(x, y, where="post", label=f"{name} ({int(y[-1])})", color=_color(name, i))
-    ax.set_xlabel("distance δ")
+    ax.set_xlim(0, seq_len - 1)
+    ax.set_xlabel("distance δ (tokens)")
     ax.set_ylabel("distinct attended distances ≤ δ")
     ax.set_title(title or f"Distinct-distance coverage (T={seq_len}, window counted)")
-    ax.legend(fontsize="small")
-    ax.grid(alpha=0.3)
+    _legend(ax, len(sets_by_scheme), title="scheme (distinct distances)")
     return _save(fig, path)
 
 
@@ -360,10 +433,13 @@ def receptive_field_curves(
     for i, (name, fr) in enumerate(fractions.items()):
         y = np.asarray(list(fr), dtype=float)
         ax.plot(np.arange(1, len(y) + 1), y, marker="o", label=name, color=_color(name, i))
-    ax.set_xlabel("layers")
-    ax.set_ylabel("share of distances reachable")
+    depth = max((len(list(fr)) for fr in fractions.values()), default=1)
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.set_xlim(0.5, depth + 0.5)
+    ax.set_xlabel("layers passed (path length ℓ)")
+    ax.set_ylabel("share of distances 0…T−1 reachable")
     ax.set_ylim(-0.02, 1.02)
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0))
     ax.set_title(title or "Receptive field through the stack")
-    ax.legend(fontsize="small")
-    ax.grid(alpha=0.3)
+    _legend(ax, len(fractions), title="scheme")
     return _save(fig, path)

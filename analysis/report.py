@@ -297,17 +297,21 @@ class Report:
             + "\n</body></html>\n"
         )
 
-    def _pngs(self, dpi: int = 110) -> dict[str, bytes]:
-        """Every figure as PNG bytes, by name."""
+    def _pngs(self, dpi: int | None = None) -> dict[str, bytes]:
+        """Every figure as PNG bytes, by name, at the pixel size it was drawn at (``dpi`` None:
+        each figure's own, `analysis.style`), not cropped, so a page shows it 1:1."""
         out = {}
         for b in self.blocks:
             if b.kind == "figure":
                 buf = io.BytesIO()
-                b.payload.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+                fig = b.payload
+                fig.savefig(
+                    buf, format="png", dpi=fig.dpi if dpi is None else dpi, bbox_inches=None
+                )
                 out[b.meta["name"]] = buf.getvalue()
         return out
 
-    def write(self, out_dir: str, dpi: int = 110) -> dict[str, str]:
+    def write(self, out_dir: str, dpi: int | None = None) -> dict[str, str]:
         """Render to ``out_dir`` (created): the figures as PNGs, report.md (which refers to
         them) and report.html (which embeds the same bytes); returns the paths written."""
         os.makedirs(out_dir, exist_ok=True)

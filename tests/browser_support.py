@@ -67,6 +67,19 @@ REQUIRES = [
 ]
 
 
+def torch_extensions_dir() -> str:
+    """Where torch keeps this user's compiled extensions (torch's own default rule): the
+    server's fresh HOME would otherwise compile the CPU attention kernel again (minutes on two
+    loaded cores, and a stderr line that counts as error output)."""
+    import torch
+
+    if os.environ.get("TORCH_EXTENSIONS_DIR"):
+        return os.environ["TORCH_EXTENSIONS_DIR"]
+    cu = "cpu" if torch.version.cuda is None else "cu" + torch.version.cuda.replace(".", "")
+    py = f"py{sys.version_info.major}{sys.version_info.minor}"
+    return os.path.join(os.path.expanduser("~"), ".cache", "torch_extensions", f"{py}_{cu}")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -94,6 +107,7 @@ def jupyter_server(d: Path, extra_env: dict | None = None):
         "FIBLAB_STORE": str(d / "store.db"),
         "FIBLAB_RUNS": str(d / "runs"),
         "MPLBACKEND": "Agg",
+        "TORCH_EXTENSIONS_DIR": torch_extensions_dir(),
         **(extra_env or {}),
     }
     cmd = [

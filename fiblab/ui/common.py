@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import html
-import io
 import os
 from pathlib import Path
 
@@ -109,29 +108,47 @@ def parse_numbers(text: str, what: str, cast=float) -> list:
 
 
 def png(fig) -> bytes:
-    """Render a matplotlib Figure (Agg, no pyplot state) to PNG bytes."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
+    """Render a matplotlib Figure (Agg, no pyplot state) to PNG bytes at its own size
+    (figsize × dpi pixels, nothing cropped), so that `set_png` can show it 1:1."""
+    from analysis import style
+
+    return style.png(fig)
 
 
 def image_widget() -> W.Image:
-    """A PNG Image widget, hidden until `set_png` gives it content (no broken-image icon)."""
-    return W.Image(format="png", layout=W.Layout(display="none"))
+    """A PNG Image widget (CSS class ``fib-figure``), hidden until `set_png` gives it content
+    (no broken-image icon)."""
+    image = W.Image(format="png", layout=W.Layout(display="none"))
+    image.add_class("fib-figure")
+    return image
 
 
 def set_png(image: W.Image, data: bytes) -> None:
-    """Show ``data`` (PNG bytes) in ``image`` and make it visible."""
+    """Show ``data`` (PNG bytes) in ``image`` at the PNG's own pixel size and make it visible.
+
+    The widget's width and height are set from the PNG header: without them a VBox stretches
+    the image to its own width (a small figure blown up several times and blurred)."""
+    from analysis import style
+
+    w, h = style.png_size(data)
     image.value = data
+    image.width, image.height = str(w), str(h)
+    image.layout.width, image.layout.height = f"{w}px", f"{h}px"
+    image.layout.min_width = f"{w}px"  # never squeezed by a flex box
     image.layout.display = None
 
 
-def figure(width: float, height: float, dpi: int = 80, layout: str | None = None):
-    """A pyplot-free Agg figure (no global state, safe from threads)."""
+def figure(width: float, height: float, dpi: int | None = None, layout: str | None = None):
+    """A pyplot-free Agg figure (no global state, safe from threads) of ``width`` × ``height``
+    inches at ``dpi`` (default: the lab's, 96 = one CSS pixel a dot), in the lab's seaborn
+    theme (`analysis.style`)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(width, height), dpi=dpi, layout=layout)
+    from analysis import style
+
+    style.apply_theme()
+    fig = Figure(figsize=(width, height), dpi=style.DPI if dpi is None else dpi, layout=layout)
     FigureCanvasAgg(fig)
     return fig
 

@@ -20,12 +20,10 @@ import os
 from dataclasses import replace
 
 import ipywidgets as W
-import numpy as np
 
 from analysis.probe_table import format_table2, table2_rows
 from fiblab.ui.common import (
     error_widget,
-    figure,
     guarded,
     html_table,
     image_widget,
@@ -356,27 +354,9 @@ def _finite(xs):
 
 
 def trajectory_png(records: list[dict], max_cells: int = 8) -> bytes:
-    """α per layer over training steps, one small panel per cell (the first ``max_cells``)."""
-    shown = [r for r in records if _finite(r["trajectory"][0]["alphas"])][:max_cells]
-    n = max(1, len(shown))
-    cols = min(4, n)
-    rows = math.ceil(n / cols)
-    fig = figure(2.6 * cols, 2.1 * rows, layout="constrained")
-    axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False)).ravel()
-    for ax, rec in zip(axes, shown):
-        steps = [t["step"] for t in rec["trajectory"]]
-        traj = np.array(
-            [[math.nan if a is None else a for a in t["alphas"]] for t in rec["trajectory"]],
-            dtype=float,
-        )
-        for ell in range(traj.shape[1]):
-            ax.plot(steps, traj[:, ell], lw=1)
-        ax.set_ylim(0.45, 1.55)
-        ax.set_title(f"{rec['mechanism']} d{rec['depth']} {rec['init']} s{rec['seed']}", fontsize=8)
-        ax.tick_params(labelsize=7)
-    for ax in axes[len(shown) :]:
-        ax.axis("off")
-    if not shown:
-        axes[0].text(0.5, 0.5, "no α to plot (dense cells)", ha="center", va="center")
-    fig.suptitle("α per layer over training steps", fontsize=9)
-    return png(fig)
+    """α per layer over training steps: one panel per group of cells differing only in their
+    seed (mean line, lowest–highest seed band; the first ``max_cells`` groups), one legend
+    naming the layers (`fiblab.ui.run_figures.probe_alphas`)."""
+    from fiblab.ui.run_figures import probe_alphas
+
+    return png(probe_alphas(records, max_cells))

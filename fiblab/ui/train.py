@@ -16,12 +16,10 @@ import math
 import threading
 
 import ipywidgets as W
-import numpy as np
 
 from fiblab import launch as LA
 from fiblab.ui.common import (
     error_widget,
-    figure,
     guarded,
     image_widget,
     png,
@@ -308,27 +306,8 @@ class TrainPanel:
 
 
 def curves_png(s: dict) -> bytes:
-    """Loss (and held-out perplexity) over steps, and α per layer for learned runs."""
-    has_alpha = not s["alphas"].empty
-    fig = figure(10.5 if has_alpha else 6.5, 3.0, layout="constrained")
-    axes = fig.subplots(1, 2 if has_alpha else 1, squeeze=False).ravel()
-    ax = axes[0]
-    lc = s["loss_curve"]
-    ax.plot(lc["step"], lc["value"], lw=1, label="train loss")
-    ax.set_xlabel("step")
-    ax.set_ylabel("loss (nats)")
-    ev = s["evals"]
-    if len(ev):
-        ax.plot(ev["step"], np.log(ev["perplexity"]), "o", ms=4, label="held-out (log ppl)")
-    ax.legend(fontsize=8)
-    ax.set_title(f"{s['name']} — {s['state']}", fontsize=10)
-    if has_alpha:
-        a = s["alphas"]
-        for layer in a.columns:
-            axes[1].plot(a.index, a[layer], lw=1, label=f"layer {layer}")
-        axes[1].set_xlabel("step")
-        axes[1].set_ylabel("α")
-        axes[1].set_title("learned α per layer", fontsize=10)
-        if a.shape[1] <= 8:
-            axes[1].legend(fontsize=7)
-    return png(fig)
+    """Loss (raw and running mean, held-out evaluations as ln perplexity) over steps, and α per
+    layer for learned runs (`fiblab.ui.run_figures.training_curves`)."""
+    from fiblab.ui.run_figures import training_curves
+
+    return png(training_curves(s))
