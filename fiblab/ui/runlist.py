@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import ipywidgets as W
 
 from fiblab import launch as LA
+from fiblab.train_eta import format_duration
 from fiblab.ui.common import error_widget, guarded, show_error
 
 LIVE = ("starting", "running", "stopping")
@@ -59,8 +60,10 @@ class LMRuns:
         for h in LA.list_runs(self.runs_dir):
             s = LA.snapshot(h)
             detail = f"step {s['step']} / {s['steps']}"
+            if s["state"] == "starting" and s.get("phase"):
+                detail += f" · {s['phase']}"
             if s["state"] in LIVE and math.isfinite(s.get("eta_s", math.nan)):
-                detail += f" · about {s['eta_s'] / 60:.0f} min left"
+                detail += f" · about {format_duration(s['eta_s'])} left"
             out.append(RunRow(self.kind, h.name, s["state"], detail))
         return out
 
