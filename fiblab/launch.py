@@ -394,7 +394,8 @@ def snapshot(h: RunHandle) -> dict:
             light_tokens=ph.get("light_eval_tokens"),
             full_tokens=ph.get("full_eval_tokens"),
         )
-    message = "" if live else (row or {}).get("message") or ""  # a live run's is stale
+    message = "" if live else (row or {}).get("message")  # a live run's is stale
+    message = message if isinstance(message, str) else ""  # the store's NULL reads as NaN
     rc = h.proc.returncode if h.proc is not None else None
     if st_ == "failed" and (not message or rc not in (None, 0)):
         message = log_tail(h, 8) or "the process exited without recording a result"

@@ -8,9 +8,9 @@ launcher asks `launch_estimate` first and warns when the answer is long.
 * training FLOPs per token = 3 × the forward pass (backward ≈ 2 × forward): the blocks' linear
   layers and attention reads (`lab.efficiency.analyze`) and the tied lm head (2·d·vocab).
 * this machine's FLOP/s, in order of preference: a language-model run recorded in the store
-  (its median ``tokens_per_s`` × its FLOPs per token; of the recorded runs the one with the most
-  FLOPs per token, being the closest to a large model's efficiency), else a few training steps
-  of the dense ``cpu-small`` model timed here (≈ 1 s; dense needs no kernel build).
+  (its median ``tokens_per_s`` × its FLOPs per token; of the recorded runs the one whose model
+  is closest in FLOPs per token, FLOP rates growing with size), else a few training steps of the
+  dense ``cpu-small`` model timed here (≈ 1 s on a quiet machine; dense needs no kernel build).
 
 A small model runs at a lower FLOP rate than a large one, so the estimate errs long — the right
 side for a warning.  Evaluations are left out (they add a few per cent at the presets' cadence).
@@ -59,9 +59,10 @@ def train_flops_per_token(model_cfg) -> float:
     return 3.0 * (a["linear_flops"] + a["attn_flops"] + head) / T
 
 
-def recorded_speed(store_path: str, limit: int = 20) -> Speed | None:
-    """This machine's speed from the LM runs the store recorded (the ``limit`` most recent),
-    or None when it holds none with a logged ``tokens_per_s``."""
+def recorded_speed(store_path: str, target: float, limit: int = 20) -> Speed | None:
+    """This machine's speed from the LM runs the store recorded (the ``limit`` most recent):
+    the one whose model's FLOPs per token are closest to ``target``'s (efficiency grows with
+    model size); None when the store holds none with a logged ``tokens_per_s``."""
     import os
 
     from lab.config import config_from_dict
@@ -85,11 +86,12 @@ def recorded_speed(store_path: str, limit: int = 20) -> Speed | None:
         except (ValueError, TypeError, AttributeError, KeyError):
             continue  # a config of another version: not a measure of this one
         rate = statistics.median(rates)
-        if best is None or fpt >= best[0]:
-            best = (fpt, rate, r.name)
+        gap = abs(math.log(fpt / target))
+        if best is None or gap <= best[0]:
+            best = (gap, fpt, rate, r.name)
     if best is None:
         return None
-    fpt, rate, name = best
+    _, fpt, rate, name = best
     return Speed(fpt * rate, f"run {name!r} in the store trained {rate:,.0f} tokens/s", fpt)
 
 
@@ -128,14 +130,17 @@ def measured_speed(steps: int = 3) -> Speed:
     )
 
 
-def machine_speed(store_path: str) -> Speed:
-    """The store's record when it comes from a model at least as large as ``cpu-small`` (a
-    smaller one's overheads would make the estimate wildly long), else a timing here."""
+def machine_speed(store_path: str, target: float) -> Speed:
+    """This machine's speed for a model of ``target`` training FLOPs per token: the store's
+    record of a model of about that size or at least as large as ``cpu-small`` (a much smaller
+    one's overheads would make the estimate wildly long), else a timing here."""
     from lab.model import config_for
 
-    rec = recorded_speed(store_path)
+    rec = recorded_speed(store_path, target)
     small = train_flops_per_token(config_for("cpu-small", attention="dense"))
-    return rec if rec is not None and rec.ref_flops_per_token >= 0.5 * small else measured_speed()
+    if rec is not None and (rec.ref_flops_per_token >= 0.5 * min(small, target)):
+        return rec
+    return measured_speed()
 
 
 def may_be_long(cfg) -> bool:

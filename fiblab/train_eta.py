@@ -5,9 +5,10 @@ evaluations.
                  + light evaluations left × seconds per light evaluation
                  + the final evaluation
 
-* seconds per training step = tokens per step ÷ the median ``tokens_per_s`` the store holds for
-  the steps this process trained (`lab.train` logs it over each logging interval, checkpoint
-  saves included, evaluations not).  Only this process's steps count: after a resume the old
+* seconds per training step = the mean over the last `WINDOW` logged intervals of tokens per
+  step ÷ ``tokens_per_s`` (`lab.train` logs it over each logging interval, checkpoint saves
+  included, evaluations not): the wall time a step took, slow ones counted in full, on a machine
+  whose load comes and goes.  Only this process's steps count: after a resume the old
   process's speed (another machine load, another kernel build) says nothing, so there is no
   estimate until the new process logs its first step.  Its first logged interval holds the
   first step's kernel build; it is left out once a later one exists.
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 
 __all__ = ["Eta", "UNKNOWN", "evals_left", "estimate", "format_duration"]
 
+WINDOW = 50  # logged intervals the step time is averaged over (the most recent ones)
 FORWARD_SHARE = 1 / 3  # an evaluation token's cost / a training token's (forward vs fwd + bwd)
 
 
@@ -57,7 +59,13 @@ class Eta:
         if self.evals_left:
             parts.append(f"{self.evals_left} evaluation{'' if self.evals_left == 1 else 's'}")
         parts.append("the final evaluation")
-        note = "" if self.evals_timed else "; evaluation times guessed until one is timed"
+        note = (
+            ""
+            if self.evals_timed
+            else "; evaluation times guessed until one is timed"
+            if self.evals_left
+            else "; its time guessed"
+        )
         return f"ETA {format_duration(self.seconds)} ({' + '.join(parts)}{note})"
 
 
@@ -90,10 +98,10 @@ def estimate(
     own = [v for s, v in sorted(rates) if s > start_step and v > 0 and math.isfinite(v)]
     if len(own) > 1:
         own = own[1:]  # the first interval holds the kernel build of the first step
-    own = own[-10:]
+    own = own[-WINDOW:]
     if not own:
         return UNKNOWN
-    step_s = tokens_per_step / statistics.median(own)
+    step_s = statistics.fmean(tokens_per_step / v for v in own)  # slow steps count in full
     timed = [(s, v) for s, v in sorted(eval_times) if v >= 0 and math.isfinite(v)]
     timed = [v for s, v in timed if s > start_step] or [v for _, v in timed]
     light = light_tokens or tokens_per_step

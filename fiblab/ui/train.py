@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import html
 import threading
+import time
 
 import ipywidgets as W
 import numpy as np
@@ -48,6 +49,8 @@ from fiblab.ui.train_form import (
     stats_html,
     status_html,
 )
+
+LIST_EVERY = 10.0  # seconds between refreshes of the run list while a run is watched
 
 
 class TrainPanel:
@@ -95,6 +98,7 @@ class TrainPanel:
         self.error: str | None = None
         self.warning: str | None = None
         self._armed: tuple | None = None  # the form a "launch anyway" click would start
+        self._listed = time.monotonic()  # when the run list was last refreshed
         self._lock = threading.RLock()
         self._watcher: threading.Thread | None = None
         self._stop_watch = threading.Event()
@@ -155,7 +159,9 @@ class TrainPanel:
         self.stop_button.on_click(self._on_stop)
         self.resume_button.on_click(self._on_resume)
         self.refresh_button.on_click(self._on_refresh)
-        for w in (self.preset, self.data, self.steps, self.name, self.overrides, self.nproc):
+        for key in ("preset", "data", "steps", "name", "overrides", "nproc"):
+            w = getattr(self, key)
+            w.add_class(f"fib-train-{key}")
             w.observe(self._disarm, names="value")
         self.runlist = RunList(
             [LMRuns(self.runs), *sources],
@@ -249,7 +255,6 @@ class TrainPanel:
             raise ValueError("no run to stop: attach one from the list above, or launch one")
         LA.request_stop(self.handle)
         self.refresh()
-        self.runlist.refresh()
 
     def resume(self) -> LA.RunHandle:
         """Continue the (stopped or failed) run from its last checkpoint."""
@@ -279,7 +284,6 @@ class TrainPanel:
     def _started(self) -> None:
         self.refresh_button.disabled = False
         self.refresh()
-        self.runlist.refresh()
         if self.auto_refresh:
             self.watch()
 
@@ -365,8 +369,10 @@ class TrainPanel:
             snap = LA.snapshot(self.handle)
             self.snap = snap
             self._render(snap)
-        if before not in ("idle", snap["state"]):
-            self.runlist.refresh()  # the list shows states too
+            if before != snap["state"] or time.monotonic() - self._listed > LIST_EVERY:
+                self._listed = time.monotonic()
+                self.runlist.refresh()  # the list shows every run's state and step too
+            self._draw(snap)  # the slowest part last: the words above are never behind it
         return snap
 
     def _render(self, s: dict) -> None:
@@ -384,6 +390,8 @@ class TrainPanel:
             self.log.value = f"<pre>{html.escape(LA.log_tail(self.handle, 15))}</pre>"
         else:
             self.log.value = ""
+
+    def _draw(self, s: dict) -> None:
         if self.render and len(s["loss_curve"]):
             set_png(self.image, curves_png(s))
         else:  # nothing to draw (yet): no image rather than the last run's or a broken one
@@ -405,7 +413,6 @@ class TrainPanel:
     @guarded
     def _on_refresh(self, button=None):
         self.refresh()
-        self.runlist.refresh()
 
     def summary(self) -> str:
         """One line for logs: name, state, step, loss, held-out perplexity."""

@@ -113,7 +113,7 @@ def long_run_warning(cfg, store: str, gpus: int) -> str | None:
     (`fiblab.train_estimate`): how long, on what basis, and what to do; else None."""
     if gpus or not TE.may_be_long(cfg):
         return None
-    speed = TE.machine_speed(store)
+    speed = TE.machine_speed(store, TE.train_flops_per_token(cfg.model))
     secs = TE.run_seconds(cfg, speed)
     if secs <= TE.WARN_S:
         return None
