@@ -10,18 +10,20 @@ stdout and stderr go to ``<runs>/<name>/launch.log``; ``<runs>/<name>/launch.jso
 command and the PID, so a new kernel can `attach` to a run it did not start.
 
     h = launch("cpu-stagger", steps=300, store="runs/fiblab.db")
-    snapshot(h)          # state, step, loss, perplexity, tokens/s, ETA, the curves and α per layer
+    snapshot(h)          # state, phase, step, loss, perplexity, tokens/s, ETA, curves, α per layer
     request_stop(h)      # the loop checkpoints after its current step and exits cleanly
     h = resume(h)        # continues from that checkpoint (same preset, name and overrides)
     wait(h)              # -> "done" | "stopped" | "failed"
 
 States (`state`): ``starting`` (process alive, no step logged yet), ``running``, ``stopping``
-(alive, a stop request pending), and after exit ``done``, ``stopped`` (by request; resumable) or
+(alive, a stop request pending, or its loop over and the process shutting down), and after exit
+(or while a finished run's process shuts down) ``done``, ``stopped`` (by request; resumable) or
 ``failed`` (the store's message, or the log's last lines, says why).  Live values come from the
 experiment store, so a run launched with ``store=''`` can only be told apart by its exit code.
-
-One module over ≈450 lines on purpose: it is one process's lifecycle (start, attach, watch, stop,
-resume, wait) on one `RunHandle`, and the states it reports are defined by how it starts them.
+What a live process is doing (``phase``: starting, preparing the data, the first step, training,
+evaluating) comes from the file it writes beside its checkpoints (`lab.runphase`), and its ETA
+from its own measured step and evaluation times (`fiblab.train_eta`).  The command line itself
+is built in `fiblab.train_command` (re-exported here).
 """
 
 from __future__ import annotations
@@ -30,15 +32,16 @@ import json
 import math
 import os
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from fiblab import detached
+from fiblab import detached, train_eta
+from fiblab.train_command import auto_nproc, gpu_count, train_command
 from lab import paths
 from lab.checkpoint import list_checkpoints
-from lab.config import format_value, split_overrides
+from lab.config import split_overrides
+from lab.runphase import EXITING, STARTING, clear_phase, read_phase
 from lab.store import Store
 from lab.train import STOP_FILE
 from lab.train import request_stop as _touch_stop
@@ -56,6 +59,7 @@ TERMINAL = ("done", "stopped", "failed")
 
 __all__ = [
     "RunHandle",
+    "build_config",
     "train_command",
     "auto_nproc",
     "launch",
@@ -97,85 +101,13 @@ class RunHandle:
     def log_path(self) -> str:
         return os.path.join(self.run_dir, LOG_NAME)
 
+    def __repr__(self) -> str:  # what a notebook prints for a returned handle
+        return f"<run {self.name!r}: preset {self.preset}, {self.steps:,} steps, pid {self.pid}>"
+
     def to_json(self) -> dict:
         return json.loads(
             json.dumps({f.name: getattr(self, f.name) for f in fields(self) if f.name != "proc"})
         )
-
-
-def gpu_count() -> int:
-    """CUDA devices visible to this process (0 without CUDA)."""
-    try:
-        import torch
-
-        return torch.cuda.device_count() if torch.cuda.is_available() else 0
-    except Exception:  # noqa: BLE001 - a broken CUDA is no GPU
-        return 0
-
-
-def auto_nproc(accum: int, gpus: int) -> int:
-    """Processes for ``nproc=None``: the most GPUs (≤ ``gpus``) that ``accum`` micro-batches per
-    step split evenly over; 1 without GPUs."""
-    return max(n for n in range(1, max(1, gpus) + 1) if accum % n == 0)
-
-
-def train_command(
-    preset: str | None = None,
-    *,
-    config: str | None = None,
-    name: str | None = None,
-    steps: int | None = None,
-    data: str | None = None,
-    overrides=None,
-    store: str = DEFAULT_STORE,
-    runs_dir: str | None = DEFAULT_RUNS,
-    resume: bool = False,
-    nproc: int = 1,
-    python: str | None = None,
-) -> list[str]:
-    """The argv that trains ``preset``, or the config file ``config`` (a run's config.json, as
-    `launch` writes it: then nothing else is needed), under torchrun when ``nproc`` > 1.
-    Typed override values are written as `lab.config` reads them back (betas=0.9,0.95).
-    Pure: starts nothing."""
-    if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
-        raise ValueError(f"nproc={nproc!r} must be an integer >= 1 (processes, one per GPU)")
-    if (preset is None) == (config is None):
-        raise ValueError("train_command needs a preset or a config file (one of the two)")
-    py = python or sys.executable
-    head = (
-        [py, "-m", "fiblab.cli"]
-        if nproc == 1
-        else [
-            py,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            f"--nproc_per_node={nproc}",
-            "-m",
-            "fiblab.cli",
-        ]
-    )
-    what = ["--config", config] if config is not None else ["--preset", preset]
-    cmd = head + ["train", *what, "--quiet", "--store", store or ""]
-    if name:
-        cmd += ["--name", name]
-    if steps is not None:
-        cmd += ["--steps", str(int(steps))]
-    if data:
-        cmd += ["--data", data]
-    over = {
-        **({"run_dir": runs_dir} if runs_dir is not None else {}),
-        **{k: v for k, v in split_overrides(overrides).items() if k != "run_dir"},
-    }
-    if over:
-        cmd += ["--override"] + [f"{k}={_text(v)}" for k, v in over.items()]
-    if resume:
-        cmd.append("--resume")
-    return cmd
-
-
-def _text(value) -> str:
-    return value if isinstance(value, str) else format_value(value)
 
 
 def is_alive(h: RunHandle) -> bool:
@@ -183,6 +115,15 @@ def is_alive(h: RunHandle) -> bool:
     if h.proc is not None:
         return h.proc.poll() is None
     return detached.pid_alive(h.pid)
+
+
+def build_config(preset: str, *, name=None, steps=None, data=None, overrides=None, runs_dir):
+    """The TrainConfig `launch` would start (ValueError naming a bad preset or override)."""
+    cfg_over = {**split_overrides(overrides), "run_dir": runs_dir}
+    for key, value in (("steps", steps), ("data", data), ("name", name)):
+        if value is not None and value != "":
+            cfg_over[key] = value
+    return make_config(preset, cfg_over)
 
 
 def launch(
@@ -209,11 +150,7 @@ def launch(
     """
     store = store or ""
     over = split_overrides(overrides)
-    cfg_over = {**over, "run_dir": runs_dir}
-    for key, value in (("steps", steps), ("data", data), ("name", name)):
-        if value is not None and value != "":
-            cfg_over[key] = value
-    cfg = make_config(preset, cfg_over)  # validates before any work
+    cfg = build_config(preset, name=name, steps=steps, data=data, overrides=over, runs_dir=runs_dir)
     if nproc is None:
         nproc = auto_nproc(cfg.accum, gpu_count())
     if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
@@ -231,14 +168,12 @@ def launch(
     meta = os.path.join(run_dir, META_NAME)
     detached.refuse_if_running(meta, f"run {cfg.name!r}")
     if list_checkpoints(run_dir) and not resume:
-        raise ValueError(
-            f"run {cfg.name!r} already has checkpoints in {run_dir}: resume it, "
-            f"or choose another name"
-        )
+        raise ValueError(_taken(cfg.name, run_dir, store))
     os.makedirs(run_dir, exist_ok=True)
     stale = os.path.join(run_dir, STOP_FILE)
     if os.path.exists(stale):  # an old request must not fire
         os.remove(stale)
+    clear_phase(run_dir)  # nor an old process's phase be shown as this one's
     config = os.path.abspath(os.path.join(run_dir, CONFIG_NAME))  # the process reads it
     tmp = config + ".tmp"
     with open(tmp, "w") as f:
@@ -277,6 +212,24 @@ def launch(
     )
     detached.write_json(meta, h.to_json())
     return h
+
+
+def _taken(name: str, run_dir: str, store: str) -> str:
+    """Why a new run may not take ``name``, and what works instead."""
+    status = None
+    if store and os.path.exists(store):
+        with _suppress(), Store(store) as st:
+            row = st.runs().set_index("name")
+            status = row.status.get(name)
+    if status == "done":
+        return (
+            f"run {name!r} has finished already (its checkpoints are in {run_dir}): choose "
+            f"another run name, or delete that folder to train it again from step 0"
+        )
+    return (
+        f"run {name!r} already has checkpoints in {run_dir}: resume it (continue from its last "
+        f"checkpoint), or choose another run name"
+    )
 
 
 def attach(name: str, runs_dir: str = DEFAULT_RUNS) -> RunHandle:
@@ -371,6 +324,9 @@ def state(h: RunHandle, _row: dict | None = None, _event: str | None = None) -> 
     if alive:
         if os.path.exists(os.path.join(h.run_dir, STOP_FILE)):
             return "stopping"
+        ph = read_phase(h.run_dir) or {}
+        if ph.get("phase") == EXITING and float(ph.get("since", 0)) >= h.started - 5:
+            return "done" if status == "done" else "stopping"  # its loop is over: shutting down
         return "running" if status == "running" else "starting"
     rc = h.proc.returncode if h.proc is not None else None
     if rc not in (None, 0):  # e.g. a resume that failed before it reached the store
@@ -388,25 +344,32 @@ def snapshot(h: RunHandle) -> dict:
     """Everything a live view shows, read from the store in one consistent snapshot.
 
     Keys: state, step, steps, loss, ppl (latest evaluation), tokens_per_s (median of the last
-    10 logged steps), eta_s (remaining steps × tokens/step ÷ that rate; evaluations excluded),
-    message (the store's, or the log tail when the run failed), returncode, and the DataFrames
-    ``loss_curve`` (step, value), ``evals`` (step, dataset, kind, perplexity) and ``alphas``
-    (steps × layers, learned runs; empty otherwise).
+    10 logged steps), phase (what a live process is doing, in words: "starting the process",
+    "preparing the data …", "training", "evaluating at step 200 …"; "" after it exited) and
+    phase_since (when that began, epoch seconds),
+    eta (a `fiblab.train_eta.Eta`: steps and evaluations left, from this process's own
+    measurements), eta_s (its seconds; 0 for a finished run, NaN when not known or nothing
+    runs: stopping, stopped, failed), message (the store's, for an exited run; the log tail
+    when it failed), returncode, and the DataFrames ``loss_curve`` (step, value), ``evals``
+    (step, dataset, kind, perplexity) and ``alphas`` (steps × layers, learned runs).
     """
     import pandas as pd
 
     row, event = None, None
     loss = pd.DataFrame(columns=["step", "value"])
     tok = pd.DataFrame(columns=["step", "value"])
+    ev_s = pd.DataFrame(columns=["step", "value"])
     evals = pd.DataFrame(columns=["step", "dataset", "kind", "perplexity"])
     alphas = pd.DataFrame()
     if h.store and os.path.exists(h.store):
         with Store(h.store) as st, st.snapshot():
             row, event = _store_row(h, st), _last_event(h, st)
             if row is not None:
-                m = st.metrics(h.name, names=["loss", "tokens_per_s"])
-                loss = m[m["name"] == "loss"][["step", "value"]].reset_index(drop=True)
-                tok = m[m["name"] == "tokens_per_s"][["step", "value"]].reset_index(drop=True)
+                m = st.metrics(h.name, names=["loss", "tokens_per_s", "eval_s"])
+                loss, tok, ev_s = (
+                    m[m["name"] == n][["step", "value"]].reset_index(drop=True)
+                    for n in ("loss", "tokens_per_s", "eval_s")
+                )
                 evals = st.evals(h.name)[["step", "dataset", "kind", "perplexity"]]
                 a = st.alphas(h.name)
                 if not a.empty:
@@ -414,9 +377,25 @@ def snapshot(h: RunHandle) -> dict:
     st_ = state(h, row, event)
     step = int(loss["step"].iloc[-1]) if len(loss) else 0
     rate = float(tok["value"].tail(10).median()) if len(tok) else math.nan
-    remaining = max(h.steps - step, 0)
-    eta = remaining * h.tokens_per_step / rate if rate and math.isfinite(rate) else math.nan
-    message = (row or {}).get("message") or ""
+    live = st_ in ("starting", "running", "stopping")
+    ph = read_phase(h.run_dir) if live else None
+    if ph is not None and float(ph.get("since", 0)) < h.started - 5:
+        ph = None  # an earlier process's (launch clears it; this guards a hand-made start)
+    eta = train_eta.UNKNOWN
+    if st_ == "running" and ph is not None and "start_step" in ph:
+        eta = train_eta.estimate(
+            step,
+            h.steps,
+            int(ph["start_step"]),
+            list(zip(tok["step"].tolist(), tok["value"].tolist())),
+            list(zip(ev_s["step"].tolist(), ev_s["value"].tolist())),
+            tokens_per_step=h.tokens_per_step,
+            eval_every=int(ph.get("eval_every") or 0),
+            light_tokens=ph.get("light_eval_tokens"),
+            full_tokens=ph.get("full_eval_tokens"),
+        )
+    message = "" if live else (row or {}).get("message")  # a live run's is stale
+    message = message if isinstance(message, str) else ""  # the store's NULL reads as NaN
     rc = h.proc.returncode if h.proc is not None else None
     if st_ == "failed" and (not message or rc not in (None, 0)):
         message = log_tail(h, 8) or "the process exited without recording a result"
@@ -428,7 +407,10 @@ def snapshot(h: RunHandle) -> dict:
         "loss": float(loss["value"].iloc[-1]) if len(loss) else math.nan,
         "ppl": float(evals["perplexity"].iloc[-1]) if len(evals) else math.nan,
         "tokens_per_s": rate,
-        "eta_s": 0.0 if st_ in TERMINAL else eta,
+        "phase": (ph["phase"] if ph is not None else STARTING) if live else "",
+        "phase_since": float(ph["since"]) if ph is not None else h.started,
+        "eta": eta,
+        "eta_s": 0.0 if st_ == "done" else eta.seconds,
         "message": message,
         "returncode": rc,
         "loss_curve": loss,

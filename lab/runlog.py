@@ -14,7 +14,8 @@ methods and one more branch in `LogSpec.open`.
 
 Tags (shared by live logging and the replay):
 
-    loss, lr, grad_norm, tokens_per_s      the store's metric names, as they are
+    loss, lr, grad_norm, tokens_per_s      the store's metric names, as they are (and eval_s:
+                                            the seconds a light evaluation took)
     ppl/<dataset>/<kind>                    held-out perplexity at the training length
     ppl/<dataset>/<kind>/T<context_len>     … at another length (`fiblab eval`)
     alpha/layer_00, alpha/layer_01, …       per-layer α (layers with no α are left out)

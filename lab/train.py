@@ -20,7 +20,11 @@ Stop requests: a file named ``STOP`` in the run folder (``request_stop(run_dir)`
 written, the request file is removed, the store records a ``stopped`` event and the run's status,
 and `train` returns normally (``summary["status"] == "stopped"``).  ``resume=True`` continues it.
 
-Just over ≈450 lines on purpose: the loop, its evaluation, its stop protocol and its store logging
+For a launcher's progress line and ETA, rank 0 writes what it is doing to ``<run_dir>/phase.json``
+(`lab.runphase`) and logs ``tokens_per_s`` over the steps since the last log (evaluations left
+out) and ``eval_s`` (the seconds each light evaluation took).
+
+Near 500 lines on purpose: the loop, its evaluation, its stop protocol and its store logging
 share the run's state step by step; the config and checkpoints are already modules of their own.
 """
 
@@ -35,7 +39,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from lab import jsonio
+from lab import jsonio, runphase
 from lab.checkpoint import (
     CorruptCheckpoint,
     check_resume_precision,
@@ -53,6 +57,7 @@ from lab.precision import autocast, resolve_precision
 from lab.progress import bar as progress_bar
 from lab.rundata import load_data
 from lab.runlog import LogSpec, alpha_scalars, eval_tag, open_sink
+from lab.runphase import eval_tokens, write_phase
 from lab.trainconfig import TRAIN_PRESETS, TrainConfig, config_from_file, make_config
 from lab.variant import provenance
 
@@ -246,6 +251,9 @@ def train(
     local_accum = accum // di.world
     run_dir = os.path.join(cfg.run_dir, cfg.name)
     log = (lambda *a: None) if (quiet or not di.main) else print
+    phase = (lambda *a, **k: write_phase(run_dir, *a, **k)) if di.main else (lambda *a, **k: None)
+    if resume and os.path.isdir(run_dir):
+        phase(runphase.CHECKPOINT)
     if di.main:  # refuses before any work: checkpoints without --resume, or all unreadable
         ckpt = resume_point(run_dir, cfg.name, resume=resume, restart=restart, log=log)
     else:  # rank 0 decides (and sets unreadable ones aside); the others read what is left
@@ -254,10 +262,12 @@ def train(
         if di.world > 1 and not di.main:
             dist.barrier()  # rank 0 tokenises first, the others reuse
         resumed = run_dir if ckpt is not None else None  # its tokenizer.json must be ours
+        phase(runphase.DATA)
         data = load_data(cfg, progress=di.main and not quiet, log=log, resumed=resumed)
         if di.world > 1 and di.main:
             dist.barrier()
 
+    phase(runphase.MODEL)
     torch.manual_seed(cfg.seed)
     model = FibLM(cfg.model).to(di.device)
     opt = torch.optim.AdamW(
@@ -305,9 +315,15 @@ def train(
     sets = eval_sets(data, cfg.model.seq_len, cfg.eval_batch, di.device, dataset_name(cfg.data))
     sink = open_sink(log_to, cfg.name, resume_step=start) if di.main else None
 
+    light_tokens, full_tokens = eval_tokens(data, cfg.model.seq_len, cfg.eval_light_tokens)
+
     def run_eval(step: int, kind: EvalKind, limit_tokens: int | None) -> dict:
         out = {}
         limit = None if limit_tokens is None else max(1, limit_tokens // cfg.model.seq_len)
+        n = full_tokens if limit is None else light_tokens
+        what = runphase.FINAL_EVAL if limit is None else f"{runphase.EVALUATING} at step {step}"
+        phase(what + (f" ({n:,} tokens)" if n else ""))
+        t0 = time.perf_counter()
         for name, batches in sets.items():
             loss, tokens = evaluate(model, batches(limit), di.device, precision)
             out[name] = math.exp(loss)
@@ -319,6 +335,12 @@ def train(
                 T = cfg.model.seq_len
                 sink.scalars(step, {eval_tag(name, str(kind), T, T): out[name]})
         log(f"step {step} {kind} eval: " + ", ".join(f"{k} ppl {v:.2f}" for k, v in out.items()))
+        took = {"eval_s": time.perf_counter() - t0}  # what a light evaluation costs: for ETAs
+        if store and limit is not None:
+            store.log_metrics(cfg.name, step, took)
+        if sink and limit is not None:
+            sink.scalars(step, took)
+        phase(runphase.TRAINING)
         return out
 
     losses: dict[int, float] = {}
@@ -326,7 +348,10 @@ def train(
     bar = None
     if di.main and not quiet:
         bar = progress_bar(desc=cfg.name, total=cfg.steps, initial=start, unit="step")
+    phase(runphase.FIRST_STEP, start_step=start, steps=cfg.steps, eval_every=cfg.eval_every)
+    phase(runphase.FIRST_STEP, light_eval_tokens=light_tokens, full_eval_tokens=full_tokens)
     t_last = time.perf_counter()
+    t_logged, steps_logged = t_last, 0  # tokens/s averages the steps since the last log
     model.train()
     status = "failed"
     stopped_at = None
@@ -373,13 +398,19 @@ def train(
             now = time.perf_counter()
             tok_s = tokens_per_step / max(now - t_last, 1e-9)
             t_last = now
+            steps_logged += 1
+            if step == start + 1:
+                phase(runphase.TRAINING)
             if step % cfg.log_every == 0 or step == cfg.steps:
                 row = {
                     "loss": step_loss,
                     "lr": lr,
                     "grad_norm": gnorm.item(),
-                    "tokens_per_s": tok_s,
+                    # over the steps since the last log (checkpoint saves included, evaluations
+                    # not): the rate an ETA can multiply by the steps left
+                    "tokens_per_s": tokens_per_step * steps_logged / max(now - t_logged, 1e-9),
                 }
+                t_logged, steps_logged = now, 0
                 if store:
                     store.log_metrics(cfg.name, step, row)
                 if sink:
@@ -396,6 +427,7 @@ def train(
             if di.main and cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
                 run_eval(step, EvalKind.light(), cfg.eval_light_tokens)
                 t_last = time.perf_counter()  # tokens/s counts training only
+                t_logged += t_last - now
             stop = step < cfg.steps and stop_requested(run_dir, di)
             if di.main and (step % cfg.ckpt_every == 0 or step == cfg.steps or stop):
                 save_checkpoint(
@@ -447,6 +479,7 @@ def train(
             elif status == "stopped":
                 _mark_stopped(store, cfg.name, stopped_at)
             store.close()
+        phase(runphase.EXITING, status=status)
     return {
         "name": cfg.name,
         "losses": losses,

@@ -232,7 +232,8 @@ def run_all(page, marker: str, timeout_ms: int = 20_000) -> None:
 def restart_kernel(page) -> None:
     """Kernel › Restart Kernel… (the confirmation dialog is accepted by the locator handler
     `notebook` installs) and wait for the new kernel to be idle."""
-    menu(page, "Kernel", re.compile(r"^Restart Kernel…?$"))
+    # JupyterLab 4 names it "Restart Kernel..." (its shortcut may follow in the accessible name)
+    menu(page, "Kernel", re.compile(r"^Restart Kernel(…|\.\.\.)"))
     time.sleep(1.0)
     wait_idle(page)
 

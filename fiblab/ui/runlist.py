@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import ipywidgets as W
 
 from fiblab import launch as LA
+from fiblab.train_eta import format_duration
 from fiblab.ui.common import error_widget, guarded, show_error
 
 LIVE = ("starting", "running", "stopping")
@@ -59,8 +60,10 @@ class LMRuns:
         for h in LA.list_runs(self.runs_dir):
             s = LA.snapshot(h)
             detail = f"step {s['step']} / {s['steps']}"
+            if s["state"] == "starting" and s.get("phase"):
+                detail += f" · {s['phase']}"
             if s["state"] in LIVE and math.isfinite(s.get("eta_s", math.nan)):
-                detail += f" · about {s['eta_s'] / 60:.0f} min left"
+                detail += f" · about {format_duration(s['eta_s'])} left"
             out.append(RunRow(self.kind, h.name, s["state"], detail))
         return out
 
@@ -101,26 +104,34 @@ class RunList:
         rows = []
         for src in self.sources:
             rows += [r for r in src.rows() if r.state in LISTED]
-        self.rows = rows
+        old, self.rows = self.rows, rows
         n = len(rows)
         self.title.value = (
             f"<b>{n} run{'' if n == 1 else 's'} to pick up</b> (running, stopped or failed)"
             if n
             else "<b>no run is running or stopped</b> — launch one below"
         )
-        self.table.children = [self._row_widget(r) for r in rows]
+        keys = [(r.kind, r.name, r.state) for r in rows]
+        if keys == [(r.kind, r.name, r.state) for r in old] and len(self.table.children) == n:
+            for w, r in zip(self.table.children, rows):  # same runs and buttons: new words only
+                w.children[0].value = self._label(r)
+        else:
+            self.table.children = [self._row_widget(r) for r in rows]
         show_error(self, None)
         return rows
 
     def _source(self, kind: str):
         return next(s for s in self.sources if s.kind == kind)
 
-    def _row_widget(self, r: RunRow) -> W.HBox:
-        label = W.HTML(
+    @staticmethod
+    def _label(r: RunRow) -> str:
+        return (
             f"<code>{html.escape(r.name)}</code> · {html.escape(r.kind)} · "
-            f"<b>{html.escape(r.state)}</b> · {html.escape(r.detail)}",
-            layout=W.Layout(width="560px"),
+            f"<b>{html.escape(r.state)}</b> · {html.escape(r.detail)}"
         )
+
+    def _row_widget(self, r: RunRow) -> W.HBox:
+        label = W.HTML(self._label(r), layout=W.Layout(width="560px"))
         attach = W.Button(description="attach", icon="link", layout=W.Layout(width="90px"))
         stop = W.Button(description="stop", icon="stop", layout=W.Layout(width="80px"))
         resume = W.Button(description="resume", icon="play", layout=W.Layout(width="90px"))

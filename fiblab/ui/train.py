@@ -1,19 +1,27 @@
-"""The training panel (notebook 03): launch a language-model run as a separate process and watch
-it through the experiment store.
+"""The training panel (notebook 03): launch a language-model run as a separate process, watch it
+through the experiment store, and pick it up again after a kernel restart.
 
 The Launch button calls `fiblab.launch.launch` (``python -m fiblab.cli train …`` in its own session,
 or torchrun over every visible GPU), so the kernel stays free and a kernel restart does not stop
 the run.  A background thread (``auto_refresh``) calls `refresh` every few seconds while the run
-lives: loss and perplexity curves, tokens/s, ETA and — for learned-α runs — α per layer.  Stop
-asks the loop to checkpoint and exit after its current step; Resume continues from there.  After
-a kernel restart, `TrainPanel.attach(name)` finds a run by its launch.json.
+lives: what the process is doing (starting, preparing the data, the first step, training,
+evaluating), loss and perplexity curves, tokens/s, an ETA from its own measured step and
+evaluation times (`fiblab.train_eta`) and — for learned-α runs — α per layer.  Stop asks the loop
+to checkpoint and exit after its current step; Resume continues from there.
+
+On open the panel lists every run that is running, stopping, stopped or failed
+(`fiblab.ui.runlist.RunList`: LM runs, and the probe grids of any extra ``sources``, which
+notebook 02 shows); *attach* shows that run here and fills the form with its settings, so the
+form always describes the run on screen.  On a machine without GPUs a launch that would train for
+more than an hour (the paper's presets: weeks) first says how long, and starts only on a second
+click ("launch anyway"; `fiblab.train_estimate`).
 """
 
 from __future__ import annotations
 
 import html
-import math
 import threading
+import time
 
 import ipywidgets as W
 
@@ -29,27 +37,29 @@ from fiblab.ui.common import (
     smoke,
     store_path,
 )
-from lab.trainconfig import TRAIN_PRESETS
+from fiblab.ui.runlist import LIVE, LMRuns, RunList
+from fiblab.ui.train_form import (
+    enable,
+    form_values,
+    long_run_warning,
+    name_taken,
+    preset_options,
+    stats_html,
+    status_html,
+)
 
-
-def preset_options() -> list[str]:
-    """CPU-sized presets first, then the paper's matrix."""
-    small = [p for p in TRAIN_PRESETS if p.startswith("cpu-") or p == "tiny"]
-    return small + sorted(p for p in TRAIN_PRESETS if p not in small)
-
-
-def _fmt_secs(s: float) -> str:
-    if not math.isfinite(s):
-        return "–"
-    s = int(round(s))
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+LIST_EVERY = 10.0  # seconds between refreshes of the run list while a run is watched
 
 
 class TrainPanel:
-    """Widgets to launch, watch, stop and resume one training run.
+    """Widgets to launch, watch, stop and resume one training run, and the list of runs to pick
+    up again.
 
-    State: ``handle`` (the `fiblab.launch.RunHandle`), ``snap`` (the last `fiblab.launch.snapshot`),
-    ``state`` (its state string), ``error`` (the message shown, or None).
+    State: ``handle`` (the `fiblab.launch.RunHandle` shown), ``snap`` (the last
+    `fiblab.launch.snapshot`), ``state`` (its state string), ``error`` (the message shown, or
+    None), ``warning`` (the long-run warning awaiting a second click, or None), ``runlist``.
+    ``sources``: more run-list sources beside the LM runs (e.g. notebook 02's probe grids);
+    ``gpus``: the visible GPUs (default: counted).
     """
 
     def __init__(
@@ -65,6 +75,8 @@ class TrainPanel:
         every: float = 3.0,
         render: bool = True,
         env: dict | None = None,
+        sources=(),
+        gpus: int | None = None,
     ):
         small = smoke()
         preset = preset or ("tiny" if small else "cpu-stagger")
@@ -78,9 +90,13 @@ class TrainPanel:
         self.every = every
         self.render = render
         self.env = env
+        self.gpus = LA.gpu_count() if gpus is None else gpus
         self.handle: LA.RunHandle | None = None
         self.snap: dict | None = None
         self.error: str | None = None
+        self.warning: str | None = None
+        self._armed: tuple | None = None  # the form a "launch anyway" click would start
+        self._listed = time.monotonic()  # when the run list was last refreshed
         self._lock = threading.RLock()
         self._watcher: threading.Thread | None = None
         self._stop_watch = threading.Event()
@@ -108,35 +124,70 @@ class TrainPanel:
             layout=W.Layout(width="420px", height="70px"),
         )
         self.nproc = W.BoundedIntText(
-            value=0, min=0, max=64, style=style, description="processes (0: one per GPU)"
+            value=0,
+            min=0,
+            max=64,
+            style=style,
+            description=f"processes (0: one per GPU; {self.gpus} here)",
         )
+        self.nproc_note = W.HTML("one process, on the CPU (no GPU is visible)")
+        self.nproc_note.add_class("fib-nproc-note")
+        if not self.gpus:  # nothing to choose: say what happens instead
+            self.nproc.layout.display = "none"
+        else:
+            self.nproc_note.layout.display = "none"
         self.launch_button = W.Button(description="launch", icon="rocket", button_style="primary")
-        self.stop_button = W.Button(
-            description="stop", icon="stop", button_style="warning", disabled=True
-        )
+        self.launch_button.add_class("fib-train-launch")
+        self.stop_button = W.Button(description="stop", icon="stop", disabled=True)
+        self.stop_button.add_class("fib-train-stop")
         self.resume_button = W.Button(description="resume", icon="play", disabled=True)
+        self.resume_button.add_class("fib-train-resume")
         self.refresh_button = W.Button(description="refresh", icon="refresh", disabled=True)
-        self.status = W.HTML(value="no run launched")
+        self.status = W.HTML(value="no run shown: launch one, or attach one from the list above")
         self.status.add_class("fib-run-status")
         self.stats = W.HTML()
+        self.stats.add_class("fib-run-stats")
         self.image = image_widget()
+        self.image.add_class("fib-run-curves")
         self.log = W.HTML()
+        self.warning_box = W.HTML()
+        self.warning_box.add_class("fib-launch-warning")
         self.error_box = error_widget()
         self.launch_button.on_click(self._on_launch)
         self.stop_button.on_click(self._on_stop)
         self.resume_button.on_click(self._on_resume)
         self.refresh_button.on_click(self._on_refresh)
+        for key in ("preset", "data", "steps", "name", "overrides", "nproc"):
+            w = getattr(self, key)
+            w.add_class(f"fib-train-{key}")
+            w.observe(self._disarm, names="value")
+        self.runlist = RunList(
+            [LMRuns(self.runs), *sources],
+            on_attach={"LM run": self.attach},
+            where={"probe grid": "notebook 02"},
+        )
         self.widget = W.VBox(
             [
+                self.runlist.widget,
                 W.HBox(
                     [
-                        W.VBox([self.preset, self.data, self.steps, self.name, self.nproc]),
+                        W.VBox(
+                            [
+                                self.preset,
+                                self.data,
+                                self.steps,
+                                self.name,
+                                self.nproc,
+                                self.nproc_note,
+                            ]
+                        ),
                         self.overrides,
                     ]
                 ),
                 W.HBox(
                     [self.launch_button, self.stop_button, self.resume_button, self.refresh_button]
                 ),
+                self.warning_box,
                 self.error_box,
                 self.status,
                 self.stats,
@@ -154,11 +205,34 @@ class TrainPanel:
         return "idle" if self.snap is None else self.snap["state"]
 
     # -- actions ---------------------------------------------------------------------------------
-    def launch(self) -> LA.RunHandle:
-        """Start the run the widgets describe (raises ValueError before starting on bad input)."""
+    def config(self):
+        """The TrainConfig the form describes (ValueError naming a bad preset or override)."""
+        return LA.build_config(
+            self.preset.value,
+            name=self.name.value.strip() or None,
+            steps=self.steps.value or None,
+            data=self.data.value.strip() or None,
+            overrides=self.overrides.value,
+            runs_dir=self.runs,
+        )
+
+    def launch(self, anyway: bool = False) -> LA.RunHandle | None:
+        """Start the run the widgets describe (ValueError before starting on bad input).  A run
+        that would take over an hour on this GPU-less machine is not started: the estimate is
+        shown and the next launch (``anyway=True``, or a second click) starts it."""
         show_error(self, None)
         if self.handle is not None and LA.is_alive(self.handle):
-            raise ValueError(f"run {self.handle.name!r} is still running: stop it first")
+            raise ValueError(
+                f"run {self.handle.name!r} (shown below) is still running: stop it first, "
+                f"or wait for it to finish"
+            )
+        cfg = self.config()
+        self._refuse_taken(cfg)
+        key = self._form_key()
+        if not anyway and self._armed != key and self._too_long(cfg):
+            self._armed = key
+            return None
+        self._disarm()
         self.handle = LA.launch(
             self.preset.value,
             name=self.name.value.strip() or None,
@@ -176,23 +250,27 @@ class TrainPanel:
     def stop(self) -> None:
         """Ask the run to checkpoint and exit after its current step."""
         if self.handle is None:
-            raise ValueError("no run to stop: launch one first")
+            raise ValueError("no run to stop: attach one from the list above, or launch one")
         LA.request_stop(self.handle)
         self.refresh()
 
     def resume(self) -> LA.RunHandle:
         """Continue the (stopped or failed) run from its last checkpoint."""
         if self.handle is None:
-            raise ValueError("no run to resume: launch one, or TrainPanel.attach(name)")
+            raise ValueError("no run to resume: attach one from the list above, or launch one")
+        show_error(self, None)
         self.handle = LA.resume(self.handle)
         self._started()
         return self.handle
 
-    def attach(self, name: str) -> LA.RunHandle:
-        """Watch a run launched earlier (e.g. before a kernel restart)."""
-        self.handle = LA.attach(name, self.runs)
+    def attach(self, name: str) -> None:
+        """Show a run launched earlier (e.g. before a kernel restart): its settings fill the
+        form, and the view follows it.  Returns nothing (the panel shows the run)."""
+        h = LA.attach(name, self.runs)
+        show_error(self, None)
+        self.handle = h
+        self._fill_form(h)
         self._started()
-        return self.handle
 
     def wait(self, timeout: float | None = None, poll: float = 1.0) -> str:
         """Block (refreshing) until the run's process exits; returns its final state."""
@@ -202,12 +280,56 @@ class TrainPanel:
         return self.state
 
     def _started(self) -> None:
-        for b in (self.stop_button, self.refresh_button):
-            b.disabled = False
-        self.resume_button.disabled = True
+        self.refresh_button.disabled = False
         self.refresh()
         if self.auto_refresh:
             self.watch()
+
+    def _fill_form(self, h: LA.RunHandle) -> None:
+        v = form_values(h)
+        if v["preset"] not in self.preset.options:  # e.g. a seed variant, fib-stagger-w12-s43
+            self.preset.options = [*self.preset.options, v["preset"]]
+        self.preset.value = v["preset"]
+        self.name.value = v["name"]
+        self.steps.value = v["steps"]
+        self.data.value = v["data"]
+        self.overrides.value = v["overrides"]
+        self.nproc.value = v["nproc"]
+
+    def _form_key(self) -> tuple:
+        return tuple(
+            w.value
+            for w in (self.preset, self.data, self.steps, self.name, self.overrides, self.nproc)
+        )
+
+    def _refuse_taken(self, cfg) -> None:
+        taken = name_taken(cfg, self.runs)
+        if taken is not None:
+            message, show = taken
+            if show:
+                self.attach(cfg.name)  # its settings fill the form; stop / resume act on it
+            raise ValueError(message)
+
+    def _too_long(self, cfg) -> bool:
+        """Ask first (`fiblab.ui.train_form.long_run_warning`): shown, and the button armed."""
+        self.warning = long_run_warning(cfg, self.store, self.gpus)
+        if self.warning is None:
+            return False
+        self.warning_box.value = (
+            f"<div style='color:#8a4b00;font-weight:bold'>⚠ {html.escape(self.warning)}</div>"
+        )
+        self.launch_button.description = "launch anyway"
+        self.launch_button.button_style = "danger"
+        return True
+
+    def _disarm(self, change=None) -> None:
+        """The form changed (or a launch started): forget the pending warning."""
+        self._armed = None
+        self.warning = None
+        self.warning_box.value = ""
+        self.launch_button.description = "launch"
+        if not self.launch_button.disabled:
+            self.launch_button.button_style = "primary"
 
     def watch(self) -> None:
         """Refresh every ``every`` seconds in a background thread until the run ends."""
@@ -241,41 +363,37 @@ class TrainPanel:
         if self.handle is None:
             return None
         with self._lock:
+            before = self.state
             snap = LA.snapshot(self.handle)
             self.snap = snap
             self._render(snap)
+            if before != snap["state"] or time.monotonic() - self._listed > LIST_EVERY:
+                self._listed = time.monotonic()
+                self.runlist.refresh()  # the list shows every run's state and step too
+            self._draw(snap)  # the slowest part last: the words above are never behind it
         return snap
 
     def _render(self, s: dict) -> None:
         st = s["state"]
-        colour = {
-            "done": "#2e7d32",
-            "failed": "#b00020",
-            "stopped": "#ef6c00",
-            "stopping": "#ef6c00",
-        }.get(st, "#1565c0")
-        self.status.value = (
-            f"<b>{html.escape(s['name'])}</b>: <span class='fib-run-state' "
-            f"style='color:{colour}'>{st}</span> · step {s['step']}/"
-            f"{s['steps']}" + (f" · {html.escape(s['message'])}" if s["message"] else "")
-        )
-        alive = st in ("starting", "running", "stopping")
-        self.stop_button.disabled = not alive
-        self.resume_button.disabled = st not in ("stopped", "failed")
+        self.status.value = status_html(s)
+        alive = st in LIVE
+        enable(self.stop_button, st in ("starting", "running"), "warning")
+        enable(self.resume_button, st in ("stopped", "failed"), "success")
         self.launch_button.disabled = alive
-        ppl = s["ppl"]
-        self.stats.value = (
-            f"loss {s['loss']:.4f} · held-out ppl {ppl:.2f} · {s['tokens_per_s']:,.0f} tokens/s"
-            f" · ETA {_fmt_secs(s['eta_s'])}"
-            if math.isfinite(s["loss"])
-            else ""
-        )
+        self.launch_button.button_style = "" if alive else "primary"
+        if not alive and self._armed is not None:
+            self.launch_button.button_style = "danger"
+        self.stats.value = stats_html(s)
         if st == "failed":
             self.log.value = f"<pre>{html.escape(LA.log_tail(self.handle, 15))}</pre>"
         else:
             self.log.value = ""
+
+    def _draw(self, s: dict) -> None:
         if self.render and len(s["loss_curve"]):
             set_png(self.image, curves_png(s))
+        else:  # nothing to draw (yet): no image rather than the last run's or a broken one
+            self.image.layout.display = "none"
 
     # -- button handlers (errors are shown, not swallowed) ---------------------------------------
     @guarded

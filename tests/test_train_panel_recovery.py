@@ -1,0 +1,300 @@
+"""Notebook 03's panel after a kernel restart, and the honesty of what it says (issue 14, items 2,
+5, 6, 8): a run launched by one panel is listed by a fresh panel (and by a fresh Python
+process), attaching fills the form with that run's settings; stop → stopped with no ETA, resume
+clears the stopped message; the ETA model against a hand computation on a fake store; a
+finished run's name is refused with a next step that works; a weeks-long CPU run needs a
+second click."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from fiblab import launch as LA
+from fiblab import train_estimate as TE
+from fiblab.train_eta import estimate, evals_left, format_duration
+from fiblab.ui.train import TrainPanel
+from lab.data import prepare
+from lab.runphase import TRAINING, write_phase
+from lab.store import Store
+from lab.trainconfig import make_config
+
+ENV = {"OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+LONG = "eval_every=0\nckpt_every=100000\nlog_every=1\neval_batch=64"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A runs folder whose data cache holds the embedded corpus at the tiny preset's vocab."""
+    shared = tmp_path_factory.getbasetemp() / "fiblab-tiny-data"
+    prepare("bible", vocab_size=512, cache_dir=str(shared))  # a no-op once cached
+    d = tmp_path_factory.mktemp("recovery")
+    os.symlink(shared, d / "data")
+    yield d
+    for h in LA.list_runs(str(d)):  # a failed test leaves no training process behind
+        LA.terminate(h, timeout=5)
+
+
+def _panel(runs, **kw):
+    kw.setdefault("preset", "cpu-stagger")  # another preset than the run's: attach must fill it
+    return TrainPanel(
+        store=str(runs / "store.db"), runs=str(runs), auto_refresh=False, env=ENV, gpus=0, **kw
+    )
+
+
+def _until(cond, what, timeout=180.0, poll=0.2):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout:.0f} s"
+        time.sleep(poll)
+
+
+def _row(panel, name):
+    (i,) = [i for i, r in enumerate(panel.runlist.rows) if r.name == name]
+    label, attach, stop, resume = panel.runlist.table.children[i].children
+    return panel.runlist.rows[i], attach, stop, resume
+
+
+FRESH_KERNEL = """
+import json, sys
+from fiblab.ui.train import TrainPanel
+p = TrainPanel(preset="cpu-fixed", store=sys.argv[1], runs=sys.argv[2], auto_refresh=False,
+               gpus=0)
+rows = [(r.name, r.state) for r in p.runlist.rows]
+p.attach(sys.argv[3])
+print(json.dumps({"rows": rows, "preset": p.preset.value, "steps": p.steps.value,
+                  "name": p.name.value, "overrides": p.overrides.value, "state": p.state}))
+"""
+
+
+def test_a_fresh_panel_lists_attaches_stops_and_resumes_a_run(runs):
+    first = _panel(runs, preset="tiny", steps=100_000, name="rec", overrides=LONG)
+    assert first.launch(anyway=True) is not None and first.handle.name == "rec"  # hours long
+    _until(lambda: first.refresh()["step"] >= 1, "the run logging a step")
+
+    # the kernel-restart stand-in, as a new Python process: it lists the run and attaches it
+    out = subprocess.run(
+        [sys.executable, "-c", FRESH_KERNEL, str(runs / "store.db"), str(runs), "rec"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, **ENV},
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["rows"] == [["rec", "running"]]
+    assert (seen["preset"], seen["steps"], seen["name"]) == ("tiny", 100_000, "rec")
+    assert seen["overrides"].splitlines() == LONG.splitlines() and seen["state"] == "running"
+
+    # ... and a new panel in this process: the list's attach button fills the form
+    fresh = _panel(runs)
+    assert (fresh.preset.value, fresh.name.value, fresh.steps.value) == ("cpu-stagger", "", 0)
+    row, attach, stop, resume = _row(fresh, "rec")
+    assert row.state == "running" and not attach.disabled and resume.disabled
+    attach.click()
+    assert fresh.error is None and fresh.runlist.error is None
+    assert fresh.handle.name == "rec" and fresh.state == "running"
+    assert (fresh.preset.value, fresh.steps.value, fresh.name.value) == ("tiny", 100_000, "rec")
+    assert fresh.data.value == "bible" and fresh.overrides.value.splitlines() == LONG.splitlines()
+    assert "running" in fresh.status.value and "step" in fresh.status.value
+    assert fresh.image.layout.display != "none" and fresh.image.value[:4] == b"\x89PNG"
+    assert fresh.attach("rec") is None  # nothing noisy for a notebook to print
+    assert fresh.stop_button.button_style == "warning" and not fresh.stop_button.disabled
+
+    # launching the form as it stands would not start a second run under that name
+    fresh.launch_button.click()
+    assert "still running" in fresh.error and "stop it first" in fresh.error
+
+    # stop → stopped, with no ETA; the stop button disabled and grey
+    fresh.stop_button.click()
+    assert fresh.state == "stopping" and "ETA" not in fresh.stats.value
+    assert LA.wait(fresh.handle, timeout=120) == "stopped"
+    s = fresh.refresh()
+    assert s["state"] == "stopped" and math.isnan(s["eta_s"]) and "ETA" not in fresh.stats.value
+    assert "stopped by request" in fresh.status.value
+    assert fresh.stop_button.disabled and fresh.stop_button.button_style == ""
+    assert not fresh.resume_button.disabled
+
+    # the name is refused with what works (resume is live now), then resume clears the message
+    fresh.launch_button.click()
+    assert "press resume to continue" in fresh.error and "another run name" in fresh.error
+    fresh.resume_button.click()
+    assert fresh.error is None, fresh.error
+    assert fresh.state in ("starting", "running") and "stopped by request" not in fresh.status.value
+    assert fresh.snap["message"] == "" and "ETA 0" not in fresh.stats.value
+    _until(lambda: fresh.refresh()["state"] == "running", "the resumed run training")
+    LA.terminate(fresh.handle)
+
+
+def test_a_finished_runs_name_is_refused_with_a_next_step_that_works(runs):
+    p = _panel(runs, preset="tiny", steps=3, name="fin", overrides=LONG)
+    p.launch()
+    assert p.wait(timeout=180) == "done", LA.log_tail(p.handle)
+    assert p.resume_button.disabled and p.stop_button.disabled
+    assert "ETA" not in p.stats.value
+    p.launch_button.click()
+    assert "has finished (step 3 of 3)" in p.error and "another run name" in p.error
+    assert "resume" not in p.error  # resume is disabled for a finished run: not the advice
+    assert LA.snapshot(p.handle)["eta_s"] == 0.0
+
+
+# --------------------------------------------------------------------------------------------
+# the ETA model
+# --------------------------------------------------------------------------------------------
+def test_evals_left_counts_the_multiples_below_the_last_step():
+    for step, steps, every in [(0, 12, 6), (5, 300, 100), (100, 300, 100), (299, 300, 100)]:
+        brute = len([s for s in range(step + 1, steps) if s % every == 0])
+        assert evals_left(step, steps, every) == brute
+    assert [evals_left(0, 12, 6), evals_left(5, 300, 100), evals_left(7, 300, 0)] == [1, 2, 0]
+
+
+def _fake_run(tmp_path, status):
+    """A store with run 'fake': a first process trained steps 10–40 and was stopped, a second
+    one started at step 40 and logged 50–70; a `sleep` stands in for the live process."""
+    store = str(tmp_path / "store.db")
+    with Store(store) as st:
+        st.start_run("fake", {"steps": 100}, kind="lm")
+        for step, rate in [(10, 500), (20, 1000), (30, 1000), (40, 1000)]:  # first process
+            st.log_metrics("fake", step, {"loss": 5.0, "tokens_per_s": rate})
+        st.log_metrics("fake", 20, {"eval_s": 4.0})
+        st.log_metrics("fake", 40, {"eval_s": 6.0})
+        for step, rate in [(50, 100), (60, 2000), (70, 4000)]:  # second: 50 holds the kernel build
+            st.log_metrics("fake", step, {"loss": 4.0, "tokens_per_s": rate})
+        st.log_metrics("fake", 60, {"eval_s": 3.0})
+        st.set_status("fake", status)
+    run_dir = tmp_path / "fake"
+    proc = subprocess.Popen(["sleep", "60"])
+    h = LA.RunHandle(
+        name="fake",
+        preset="tiny",
+        run_dir=str(run_dir),
+        runs_dir=str(tmp_path),
+        store=store,
+        pid=proc.pid,
+        command=["sleep"],
+        steps=100,
+        tokens_per_step=1000,
+        learned=False,
+        started=time.time() - 1,
+        proc=proc,
+    )
+    write_phase(str(run_dir), TRAINING, start_step=40, eval_every=20)
+    write_phase(str(run_dir), TRAINING, light_eval_tokens=2000, full_eval_tokens=5000)
+    return h, proc
+
+
+def test_the_eta_counts_evaluations_and_only_this_processs_speed(tmp_path):
+    h, proc = _fake_run(tmp_path, "running")
+    try:
+        s = LA.snapshot(h)
+    finally:
+        proc.kill()
+        proc.wait()
+    # by hand: this process's rates after its first interval are 2000 and 4000 tokens/s: 1000-
+    # token steps of 0.5 and 0.25 s, 0.375 s on average; 30 steps left = 11.25 s; light
+    # evaluations left at step 80 only (100 is the final one) = 1 × its measured 3.0 s; the
+    # final one scores 5000 tokens, 2.5 × the light one's 2000 = 7.5 s.  The first process's
+    # speed (1000 tokens/s) is ignored.
+    assert s["state"] == "running" and s["step"] == 70 and s["phase"] == TRAINING
+    e = s["eta"]
+    assert e.step_s == pytest.approx(0.375) and e.steps_left == 30 and e.evals_left == 1
+    assert e.eval_s == pytest.approx(3.0) and e.final_s == pytest.approx(7.5) and e.evals_timed
+    assert s["eta_s"] == pytest.approx(11.25 + 3.0 + 7.5)
+    assert "ETA 22s (30 steps + 1 evaluation + the final evaluation)" == e.text()
+
+
+def test_no_eta_for_a_stopped_run_and_none_before_the_new_process_logs(tmp_path):
+    h, proc = _fake_run(tmp_path, "stopped")
+    proc.kill()
+    proc.wait()
+    h.proc = None  # as a fresh kernel sees it: a PID that is gone, no exit code
+    s = LA.snapshot(h)
+    assert s["state"] == "stopped" and math.isnan(s["eta_s"]) and s["phase"] == ""
+    assert s["tokens_per_s"] > 0 and s["step"] == 70  # the rates are there: still no ETA
+    # right after a resume from step 70: nothing measured yet by the new process, so no guess
+    # from the old one's speed
+    e = estimate(70, 100, 70, [(60, 2000), (70, 4000)], [(60, 3.0)], tokens_per_step=1000,
+                 eval_every=20, light_tokens=2000, full_tokens=5000)  # fmt: skip
+    assert not e.known and "first logged step" in e.text()
+
+
+def test_before_any_evaluation_is_timed_it_is_a_labelled_forward_pass_guess():
+    e = estimate(10, 100, 0, [(5, 1000), (10, 2000)], [], tokens_per_step=1000, eval_every=50,
+                 light_tokens=3000, full_tokens=6000)  # fmt: skip
+    # 0.5 s a step; a light evaluation of 3000 tokens at a third of a training token's cost:
+    # 3 × 0.5 / 3 = 0.5 s; the final one 2 × that
+    assert e.step_s == 0.5 and e.eval_s == pytest.approx(0.5) and e.final_s == pytest.approx(1.0)
+    assert e.seconds == pytest.approx(90 * 0.5 + 1 * 0.5 + 1.0) and not e.evals_timed
+    assert "guessed" in e.text()
+    assert [format_duration(x) for x in (9.6, 250, 7500, 3 * 86400 + 4 * 3600)] == [
+        "10s", "4m10s", "2h05m", "3d04h",
+    ]  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------
+# the form: processes, the stop button, a weeks-long run on a CPU
+# --------------------------------------------------------------------------------------------
+def test_processes_box_says_what_happens_on_a_cpu(tmp_path):
+    cpu = TrainPanel(preset="tiny", store="", runs=str(tmp_path), auto_refresh=False, gpus=0)
+    assert cpu.nproc.layout.display == "none" and cpu.nproc_note.layout.display != "none"
+    assert "no GPU" in cpu.nproc_note.value
+    gpu = TrainPanel(preset="tiny", store="", runs=str(tmp_path), auto_refresh=False, gpus=2)
+    assert gpu.nproc.layout.display != "none" and gpu.nproc_note.layout.display == "none"
+    assert "2 here" in gpu.nproc.description
+    assert cpu.stop_button.disabled and cpu.stop_button.button_style == ""  # not orange
+    assert "no run" in cpu.runlist.title.value and not os.listdir(tmp_path)
+
+
+def test_training_flops_per_token_match_the_models_parameters():
+    from lab.model import FibLM, config_for
+
+    cfg = config_for("cpu-small", attention="dense")
+    n = FibLM(cfg).num_params(non_embedding=True)  # the blocks' weights (+ small norm gains)
+    T, d, V = cfg.seq_len, cfg.d_model, cfg.vocab_size
+    attn = 4 * cfg.head_dim * cfg.n_heads * (T + 1) / 2 * cfg.n_layers  # (T+1)/2 keys a query
+    by_hand = 3 * (2 * n + 2 * d * V + attn)
+    assert TE.train_flops_per_token(cfg) == pytest.approx(by_hand, rel=0.01)
+
+
+def test_a_weeks_long_cpu_run_asks_for_a_second_click(tmp_path, monkeypatch):
+    store = str(tmp_path / "store.db")
+    ref = make_config("cpu-stagger")
+    with Store(store) as st:  # this machine trained cpu-stagger at 10,000 tokens/s
+        st.start_run("cpu-stagger", ref.to_dict(), kind="lm")
+        for step in (10, 20, 30):
+            st.log_metrics("cpu-stagger", step, {"tokens_per_s": 10_000.0})
+    paper = make_config("fib-stagger-w12")
+    want = (
+        paper.steps
+        * paper.tokens_per_step
+        * TE.train_flops_per_token(paper.model)
+        / (TE.train_flops_per_token(ref.model) * 10_000.0)
+    )
+    assert want > 7 * 86400  # weeks, as the issue says
+    started = []
+    monkeypatch.setattr(LA, "launch", lambda *a, **k: started.append(k) or 1 / 0)
+    p = TrainPanel(
+        preset="fib-stagger-w12", store=store, runs=str(tmp_path), auto_refresh=False, gpus=0
+    )
+    p.launch_button.click()
+    assert started == [] and p.error is None
+    assert format_duration(want) in p.warning and "launch anyway" in p.warning
+    assert "cpu-stagger" in p.warning and "10,000 tokens/s" in p.warning
+    assert p.launch_button.description == "launch anyway" and p.warning_box.value
+    p.steps.value = 20  # a change of the form withdraws the question ...
+    assert p.warning is None and p.launch_button.description == "launch"
+    p.steps.value = 0
+    p.launch_button.click()  # ... so it is asked again
+    assert started == [] and p.launch_button.description == "launch anyway"
+    p.launch_button.click()  # the second click starts it
+    assert len(started) == 1 and "ZeroDivisionError" in p.error
+    # a GPU machine is not asked
+    g = TrainPanel(
+        preset="fib-stagger-w12", store=store, runs=str(tmp_path), auto_refresh=False, gpus=1
+    )
+    g.launch_button.click()
+    assert len(started) == 2 and g.warning is None
