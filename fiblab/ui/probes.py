@@ -1,10 +1,18 @@
-"""The retrieval-probe panel (notebook 02): pick a grid, run it with a progress bar, read the
-accuracy per distance, the α trajectories, and the Table-2 layout beside the paper's numbers.
+"""The retrieval-probe panel (notebook 02): pick a grid, launch it as a separate process, watch
+it train, stop it, resume it; read the accuracy per distance, the α trajectories and the Table-2
+layout beside the paper's numbers.
 
-`ProbePanel.settings()` and `.cells()` turn the widgets into `probes.settings` objects (pure,
-testable); `.run()` (the Run button) trains the grid in the kernel through
-`probes.grid.run_grid` — resumable: cells already in the results file are not retrained —
-logs every record into the experiment store and redraws after each finished cell.
+The form is a `probes.gridspec.GridSpec` (`ProbePanel.spec()`, `.settings()`, `.cells()`: pure,
+testable).  **launch** starts ``python -m fiblab.cli probe … --live <grid folder>`` through
+`fiblab.probe_launch` in its own session, so the kernel stays free, Kernel › Interrupt or a
+restart do not touch it, and a paper-scale grid can run for hours.  A background thread
+(``auto_refresh``) redraws every ``every`` seconds from the grid's files: cells done, the running
+cell's step, loss, α and live accuracy, the results table as cells finish, an ETA from measured
+step times.  **stop** abandons the running cell between two steps (finished cells are kept, in
+the results file and the store); **resume** runs the same command, which trains only the cells
+not finished.  On open the panel lists the grids (and LM runs) that are running or stopped:
+**attach** fills the form with that grid's settings and watches it.  `run()` (scripts, the smoke
+cell) launches and waits.
 
 Distances mean, by task: ``marked`` — the two marker distances of the task (the paper's 200,
 350); ``shift`` — the trained distance of each cell (one cell per distance); ``kv`` — unused (the
@@ -17,17 +25,18 @@ from __future__ import annotations
 import html
 import math
 import os
+import threading
 from dataclasses import replace
 
 import ipywidgets as W
 import numpy as np
 
 from analysis.probe_table import format_table2, table2_rows
+from fiblab import probe_launch as PL
 from fiblab.ui.common import (
     error_widget,
     figure,
     guarded,
-    html_table,
     image_widget,
     parse_numbers,
     png,
@@ -37,11 +46,19 @@ from fiblab.ui.common import (
     smoke,
     store_path,
 )
+from fiblab.ui.probe_view import (
+    ProbeGrids,
+    legend_html,
+    live_html,
+    results_html,
+    status_html,
+)
+from fiblab.ui.runlist import LMRuns, RunList
 from lab.precision import PRECISIONS, describe_auto
-from probes.grid import grid, run_grid
+from probes.gridspec import TASKS, GridSpec, plural
 from probes.settings import INITS, MECHANISMS, SCALES, TASK_SCALES, Cell, ProbeSettings
 
-TASKS = ("marked", "shift", "kv")
+__all__ = ["ProbePanel", "ProbeGrids", "default_distances", "trajectory_png", "TASKS"]
 
 
 def default_distances(task: str, scale: str) -> str:
@@ -54,11 +71,17 @@ def default_distances(task: str, scale: str) -> str:
     return ""
 
 
-class ProbePanel:
-    """Widgets for the probe grid; display the object (or ``.widget``) in a notebook.
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
-    State: ``records`` (the grid's records after `run`), ``progress_steps`` (steps done),
-    ``error`` (the message shown, or None), ``store`` / ``out_dir`` (where results go).
+
+class ProbePanel:
+    """Widgets for one probe grid; display the object (or ``.widget``) in a notebook.
+
+    State: ``handle`` (the `fiblab.probe_launch.GridHandle` watched), ``snap`` (its last
+    `GridSnapshot`), ``records`` (its finished cells), ``progress_steps`` (steps done),
+    ``error`` (the message shown, or None), ``store`` / ``runs`` (where results go; grids live
+    in ``<runs>/probe-grids/<name>/``).  ``out_dir`` is an older name for ``runs``.
     """
 
     def __init__(
@@ -74,14 +97,30 @@ class ProbePanel:
         store: str | None = None,
         out_dir: str | None = None,
         render: bool = True,
+        runs: str | None = None,
+        jobs: int = 1,
+        name: str = "",
+        auto_refresh: bool = True,
+        every: float = 2.0,
+        env: dict | None = None,
     ):
         scale = scale or ("tiny" if smoke() else "quick")
         self.store = store_path() if store is None else store
-        self.out_dir = out_dir or os.path.join(runs_dir(), "probes")
+        self.runs = runs or out_dir or runs_dir()
         self.render = render
+        self.auto_refresh = auto_refresh
+        self.every = every
+        self.env = env
+        self.handle: PL.GridHandle | None = None
+        self.snap: PL.GridSnapshot | None = None
         self.records: list[dict] = []
         self.error: str | None = None
         self.progress_steps = 0
+        self._lock = threading.RLock()
+        self._watcher: threading.Thread | None = None
+        self._stop_watch = threading.Event()
+        self._drawn = None  # what the α figure shows now (redrawn only when it changes)
+        self._filling = False  # attach is filling the form: no handler runs
         style = {"description_width": "initial"}
         self.task = W.Dropdown(options=list(TASKS), value=task, description="task", style=style)
         self.scale = W.Dropdown(
@@ -103,6 +142,7 @@ class ProbePanel:
         )
         self.depths = W.Text(value=", ".join(map(str, depths)), description="depths", style=style)
         self.seeds = W.Text(value=", ".join(map(str, seeds)), description="seeds", style=style)
+        self.seeds.add_class("fib-probe-seeds")
         self.distances = W.Text(
             value=default_distances(task, scale) if distances is None else distances,
             description="distances",
@@ -112,6 +152,7 @@ class ProbePanel:
         self.steps = W.BoundedIntText(
             value=steps, min=0, max=10**7, description="steps (0: scale's)", style=style
         )
+        self.steps.add_class("fib-probe-steps")
         self.precision = W.Dropdown(
             # "auto (fp32 on this CPU)": what auto picks here, so a slow choice is visible
             options=[(describe_auto("cpu"), "auto"), *((p, p) for p in PRECISIONS)],
@@ -119,15 +160,44 @@ class ProbePanel:
             description="precision (bf16: autocast)",
             style=style,
         )
-        self.run_button = W.Button(description="run grid", icon="play", button_style="primary")
-        self.progress = W.IntProgress(value=0, min=0, max=1, description="progress")
+        cores = _cores() or 1
+        self.jobs = W.BoundedIntText(
+            value=jobs,
+            min=1,
+            max=max(64, jobs),
+            description=f"jobs (cells at once; {plural(cores, 'core')} here)",
+            style=style,
+        )
+        self.jobs.add_class("fib-probe-jobs")
+        self.name = W.Text(
+            value=name, description="grid name", placeholder="(task-scale)", style=style
+        )
+        self.name.add_class("fib-probe-name")
+        self.launch_button = W.Button(
+            description="launch grid", icon="rocket", button_style="primary"
+        )
+        self.launch_button.add_class("fib-probe-launch")
+        self.stop_button = W.Button(description="stop", icon="stop", disabled=True)
+        self.stop_button.add_class("fib-probe-stop")
+        self.resume_button = W.Button(description="resume", icon="play", disabled=True)
+        self.resume_button.add_class("fib-probe-resume")
+        self.status = W.HTML(value="no grid launched")
+        self.status.add_class("fib-probe-status")
+        self.progress = W.IntProgress(value=0, min=0, max=1, description="steps")
         self.progress.add_class("fib-probe-progress")
         self.progress_label = W.HTML()
+        self.progress_label.add_class("fib-probe-activity")
         self.plan = W.HTML()
+        self.plan.add_class("fib-probe-plan")
+        self.live = W.HTML()
+        self.live.add_class("fib-probe-live")
         self.acc_table = W.HTML()
         self.acc_table.add_class("fib-probe-acc")
+        self.legend = W.HTML()
+        self.legend.add_class("fib-probe-legend")
         self.table2 = W.HTML()
         self.table2.add_class("fib-table2")
+        self.log = W.HTML()
         self.image = image_widget()
         self.error_box = error_widget()
         self.task.observe(self._on_task, names="value")
@@ -140,12 +210,22 @@ class ProbePanel:
             self.distances,
             self.steps,
             self.precision,
+            self.jobs,
+            self.name,
         ):
             w.observe(self._on_change, names="value")
-        self.run_button.on_click(self._on_run)
+        self.launch_button.on_click(self._on_launch)
+        self.stop_button.on_click(self._on_stop)
+        self.resume_button.on_click(self._on_resume)
         self._on_change()
+        self.runlist = RunList(
+            [ProbeGrids(self.runs), LMRuns(self.runs)],
+            on_attach={"probe grid": self.attach},
+            where={"LM run": "notebook 03"},
+        )
         self.widget = W.VBox(
             [
+                self.runlist.widget,
                 W.HBox(
                     [
                         W.VBox(
@@ -157,18 +237,29 @@ class ProbePanel:
                                 self.seeds,
                                 self.distances,
                                 self.precision,
+                                self.jobs,
+                                self.name,
                             ]
                         ),
                         self.mechanisms,
                         self.inits,
                     ]
                 ),
+                W.HTML(
+                    "<small>mechanisms and inits: Ctrl-click (⌘-click on a Mac) picks several, "
+                    "Shift-click a range</small>"
+                ),
                 self.plan,
                 self.error_box,
-                W.HBox([self.run_button, self.progress, self.progress_label]),
+                W.HBox([self.launch_button, self.stop_button, self.resume_button]),
+                self.status,
+                W.HBox([self.progress, self.progress_label]),
+                self.live,
                 self.acc_table,
+                self.legend,
                 self.image,
                 self.table2,
+                self.log,
             ]
         )
         self.widget.add_class("fib-probe-panel")
@@ -176,43 +267,39 @@ class ProbePanel:
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
 
-    # -- widgets -> probes.retrieval -------------------------------------------------------------
+    @property
+    def state(self) -> str:
+        return "idle" if self.snap is None else self.snap.state
+
+    # -- widgets -> probes.gridspec --------------------------------------------------------------
+    def spec(self) -> GridSpec:
+        """The GridSpec the widgets select (raises ValueError on bad input)."""
+        task = self.task.value
+        dists: tuple = ()
+        if task in ("marked", "shift") and self.distances.value.strip():
+            dists = tuple(parse_numbers(self.distances.value, "distances", int))
+        return GridSpec(
+            task=task,
+            scale=self.scale.value,
+            mechanisms=tuple(self.mechanisms.value),
+            depths=tuple(parse_numbers(self.depths.value, "depths", int)),
+            inits=tuple(self.inits.value),
+            seeds=tuple(parse_numbers(self.seeds.value, "seeds", int)),
+            distances=dists,
+            steps=int(self.steps.value),
+            precision=self.precision.value,
+            jobs=int(self.jobs.value),
+        )
+
     def settings(self) -> ProbeSettings:
         """The ProbeSettings the widgets select (raises ValueError on bad input)."""
-        s = TASK_SCALES[self.task.value][self.scale.value]
-        if self.steps.value:
-            s = replace(
-                s,
-                steps=int(self.steps.value),
-                log_every=max(1, min(s.log_every, self.steps.value // 4 or 1)),
-            )
-        if self.task.value == "marked" and self.distances.value.strip():
-            dists = tuple(parse_numbers(self.distances.value, "distances", int))
-            s = replace(s, task=replace(s.task, distances=dists))  # validated by MarkedCopy
-        return replace(s, precision=self.precision.value)
+        return self.spec().settings()
 
     def cells(self) -> list[Cell]:
         """The grid's cells (raises ValueError on bad input)."""
-        mechs = list(self.mechanisms.value)
-        if not mechs:
+        if not self.mechanisms.value:
             raise ValueError("no mechanism selected: pick at least one (e.g. blur)")
-        inits = list(self.inits.value) or ["uniform"]
-        depths = parse_numbers(self.depths.value, "depths", int)
-        seeds = parse_numbers(self.seeds.value, "seeds", int)
-        bad = [d for d in depths if d < 1]
-        if bad:
-            raise ValueError(f"depths {bad} must be >= 1 (layers; the paper uses 2, 4, 8)")
-        dists: tuple = (None,)
-        if self.task.value == "shift":
-            dists = tuple(parse_numbers(self.distances.value, "distances", int))
-            T = self.settings().task.seq_len
-            far = [d for d in dists if not 1 <= d < T]
-            if far:
-                raise ValueError(
-                    f"shift distances {far} must lie in 1..{T - 1} (the task's "
-                    f"seq_len is {T} at scale {self.scale.value!r})"
-                )
-        return grid(mechs, depths, inits, seeds, self.task.value, dists)
+        return self.spec().cells()
 
     def paper_settings(self) -> bool:
         """Whether the settings are the paper's Table-2 settings (so its numbers compare)."""
@@ -225,13 +312,19 @@ class ProbePanel:
         except ValueError:
             return False
 
+    def grid_name(self) -> str:
+        """The name a launch uses: the name box, else `fiblab.probe_launch.default_name`."""
+        return self.name.value.strip() or PL.default_name(self.spec(), self.runs)
+
     def results_path(self) -> str:
-        return os.path.join(self.out_dir, f"{self.task.value}-{self.scale.value}.jsonl")
+        return os.path.join(PL.grids_dir(self.runs), self.grid_name(), PL.RESULTS_NAME)
 
     # -- handlers --------------------------------------------------------------------------------
     @guarded
     def _on_task(self, change) -> None:
         """A new task or scale starts from its default distances."""
+        if self._filling:
+            return
         self.distances.unobserve(self._on_change, names="value")
         try:
             self.distances.value = default_distances(self.task.value, self.scale.value)
@@ -242,95 +335,199 @@ class ProbePanel:
 
     @guarded
     def _on_change(self, change=None) -> None:
-        s, cells = self.settings(), self.cells()
+        if self._filling:
+            return
+        spec = self.spec()
+        s, cells = spec.settings(), self.cells()
+        h = self.handle
+        if h is not None and self.name.value.strip() == h.name and spec.keys() != h.keys:
+            self.name.value = ""  # other cells are another grid: don't reuse the watched name
         self.plan.value = (
-            f"{len(cells)} cells × {s.steps} steps (T={s.task.seq_len}, batch "
-            f"{s.batch}, lr {s.lr:g}); results in "
-            f"<code>{html.escape(self.results_path())}</code>"
+            f"{plural(len(cells), 'cell')} × {s.steps} steps (T={s.task.seq_len}, batch "
+            f"{s.batch}, lr {s.lr:g}); grid <code>{html.escape(self.grid_name())}</code>, "
+            f"results in <code>{html.escape(self.results_path())}</code>"
             + (" — the paper's settings" if self.paper_settings() else "")
         )
         show_error(self, None)
 
     @guarded
-    def _on_run(self, button=None) -> None:
-        self.run()
+    def _on_launch(self, button=None) -> None:
+        self.launch()
 
-    # -- running ---------------------------------------------------------------------------------
-    def run(self) -> list[dict]:
-        """Train every cell of the grid not yet in the results file; returns the records."""
+    @guarded
+    def _on_stop(self, button=None) -> None:
+        self.stop()
+
+    @guarded
+    def _on_resume(self, button=None) -> None:
+        self.resume()
+
+    # -- actions ---------------------------------------------------------------------------------
+    def launch(self, watch: bool | None = None) -> PL.GridHandle:
+        """Start the grid the widgets describe as a separate process (ValueError before starting
+        on bad input).  The same cells under the same name continue that grid."""
         show_error(self, None)
-        settings, cells = self.settings(), self.cells()
-        total = max(1, len(cells) * settings.steps)
-        self.progress.max, self.progress.value, self.progress_steps = total, 0, 0
-        finished: list[dict] = []
-        state = {"base": 0}
-
-        def bar(cell, done, n, loss, secs, alphas):  # run_cell's on_step callback
-            self.progress_steps = state["base"] + done
-            self.progress.value = min(total, self.progress_steps)
-            eta = secs / max(done, 1) * (n - done)
-            self.progress_label.value = (
-                f"{cell.mechanism} depth {cell.depth} {cell.init} seed "
-                f"{cell.seed}: step {done}/{n}, loss {loss:.3f}, "
-                f"cell ETA {eta:.0f} s"
+        if self.handle is not None and PL.is_alive(self.handle):
+            raise ValueError(
+                f"probe grid {self.handle.name!r} is still running: stop it first, or wait "
+                f"for it to finish"
             )
-
-        def on_record(rec):
-            state["base"] += settings.steps
-            finished.append(rec)
-            self._show(finished, settings)
-
-        self.run_button.disabled = True
-        try:
-            records = run_grid(
-                cells,
-                settings,
-                self.results_path(),
-                progress=False,
-                on_record=on_record,
-                on_step=bar,
-            )
-        finally:
-            self.run_button.disabled = False
-        self.records = records
-        self.progress.value = total
-        self.progress_label.value = (
-            f"done: {len(records)} cells ({len(finished)} trained now, "
-            f"{len(records) - len(finished)} from the results file)"
+        spec = self.spec()
+        self.cells()
+        self.handle = PL.launch_grid(
+            spec, self.grid_name(), store=self.store, runs_dir=self.runs, env=self.env
         )
-        if self.store:
-            from lab.store import Store
+        self.name.value = self.handle.name
+        self._started(watch)
+        return self.handle
 
-            with Store(self.store) as st:
-                for rec in records:
-                    st.log_probe(rec)
-        self._show(records, settings)
-        return records
+    def stop(self) -> None:
+        """Ask the grid to stop: the running cell is abandoned, finished cells are kept."""
+        if self.handle is None:
+            raise ValueError("no probe grid to stop: launch one, or attach one from the list")
+        PL.request_stop(self.handle)
+        self.refresh()
+
+    def resume(self, watch: bool | None = None) -> PL.GridHandle:
+        """Run the stopped (or failed) grid again: only its unfinished cells train."""
+        if self.handle is None:
+            raise ValueError("no probe grid to resume: attach one from the list above")
+        self.handle = PL.resume(self.handle)
+        self._started(watch)
+        return self.handle
+
+    def attach(self, name: str) -> None:
+        """Watch a grid launched earlier (e.g. before a kernel restart); its settings fill the
+        form, so launch and resume act on that grid."""
+        h = PL.attach(name, self.runs)
+        self._fill(h.grid_spec(), h.name)
+        self.handle = h
+        self._started()
+
+    def wait(self, timeout: float | None = None, poll: float = 0.5) -> str:
+        """Block (refreshing) until the grid's process exits; returns its final state."""
+        if self.handle is None:
+            raise ValueError("no probe grid to wait for: launch one first")
+        PL.wait(self.handle, timeout=timeout, poll=poll, on_poll=self.refresh)
+        return self.state
+
+    def run(self, timeout: float | None = None) -> list[dict]:
+        """Launch the grid and wait for it (scripts and the smoke cell; the buttons do not
+        block): returns its records; RuntimeError if it did not finish."""
+        self.launch(watch=False)
+        st = self.wait(timeout)
+        if st != "done":
+            raise RuntimeError(
+                f"probe grid {self.handle.name!r} ended {st}: {self.snap.message or 'see its log'}"
+            )
+        return self.records
+
+    def _fill(self, spec: GridSpec, name: str) -> None:
+        """Set every widget from ``spec`` (handlers held back until the end)."""
+        self._filling = True
+        try:
+            self.task.value, self.scale.value = spec.task, spec.scale
+            self.mechanisms.value = tuple(m for m in spec.mechanisms if m in MECHANISMS)
+            self.inits.value = tuple(i for i in spec.inits if i in INITS)
+            self.depths.value = ", ".join(map(str, spec.depths))
+            self.seeds.value = ", ".join(map(str, spec.seeds))
+            self.distances.value = (
+                ", ".join(map(str, spec.distances))
+                if spec.distances
+                else default_distances(spec.task, spec.scale)
+            )
+            self.distances.disabled = spec.task == "kv"
+            self.steps.value, self.precision.value = spec.steps, spec.precision
+            self.jobs.value, self.name.value = spec.jobs, name
+        finally:
+            self._filling = False
+        self._on_change()
+
+    def _started(self, watch: bool | None = None) -> None:
+        self._drawn = None
+        self.log.value = ""
+        self.refresh()
+        self.runlist.refresh()
+        if self.auto_refresh if watch is None else watch:
+            self.watch()
+
+    def watch(self) -> None:
+        """Refresh every ``every`` seconds in a background thread until the grid ends."""
+        self.unwatch()
+        self._stop_watch = threading.Event()
+        ev = self._stop_watch
+
+        def loop():
+            while not ev.wait(self.every):
+                try:
+                    snap = self.refresh()
+                except Exception as e:  # noqa: BLE001 - shown in the UI
+                    show_error(self, e)
+                    continue
+                if snap is not None and snap.state in PL.TERMINAL:
+                    self.runlist.refresh()
+                    break
+
+        self._watcher = threading.Thread(target=loop, name="fiblab-probe-watch", daemon=True)
+        self._watcher.start()
+
+    def unwatch(self) -> None:
+        """Stop the background refresh (the grid itself goes on)."""
+        self._stop_watch.set()
+        if self._watcher is not None and self._watcher is not threading.current_thread():
+            self._watcher.join(timeout=5)
+        self._watcher = None
+
+    # -- the live view ---------------------------------------------------------------------------
+    def refresh(self) -> PL.GridSnapshot | None:
+        """Read the grid's state, records and live cells, and redraw."""
+        if self.handle is None:
+            return None
+        with self._lock:
+            snap = PL.snapshot(self.handle)
+            self.snap = snap
+            self._render(snap)
+        return snap
+
+    def _render(self, s: PL.GridSnapshot) -> None:
+        alive = s.state in ("starting", "running", "stopping")
+        self.launch_button.disabled = alive
+        self.stop_button.disabled = s.state not in ("starting", "running")
+        self.stop_button.button_style = "" if self.stop_button.disabled else "warning"
+        self.resume_button.disabled = s.state not in ("stopped", "failed")
+        self.status.value = status_html(s)
+        self.progress.max = max(1, s.steps_total)
+        self.progress.value = min(self.progress.max, s.steps_done)
+        self.progress_steps = s.steps_done
+        if s.state == "done":
+            earlier = s.done - s.trained_now
+            self.progress_label.value = (
+                f"done: {plural(s.done, 'cell')} ({s.trained_now} trained now, "
+                f"{earlier} from the results file)"
+            )
+        else:
+            self.progress_label.value = html.escape(s.activity)
+        self.live.value = live_html(s.running) if alive else ""
+        self.records = list(s.records)
+        self._show(s.records, s.running if alive else [])
+        self.log.value = (
+            f"<pre>{html.escape(s.message)}</pre>" if s.state == "failed" and s.message else ""
+        )
 
     # -- outputs ---------------------------------------------------------------------------------
-    def _show(self, records: list[dict], settings: ProbeSettings) -> None:
-        if not records:
-            return
-        dists = sorted({d for r in records for d in r["acc"]}, key=int)
-        rows = [
-            [
-                r["mechanism"],
-                r["depth"],
-                r["init"],
-                r["seed"],
-                f"{min(_finite(r['alphas']), default=math.nan):.3f}–"
-                f"{max(_finite(r['alphas']), default=math.nan):.3f}",
-            ]
-            + [f"{r['acc'][d]:.2f}" if d in r["acc"] else "" for d in dists]
-            for r in records
-        ]
-        self.acc_table.value = "<b>accuracy per distance</b>" + html_table(
-            ["mechanism", "depth", "init", "seed", "α range"] + [f"@{d}" for d in dists], rows
-        )
-        if self.task.value == "marked":
-            self.table2.value = self.table2_text(records)
-        if self.render:
-            set_png(self.image, trajectory_png(records))
+    def _show(self, records: list[dict], running: list[dict] = ()) -> None:
+        if records:
+            self.acc_table.value = results_html(records)
+            if self.task.value == "marked":
+                self.table2.value = self.table2_text(records)
+        else:
+            self.acc_table.value = self.table2.value = ""
+        drawable = [r for r in running if r.get("trajectory")]
+        self.legend.value = legend_html() if records or running else ""
+        key = (len(records), tuple((r["key"], r.get("step")) for r in drawable))
+        if self.render and (records or drawable) and key != self._drawn:
+            set_png(self.image, trajectory_png(list(records) + drawable))
+            self._drawn = key
 
     def table2_text(self, records: list[dict]) -> str:
         """The Table-2 layout per mechanism; the paper's columns only at the paper's settings."""
