@@ -33,7 +33,7 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 from fiblab import detached
 from lab import paths
@@ -56,6 +56,7 @@ __all__ = [
     "grids_dir",
     "grid_command",
     "default_name",
+    "same_grid",
     "launch_grid",
     "attach",
     "list_grids",
@@ -153,14 +154,26 @@ def _check_name(name: str) -> str:
     return name
 
 
+def same_grid(meta: dict | None, spec: GridSpec) -> bool:
+    """Whether a grid.json describes ``spec``'s grid (every setting but ``jobs``, which changes
+    no result; record names alone do not tell, e.g. marker distances are not in them)."""
+    if meta is None:
+        return False
+    old = {k: v for k, v in (meta.get("spec") or {}).items() if k != "jobs"}
+    try:
+        return GridSpec.from_dict(old) == replace(spec, jobs=GridSpec.jobs)
+    except (TypeError, ValueError):
+        return False
+
+
 def default_name(spec: GridSpec, runs_dir: str = DEFAULT_RUNS) -> str:
-    """``<task>-<scale>``, or ``-2``, ``-3``… when that name holds a grid of other cells; a grid
-    of the same cells keeps its name (launching it again resumes it)."""
-    keys, base = spec.keys(), f"{spec.task}-{spec.scale}"
+    """``<task>-<scale>``, or ``-2``, ``-3``… when that name holds another grid; the same grid
+    keeps its name (launching it again continues it)."""
+    base = f"{spec.task}-{spec.scale}"
     for i in range(1, 1000):
         name = base if i == 1 else f"{base}-{i}"
         old = detached.read_json(os.path.join(grids_dir(runs_dir), name, META_NAME))
-        if old is None or old.get("keys") == keys:
+        if old is None or same_grid(old, spec):
             return name
     raise ValueError(f"no free grid name {base}-N under {grids_dir(runs_dir)}: give one")
 
@@ -202,8 +215,9 @@ def launch_grid(
 ) -> GridHandle:
     """Start ``spec``'s grid in its own process session and return its handle.
 
-    A grid folder that already holds this name with the same cells is continued (its finished
-    cells are skipped: that is `resume`); with other cells it is refused."""
+    A grid folder that already holds this name with the same settings is continued (its
+    finished cells are skipped: that is `resume`, which may change ``jobs``); with other
+    settings it is refused."""
     cells = spec.cells()  # validates before any work
     settings = spec.settings()
     keys = [c.key(settings) for c in cells]
@@ -212,9 +226,9 @@ def launch_grid(
     meta = os.path.join(folder, META_NAME)
     detached.refuse_if_running(meta, f"probe grid {name!r}")
     old = detached.read_json(meta)
-    if old is not None and old.get("keys") != keys:
+    if old is not None and not same_grid(old, spec):
         raise ValueError(
-            f"probe grid {name!r} already exists with other cells "
+            f"probe grid {name!r} already exists with other settings "
             f"({GridSpec.from_dict(old.get('spec', {})).describe()}): choose another name, "
             f"or attach it to see it"
         )

@@ -340,8 +340,12 @@ class ProbePanel:
         spec = self.spec()
         s, cells = spec.settings(), self.cells()
         h = self.handle
-        if h is not None and self.name.value.strip() == h.name and spec.keys() != h.keys:
-            self.name.value = ""  # other cells are another grid: don't reuse the watched name
+        if (
+            h is not None
+            and self.name.value.strip() == h.name
+            and not PL.same_grid({"spec": h.spec}, spec)
+        ):
+            self.name.value = ""  # other settings are another grid: not the watched one's name
         self.plan.value = (
             f"{plural(len(cells), 'cell')} × {s.steps} steps (T={s.task.seq_len}, batch "
             f"{s.batch}, lr {s.lr:g}); grid <code>{html.escape(self.grid_name())}</code>, "
