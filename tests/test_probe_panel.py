@@ -123,6 +123,7 @@ def test_a_stopped_grid_is_listed_attach_fills_the_form_and_shows_no_eta(tmp_pat
     assert p.name.value == "my-shift" and p.state == "stopped"
     assert f"{n} cells × 40 steps" in p.plan.value and "my-shift" in p.plan.value
     assert "left" not in p.status.value and "stopped by request" in p.status.value
+    assert f"resume trains the {n - 1} unfinished cells" in p.status.value
     assert not p.resume_button.disabled and not p.launch_button.disabled
     assert p.stop_button.disabled and p.stop_button.button_style == ""  # not orange when off
     assert "1 finished cell)" in p.acc_table.value  # "1 finished cell", not "1 cells"

@@ -64,8 +64,19 @@ def status_html(s: PL.GridSnapshot) -> str:
         parts.append(
             f"about {eta} left (from measured step times)" if eta else "ETA after a few steps"
         )
-    if s.state in PL.TERMINAL and s.message and s.state != "failed":
-        parts.append(html.escape(s.message))
+    left = s.total - s.done
+    if s.state == "stopped":  # the process's own line says "run the same command": here, resume
+        parts.append(
+            f"stopped by request; finished cells are kept — resume trains the "
+            f"{plural(left, 'unfinished cell')}"
+            if left
+            else "stopped by request after its last cell"
+        )
+    elif s.state == "failed":
+        parts.append(
+            "the process ended without finishing (its log is below); resume trains the "
+            f"{plural(left, 'unfinished cell')}"
+        )
     return " · ".join(parts)
 
 

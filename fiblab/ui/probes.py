@@ -420,6 +420,7 @@ class ProbePanel:
         block): returns its records; RuntimeError if it did not finish."""
         self.launch(watch=False)
         st = self.wait(timeout)
+        self.runlist.refresh()
         if st != "done":
             raise RuntimeError(
                 f"probe grid {self.handle.name!r} ended {st}: {self.snap.message or 'see its log'}"
@@ -462,14 +463,17 @@ class ProbePanel:
         ev = self._stop_watch
 
         def loop():
+            seen = self.state
             while not ev.wait(self.every):
                 try:
                     snap = self.refresh()
+                    if snap is not None and snap.state != seen:  # the list shows states too
+                        seen = snap.state
+                        self.runlist.refresh()
                 except Exception as e:  # noqa: BLE001 - shown in the UI
                     show_error(self, e)
                     continue
                 if snap is not None and snap.state in PL.TERMINAL:
-                    self.runlist.refresh()
                     break
 
         self._watcher = threading.Thread(target=loop, name="fiblab-probe-watch", daemon=True)
