@@ -6,19 +6,13 @@ finishes it; a third grid survives a kernel restart → the fresh panel lists it
 attach fills the form with its settings, and stop stops it.  Screenshots of each stage land in
 tests/artifacts/ (browser-02-*.png; on failure browser-02_retrieval_probes.png)."""
 
-import os
 import re
 import time
 
 import browser_support as B
 
 pytestmark = B.REQUIRES
-# the server's private HOME would hide torch's extensions folder: the attention kernel would be
-# compiled again (≈ 30–60 s under load) in the first cell; a user's stays cached
-EXTENSIONS = os.environ.get("TORCH_EXTENSIONS_DIR") or os.path.expanduser(
-    "~/.cache/torch_extensions"
-)
-jupyter = B.jupyter_fixture(extra_env={"OMP_NUM_THREADS": "1", "TORCH_EXTENSIONS_DIR": EXTENSIONS})
+jupyter = B.jupyter_fixture(extra_env={"OMP_NUM_THREADS": "1"})  # one thread per process
 NOTEBOOK = "02_retrieval_probes.ipynb"
 LONG = 120_000  # ms: cells of a tiny grid on a loaded 2-core machine
 

@@ -9,57 +9,6 @@ import time
 from fiblab.cli.exports import log_spec
 
 
-def _store_writer(store: str, live=None):
-    """A callable run as each cell finishes: log its record into ``store`` ('' for none — the
-    grid process is the store's one writer; a notebook watching it only reads) and, with
-    ``live``, note in progress.json the cell's measured seconds per step (for the ETA)."""
-    trained: dict[str, dict] = {}
-
-    def keep(rec: dict) -> None:
-        if store:
-            from lab.store import Store
-
-            with Store(store) as st:
-                st.log_probe(rec)  # upsert: re-logging replaces
-        if live is not None:
-            now = live.read(rec["key"]) or {}
-            wall = time.time() - now["started"] if now.get("started") else None
-            trained[rec["key"]] = {"step_s": now.get("step_s"), "wall_s": wall}
-            from probes.live import write_progress
-
-            write_progress(live.folder, trained=trained)
-
-    return keep
-
-
-def _live_start(args, keys: list[str], out: str):
-    """With ``--live DIR``: the grid's progress file and the cells' live spec (`probes.live`);
-    SIGTERM then ends the grid through Python, so the progress file says how it ended."""
-    if not args.live:
-        return None
-    import signal
-
-    from probes.live import LiveSpec, write_progress
-
-    def term(signum, frame):
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, term)
-    write_progress(
-        args.live,
-        pid=os.getpid(),
-        keys=keys,
-        total=len(keys),
-        jobs=args.jobs,
-        out=os.path.abspath(out),
-        phase="running",
-        exit=None,
-        message="",
-        started=time.time(),
-    )
-    return LiveSpec(args.live)
-
-
 def cmd_probe(args) -> int:
     from dataclasses import replace as dc_replace
 
@@ -189,6 +138,57 @@ def cmd_probe(args) -> int:
             )
             print(format_table2(rows))
     return 0
+
+
+def _store_writer(store: str, live=None):
+    """A callable run as each cell finishes: log its record into ``store`` ('' for none — the
+    grid process is the store's one writer; a notebook watching it only reads) and, with
+    ``live``, note in progress.json the cell's measured seconds per step (for the ETA)."""
+    trained: dict[str, dict] = {}
+
+    def keep(rec: dict) -> None:
+        if store:
+            from lab.store import Store
+
+            with Store(store) as st:
+                st.log_probe(rec)  # upsert: re-logging replaces
+        if live is not None:
+            now = live.read(rec["key"]) or {}
+            wall = time.time() - now["started"] if now.get("started") else None
+            trained[rec["key"]] = {"step_s": now.get("step_s"), "wall_s": wall}
+            from probes.live import write_progress
+
+            write_progress(live.folder, trained=trained)
+
+    return keep
+
+
+def _live_start(args, keys: list[str], out: str):
+    """With ``--live DIR``: the grid's progress file and the cells' live spec (`probes.live`);
+    SIGTERM then ends the grid through Python, so the progress file says how it ended."""
+    if not args.live:
+        return None
+    import signal
+
+    from probes.live import LiveSpec, write_progress
+
+    def term(signum, frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, term)
+    write_progress(
+        args.live,
+        pid=os.getpid(),
+        keys=keys,
+        total=len(keys),
+        jobs=args.jobs,
+        out=os.path.abspath(out),
+        phase="running",
+        exit=None,
+        message="",
+        started=time.time(),
+    )
+    return LiveSpec(args.live)
 
 
 def cmd_train(args) -> int:

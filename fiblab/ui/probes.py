@@ -2,8 +2,8 @@
 it train, stop it, resume it; read the accuracy per distance, the α trajectories and the Table-2
 layout beside the paper's numbers.
 
-The form is a `probes.gridspec.GridSpec` (`ProbePanel.spec()`, `.settings()`, `.cells()`: pure,
-testable).  **launch** starts ``python -m fiblab.cli probe … --live <grid folder>`` through
+The form (`fiblab.ui.probe_form`) is a `probes.gridspec.GridSpec` (`ProbePanel.spec()`,
+`.settings()`, `.cells()`: pure, testable); the text of the live view is `fiblab.ui.probe_view`.  **launch** starts ``python -m fiblab.cli probe … --live <grid folder>`` through
 `fiblab.probe_launch` in its own session, so the kernel stays free, Kernel › Interrupt or a
 restart do not touch it, and a paper-scale grid can run for hours.  A background thread
 (``auto_refresh``) redraws every ``every`` seconds from the grid's files: cells done, the running
@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import html
 import math
-import os
 import threading
-from dataclasses import replace
 
 import ipywidgets as W
 import numpy as np
@@ -34,11 +32,9 @@ import numpy as np
 from analysis.probe_table import format_table2, table2_rows
 from fiblab import probe_launch as PL
 from fiblab.ui.common import (
-    error_widget,
     figure,
     guarded,
     image_widget,
-    parse_numbers,
     png,
     runs_dir,
     set_png,
@@ -46,6 +42,7 @@ from fiblab.ui.common import (
     smoke,
     store_path,
 )
+from fiblab.ui.probe_form import TASKS, ProbeForm, default_distances
 from fiblab.ui.probe_view import (
     ProbeGrids,
     legend_html,
@@ -54,29 +51,14 @@ from fiblab.ui.probe_view import (
     status_html,
 )
 from fiblab.ui.runlist import LMRuns, RunList
-from lab.precision import PRECISIONS, describe_auto
-from probes.gridspec import TASKS, GridSpec, plural
-from probes.settings import INITS, MECHANISMS, SCALES, TASK_SCALES, Cell, ProbeSettings
+from probes.gridspec import plural
 
 __all__ = ["ProbePanel", "ProbeGrids", "default_distances", "trajectory_png", "TASKS"]
 
 
-def default_distances(task: str, scale: str) -> str:
-    """The distances text a task and scale start from (the scale's own marker distances; for
-    shift the paper's 89, 233, 350, or 5, 13 at the tiny T=48)."""
-    if task == "marked":
-        return ", ".join(map(str, TASK_SCALES["marked"][scale].task.distances))
-    if task == "shift":
-        return "5, 13" if TASK_SCALES["shift"][scale].task.seq_len < 400 else "89, 233, 350"
-    return ""
-
-
-def _cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-
-
-class ProbePanel:
-    """Widgets for one probe grid; display the object (or ``.widget``) in a notebook.
+class ProbePanel(ProbeForm):
+    """One probe grid: the form (`fiblab.ui.probe_form.ProbeForm`), the buttons and the live
+    view; display the object (or ``.widget``) in a notebook.
 
     State: ``handle`` (the `fiblab.probe_launch.GridHandle` watched), ``snap`` (its last
     `GridSnapshot`), ``records`` (its finished cells), ``progress_steps`` (steps done),
@@ -104,9 +86,20 @@ class ProbePanel:
         every: float = 2.0,
         env: dict | None = None,
     ):
-        scale = scale or ("tiny" if smoke() else "quick")
+        super().__init__(
+            task=task,
+            scale=scale or ("tiny" if smoke() else "quick"),
+            mechanisms=mechanisms,
+            depths=depths,
+            inits=inits,
+            seeds=seeds,
+            steps=steps,
+            distances=distances,
+            jobs=jobs,
+            name=name,
+            runs=runs or out_dir or runs_dir(),
+        )
         self.store = store_path() if store is None else store
-        self.runs = runs or out_dir or runs_dir()
         self.render = render
         self.auto_refresh = auto_refresh
         self.every = every
@@ -114,65 +107,11 @@ class ProbePanel:
         self.handle: PL.GridHandle | None = None
         self.snap: PL.GridSnapshot | None = None
         self.records: list[dict] = []
-        self.error: str | None = None
         self.progress_steps = 0
         self._lock = threading.RLock()
         self._watcher: threading.Thread | None = None
         self._stop_watch = threading.Event()
         self._drawn = None  # what the α figure shows now (redrawn only when it changes)
-        self._filling = False  # attach is filling the form: no handler runs
-        style = {"description_width": "initial"}
-        self.task = W.Dropdown(options=list(TASKS), value=task, description="task", style=style)
-        self.scale = W.Dropdown(
-            options=["paper", "quick", "tiny"], value=scale, description="scale", style=style
-        )
-        self.mechanisms = W.SelectMultiple(
-            options=list(MECHANISMS),
-            value=tuple(mechanisms),
-            description="mechanisms",
-            rows=6,
-            style=style,
-        )
-        self.inits = W.SelectMultiple(
-            options=list(INITS),
-            value=tuple(inits),
-            description="inits (learned α)",
-            rows=2,
-            style=style,
-        )
-        self.depths = W.Text(value=", ".join(map(str, depths)), description="depths", style=style)
-        self.seeds = W.Text(value=", ".join(map(str, seeds)), description="seeds", style=style)
-        self.seeds.add_class("fib-probe-seeds")
-        self.distances = W.Text(
-            value=default_distances(task, scale) if distances is None else distances,
-            description="distances",
-            style=style,
-            disabled=task == "kv",
-        )
-        self.steps = W.BoundedIntText(
-            value=steps, min=0, max=10**7, description="steps (0: scale's)", style=style
-        )
-        self.steps.add_class("fib-probe-steps")
-        self.precision = W.Dropdown(
-            # "auto (fp32 on this CPU)": what auto picks here, so a slow choice is visible
-            options=[(describe_auto("cpu"), "auto"), *((p, p) for p in PRECISIONS)],
-            value="auto",
-            description="precision (bf16: autocast)",
-            style=style,
-        )
-        cores = _cores() or 1
-        self.jobs = W.BoundedIntText(
-            value=jobs,
-            min=1,
-            max=max(64, jobs),
-            description=f"jobs (cells at once; {plural(cores, 'core')} here)",
-            style=style,
-        )
-        self.jobs.add_class("fib-probe-jobs")
-        self.name = W.Text(
-            value=name, description="grid name", placeholder="(task-scale)", style=style
-        )
-        self.name.add_class("fib-probe-name")
         self.launch_button = W.Button(
             description="launch grid", icon="rocket", button_style="primary"
         )
@@ -187,8 +126,6 @@ class ProbePanel:
         self.progress.add_class("fib-probe-progress")
         self.progress_label = W.HTML()
         self.progress_label.add_class("fib-probe-activity")
-        self.plan = W.HTML()
-        self.plan.add_class("fib-probe-plan")
         self.live = W.HTML()
         self.live.add_class("fib-probe-live")
         self.acc_table = W.HTML()
@@ -199,25 +136,9 @@ class ProbePanel:
         self.table2.add_class("fib-table2")
         self.log = W.HTML()
         self.image = image_widget()
-        self.error_box = error_widget()
-        self.task.observe(self._on_task, names="value")
-        self.scale.observe(self._on_task, names="value")
-        for w in (
-            self.mechanisms,
-            self.inits,
-            self.depths,
-            self.seeds,
-            self.distances,
-            self.steps,
-            self.precision,
-            self.jobs,
-            self.name,
-        ):
-            w.observe(self._on_change, names="value")
         self.launch_button.on_click(self._on_launch)
         self.stop_button.on_click(self._on_stop)
         self.resume_button.on_click(self._on_resume)
-        self._on_change()
         self.runlist = RunList(
             [ProbeGrids(self.runs), LMRuns(self.runs)],
             on_attach={"probe grid": self.attach},
@@ -226,30 +147,7 @@ class ProbePanel:
         self.widget = W.VBox(
             [
                 self.runlist.widget,
-                W.HBox(
-                    [
-                        W.VBox(
-                            [
-                                self.task,
-                                self.scale,
-                                self.steps,
-                                self.depths,
-                                self.seeds,
-                                self.distances,
-                                self.precision,
-                                self.jobs,
-                                self.name,
-                            ]
-                        ),
-                        self.mechanisms,
-                        self.inits,
-                    ]
-                ),
-                W.HTML(
-                    "<small>mechanisms and inits: Ctrl-click (⌘-click on a Mac) picks several, "
-                    "Shift-click a range</small>"
-                ),
-                self.plan,
+                self.form,
                 self.error_box,
                 W.HBox([self.launch_button, self.stop_button, self.resume_button]),
                 self.status,
@@ -270,89 +168,6 @@ class ProbePanel:
     @property
     def state(self) -> str:
         return "idle" if self.snap is None else self.snap.state
-
-    # -- widgets -> probes.gridspec --------------------------------------------------------------
-    def spec(self) -> GridSpec:
-        """The GridSpec the widgets select (raises ValueError on bad input)."""
-        task = self.task.value
-        dists: tuple = ()
-        if task in ("marked", "shift") and self.distances.value.strip():
-            dists = tuple(parse_numbers(self.distances.value, "distances", int))
-        return GridSpec(
-            task=task,
-            scale=self.scale.value,
-            mechanisms=tuple(self.mechanisms.value),
-            depths=tuple(parse_numbers(self.depths.value, "depths", int)),
-            inits=tuple(self.inits.value),
-            seeds=tuple(parse_numbers(self.seeds.value, "seeds", int)),
-            distances=dists,
-            steps=int(self.steps.value),
-            precision=self.precision.value,
-            jobs=int(self.jobs.value),
-        )
-
-    def settings(self) -> ProbeSettings:
-        """The ProbeSettings the widgets select (raises ValueError on bad input)."""
-        return self.spec().settings()
-
-    def cells(self) -> list[Cell]:
-        """The grid's cells (raises ValueError on bad input)."""
-        if not self.mechanisms.value:
-            raise ValueError("no mechanism selected: pick at least one (e.g. blur)")
-        return self.spec().cells()
-
-    def paper_settings(self) -> bool:
-        """Whether the settings are the paper's Table-2 settings (so its numbers compare)."""
-        try:
-            # the paper's probes ran under bf16 autocast: either precision compares
-            return (
-                self.task.value == "marked"
-                and replace(self.settings(), precision="auto") == SCALES["paper"]
-            )
-        except ValueError:
-            return False
-
-    def grid_name(self) -> str:
-        """The name a launch uses: the name box, else `fiblab.probe_launch.default_name`."""
-        return self.name.value.strip() or PL.default_name(self.spec(), self.runs)
-
-    def results_path(self) -> str:
-        return os.path.join(PL.grids_dir(self.runs), self.grid_name(), PL.RESULTS_NAME)
-
-    # -- handlers --------------------------------------------------------------------------------
-    @guarded
-    def _on_task(self, change) -> None:
-        """A new task or scale starts from its default distances."""
-        if self._filling:
-            return
-        self.distances.unobserve(self._on_change, names="value")
-        try:
-            self.distances.value = default_distances(self.task.value, self.scale.value)
-        finally:
-            self.distances.observe(self._on_change, names="value")
-        self.distances.disabled = self.task.value == "kv"
-        self._on_change()
-
-    @guarded
-    def _on_change(self, change=None) -> None:
-        if self._filling:
-            return
-        spec = self.spec()
-        s, cells = spec.settings(), self.cells()
-        h = self.handle
-        if (
-            h is not None
-            and self.name.value.strip() == h.name
-            and not PL.same_grid({"spec": h.spec}, spec)
-        ):
-            self.name.value = ""  # other settings are another grid: not the watched one's name
-        self.plan.value = (
-            f"{plural(len(cells), 'cell')} × {s.steps} steps (T={s.task.seq_len}, batch "
-            f"{s.batch}, lr {s.lr:g}); grid <code>{html.escape(self.grid_name())}</code>, "
-            f"results in <code>{html.escape(self.results_path())}</code>"
-            + (" — the paper's settings" if self.paper_settings() else "")
-        )
-        show_error(self, None)
 
     @guarded
     def _on_launch(self, button=None) -> None:
@@ -404,7 +219,7 @@ class ProbePanel:
         """Watch a grid launched earlier (e.g. before a kernel restart); its settings fill the
         form, so launch and resume act on that grid."""
         h = PL.attach(name, self.runs)
-        self._fill(h.grid_spec(), h.name)
+        self.fill(h.grid_spec(), h.name)
         self.handle = h
         self._started()
 
@@ -426,27 +241,6 @@ class ProbePanel:
                 f"probe grid {self.handle.name!r} ended {st}: {self.snap.message or 'see its log'}"
             )
         return self.records
-
-    def _fill(self, spec: GridSpec, name: str) -> None:
-        """Set every widget from ``spec`` (handlers held back until the end)."""
-        self._filling = True
-        try:
-            self.task.value, self.scale.value = spec.task, spec.scale
-            self.mechanisms.value = tuple(m for m in spec.mechanisms if m in MECHANISMS)
-            self.inits.value = tuple(i for i in spec.inits if i in INITS)
-            self.depths.value = ", ".join(map(str, spec.depths))
-            self.seeds.value = ", ".join(map(str, spec.seeds))
-            self.distances.value = (
-                ", ".join(map(str, spec.distances))
-                if spec.distances
-                else default_distances(spec.task, spec.scale)
-            )
-            self.distances.disabled = spec.task == "kv"
-            self.steps.value, self.precision.value = spec.steps, spec.precision
-            self.jobs.value, self.name.value = spec.jobs, name
-        finally:
-            self._filling = False
-        self._on_change()
 
     def _started(self, watch: bool | None = None) -> None:
         self._drawn = None
