@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, fields, replace
 from fiblab import detached
 from lab import paths
 from probes import live as LV
-from probes.grid import load_records
+from probes.grid import append_record, load_records
 from probes.gridspec import GridSpec, plural
 
 GRIDS_DIR = "probe-grids"  # under the runs folder
@@ -55,6 +55,8 @@ __all__ = [
     "GridSnapshot",
     "grids_dir",
     "grid_command",
+    "legacy_results",
+    "adopt_records",
     "default_name",
     "same_grid",
     "launch_grid",
@@ -178,6 +180,34 @@ def default_name(spec: GridSpec, runs_dir: str = DEFAULT_RUNS) -> str:
     raise ValueError(f"no free grid name {base}-N under {grids_dir(runs_dir)}: give one")
 
 
+def legacy_results(spec: GridSpec, runs_dir: str = DEFAULT_RUNS) -> str:
+    """The results file notebook 02 and ``fiblab probe`` used before grids had folders (and the
+    CLI's default ``--out``): ``<runs>/probes/<task>-<scale>.jsonl``."""
+    return os.path.join(runs_dir, "probes", f"{spec.task}-{spec.scale}.jsonl")
+
+
+def adopt_records(results_path: str, spec: GridSpec, runs_dir: str = DEFAULT_RUNS) -> int:
+    """Start a new grid's results file with the cells `legacy_results` already holds (so a grid
+    trained in the kernel before is not trained again); returns how many.  Only for a grid
+    without a results file, and only at the scale's marker distances (that file did not tell
+    other distances apart)."""
+    old = legacy_results(spec, runs_dir)
+    if os.path.exists(results_path) or not os.path.exists(old):
+        return 0
+    settings = spec.settings()
+    if spec.task == "marked" and spec.distances:
+        from probes.settings import TASK_SCALES
+
+        if tuple(spec.distances) != tuple(TASK_SCALES["marked"][spec.scale].task.distances):
+            return 0
+    keys = [c.key(settings) for c in spec.cells()]
+    found = {r.get("key"): r for r in load_records(old)}
+    kept = [found[k] for k in keys if k in found]
+    for rec in kept:
+        append_record(results_path, rec)
+    return len(kept)
+
+
 def grid_command(
     spec: GridSpec, out: str, live_dir: str, store: str = "", python: str | None = None
 ) -> list[str]:
@@ -217,7 +247,8 @@ def launch_grid(
 
     A grid folder that already holds this name with the same settings is continued (its
     finished cells are skipped: that is `resume`, which may change ``jobs``); with other
-    settings it is refused."""
+    settings it is refused.  A new grid starts with the cells the older shared results file
+    holds (`adopt_records`)."""
     cells = spec.cells()  # validates before any work
     settings = spec.settings()
     keys = [c.key(settings) for c in cells]
@@ -234,6 +265,7 @@ def launch_grid(
         )
     os.makedirs(folder, exist_ok=True)
     LV.clear(folder)  # an old stop request must not fire, old live files must not show
+    adopt_records(os.path.join(folder, RESULTS_NAME), spec, runs_dir)
     cmd = grid_command(spec, os.path.join(folder, RESULTS_NAME), folder, store or "")
     proc = detached.start(
         cmd, os.path.join(folder, LOG_NAME), env=env, cwd=cwd or str(paths.work_dir())

@@ -173,6 +173,27 @@ def test_names_same_cells_continue_other_cells_get_a_new_name(tmp_path):
     assert os.listdir(folder) == [PL.META_NAME]  # nothing was started
 
 
+def test_a_new_grid_starts_with_the_cells_the_old_shared_results_file_holds(tmp_path):
+    """Notebook 02 used to append to <runs>/probes/<task>-<scale>.jsonl: a grid of those
+    cells does not train them again."""
+    keys = TWO.keys()
+    old = PL.legacy_results(TWO, str(tmp_path))
+    assert old == str(tmp_path / "probes" / "marked-tiny.jsonl")
+    os.makedirs(os.path.dirname(old))
+    cell = TWO.cells()[1]
+    mine = {"key": keys[1], "mechanism": cell.mechanism, "depth": 2, "init": "staggered"}
+    mine |= {"seed": 0, "task": "marked", "steps": STEPS, "acc": {"5": 0.5}}
+    other = {**mine, "key": "marked/blur/d9/staggered/s0/n60/b8/lr0.003/w2"}
+    with open(old, "w") as f:
+        f.write(json.dumps(other) + "\n" + json.dumps(mine) + "\n")
+    new = tmp_path / "grid" / "results.jsonl"
+    assert PL.adopt_records(str(new), TWO, str(tmp_path)) == 1
+    assert load_records(str(new)) == [mine]
+    assert PL.adopt_records(str(new), TWO, str(tmp_path)) == 0  # only into a new file
+    far = GridSpec(**{**TWO.to_dict(), "distances": [7, 11]})  # the old file mixed distances
+    assert PL.adopt_records(str(tmp_path / "g2" / "r.jsonl"), far, str(tmp_path)) == 0
+
+
 # -- real processes ----------------------------------------------------------------------------
 def test_a_launched_grid_records_what_run_grid_computes(tmp_path, oracle):
     h = _launch(tmp_path, TWO)
