@@ -29,17 +29,17 @@ from __future__ import annotations
 import math
 import os
 import re
-import statistics
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field, fields, replace
 
 from fiblab import detached
+from fiblab.probe_progress import activity, eta_seconds
 from lab import paths
 from probes import live as LV
 from probes.grid import append_record, load_records
-from probes.gridspec import GridSpec, plural
+from probes.gridspec import GridSpec
 
 GRIDS_DIR = "probe-grids"  # under the runs folder
 META_NAME = "grid.json"
@@ -336,66 +336,6 @@ def state(h: GridHandle) -> str:
     return end if end in ("done", "stopped") else "failed"
 
 
-def eta_seconds(
-    pending_depths: list[int],
-    running: list[tuple[int, int, int, float | None]],
-    steps: int,
-    jobs: int,
-    finished: list[tuple[int, float | None, float | None]] = (),
-) -> float:
-    """Seconds left, from measured step times scaled by depth (a step's cost grows with the
-    layers).  ``running``: (depth, step, steps, seconds per step or None) of each cell training
-    now; ``finished``: (depth, seconds per step, wall seconds from start to record) of the
-    cells this launch finished.  Steps are timed after each cell's first step (which builds the
-    kernel) and include the live accuracy evaluations.  The rate is the median seconds per
-    layer-step of the running cells, else of the finished ones; each cell not started yet also
-    costs the median overhead of the finished ones (model build, first step, final evaluation:
-    wall − steps × step time).  The work left is shared by ``jobs`` processes.  NaN before any
-    step is measured: no guess from the first step alone."""
-    rates = [s / d for d, _, _, s in running if s and d]
-    if not rates:
-        rates = [s / d for d, s, _ in finished if s and d]
-    if not rates:
-        return math.nan
-    rate = statistics.median(rates)
-    over = [max(0.0, w - steps * s) for _, s, w in finished if s and w]
-    overhead = statistics.median(over) if over else 0.0
-    work = sum(max(n - k, 0) * d for d, k, n, _ in running) + steps * sum(pending_depths)
-    lanes = max(1, min(jobs, len(running) + len(pending_depths)))
-    return (work * rate + overhead * len(pending_depths)) / lanes
-
-
-def _cell_name(r: dict) -> str:
-    return f"{r['mechanism']} depth {r['depth']} {r['init']} seed {r['seed']}"
-
-
-def _activity(st: str, h: GridHandle, running: list[dict], done: int) -> str:
-    """What the grid is doing now, in words (the start-up phases included)."""
-    total = len(h.keys)
-    if st == "starting":
-        return "starting the process (loading Python and torch; a few seconds)"
-    if st == "stopping":
-        return "stopping: abandoning the running cell" + ("s" if len(running) > 1 else "")
-    if st != "running":
-        return ""
-    if not running:
-        if done == total:
-            return f"all {plural(total, 'cell')} trained; the process is finishing"
-        return "starting the next cell (a worker process loads torch first)"
-    parts = []
-    for r in running:
-        if r.get("phase") == "building":
-            parts.append(
-                f"{_cell_name(r)}: building the model and taking its first step (the "
-                f"attention kernel is compiled on first use, ≈ 20–30 s once)"
-            )
-        elif r.get("phase") == "evaluating":
-            parts.append(f"{_cell_name(r)}: evaluating accuracy")
-        else:
-            parts.append(f"{_cell_name(r)}: step {r.get('step', 0)} / {r.get('steps', '?')}")
-    return "; ".join(parts)
-
-
 def snapshot(h: GridHandle) -> GridSnapshot:
     """The grid now: state, finished records, running cells, activity, ETA, message."""
     st = state(h)
@@ -438,7 +378,7 @@ def snapshot(h: GridHandle) -> GridSnapshot:
         steps=h.steps,
         records=records,
         running=running,
-        activity=_activity(st, h, running, len(records)),
+        activity=activity(st, len(h.keys), running, len(records)),
         eta_s=eta,
         message=message,
         returncode=rc,
