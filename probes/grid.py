@@ -16,6 +16,7 @@ import time
 import torch
 
 from lab.progress import bar as progress_bar
+from probes.live import StopRequested
 from probes.runner import run_cell
 from probes.settings import LEARNED, Cell, ProbeSettings, mechanism
 
@@ -48,11 +49,12 @@ def append_record(path: str, rec: dict) -> None:
         os.fsync(f.fileno())
 
 
-def _cell_worker(cell: Cell, settings: ProbeSettings, threads: int, log_to=None) -> dict:
+def _cell_worker(cell: Cell, settings: ProbeSettings, threads: int, log_to=None, live=None) -> dict:
     """One cell in a worker process of `run_grid(jobs > 1)`, on `threads` intra-op threads
-    (with ``log_to``, the worker opens its own sink for its cell's folder)."""
+    (with ``log_to``, the worker opens its own sink for its cell's folder; with ``live``, it
+    writes its cell's live file and checks the stop request itself)."""
     torch.set_num_threads(threads)
-    return run_cell(cell, settings, progress=False, log_to=log_to)
+    return run_cell(cell, settings, progress=False, log_to=log_to, live=live)
 
 
 def run_grid(
@@ -64,6 +66,7 @@ def run_grid(
     on_step=None,
     jobs: int = 1,
     log_to=None,
+    live=None,
 ) -> list[dict]:
     """Run every cell not already in `out_path` (appending one JSON line each).
 
@@ -75,6 +78,10 @@ def run_grid(
     order either way.  If a cell fails, no further cell starts, the cells already running are
     finished and recorded, and the first error is raised.  ``log_to`` (a `lab.runlog.LogSpec`)
     also logs each cell that runs live, into its own folder (skipped cells log nothing).
+    ``live`` (a `probes.live.LiveSpec`): every running cell reports into its live file and
+    checks the stop request between steps; a stop raises `probes.live.StopRequested` once the
+    running cells are abandoned — the cells finished before it are in `out_path`, and running
+    the grid again trains only the others.
     """
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs={jobs!r} must be an integer >= 1")
@@ -89,10 +96,12 @@ def run_grid(
         fresh[rec["key"]] = rec
         if on_record:
             on_record(rec)
+        if live is not None:  # the record is kept now: the cell is no longer "running"
+            live.remove(rec["key"])
 
     if jobs == 1 or len(todo) <= 1:
         for cell in todo:
-            finish(run_cell(cell, settings, progress, on_step, log_to))
+            finish(run_cell(cell, settings, progress, on_step, log_to, live))
     else:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -111,7 +120,7 @@ def run_grid(
             cells_bar,
             ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as pool,
         ):
-            futures = [pool.submit(_cell_worker, c, settings, threads, log_to) for c in todo]
+            futures = [pool.submit(_cell_worker, c, settings, threads, log_to, live) for c in todo]
             try:
                 for fut in as_completed(futures):
                     if fut.cancelled():
@@ -136,8 +145,8 @@ def run_grid(
                 for f in futures:
                     f.cancel()
                 raise
-        if errors:
-            raise errors[0]
+        if errors:  # a cell's own failure says more than the stop request beside it
+            raise next((e for e in errors if not isinstance(e, StopRequested)), errors[0])
     return [done.get(c.key(settings)) or fresh[c.key(settings)] for c in cells]
 
 

@@ -18,6 +18,7 @@ from lab.model import build_model
 from lab.precision import autocast
 from lab.progress import bar as progress_bar
 from lab.runlog import LogSpec, acc_scalars, alpha_scalars, open_sink
+from probes.live import LiveSpec, StopRequested
 from probes.record import AlphaPoint, LossPoint, ProbeRecord
 from probes.settings import INITS, Cell, ProbeSettings, mechanism
 from probes.tasks import (
@@ -70,6 +71,7 @@ def run_cell(
     progress: bool = True,
     on_step=None,
     log_to: LogSpec | None = None,
+    live: LiveSpec | None = None,
 ) -> dict:
     """Train one cell and return its record (`probes.record.ProbeRecord.to_dict()`: the JSONL
     line and `Store.log_probe`'s input).
@@ -78,19 +80,33 @@ def run_cell(
     end (the progress bar's cadence), e.g. to drive a notebook's progress bar and α plot.
     ``progress``: a tqdm bar on stderr (the cell, steps done, loss, elapsed time and ETA).
     ``log_to``: also send the record's points (loss and α every `log_every` steps, the final α
-    and accuracy at the last step) to a live sink (`lab.runlog`) named by the cell's key."""
+    and accuracy at the last step) to a live sink (`lab.runlog`) named by the cell's key.
+    ``live``: report the cell while it trains into the grid folder's live file (`probes.live`:
+    step, loss, α, a live accuracy curve; throttled) and check the grid's stop request before
+    every step — `probes.live.StopRequested` abandons the cell (no record, its live file gone).
+    Live reporting changes no number of the record (the live accuracy uses the final
+    evaluation's own seeded batch, in eval mode, without gradients)."""
+    if live is not None and live.stop_requested():
+        raise StopRequested(f"stop requested before cell {cell_label(cell).strip()} started")
     model = build_probe_model(cell, settings)
     device = next(model.parameters()).device
     settings = settings.resolved(device)  # "auto" → what this device computes in: the record says
     sink = open_sink(log_to, cell.key(settings))
+    watch = live.open(cell, cell.key(settings), settings.steps) if live is not None else None
     try:
-        return _train_cell(model, cell, settings, progress, on_step, sink)
+        return _train_cell(model, cell, settings, progress, on_step, sink, watch)
+    except BaseException:
+        if watch is not None:
+            watch.abandon()
+        raise
     finally:
         if sink:
             sink.close()
 
 
-def _train_cell(model, cell: Cell, settings: ProbeSettings, progress, on_step, sink) -> dict:
+def _train_cell(
+    model, cell: Cell, settings: ProbeSettings, progress, on_step, sink, watch=None
+) -> dict:
     device = next(model.parameters()).device
     opt = torch.optim.AdamW(model.parameters(), lr=settings.lr)
     gen = torch.Generator().manual_seed(cell.seed)
@@ -103,6 +119,8 @@ def _train_cell(model, cell: Cell, settings: ProbeSettings, progress, on_step, s
         progress, desc=cell_label(cell), total=settings.steps, unit="step", mininterval=0.5
     )
     for step in range(settings.steps):
+        if watch is not None and watch.spec.stop_requested():
+            raise StopRequested(f"stop requested at step {step} of {watch.key}")
         if is_blur:
             model.set_blur_width(blur_width(step, settings.steps, w0=settings.blur_w0))
         if step % settings.log_every == 0:
@@ -118,8 +136,12 @@ def _train_cell(model, cell: Cell, settings: ProbeSettings, progress, on_step, s
             bar.set_postfix(loss=f"{loss.item():.3f}")
             if on_step is not None:
                 on_step(cell, step + 1, settings.steps, loss.item(), secs, model.alphas())
+        if watch is not None:
+            _report(watch, model, cell, settings, step + 1, loss, trajectory, losses)
     bar.close()
     trajectory.append({"step": settings.steps, "alphas": model.alphas()})
+    if watch is not None:
+        watch.evaluating()
     model.eval()
     with torch.no_grad(), autocast(device, precision):
         acc = _task_accuracy(model, cell, settings)
@@ -141,6 +163,17 @@ def _train_cell(model, cell: Cell, settings: ProbeSettings, progress, on_step, s
         loss=tuple(LossPoint(p["step"], p["loss"]) for p in losses),
         settings=json.loads(json.dumps({k: v for k, v in asdict(settings).items() if k != "task"})),
     ).to_dict()
+
+
+def _report(watch, model, cell, settings, done, loss, trajectory, losses) -> None:
+    """The live file after step `done`: a live accuracy now and then, the values when due."""
+    if watch.eval_due(done):
+        model.eval()
+        with torch.no_grad(), autocast(next(model.parameters()).device, settings.precision):
+            watch.accuracy(done, _task_accuracy(model, cell, settings))
+        model.train()
+    if watch.due(done):
+        watch.step(done, loss.item(), model.alphas(), trajectory, losses)
 
 
 def task_loss(model, cell: Cell, settings: ProbeSettings, gen: torch.Generator):

@@ -132,6 +132,15 @@ TASK_SCALES = {
 }
 
 
+#: How to read a cell's record name (`Cell.key`), for every place that shows one.
+KEY_LEGEND = (
+    "task / mechanism / d<layers> / α init (- when α is not learned) / s<seed> / n<steps> / "
+    "b<batch> / lr<learning rate> / w<window W> [/ bf16]; e.g. "
+    "marked/blur/d2/staggered/s0/n150/b8/lr0.003/w2 is the marked copy task through the blur "
+    "gather, 2 layers, staggered init, seed 0, 150 steps, batch 8, lr 0.003, window 2"
+)
+
+
 @dataclass(frozen=True)
 class Cell:
     mechanism: str

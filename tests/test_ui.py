@@ -272,7 +272,9 @@ def test_probe_panel_runs_a_tiny_grid(tmp_path):
         store=str(tmp_path / "s.db"),
         out_dir=str(tmp_path),
     )
-    p.run_button.click()
+    p.launch_button.click()  # a separate process (fiblab.probe_launch); the kernel is free
+    assert p.error is None and p.handle is not None
+    assert p.wait(timeout=300) == "done"
     assert p.error is None and len(p.records) == 1
     assert p.progress.value == p.progress.max == 4 and p.progress_steps == 4
     rec = p.records[0]

@@ -230,6 +230,21 @@ def build_parser() -> FibParser:
         "--lr", type=positive_float, default=None, help="learning rate (default: the scale's)"
     )
     s.add_argument(
+        "--log-every",
+        type=positive_int,
+        default=None,
+        help="log α and loss every N steps (default: the scale's)",
+    )
+    s.add_argument(
+        "--marker-distances",
+        type=int,
+        nargs="+",
+        default=None,
+        metavar="D",
+        help="marked: the marker distances, one marker each (default: the scale's, e.g. 200 "
+        "350 at paper scale)",
+    )
+    s.add_argument(
         "--precision",
         choices=["auto", "fp32", "bf16"],
         default=None,
@@ -254,7 +269,16 @@ def build_parser() -> FibParser:
     s.add_argument(
         "--store",
         default=paths.store_path(),
-        help="experiment store to log the records into ('' to skip; FIBLAB_STORE sets it)",
+        help="experiment store to log each record into as its cell finishes ('' to skip; "
+        "FIBLAB_STORE sets it)",
+    )
+    s.add_argument(
+        "--live",
+        default=None,
+        metavar="DIR",
+        help="folder for live progress (progress.json, live/*.json per running cell) and the "
+        "stop request: touch DIR/STOP and the running cells are abandoned, finished ones kept "
+        "(default: none; fiblab.probe_launch sets it)",
     )
     add_log_options(s)
     s.set_defaults(fn=cmd_probe)

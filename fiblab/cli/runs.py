@@ -7,14 +7,15 @@ import sys
 import time
 
 from fiblab.cli.exports import log_spec
-from lab.wording import plural
 
 
 def cmd_probe(args) -> int:
     from dataclasses import replace as dc_replace
 
     from lab import jsonio
+    from lab.wording import plural
     from probes import retrieval as R
+    from probes.live import StopRequested, write_progress
 
     if args.scale not in R.TASK_SCALES[args.task]:
         raise ValueError(
@@ -28,10 +29,18 @@ def cmd_probe(args) -> int:
             ("steps", args.steps),
             ("batch", args.batch),
             ("lr", args.lr),
+            ("log_every", args.log_every),
             ("precision", args.precision),
         )
         if v is not None
     }
+    if args.marker_distances:
+        if args.task != "marked":
+            raise ValueError(
+                f"--marker-distances is for the marked task, not {args.task}: use --distances "
+                f"for shift's trained distances"
+            )
+        over["task"] = dc_replace(settings.task, distances=tuple(args.marker_distances))
     settings = dc_replace(settings, **over).resolved()  # auto → this CPU's; bf16 may warn
     if args.task == "shift" and not args.distances:
         raise ValueError("probe shift needs --distances (the trained distances, e.g. 89 233 350)")
@@ -43,16 +52,48 @@ def cmd_probe(args) -> int:
     out = args.out or os.path.join(runs_dir(), "probes", f"{args.task}-{args.scale}.jsonl")
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)  # a bad --out fails first
     t0 = time.perf_counter()
-    records = R.run_grid(
-        cells, settings, out, progress=not args.no_progress, jobs=args.jobs, log_to=log_spec(args)
-    )
+    keys = [c.key(settings) for c in cells]
+    live = _live_start(args, keys, out)
+    keep = _store_writer(args.store, live)
+    done = {r["key"]: r for r in R.load_records(out)}
+    earlier = _store_writer(args.store)
+    for key in keys:  # finished earlier: in the store before anything new is trained
+        if key in done:
+            earlier(done[key])
+    try:
+        records = R.run_grid(
+            cells,
+            settings,
+            out,
+            progress=not args.no_progress,
+            on_record=keep,  # each cell in the store as it finishes: a stop keeps them
+            jobs=args.jobs,
+            log_to=log_spec(args),
+            live=live,
+        )
+    except StopRequested:
+        finished = {r["key"] for r in R.load_records(out)} & set(keys)
+        msg = (
+            f"stopped by request: {len(finished)} of {plural(len(keys), 'cell')} finished "
+            f"(kept in {out}); run the same command again to train the others"
+        )
+        if live is not None:
+            write_progress(live.folder, exit="stopped", message=msg, done=len(finished))
+        print(msg)
+        return 0
+    except BaseException as e:
+        if live is not None:
+            why = "ended by SIGTERM" if isinstance(e, SystemExit) else f"{type(e).__name__}: {e}"
+            write_progress(live.folder, exit="failed", message=why)
+        raise
     wall = time.perf_counter() - t0
-    if args.store:
-        from lab.store import Store
-
-        with Store(args.store) as store:
-            for rec in records:
-                store.log_probe(rec)  # upsert: re-logging replaces
+    if live is not None:
+        write_progress(
+            live.folder,
+            exit="done",
+            done=len(records),
+            message=f"done: {plural(len(records), 'cell')} in {wall:.0f} s",
+        )
     if args.json:
         for rec in records:
             print(
@@ -97,6 +138,57 @@ def cmd_probe(args) -> int:
             )
             print(format_table2(rows))
     return 0
+
+
+def _store_writer(store: str, live=None):
+    """A callable run as each cell finishes: log its record into ``store`` ('' for none — the
+    grid process is the store's one writer; a notebook watching it only reads) and, with
+    ``live``, note in progress.json the cell's measured seconds per step (for the ETA)."""
+    trained: dict[str, dict] = {}
+
+    def keep(rec: dict) -> None:
+        if store:
+            from lab.store import Store
+
+            with Store(store) as st:
+                st.log_probe(rec)  # upsert: re-logging replaces
+        if live is not None:
+            now = live.read(rec["key"]) or {}
+            wall = time.time() - now["started"] if now.get("started") else None
+            trained[rec["key"]] = {"step_s": now.get("step_s"), "wall_s": wall}
+            from probes.live import write_progress
+
+            write_progress(live.folder, trained=trained)
+
+    return keep
+
+
+def _live_start(args, keys: list[str], out: str):
+    """With ``--live DIR``: the grid's progress file and the cells' live spec (`probes.live`);
+    SIGTERM then ends the grid through Python, so the progress file says how it ended."""
+    if not args.live:
+        return None
+    import signal
+
+    from probes.live import LiveSpec, write_progress
+
+    def term(signum, frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, term)
+    write_progress(
+        args.live,
+        pid=os.getpid(),
+        keys=keys,
+        total=len(keys),
+        jobs=args.jobs,
+        out=os.path.abspath(out),
+        phase="running",
+        exit=None,
+        message="",
+        started=time.time(),
+    )
+    return LiveSpec(args.live)
 
 
 def cmd_train(args) -> int:

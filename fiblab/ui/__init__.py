@@ -2,7 +2,8 @@
 
     fiblab.ui.coverage   CoverageExplorer (notebook 01); its pure `explore` step and its figure
                          in fiblab.ui.coverage_explore and fiblab.ui.coverage_figure
-    fiblab.ui.probes     ProbePanel (notebook 02) over probes.settings and probes.grid
+    fiblab.ui.probes     ProbePanel (notebook 02) over fiblab.probe_launch; its form in
+                         fiblab.ui.probe_form, its status and tables in fiblab.ui.probe_view
     fiblab.ui.train      TrainPanel (notebook 03) over fiblab.launch
     fiblab.ui.alphas     AlphaExplorer (notebook 04) over analysis.trajectories
     fiblab.ui.results    ResultsPanel (notebook 05); its sections in fiblab.ui.sections,

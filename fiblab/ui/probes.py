@@ -1,10 +1,18 @@
-"""The retrieval-probe panel (notebook 02): pick a grid, run it with a progress bar, read the
-accuracy per distance, the α trajectories, and the Table-2 layout beside the paper's numbers.
+"""The retrieval-probe panel (notebook 02): pick a grid, launch it as a separate process, watch
+it train, stop it, resume it; read the accuracy per distance, the α trajectories and the Table-2
+layout beside the paper's numbers.
 
-`ProbePanel.settings()` and `.cells()` turn the widgets into `probes.settings` objects (pure,
-testable); `.run()` (the Run button) trains the grid in the kernel through
-`probes.grid.run_grid` — resumable: cells already in the results file are not retrained —
-logs every record into the experiment store and redraws after each finished cell.
+The form (`fiblab.ui.probe_form`) is a `probes.gridspec.GridSpec` (`ProbePanel.spec()`,
+`.settings()`, `.cells()`: pure, testable); the text of the live view is `fiblab.ui.probe_view`.  **launch** starts ``python -m fiblab.cli probe … --live <grid folder>`` through
+`fiblab.probe_launch` in its own session, so the kernel stays free, Kernel › Interrupt or a
+restart do not touch it, and a paper-scale grid can run for hours.  A background thread
+(``auto_refresh``) redraws every ``every`` seconds from the grid's files: cells done, the running
+cell's step, loss, α and live accuracy, the results table as cells finish, an ETA from measured
+step times.  **stop** abandons the running cell between two steps (finished cells are kept, in
+the results file and the store); **resume** runs the same command, which trains only the cells
+not finished.  On open the panel lists the grids (and LM runs) that are running or stopped:
+**attach** fills the form with that grid's settings and watches it.  `run()` (scripts, the smoke
+cell) launches and waits.
 
 Distances mean, by task: ``marked`` — the two marker distances of the task (the paper's 200,
 350); ``shift`` — the trained distance of each cell (one cell per distance); ``kv`` — unused (the
@@ -16,18 +24,15 @@ from __future__ import annotations
 
 import html
 import math
-import os
-from dataclasses import replace
+import threading
 
 import ipywidgets as W
 
 from analysis.probe_table import format_table2, table2_rows
+from fiblab import probe_launch as PL
 from fiblab.ui.common import (
-    error_widget,
     guarded,
-    html_table,
     image_widget,
-    parse_numbers,
     png,
     runs_dir,
     set_png,
@@ -35,28 +40,28 @@ from fiblab.ui.common import (
     smoke,
     store_path,
 )
-from lab.precision import PRECISIONS, describe_auto
-from probes.grid import grid, run_grid
-from probes.settings import INITS, MECHANISMS, SCALES, TASK_SCALES, Cell, ProbeSettings
+from fiblab.ui.probe_form import TASKS, ProbeForm, default_distances
+from fiblab.ui.probe_view import (
+    ProbeGrids,
+    legend_html,
+    live_html,
+    results_html,
+    status_html,
+)
+from fiblab.ui.runlist import LMRuns, RunList
+from lab.wording import plural
 
-TASKS = ("marked", "shift", "kv")
-
-
-def default_distances(task: str, scale: str) -> str:
-    """The distances text a task and scale start from (the scale's own marker distances; for
-    shift the paper's 89, 233, 350, or 5, 13 at the tiny T=48)."""
-    if task == "marked":
-        return ", ".join(map(str, TASK_SCALES["marked"][scale].task.distances))
-    if task == "shift":
-        return "5, 13" if TASK_SCALES["shift"][scale].task.seq_len < 400 else "89, 233, 350"
-    return ""
+__all__ = ["ProbePanel", "ProbeGrids", "default_distances", "trajectory_png", "TASKS"]
 
 
-class ProbePanel:
-    """Widgets for the probe grid; display the object (or ``.widget``) in a notebook.
+class ProbePanel(ProbeForm):
+    """One probe grid: the form (`fiblab.ui.probe_form.ProbeForm`), the buttons and the live
+    view; display the object (or ``.widget``) in a notebook.
 
-    State: ``records`` (the grid's records after `run`), ``progress_steps`` (steps done),
-    ``error`` (the message shown, or None), ``store`` / ``out_dir`` (where results go).
+    State: ``handle`` (the `fiblab.probe_launch.GridHandle` watched), ``snap`` (its last
+    `GridSnapshot`), ``records`` (its finished cells), ``progress_steps`` (steps done),
+    ``error`` (the message shown, or None), ``store`` / ``runs`` (where results go; grids live
+    in ``<runs>/probe-grids/<name>/``).  ``out_dir`` is an older name for ``runs``.
     """
 
     def __init__(
@@ -72,101 +77,85 @@ class ProbePanel:
         store: str | None = None,
         out_dir: str | None = None,
         render: bool = True,
+        runs: str | None = None,
+        jobs: int = 1,
+        name: str = "",
+        auto_refresh: bool = True,
+        every: float = 2.0,
+        env: dict | None = None,
     ):
-        scale = scale or ("tiny" if smoke() else "quick")
+        super().__init__(
+            task=task,
+            scale=scale or ("tiny" if smoke() else "quick"),
+            mechanisms=mechanisms,
+            depths=depths,
+            inits=inits,
+            seeds=seeds,
+            steps=steps,
+            distances=distances,
+            jobs=jobs,
+            name=name,
+            runs=runs or out_dir or runs_dir(),
+        )
         self.store = store_path() if store is None else store
-        self.out_dir = out_dir or os.path.join(runs_dir(), "probes")
         self.render = render
+        self.auto_refresh = auto_refresh
+        self.every = every
+        self.env = env
+        self.handle: PL.GridHandle | None = None
+        self.snap: PL.GridSnapshot | None = None
         self.records: list[dict] = []
-        self.error: str | None = None
         self.progress_steps = 0
-        style = {"description_width": "initial"}
-        self.task = W.Dropdown(options=list(TASKS), value=task, description="task", style=style)
-        self.scale = W.Dropdown(
-            options=["paper", "quick", "tiny"], value=scale, description="scale", style=style
+        self._lock = threading.RLock()
+        self._watcher: threading.Thread | None = None
+        self._stop_watch = threading.Event()
+        self._drawn = None  # what the α figure shows now (redrawn only when it changes)
+        self.launch_button = W.Button(
+            description="launch grid", icon="rocket", button_style="primary"
         )
-        self.mechanisms = W.SelectMultiple(
-            options=list(MECHANISMS),
-            value=tuple(mechanisms),
-            description="mechanisms",
-            rows=6,
-            style=style,
-        )
-        self.inits = W.SelectMultiple(
-            options=list(INITS),
-            value=tuple(inits),
-            description="inits (learned α)",
-            rows=2,
-            style=style,
-        )
-        self.depths = W.Text(value=", ".join(map(str, depths)), description="depths", style=style)
-        self.seeds = W.Text(value=", ".join(map(str, seeds)), description="seeds", style=style)
-        self.distances = W.Text(
-            value=default_distances(task, scale) if distances is None else distances,
-            description="distances",
-            style=style,
-            disabled=task == "kv",
-        )
-        self.steps = W.BoundedIntText(
-            value=steps, min=0, max=10**7, description="steps (0: scale's)", style=style
-        )
-        self.precision = W.Dropdown(
-            # "auto (fp32 on this CPU)": what auto picks here, so a slow choice is visible
-            options=[(describe_auto("cpu"), "auto"), *((p, p) for p in PRECISIONS)],
-            value="auto",
-            description="precision (bf16: autocast)",
-            style=style,
-        )
-        self.run_button = W.Button(description="run grid", icon="play", button_style="primary")
-        self.progress = W.IntProgress(value=0, min=0, max=1, description="progress")
+        self.launch_button.add_class("fib-probe-launch")
+        self.stop_button = W.Button(description="stop", icon="stop", disabled=True)
+        self.stop_button.add_class("fib-probe-stop")
+        self.resume_button = W.Button(description="resume", icon="play", disabled=True)
+        self.resume_button.add_class("fib-probe-resume")
+        self.status = W.HTML(value="no grid launched")
+        self.status.add_class("fib-probe-status")
+        self.progress = W.IntProgress(value=0, min=0, max=1, description="steps")
         self.progress.add_class("fib-probe-progress")
         self.progress_label = W.HTML()
-        self.plan = W.HTML()
+        self.progress_label.add_class("fib-probe-activity")
+        self.live = W.HTML()
+        self.live.add_class("fib-probe-live")
         self.acc_table = W.HTML()
         self.acc_table.add_class("fib-probe-acc")
+        self.legend = W.HTML()
+        self.legend.add_class("fib-probe-legend")
         self.table2 = W.HTML()
         self.table2.add_class("fib-table2")
+        self.log = W.HTML()
         self.image = image_widget()
-        self.error_box = error_widget()
-        self.task.observe(self._on_task, names="value")
-        self.scale.observe(self._on_task, names="value")
-        for w in (
-            self.mechanisms,
-            self.inits,
-            self.depths,
-            self.seeds,
-            self.distances,
-            self.steps,
-            self.precision,
-        ):
-            w.observe(self._on_change, names="value")
-        self.run_button.on_click(self._on_run)
-        self._on_change()
+        self.launch_button.on_click(self._on_launch)
+        self.stop_button.on_click(self._on_stop)
+        self.resume_button.on_click(self._on_resume)
+        self.runlist = RunList(
+            [ProbeGrids(self.runs), LMRuns(self.runs)],
+            on_attach={"probe grid": self.attach},
+            where={"LM run": "notebook 03"},
+        )
         self.widget = W.VBox(
             [
-                W.HBox(
-                    [
-                        W.VBox(
-                            [
-                                self.task,
-                                self.scale,
-                                self.steps,
-                                self.depths,
-                                self.seeds,
-                                self.distances,
-                                self.precision,
-                            ]
-                        ),
-                        self.mechanisms,
-                        self.inits,
-                    ]
-                ),
-                self.plan,
+                self.runlist.widget,
+                self.form,
                 self.error_box,
-                W.HBox([self.run_button, self.progress, self.progress_label]),
+                W.HBox([self.launch_button, self.stop_button, self.resume_button]),
+                self.status,
+                W.HBox([self.progress, self.progress_label]),
+                self.live,
                 self.acc_table,
+                self.legend,
                 self.image,
                 self.table2,
+                self.log,
             ]
         )
         self.widget.add_class("fib-probe-panel")
@@ -174,161 +163,171 @@ class ProbePanel:
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
 
-    # -- widgets -> probes.retrieval -------------------------------------------------------------
-    def settings(self) -> ProbeSettings:
-        """The ProbeSettings the widgets select (raises ValueError on bad input)."""
-        s = TASK_SCALES[self.task.value][self.scale.value]
-        if self.steps.value:
-            s = replace(
-                s,
-                steps=int(self.steps.value),
-                log_every=max(1, min(s.log_every, self.steps.value // 4 or 1)),
-            )
-        if self.task.value == "marked" and self.distances.value.strip():
-            dists = tuple(parse_numbers(self.distances.value, "distances", int))
-            s = replace(s, task=replace(s.task, distances=dists))  # validated by MarkedCopy
-        return replace(s, precision=self.precision.value)
-
-    def cells(self) -> list[Cell]:
-        """The grid's cells (raises ValueError on bad input)."""
-        mechs = list(self.mechanisms.value)
-        if not mechs:
-            raise ValueError("no mechanism selected: pick at least one (e.g. blur)")
-        inits = list(self.inits.value) or ["uniform"]
-        depths = parse_numbers(self.depths.value, "depths", int)
-        seeds = parse_numbers(self.seeds.value, "seeds", int)
-        bad = [d for d in depths if d < 1]
-        if bad:
-            raise ValueError(f"depths {bad} must be >= 1 (layers; the paper uses 2, 4, 8)")
-        dists: tuple = (None,)
-        if self.task.value == "shift":
-            dists = tuple(parse_numbers(self.distances.value, "distances", int))
-            T = self.settings().task.seq_len
-            far = [d for d in dists if not 1 <= d < T]
-            if far:
-                raise ValueError(
-                    f"shift distances {far} must lie in 1..{T - 1} (the task's "
-                    f"seq_len is {T} at scale {self.scale.value!r})"
-                )
-        return grid(mechs, depths, inits, seeds, self.task.value, dists)
-
-    def paper_settings(self) -> bool:
-        """Whether the settings are the paper's Table-2 settings (so its numbers compare)."""
-        try:
-            # the paper's probes ran under bf16 autocast: either precision compares
-            return (
-                self.task.value == "marked"
-                and replace(self.settings(), precision="auto") == SCALES["paper"]
-            )
-        except ValueError:
-            return False
-
-    def results_path(self) -> str:
-        return os.path.join(self.out_dir, f"{self.task.value}-{self.scale.value}.jsonl")
-
-    # -- handlers --------------------------------------------------------------------------------
-    @guarded
-    def _on_task(self, change) -> None:
-        """A new task or scale starts from its default distances."""
-        self.distances.unobserve(self._on_change, names="value")
-        try:
-            self.distances.value = default_distances(self.task.value, self.scale.value)
-        finally:
-            self.distances.observe(self._on_change, names="value")
-        self.distances.disabled = self.task.value == "kv"
-        self._on_change()
+    @property
+    def state(self) -> str:
+        return "idle" if self.snap is None else self.snap.state
 
     @guarded
-    def _on_change(self, change=None) -> None:
-        s, cells = self.settings(), self.cells()
-        self.plan.value = (
-            f"{len(cells)} cells × {s.steps} steps (T={s.task.seq_len}, batch "
-            f"{s.batch}, lr {s.lr:g}); results in "
-            f"<code>{html.escape(self.results_path())}</code>"
-            + (" — the paper's settings" if self.paper_settings() else "")
+    def _on_launch(self, button=None) -> None:
+        self.launch()
+
+    @guarded
+    def _on_stop(self, button=None) -> None:
+        self.stop()
+
+    @guarded
+    def _on_resume(self, button=None) -> None:
+        self.resume()
+
+    # -- actions ---------------------------------------------------------------------------------
+    def launch(self, watch: bool | None = None) -> PL.GridHandle:
+        """Start the grid the widgets describe as a separate process (ValueError before starting
+        on bad input).  The same cells under the same name continue that grid."""
+        show_error(self, None)
+        if self.handle is not None and PL.is_alive(self.handle):
+            raise ValueError(
+                f"probe grid {self.handle.name!r} is still running: stop it first, or wait "
+                f"for it to finish"
+            )
+        spec = self.spec()
+        self.cells()
+        self.handle = PL.launch_grid(
+            spec, self.grid_name(), store=self.store, runs_dir=self.runs, env=self.env
         )
-        show_error(self, None)
+        self.name.value = self.handle.name
+        self._started(watch)
+        return self.handle
 
-    @guarded
-    def _on_run(self, button=None) -> None:
-        self.run()
+    def stop(self) -> None:
+        """Ask the grid to stop: the running cell is abandoned, finished cells are kept."""
+        if self.handle is None:
+            raise ValueError("no probe grid to stop: launch one, or attach one from the list")
+        PL.request_stop(self.handle)
+        self.refresh()
 
-    # -- running ---------------------------------------------------------------------------------
-    def run(self) -> list[dict]:
-        """Train every cell of the grid not yet in the results file; returns the records."""
-        show_error(self, None)
-        settings, cells = self.settings(), self.cells()
-        total = max(1, len(cells) * settings.steps)
-        self.progress.max, self.progress.value, self.progress_steps = total, 0, 0
-        finished: list[dict] = []
-        state = {"base": 0}
+    def resume(self, watch: bool | None = None) -> PL.GridHandle:
+        """Run the stopped (or failed) grid again: only its unfinished cells train."""
+        if self.handle is None:
+            raise ValueError("no probe grid to resume: attach one from the list above")
+        self.handle = PL.resume(self.handle)
+        self._started(watch)
+        return self.handle
 
-        def bar(cell, done, n, loss, secs, alphas):  # run_cell's on_step callback
-            self.progress_steps = state["base"] + done
-            self.progress.value = min(total, self.progress_steps)
-            eta = secs / max(done, 1) * (n - done)
+    def attach(self, name: str) -> None:
+        """Watch a grid launched earlier (e.g. before a kernel restart); its settings fill the
+        form, so launch and resume act on that grid."""
+        h = PL.attach(name, self.runs)
+        self.fill(h.grid_spec(), h.name)
+        self.handle = h
+        self._started()
+
+    def wait(self, timeout: float | None = None, poll: float = 0.5) -> str:
+        """Block (refreshing) until the grid's process exits; returns its final state."""
+        if self.handle is None:
+            raise ValueError("no probe grid to wait for: launch one first")
+        PL.wait(self.handle, timeout=timeout, poll=poll, on_poll=self.refresh)
+        return self.state
+
+    def run(self, timeout: float | None = None) -> list[dict]:
+        """Launch the grid and wait for it (scripts and the smoke cell; the buttons do not
+        block): returns its records; RuntimeError if it did not finish."""
+        self.launch(watch=False)
+        st = self.wait(timeout)
+        self.runlist.refresh()
+        if st != "done":
+            raise RuntimeError(
+                f"probe grid {self.handle.name!r} ended {st}: {self.snap.message or 'see its log'}"
+            )
+        return self.records
+
+    def _started(self, watch: bool | None = None) -> None:
+        self._drawn = None
+        self.log.value = ""
+        self.refresh()
+        self.runlist.refresh()
+        if self.auto_refresh if watch is None else watch:
+            self.watch()
+
+    def watch(self) -> None:
+        """Refresh every ``every`` seconds in a background thread until the grid ends."""
+        self.unwatch()
+        self._stop_watch = threading.Event()
+        ev = self._stop_watch
+
+        def loop():
+            seen = self.state
+            while not ev.wait(self.every):
+                try:
+                    snap = self.refresh()
+                    if snap is not None and snap.state != seen:  # the list shows states too
+                        seen = snap.state
+                        self.runlist.refresh()
+                except Exception as e:  # noqa: BLE001 - shown in the UI
+                    show_error(self, e)
+                    continue
+                if snap is not None and snap.state in PL.TERMINAL:
+                    break
+
+        self._watcher = threading.Thread(target=loop, name="fiblab-probe-watch", daemon=True)
+        self._watcher.start()
+
+    def unwatch(self) -> None:
+        """Stop the background refresh (the grid itself goes on)."""
+        self._stop_watch.set()
+        if self._watcher is not None and self._watcher is not threading.current_thread():
+            self._watcher.join(timeout=5)
+        self._watcher = None
+
+    # -- the live view ---------------------------------------------------------------------------
+    def refresh(self) -> PL.GridSnapshot | None:
+        """Read the grid's state, records and live cells, and redraw."""
+        if self.handle is None:
+            return None
+        with self._lock:
+            snap = PL.snapshot(self.handle)
+            self.snap = snap
+            self._render(snap)
+        return snap
+
+    def _render(self, s: PL.GridSnapshot) -> None:
+        alive = s.state in ("starting", "running", "stopping")
+        self.launch_button.disabled = alive
+        self.stop_button.disabled = s.state not in ("starting", "running")
+        self.stop_button.button_style = "" if self.stop_button.disabled else "warning"
+        self.resume_button.disabled = s.state not in ("stopped", "failed")
+        self.status.value = status_html(s)
+        self.progress.max = max(1, s.steps_total)
+        self.progress.value = min(self.progress.max, s.steps_done)
+        self.progress_steps = s.steps_done
+        if s.state == "done":
+            earlier = s.done - s.trained_now
             self.progress_label.value = (
-                f"{cell.mechanism} depth {cell.depth} {cell.init} seed "
-                f"{cell.seed}: step {done}/{n}, loss {loss:.3f}, "
-                f"cell ETA {eta:.0f} s"
+                f"done: {plural(s.done, 'cell')} ({s.trained_now} trained now, "
+                f"{earlier} from the results file)"
             )
-
-        def on_record(rec):
-            state["base"] += settings.steps
-            finished.append(rec)
-            self._show(finished, settings)
-
-        self.run_button.disabled = True
-        try:
-            records = run_grid(
-                cells,
-                settings,
-                self.results_path(),
-                progress=False,
-                on_record=on_record,
-                on_step=bar,
-            )
-        finally:
-            self.run_button.disabled = False
-        self.records = records
-        self.progress.value = total
-        self.progress_label.value = (
-            f"done: {len(records)} cells ({len(finished)} trained now, "
-            f"{len(records) - len(finished)} from the results file)"
+        else:
+            self.progress_label.value = html.escape(s.activity)
+        self.live.value = live_html(s.running) if alive else ""
+        self.records = list(s.records)
+        self._show(s.records, s.running if alive else [])
+        self.log.value = (
+            f"<pre>{html.escape(s.message)}</pre>" if s.state == "failed" and s.message else ""
         )
-        if self.store:
-            from lab.store import Store
-
-            with Store(self.store) as st:
-                for rec in records:
-                    st.log_probe(rec)
-        self._show(records, settings)
-        return records
 
     # -- outputs ---------------------------------------------------------------------------------
-    def _show(self, records: list[dict], settings: ProbeSettings) -> None:
-        if not records:
-            return
-        dists = sorted({d for r in records for d in r["acc"]}, key=int)
-        rows = [
-            [
-                r["mechanism"],
-                r["depth"],
-                r["init"],
-                r["seed"],
-                f"{min(_finite(r['alphas']), default=math.nan):.3f}–"
-                f"{max(_finite(r['alphas']), default=math.nan):.3f}",
-            ]
-            + [f"{r['acc'][d]:.2f}" if d in r["acc"] else "" for d in dists]
-            for r in records
-        ]
-        self.acc_table.value = "<b>accuracy per distance</b>" + html_table(
-            ["mechanism", "depth", "init", "seed", "α range"] + [f"@{d}" for d in dists], rows
-        )
-        if self.task.value == "marked":
-            self.table2.value = self.table2_text(records)
-        if self.render:
-            set_png(self.image, trajectory_png(records))
+    def _show(self, records: list[dict], running: list[dict] = ()) -> None:
+        if records:
+            self.acc_table.value = results_html(records)
+            if self.task.value == "marked":
+                self.table2.value = self.table2_text(records)
+        else:
+            self.acc_table.value = self.table2.value = ""
+        drawable = [r for r in running if r.get("trajectory")]
+        self.legend.value = legend_html() if records or running else ""
+        key = (len(records), tuple((r["key"], r.get("step")) for r in drawable))
+        if self.render and (records or drawable) and key != self._drawn:
+            set_png(self.image, trajectory_png(list(records) + drawable))
+            self._drawn = key
 
     def table2_text(self, records: list[dict]) -> str:
         """The Table-2 layout per mechanism; the paper's columns only at the paper's settings."""

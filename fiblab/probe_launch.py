@@ -1,0 +1,434 @@
+"""Launch a probe grid as a separate process, watch it through its live files, stop it, resume it.
+
+The way `fiblab.launch` runs training: a `probes.gridspec.GridSpec` is checked here (its cells
+and settings are built first, so bad input fails at once), then ``python -m fiblab.cli probe …
+--live <grid folder>`` starts in a new session (`fiblab.detached`), so neither a busy nor a
+restarted kernel stops it.  Everything of a grid lives in ``<runs>/probe-grids/<name>/``:
+
+    grid.json      the handle: name, spec, command, pid (what `attach` and `list_grids` read)
+    grid.log       the process's stdout and stderr
+    results.jsonl  one record per finished cell (`probes.grid.run_grid`: resumable)
+    progress.json, live/*.json, STOP    the live state and the stop request (`probes.live`)
+
+The grid process is the experiment store's one writer: it logs each record as its cell
+finishes; a notebook only reads.
+
+    h = launch_grid(GridSpec(scale="tiny", depths=(2,), seeds=(0, 1)), name="try")
+    snapshot(h)       # state, cells done / total, the running cells' step, loss, α, accuracy, ETA
+    request_stop(h)   # the running cells are abandoned between two steps; finished ones kept
+    h = resume(h)     # the same command again: only the cells not in results.jsonl train
+    wait(h)           # -> "done" | "stopped" | "failed"
+
+States: ``starting`` (the process is alive and has not reached its cells: Python and torch
+load), ``running``, ``stopping`` (alive, a stop requested), and after it exits ``done``,
+``stopped`` (by request; resumable) or ``failed`` (the log's last lines say why).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field, fields, replace
+
+from fiblab import detached
+from fiblab.probe_progress import activity, eta_seconds
+from lab import paths
+from probes import live as LV
+from probes.grid import append_record, load_records
+from probes.gridspec import GridSpec
+
+GRIDS_DIR = "probe-grids"  # under the runs folder
+META_NAME = "grid.json"
+LOG_NAME = "grid.log"
+RESULTS_NAME = "results.jsonl"
+TERMINAL = ("done", "stopped", "failed")
+LIVE = ("starting", "running", "stopping")
+DEFAULT_STORE = paths.store_path(paths.work_dir())
+DEFAULT_RUNS = paths.runs_dir(paths.work_dir())
+
+__all__ = [
+    "GridHandle",
+    "GridSnapshot",
+    "grids_dir",
+    "grid_command",
+    "legacy_results",
+    "adopt_records",
+    "default_name",
+    "same_grid",
+    "launch_grid",
+    "attach",
+    "list_grids",
+    "is_alive",
+    "state",
+    "snapshot",
+    "eta_seconds",
+    "request_stop",
+    "resume",
+    "terminate",
+    "wait",
+    "log_tail",
+    "TERMINAL",
+]
+
+
+def grids_dir(runs_dir: str = DEFAULT_RUNS) -> str:
+    return os.path.join(runs_dir, GRIDS_DIR)
+
+
+@dataclass
+class GridHandle:
+    """One launched grid: what was started, where it writes, and (in the launching process) the
+    `subprocess.Popen` used to reap it and read its exit code."""
+
+    name: str
+    grid_dir: str
+    runs_dir: str
+    store: str  # '' when the grid writes no store
+    pid: int
+    command: list[str]
+    spec: dict  # GridSpec.to_dict()
+    keys: list[str]  # the cells' record names, in training order
+    depths: list[int]  # each cell's depth (the ETA scales step times by it)
+    steps: int  # steps per cell
+    started: float = 0.0
+    env: dict = field(default_factory=dict)
+    cwd: str | None = None
+    proc: subprocess.Popen | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def results_path(self) -> str:
+        return os.path.join(self.grid_dir, RESULTS_NAME)
+
+    @property
+    def log_path(self) -> str:
+        return os.path.join(self.grid_dir, LOG_NAME)
+
+    def grid_spec(self) -> GridSpec:
+        return GridSpec.from_dict(self.spec)
+
+    def to_json(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "proc"}
+
+
+@dataclass(frozen=True)
+class GridSnapshot:
+    """What a live view shows of a grid, read at one moment.
+
+    ``records``: the finished cells (results.jsonl, grid order); ``running``: the live files of
+    the cells training now (partial records: step, phase, loss_now, alphas, acc, trajectory…);
+    ``activity``: what is happening, in words; ``eta_s``: seconds left, NaN when unknown (no
+    step measured yet) or when the grid is not running; ``message``: how it ended (the log's
+    last lines when it failed)."""
+
+    name: str
+    state: str
+    total: int
+    done: int
+    steps: int
+    records: list = field(default_factory=list)
+    running: list = field(default_factory=list)
+    activity: str = ""
+    eta_s: float = math.nan
+    message: str = ""
+    returncode: int | None = None
+    trained_now: int = 0  # cells this launch trained (the others were in the results file)
+
+    @property
+    def steps_done(self) -> int:
+        """Optimizer steps of this grid done so far (finished cells count whole)."""
+        return self.done * self.steps + sum(int(r.get("step", 0)) for r in self.running)
+
+    @property
+    def steps_total(self) -> int:
+        return self.total * self.steps
+
+
+def _check_name(name: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name or ""):
+        raise ValueError(
+            f"grid name {name!r} cannot be a folder name: use letters, digits, '.', '_' "
+            f"or '-' (e.g. marked-quick)"
+        )
+    return name
+
+
+def same_grid(meta: dict | None, spec: GridSpec) -> bool:
+    """Whether a grid.json describes ``spec``'s grid (every setting but ``jobs``, which changes
+    no result; record names alone do not tell, e.g. marker distances are not in them)."""
+    if meta is None:
+        return False
+    old = {k: v for k, v in (meta.get("spec") or {}).items() if k != "jobs"}
+    try:
+        return GridSpec.from_dict(old) == replace(spec, jobs=GridSpec.jobs)
+    except (TypeError, ValueError):
+        return False
+
+
+def default_name(spec: GridSpec, runs_dir: str = DEFAULT_RUNS) -> str:
+    """``<task>-<scale>``, or ``-2``, ``-3``… when that name holds another grid; the same grid
+    keeps its name (launching it again continues it)."""
+    base = f"{spec.task}-{spec.scale}"
+    for i in range(1, 1000):
+        name = base if i == 1 else f"{base}-{i}"
+        old = detached.read_json(os.path.join(grids_dir(runs_dir), name, META_NAME))
+        if old is None or same_grid(old, spec):
+            return name
+    raise ValueError(f"no free grid name {base}-N under {grids_dir(runs_dir)}: give one")
+
+
+def legacy_results(spec: GridSpec, runs_dir: str = DEFAULT_RUNS) -> str:
+    """The results file notebook 02 and ``fiblab probe`` used before grids had folders (and the
+    CLI's default ``--out``): ``<runs>/probes/<task>-<scale>.jsonl``."""
+    return os.path.join(runs_dir, "probes", f"{spec.task}-{spec.scale}.jsonl")
+
+
+def adopt_records(results_path: str, spec: GridSpec, runs_dir: str = DEFAULT_RUNS) -> int:
+    """Start a new grid's results file with the cells `legacy_results` already holds (so a grid
+    trained in the kernel before is not trained again); returns how many.  Only for a grid
+    without a results file, and only at the scale's marker distances (that file did not tell
+    other distances apart)."""
+    old = legacy_results(spec, runs_dir)
+    if os.path.exists(results_path) or not os.path.exists(old):
+        return 0
+    settings = spec.settings()
+    if spec.task == "marked" and spec.distances:
+        from probes.settings import TASK_SCALES
+
+        if tuple(spec.distances) != tuple(TASK_SCALES["marked"][spec.scale].task.distances):
+            return 0
+    keys = [c.key(settings) for c in spec.cells()]
+    found = {r.get("key"): r for r in load_records(old)}
+    kept = [found[k] for k in keys if k in found]
+    for rec in kept:
+        append_record(results_path, rec)
+    return len(kept)
+
+
+def grid_command(
+    spec: GridSpec, out: str, live_dir: str, store: str = "", python: str | None = None
+) -> list[str]:
+    """The argv that trains ``spec``'s cells into ``out`` and reports into ``live_dir`` (every
+    setting the spec changes is passed explicitly). Pure: starts nothing."""
+    settings = spec.settings()
+    cmd = [python or sys.executable, "-m", "fiblab.cli", "probe", spec.task]
+    cmd += ["--scale", spec.scale, "--mechanisms", *spec.mechanisms]
+    cmd += ["--depths", *map(str, spec.depths), "--init", *(spec.inits or ("uniform",))]
+    cmd += ["--seeds", *map(str, spec.seeds)]
+    if spec.task == "shift":
+        cmd += ["--distances", *map(str, spec.distances)]
+    elif spec.task == "marked" and spec.distances:
+        cmd += ["--marker-distances", *map(str, spec.distances)]
+    if spec.steps:
+        cmd += ["--steps", str(settings.steps), "--log-every", str(settings.log_every)]
+    cmd += ["--precision", spec.precision, "--jobs", str(spec.jobs)]
+    return cmd + ["--out", out, "--store", store or "", "--live", live_dir]
+
+
+def is_alive(h: GridHandle) -> bool:
+    if h.proc is not None:
+        return h.proc.poll() is None
+    return detached.pid_alive(h.pid) and detached.cmdline_is_ours(h.pid)
+
+
+def launch_grid(
+    spec: GridSpec,
+    name: str | None = None,
+    *,
+    store: str | None = DEFAULT_STORE,
+    runs_dir: str = DEFAULT_RUNS,
+    env: dict | None = None,
+    cwd: str | None = None,
+) -> GridHandle:
+    """Start ``spec``'s grid in its own process session and return its handle.
+
+    A grid folder that already holds this name with the same settings is continued (its
+    finished cells are skipped: that is `resume`, which may change ``jobs``); with other
+    settings it is refused.  A new grid starts with the cells the older shared results file
+    holds (`adopt_records`)."""
+    cells = spec.cells()  # validates before any work
+    settings = spec.settings()
+    keys = [c.key(settings) for c in cells]
+    name = _check_name(name or default_name(spec, runs_dir))
+    folder = os.path.join(grids_dir(runs_dir), name)
+    meta = os.path.join(folder, META_NAME)
+    detached.refuse_if_running(meta, f"probe grid {name!r}")
+    old = detached.read_json(meta)
+    if old is not None and not same_grid(old, spec):
+        raise ValueError(
+            f"probe grid {name!r} already exists with other settings "
+            f"({GridSpec.from_dict(old.get('spec', {})).describe()}): choose another name, "
+            f"or attach it to see it"
+        )
+    os.makedirs(folder, exist_ok=True)
+    LV.clear(folder)  # an old stop request must not fire, old live files must not show
+    adopt_records(os.path.join(folder, RESULTS_NAME), spec, runs_dir)
+    cmd = grid_command(spec, os.path.join(folder, RESULTS_NAME), folder, store or "")
+    proc = detached.start(
+        cmd, os.path.join(folder, LOG_NAME), env=env, cwd=cwd or str(paths.work_dir())
+    )
+    h = GridHandle(
+        name=name,
+        grid_dir=folder,
+        runs_dir=runs_dir,
+        store=store or "",
+        pid=proc.pid,
+        command=cmd,
+        spec=spec.to_dict(),
+        keys=keys,
+        depths=[c.depth for c in cells],
+        steps=settings.steps,
+        started=time.time(),
+        env=dict(env or {}),
+        cwd=cwd,
+        proc=proc,
+    )
+    detached.write_json(meta, h.to_json())
+    return h
+
+
+def attach(name: str, runs_dir: str = DEFAULT_RUNS) -> GridHandle:
+    """The handle of a grid launched earlier (e.g. before a kernel restart), from grid.json."""
+    meta = os.path.join(grids_dir(runs_dir), name, META_NAME)
+    d = detached.read_json(meta)
+    if d is None:
+        raise ValueError(
+            f"no probe grid {name!r} under {grids_dir(runs_dir)} (no {meta}): launch it, or "
+            f"pass the runs folder it was launched with"
+        )
+    return GridHandle(**d)
+
+
+def list_grids(runs_dir: str = DEFAULT_RUNS) -> list[GridHandle]:
+    """Every grid launched under ``runs_dir``, the most recently started first."""
+    out, top = [], grids_dir(runs_dir)
+    if os.path.isdir(top):
+        for entry in os.scandir(top):
+            d = detached.read_json(os.path.join(entry.path, META_NAME))
+            if d is not None:
+                try:
+                    out.append(GridHandle(**d))
+                except TypeError:  # a grid.json of another version: not ours to show
+                    continue
+    return sorted(out, key=lambda h: h.started, reverse=True)
+
+
+def _progress(h: GridHandle) -> dict | None:
+    """progress.json when the process of this handle wrote it (not an earlier launch's)."""
+    p = LV.read_progress(h.grid_dir)
+    return p if p is not None and p.get("pid") == h.pid else None
+
+
+def state(h: GridHandle) -> str:
+    """starting | running | stopping | done | stopped | failed (see the module docstring)."""
+    prog = _progress(h)
+    if is_alive(h):
+        if LV.stop_requested(h.grid_dir):
+            return "stopping"
+        return "running" if prog is not None else "starting"
+    rc = h.proc.returncode if h.proc is not None else None
+    if rc not in (None, 0):
+        return "failed"
+    end = (prog or {}).get("exit")
+    return end if end in ("done", "stopped") else "failed"
+
+
+def snapshot(h: GridHandle) -> GridSnapshot:
+    """The grid now: state, finished records, running cells, activity, ETA, message."""
+    st = state(h)
+    prog = _progress(h) or {}
+    found = {r["key"]: r for r in load_records(h.results_path)}
+    records = [found[k] for k in h.keys if k in found]
+    running = [r for r in LV.read_live(h.grid_dir) if r["key"] in h.keys and r["key"] not in found]
+    if st not in LIVE:
+        running = []  # a dead process's files are stale
+    depth_of = dict(zip(h.keys, h.depths))
+    pending = [
+        depth_of[k] for k in h.keys if k not in found and k not in {r["key"] for r in running}
+    ]
+    eta = math.nan
+    if st == "running":
+        trained = prog.get("trained") or {}  # cells this launch finished: their step times
+        eta = eta_seconds(
+            pending,
+            [(r["depth"], r.get("step", 0), r["steps"], r.get("step_s")) for r in running],
+            h.steps,
+            int(h.spec.get("jobs", 1)),
+            [
+                (depth_of[k], v.get("step_s"), v.get("wall_s"))
+                for k, v in trained.items()
+                if k in depth_of
+            ],
+        )
+    message = str(prog.get("message") or "")
+    rc = h.proc.returncode if h.proc is not None else None
+    if st == "failed":
+        tail = log_tail(h, 8)
+        message = (message + "\n" if message else "") + (
+            tail or "the process exited without recording a result"
+        )
+    return GridSnapshot(
+        name=h.name,
+        state=st,
+        total=len(h.keys),
+        done=len(records),
+        steps=h.steps,
+        records=records,
+        running=running,
+        activity=activity(st, len(h.keys), running, len(records)),
+        eta_s=eta,
+        message=message,
+        returncode=rc,
+        trained_now=len(prog.get("trained") or {}),
+    )
+
+
+def request_stop(h: GridHandle) -> str:
+    """Ask the grid to stop: its running cells are abandoned between two steps (seconds)."""
+    return LV.request_stop(h.grid_dir)
+
+
+def resume(h: GridHandle, **changes) -> GridHandle:
+    """Launch the stopped (or failed) grid again: the same command, so only the cells not in
+    its results file train.  ``changes`` alter the spec (e.g. ``jobs=2``)."""
+    if is_alive(h):
+        raise ValueError(
+            f"probe grid {h.name!r} is still running (pid {h.pid}): stop it and wait for it "
+            f"to exit before resuming"
+        )
+    spec = GridSpec.from_dict({**h.spec, **changes})
+    return launch_grid(
+        spec, h.name, store=h.store, runs_dir=h.runs_dir, env=h.env or None, cwd=h.cwd
+    )
+
+
+def terminate(h: GridHandle, timeout: float = 10.0) -> None:
+    """Hard stop: SIGTERM to the grid's process group (SIGKILL after ``timeout``); the grid
+    reads "failed".  Prefer `request_stop`: both keep the finished cells."""
+    detached.kill_group(h.pid, lambda: is_alive(h), timeout)
+
+
+def wait(h: GridHandle, timeout: float | None = None, poll: float = 0.5, on_poll=None) -> str:
+    """Block until the process exits (calling ``on_poll()`` every ``poll`` seconds); returns
+    the final `state`.  TimeoutError after ``timeout`` seconds, leaving the grid alone."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while is_alive(h):
+        if on_poll is not None:
+            on_poll()
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError(
+                f"probe grid {h.name!r} still running after {timeout:.0f} s (pid {h.pid}); "
+                f"wait longer, or request_stop() it"
+            )
+        time.sleep(poll)
+    if on_poll is not None:
+        on_poll()
+    return state(h)
+
+
+def log_tail(h: GridHandle, lines: int = 20) -> str:
+    """The last lines of the grid's log."""
+    return detached.log_tail(h.log_path, lines)
