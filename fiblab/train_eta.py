@@ -27,6 +27,8 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from lab.wording import duration
+
 __all__ = ["Eta", "UNKNOWN", "evals_left", "estimate", "format_duration"]
 
 WINDOW = 50  # logged intervals the step time is averaged over (the most recent ones)
@@ -117,14 +119,5 @@ def estimate(
 
 
 def format_duration(s: float) -> str:
-    """12s, 4m10s, 2h05m, 3d04h ('–' when unknown)."""
-    if not math.isfinite(s):
-        return "–"
-    s = int(round(max(s, 0.0)))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+    """12s, 4m10s, 2h05m, 3d04h ('–' when unknown): `lab.wording.duration`."""
+    return duration(s)

@@ -216,7 +216,8 @@ def test_a_launched_grid_records_what_run_grid_computes(tmp_path, oracle):
 
 
 def test_stop_keeps_finished_cells_and_resume_finishes_like_an_uninterrupted_run(tmp_path, oracle):
-    from fiblab.ui.probe_view import ProbeGrids, status_html
+    from fiblab.ui.probe_view import status_html
+    from fiblab.ui.runlist import ProbeGrids
 
     h = _launch(tmp_path, THREE)
     _until(lambda: (s := PL.snapshot(h)).done >= 1 and s.state == "running", 240)

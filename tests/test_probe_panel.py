@@ -167,7 +167,7 @@ def test_a_running_grid_shows_live_values_and_an_eta_from_step_times(tmp_path, a
     s = p.refresh()
     # by hand: 0.05 s per layer-step; (100 − 50)·2 + 100·4 (the depth-4 cell) = 500 → 25 s
     assert s.eta_s == pytest.approx(25.0)
-    assert "about 25 s left" in p.status.value and "0 of 2 cells done" in p.status.value
+    assert "about 25s left" in p.status.value and "0 of 2 cells done" in p.status.value
     assert "step 50 / 100" in p.progress_label.value
     assert p.progress.value == 50 and p.progress.max == 200
     assert h.keys[0] in p.live.value and "1.234" in p.live.value
@@ -192,8 +192,21 @@ def test_a_failed_grid_shows_the_log_and_durations_read_as_words(tmp_path, dead_
     assert "something broke" in p.log.value and not p.resume_button.disabled
     assert "0 of 2 cells done" in status_html(s)
     assert [fmt_duration(x) for x in (42, 185, 7620, float("nan"))] == [
-        "42 s",
-        "3 min 05 s",
-        "2 h 07 min",
+        "42s",
+        "3m05s",
+        "2h07m",
         "",
     ]
+
+
+def test_notebook_03s_panel_lists_the_grid_too_and_points_to_notebook_02(tmp_path, dead_pid):
+    from fiblab.ui.train import TrainPanel
+
+    _grid(tmp_path, "my-shift", SHIFT, dead_pid, finished=1, progress={"exit": "stopped"})
+    t = TrainPanel(runs=str(tmp_path), store="", auto_refresh=False, render=False, gpus=0)
+    assert [(r.kind, r.name, r.state) for r in t.runlist.rows] == [
+        ("probe grid", "my-shift", "stopped")
+    ]
+    _, attach, stop, resume = t.runlist.table.children[0].children
+    assert attach.disabled and "notebook 02" in attach.tooltip
+    assert stop.disabled and not resume.disabled

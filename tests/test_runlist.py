@@ -151,6 +151,9 @@ def test_refuse_if_running_names_the_run_and_the_fix(tmp_path):
     detached.refuse_if_running(meta, "run 'x'")
     p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "fiblab.cli"])
     try:
+        deadline = time.monotonic() + 20  # until exec: a fresh child still shows our cmdline
+        while not detached.cmdline_is_ours(p.pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
         detached.write_json(meta, {"pid": p.pid})
         with pytest.raises(ValueError, match=r"^run 'x' is already running \(pid \d+\): stop it"):
             detached.refuse_if_running(meta, "run 'x'")

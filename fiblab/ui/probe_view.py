@@ -12,12 +12,10 @@ import math
 
 from fiblab import probe_launch as PL
 from fiblab.ui.common import html_table
-from fiblab.ui.runlist import LIVE, RunRow
-from lab.wording import plural
+from lab.wording import duration, plural
 from probes.settings import KEY_LEGEND
 
 __all__ = [
-    "ProbeGrids",
     "fmt_duration",
     "status_html",
     "live_html",
@@ -30,15 +28,8 @@ COLOURS = {"done": "#2e7d32", "failed": "#b00020", "stopped": "#ef6c00", "stoppi
 
 
 def fmt_duration(s: float) -> str:
-    """42 s, 3 min 05 s, 2 h 07 min ('' when unknown)."""
-    if s is None or not math.isfinite(s):
-        return ""
-    s = int(round(max(s, 0.0)))
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min {s % 60:02d} s"
-    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+    """42s, 3m05s, 2h07m ('' when unknown): `lab.wording.duration`."""
+    return duration(s, unknown="")
 
 
 def _finite(xs):
@@ -52,7 +43,7 @@ def alpha_range(alphas) -> str:
 
 
 def status_html(s: PL.GridSnapshot) -> str:
-    """ "<name>: running · 2 of 4 cells done · about 1 min 20 s left", with how it ended."""
+    """ "<name>: running · 2 of 4 cells done · about 1m20s left", with how it ended."""
     colour = COLOURS.get(s.state, "#1565c0")
     parts = [
         f"<b>{html.escape(s.name)}</b>: <span class='fib-probe-state' "
@@ -125,31 +116,3 @@ def results_html(records: list[dict]) -> str:
 
 def legend_html() -> str:
     return f"<small><b>cell names</b>: {html.escape(KEY_LEGEND)}</small>"
-
-
-class ProbeGrids:
-    """Probe grids launched with `fiblab.probe_launch` under ``runs_dir``: a `RunList` source."""
-
-    kind = "probe grid"
-
-    def __init__(self, runs_dir: str):
-        self.runs_dir = runs_dir
-
-    def handle(self, name: str) -> PL.GridHandle:
-        return PL.attach(name, self.runs_dir)
-
-    def rows(self) -> list[RunRow]:
-        out = []
-        for h in PL.list_grids(self.runs_dir):
-            s = PL.snapshot(h)
-            detail = f"{s.done} of {plural(s.total, 'cell')} done"
-            if s.state in LIVE and fmt_duration(s.eta_s):
-                detail += f" · about {fmt_duration(s.eta_s)} left"
-            out.append(RunRow(self.kind, h.name, s.state, detail))
-        return out
-
-    def stop(self, name: str) -> None:
-        PL.request_stop(self.handle(name))
-
-    def resume(self, name: str) -> PL.GridHandle:
-        return PL.resume(self.handle(name))

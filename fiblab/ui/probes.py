@@ -42,16 +42,15 @@ from fiblab.ui.common import (
 )
 from fiblab.ui.probe_form import TASKS, ProbeForm, default_distances
 from fiblab.ui.probe_view import (
-    ProbeGrids,
     legend_html,
     live_html,
     results_html,
     status_html,
 )
-from fiblab.ui.runlist import LMRuns, RunList
+from fiblab.ui.runlist import LMRuns, ProbeGrids, RunList
 from lab.wording import plural
 
-__all__ = ["ProbePanel", "ProbeGrids", "default_distances", "trajectory_png", "TASKS"]
+__all__ = ["ProbePanel", "default_distances", "trajectory_png", "TASKS"]
 
 
 class ProbePanel(ProbeForm):

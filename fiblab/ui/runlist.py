@@ -10,7 +10,8 @@ shows this list and a user clicks *attach* instead of typing a run's name.  The 
     rows() -> list[RunRow]    the runs of that kind, most recent first
     stop(name) / resume(name) act on one of them (resume returns whatever the launcher returns)
 
-`LMRuns` is the training runs' source (`fiblab.launch`); the probe launcher provides its own.
+`LMRuns` is the training runs' source (`fiblab.launch`), `ProbeGrids` the probe grids'
+(`fiblab.probe_launch`); every panel lists both.
 A panel passes ``on_attach={kind: callback}`` for the kinds it can show; the other kinds' attach
 button is disabled, with a tooltip naming the notebook that shows them.
 """
@@ -24,14 +25,16 @@ from dataclasses import dataclass
 import ipywidgets as W
 
 from fiblab import launch as LA
+from fiblab import probe_launch as PL
 from fiblab.train_eta import format_duration
 from fiblab.ui.common import error_widget, guarded, show_error
+from lab.wording import plural
 
 LIVE = ("starting", "running", "stopping")
 RESUMABLE = ("stopped", "failed")
 LISTED = LIVE + RESUMABLE  # finished runs are in the store's tables, not here
 
-__all__ = ["RunRow", "LMRuns", "RunList", "LISTED"]
+__all__ = ["RunRow", "LMRuns", "ProbeGrids", "RunList", "LISTED"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,34 @@ class LMRuns:
 
     def resume(self, name: str) -> LA.RunHandle:
         return LA.resume(self.handle(name))
+
+
+class ProbeGrids:
+    """Probe grids launched with `fiblab.probe_launch` under ``runs_dir``: a `RunList` source."""
+
+    kind = "probe grid"
+
+    def __init__(self, runs_dir: str):
+        self.runs_dir = runs_dir
+
+    def handle(self, name: str) -> PL.GridHandle:
+        return PL.attach(name, self.runs_dir)
+
+    def rows(self) -> list[RunRow]:
+        out = []
+        for h in PL.list_grids(self.runs_dir):
+            s = PL.snapshot(h)
+            detail = f"{s.done} of {plural(s.total, 'cell')} done"
+            if s.state in LIVE and math.isfinite(s.eta_s):
+                detail += f" · about {format_duration(s.eta_s)} left"
+            out.append(RunRow(self.kind, h.name, s.state, detail))
+        return out
+
+    def stop(self, name: str) -> None:
+        PL.request_stop(self.handle(name))
+
+    def resume(self, name: str) -> PL.GridHandle:
+        return PL.resume(self.handle(name))
 
 
 class RunList:

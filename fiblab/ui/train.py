@@ -10,8 +10,7 @@ evaluation times (`fiblab.train_eta`) and — for learned-α runs — α per lay
 to checkpoint and exit after its current step; Resume continues from there.
 
 On open the panel lists every run that is running, stopping, stopped or failed
-(`fiblab.ui.runlist.RunList`: LM runs, and the probe grids of any extra ``sources``, which
-notebook 02 shows); *attach* shows that run here and fills the form with its settings, so the
+(`fiblab.ui.runlist.RunList`: LM runs and the probe grids, which notebook 02 shows); *attach* shows that run here and fills the form with its settings, so the
 form always describes the run on screen.  On a machine without GPUs a launch that would train for
 more than an hour (the paper's presets: weeks) first says how long, and starts only on a second
 click ("launch anyway"; `fiblab.train_estimate`).
@@ -37,7 +36,7 @@ from fiblab.ui.common import (
     smoke,
     store_path,
 )
-from fiblab.ui.runlist import LIVE, LMRuns, RunList
+from fiblab.ui.runlist import LIVE, LMRuns, ProbeGrids, RunList
 from fiblab.ui.train_form import (
     enable,
     form_values,
@@ -58,7 +57,8 @@ class TrainPanel:
     State: ``handle`` (the `fiblab.launch.RunHandle` shown), ``snap`` (the last
     `fiblab.launch.snapshot`), ``state`` (its state string), ``error`` (the message shown, or
     None), ``warning`` (the long-run warning awaiting a second click, or None), ``runlist``.
-    ``sources``: more run-list sources beside the LM runs (e.g. notebook 02's probe grids);
+    ``sources``: the run-list sources beside the LM runs (default: the probe grids, which
+    notebook 02 shows);
     ``gpus``: the visible GPUs (default: counted).
     """
 
@@ -75,7 +75,7 @@ class TrainPanel:
         every: float = 3.0,
         render: bool = True,
         env: dict | None = None,
-        sources=(),
+        sources=None,
         gpus: int | None = None,
     ):
         small = smoke()
@@ -162,7 +162,7 @@ class TrainPanel:
             w.add_class(f"fib-train-{key}")
             w.observe(self._disarm, names="value")
         self.runlist = RunList(
-            [LMRuns(self.runs), *sources],
+            [LMRuns(self.runs), *(sources if sources is not None else [ProbeGrids(self.runs)])],
             on_attach={"LM run": self.attach},
             where={"probe grid": "notebook 02"},
         )
