@@ -16,6 +16,8 @@ import subprocess
 import time
 
 __all__ = [
+    "LIVE",
+    "TERMINAL",
     "pid_alive",
     "cmdline_is_ours",
     "start",
@@ -25,6 +27,10 @@ __all__ = [
     "log_tail",
     "kill_group",
 ]
+
+# the states of a detached run, as both launchers report them: alive, then how it ended
+LIVE = ("starting", "running", "stopping")
+TERMINAL = ("done", "stopped", "failed")
 
 MARKER = b"fiblab.cli"  # every detached process here runs `python -m fiblab.cli …`
 

@@ -55,7 +55,7 @@ DEFAULT_RUNS = paths.runs_dir(ROOT)
 LOG_NAME = "launch.log"
 META_NAME = "launch.json"
 CONFIG_NAME = "launch-config.json"  # the resolved TrainConfig the process is started with
-TERMINAL = ("done", "stopped", "failed")
+TERMINAL = detached.TERMINAL
 
 __all__ = [
     "RunHandle",

@@ -45,8 +45,8 @@ GRIDS_DIR = "probe-grids"  # under the runs folder
 META_NAME = "grid.json"
 LOG_NAME = "grid.log"
 RESULTS_NAME = "results.jsonl"
-TERMINAL = ("done", "stopped", "failed")
-LIVE = ("starting", "running", "stopping")
+TERMINAL = detached.TERMINAL
+LIVE = detached.LIVE
 DEFAULT_STORE = paths.store_path(paths.work_dir())
 DEFAULT_RUNS = paths.runs_dir(paths.work_dir())
 

@@ -54,14 +54,17 @@ __all__ = [
 def write_phase(run_dir: str, phase: str, **extra) -> None:
     """Record ``phase`` (and ``extra`` facts, merged into what the file already holds) with the
     time and this process's id; written atomically, never raises (a full disk must not stop a
-    training run over a progress note)."""
+    training run over a progress note).  Only into a folder that exists (a launched run's, made
+    by the launcher; the loop makes its own when the run really starts): a run refused while its
+    data loads must leave no folder behind."""
     path = os.path.join(run_dir, PHASE_FILE)
+    if not os.path.isdir(run_dir):
+        return
     try:
         old = read_phase(run_dir) or {}
         if old.get("pid") != os.getpid():
             old = {}  # an earlier process's facts are not this one's
         data = {**old, **extra, "phase": phase, "since": time.time(), "pid": os.getpid()}
-        os.makedirs(run_dir, exist_ok=True)
         tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "w") as f:
             json.dump(data, f)

@@ -10,8 +10,10 @@ import re
 import time
 
 import browser_support as B
+import pytest
 
-pytestmark = B.REQUIRES
+# ≈ 1–2 min on 2 cores: with the other long tests (pytest -m slow), outside the default suite
+pytestmark = [*B.REQUIRES, pytest.mark.slow]
 jupyter = B.jupyter_fixture(extra_env={"OMP_NUM_THREADS": "1"})  # one thread per process
 NOTEBOOK = "02_retrieval_probes.ipynb"
 LONG = 120_000  # ms: cells of a tiny grid on a loaded 2-core machine

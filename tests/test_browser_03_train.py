@@ -8,10 +8,12 @@ Screenshots of each stage land in tests/artifacts/ (the last one on failure)."""
 import os
 
 import browser_support as B
+import pytest
 
 from fiblab import launch as LA
 
-pytestmark = B.REQUIRES
+# ≈ 1–2 min on 2 cores: with the other long tests (pytest -m slow), outside the default suite
+pytestmark = [*B.REQUIRES, pytest.mark.slow]
 jupyter = B.jupyter_fixture(extra_env={"OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""})
 NOTEBOOK = "03_train_lm.ipynb"
 RUN, STEPS = "browser-run", 20_000  # a tiny run long enough to stop, restart and attach

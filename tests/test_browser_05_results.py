@@ -81,7 +81,14 @@ def test_export_opens_in_jupyterlab_with_every_figure(jupyter):
         box.press("Enter")
         wide = panel.locator(".fib-paperdb .fib-table-box").first
         expect(wide).to_be_visible(timeout=30_000)
-        wide.scroll_into_view_if_needed()
+        B.wait_idle(page)  # the panel redraws its sections once per change: let them settle
+        for attempt in range(3):  # a late redraw can still replace the box under the action
+            try:
+                wide.scroll_into_view_if_needed(timeout=10_000)
+                break
+            except Exception:
+                if attempt == 2:
+                    raise
         _shot(page, "paperdb")
         sizes = wide.evaluate("e => [e.scrollWidth, e.clientWidth]")
         assert sizes[0] > sizes[1], sizes  # wider than the panel: it scrolls, here

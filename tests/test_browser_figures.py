@@ -7,7 +7,8 @@ A screenshot lands in tests/artifacts/ when it fails (tests/browser_support.py).
 import browser_support as B
 import pytest
 
-pytestmark = B.REQUIRES
+# ≈ 1–2 min on 2 cores: with the other long tests (pytest -m slow), outside the default suite
+pytestmark = [*B.REQUIRES, pytest.mark.slow]
 
 
 jupyter = B.jupyter_fixture()

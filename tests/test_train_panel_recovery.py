@@ -182,6 +182,7 @@ def _fake_run(tmp_path, status):
         started=time.time() - 1,
         proc=proc,
     )
+    run_dir.mkdir()  # as the launcher makes it (a phase goes only into an existing folder)
     write_phase(str(run_dir), TRAINING, start_step=40, eval_every=20)
     write_phase(str(run_dir), TRAINING, light_eval_tokens=2000, full_eval_tokens=5000)
     return h, proc

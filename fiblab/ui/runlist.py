@@ -24,13 +24,14 @@ from dataclasses import dataclass
 
 import ipywidgets as W
 
+from fiblab import detached
 from fiblab import launch as LA
 from fiblab import probe_launch as PL
 from fiblab.train_eta import format_duration
 from fiblab.ui.common import error_widget, guarded, show_error
 from lab.wording import plural
 
-LIVE = ("starting", "running", "stopping")
+LIVE = detached.LIVE
 RESUMABLE = ("stopped", "failed")
 LISTED = LIVE + RESUMABLE  # finished runs are in the store's tables, not here
 

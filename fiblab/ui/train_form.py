@@ -12,6 +12,7 @@ import time
 
 import ipywidgets as W
 
+from fiblab import detached
 from fiblab import launch as LA
 from fiblab import train_estimate as TE
 from fiblab.train_eta import format_duration
@@ -29,7 +30,7 @@ __all__ = [
     "stats_html",
 ]
 
-LIVE = ("starting", "running", "stopping")
+LIVE = detached.LIVE
 STATE_COLOURS = {
     "done": "#2e7d32",
     "failed": "#b00020",
