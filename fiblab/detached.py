@@ -26,6 +26,7 @@ __all__ = [
     "refuse_if_running",
     "log_tail",
     "kill_group",
+    "wait_exit",
 ]
 
 # the states of a detached run, as both launchers report them: alive, then how it ended
@@ -138,3 +139,20 @@ def kill_group(pid: int, alive, timeout: float = 10.0) -> bool:
         except ProcessLookupError:
             pass
     return True
+
+
+def wait_exit(alive, what: str, pid: int, timeout: float | None, poll: float, on_poll=None):
+    """Block while ``alive()`` (calling ``on_poll()`` every ``poll`` seconds, and once more at the
+    end).  TimeoutError naming `what` after ``timeout`` seconds, leaving the process alone."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while alive():
+        if on_poll is not None:
+            on_poll()
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError(
+                f"{what} still running after {timeout:.0f} s (pid {pid}); wait longer, or "
+                f"request_stop() it"
+            )
+        time.sleep(poll)
+    if on_poll is not None:
+        on_poll()

@@ -422,16 +422,5 @@ def snapshot(h: RunHandle) -> dict:
 def wait(h: RunHandle, timeout: float | None = None, poll: float = 0.5, on_poll=None) -> str:
     """Block until the process exits (calling ``on_poll()`` every ``poll`` seconds); returns
     the final `state`.  Raises TimeoutError after ``timeout`` seconds, leaving the run alone."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while is_alive(h):
-        if on_poll is not None:
-            on_poll()
-        if deadline is not None and time.monotonic() > deadline:
-            raise TimeoutError(
-                f"run {h.name!r} still running after {timeout:.0f} s (pid "
-                f"{h.pid}); wait longer, or request_stop() it"
-            )
-        time.sleep(poll)
-    if on_poll is not None:
-        on_poll()
+    detached.wait_exit(lambda: is_alive(h), f"run {h.name!r}", h.pid, timeout, poll, on_poll)
     return state(h)

@@ -414,18 +414,7 @@ def terminate(h: GridHandle, timeout: float = 10.0) -> None:
 def wait(h: GridHandle, timeout: float | None = None, poll: float = 0.5, on_poll=None) -> str:
     """Block until the process exits (calling ``on_poll()`` every ``poll`` seconds); returns
     the final `state`.  TimeoutError after ``timeout`` seconds, leaving the grid alone."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while is_alive(h):
-        if on_poll is not None:
-            on_poll()
-        if deadline is not None and time.monotonic() > deadline:
-            raise TimeoutError(
-                f"probe grid {h.name!r} still running after {timeout:.0f} s (pid {h.pid}); "
-                f"wait longer, or request_stop() it"
-            )
-        time.sleep(poll)
-    if on_poll is not None:
-        on_poll()
+    detached.wait_exit(lambda: is_alive(h), f"probe grid {h.name!r}", h.pid, timeout, poll, on_poll)
     return state(h)
 
 

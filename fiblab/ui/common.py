@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import html
 import os
+import threading
 from pathlib import Path
 
 import ipywidgets as W
@@ -165,3 +166,52 @@ def html_table(header: list[str], rows: list[list], cls: str = "") -> str:
         for r in rows
     )
     return f"<table class='{cls}' style='border-collapse:collapse'><tr>{head}</tr>{body}</table>"
+
+
+class Watcher:
+    """The live view's timer, one for every panel: every ``every`` seconds call ``refresh()``
+    (which returns the run's state, or None) in a background thread; when the state changes
+    call ``on_change(state)`` (the panels refresh their run list), and end once the state is
+    terminal (``done`` / ``stopped`` / ``failed``).  An exception is shown in ``panel``'s error
+    box and the timer goes on."""
+
+    TERMINAL = ("done", "stopped", "failed")
+
+    def __init__(self, panel, refresh, on_change=None, name: str = "fiblab-watch"):
+        self.panel, self.refresh, self.on_change, self.name = panel, refresh, on_change, name
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self, every: float, state: str | None = None) -> None:
+        self.stop()
+        self._stop = threading.Event()
+        ev, seen = self._stop, state
+
+        def loop():
+            nonlocal seen
+            while not ev.wait(every):
+                try:
+                    now = self.refresh()
+                    if now is not None and now != seen:
+                        seen = now
+                        if self.on_change is not None:
+                            self.on_change(now)
+                except Exception as e:  # noqa: BLE001 - shown in the UI
+                    show_error(self.panel, e)
+                    continue
+                if now in self.TERMINAL:
+                    break
+
+        self._thread = threading.Thread(target=loop, name=self.name, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """End the timer (the run itself goes on)."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+        self._thread = None
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()

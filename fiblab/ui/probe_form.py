@@ -97,6 +97,7 @@ class ProbeForm:
             value="auto",
             description="precision (bf16: autocast)",
             style=style,
+            layout=W.Layout(width="max-content", min_width="360px"),  # "auto (fp32 on this CPU)"
         )
         cores = _cores() or 1
         self.jobs = W.BoundedIntText(

@@ -31,6 +31,7 @@ import ipywidgets as W
 from analysis.probe_table import format_table2, table2_rows
 from fiblab import probe_launch as PL
 from fiblab.ui.common import (
+    Watcher,
     guarded,
     image_widget,
     png,
@@ -106,8 +107,7 @@ class ProbePanel(ProbeForm):
         self.records: list[dict] = []
         self.progress_steps = 0
         self._lock = threading.RLock()
-        self._watcher: threading.Thread | None = None
-        self._stop_watch = threading.Event()
+        self._watch = Watcher(self, self._refresh_state, self._on_state, "fiblab-probe-watch")
         self._drawn = None  # what the α figure shows now (redrawn only when it changes)
         self.launch_button = W.Button(
             description="launch grid", icon="rocket", button_style="primary"
@@ -249,33 +249,18 @@ class ProbePanel(ProbeForm):
 
     def watch(self) -> None:
         """Refresh every ``every`` seconds in a background thread until the grid ends."""
-        self.unwatch()
-        self._stop_watch = threading.Event()
-        ev = self._stop_watch
-
-        def loop():
-            seen = self.state
-            while not ev.wait(self.every):
-                try:
-                    snap = self.refresh()
-                    if snap is not None and snap.state != seen:  # the list shows states too
-                        seen = snap.state
-                        self.runlist.refresh()
-                except Exception as e:  # noqa: BLE001 - shown in the UI
-                    show_error(self, e)
-                    continue
-                if snap is not None and snap.state in PL.TERMINAL:
-                    break
-
-        self._watcher = threading.Thread(target=loop, name="fiblab-probe-watch", daemon=True)
-        self._watcher.start()
+        self._watch.start(self.every, self.state)
 
     def unwatch(self) -> None:
         """Stop the background refresh (the grid itself goes on)."""
-        self._stop_watch.set()
-        if self._watcher is not None and self._watcher is not threading.current_thread():
-            self._watcher.join(timeout=5)
-        self._watcher = None
+        self._watch.stop()
+
+    def _refresh_state(self) -> str | None:
+        snap = self.refresh()
+        return None if snap is None else snap.state
+
+    def _on_state(self, state: str) -> None:
+        self.runlist.refresh()  # the list shows states too
 
     # -- the live view ---------------------------------------------------------------------------
     def refresh(self) -> PL.GridSnapshot | None:

@@ -26,6 +26,7 @@ import ipywidgets as W
 
 from fiblab import launch as LA
 from fiblab.ui.common import (
+    Watcher,
     error_widget,
     guarded,
     image_widget,
@@ -98,8 +99,7 @@ class TrainPanel:
         self._armed: tuple | None = None  # the form a "launch anyway" click would start
         self._listed = time.monotonic()  # when the run list was last refreshed
         self._lock = threading.RLock()
-        self._watcher: threading.Thread | None = None
-        self._stop_watch = threading.Event()
+        self._watch = Watcher(self, self._refresh_state, self._on_state, "fiblab-train-watch")
         style = {"description_width": "initial"}
         self.preset = W.Dropdown(
             options=preset_options(), value=preset, description="preset", style=style
@@ -333,29 +333,18 @@ class TrainPanel:
 
     def watch(self) -> None:
         """Refresh every ``every`` seconds in a background thread until the run ends."""
-        self.unwatch()
-        self._stop_watch = threading.Event()
-        ev = self._stop_watch
-
-        def loop():
-            while not ev.wait(self.every):
-                try:
-                    snap = self.refresh()
-                except Exception as e:  # noqa: BLE001 - shown in the UI
-                    show_error(self, e)
-                    continue
-                if snap is not None and snap["state"] in LA.TERMINAL:
-                    break
-
-        self._watcher = threading.Thread(target=loop, name="fiblab-train-watch", daemon=True)
-        self._watcher.start()
+        self._watch.start(self.every, self.state)
 
     def unwatch(self) -> None:
         """Stop the background refresh (the run itself goes on)."""
-        self._stop_watch.set()
-        if self._watcher is not None and self._watcher is not threading.current_thread():
-            self._watcher.join(timeout=5)
-        self._watcher = None
+        self._watch.stop()
+
+    def _refresh_state(self) -> str | None:
+        snap = self.refresh()
+        return None if snap is None else snap["state"]
+
+    def _on_state(self, state: str) -> None:
+        self.runlist.refresh()  # the list shows states too
 
     # -- the live view ---------------------------------------------------------------------------
     def refresh(self) -> dict | None:
