@@ -2,12 +2,16 @@
 
     python benchmarks/gpu_check.py                              # on an H200: ≈ 8 min, all sections
     python benchmarks/gpu_check.py --budget-s 300 --lengths 1024 16384
-    python benchmarks/gpu_check.py --device cpu --smoke         # a dry run of the script on CPU
-                                                                # (Triton interpreter, tiny sizes)
+    python benchmarks/gpu_check.py --dry-run                    # = --device cpu --smoke: a dry run
+                                                                # on CPU (Triton interpreter, tiny)
 
 Sections (each in its own try/except: an error is printed, recorded and the run goes on; a
 section or measurement that would start past --budget-s is skipped and recorded as such):
 
+0. ``gate``   what ``impl="auto"`` decides here: the Triton kernel's first-use check
+   (`lab.kernels.selfcheck`, float32 and bfloat16; the later ``auto`` rows use its verdict), and
+   flex (``impl="flex"``, `lab.kernels.flex`) against Triton on one integer-α problem at
+   ``--tune-T`` (outputs and q/k/v gradients).
 1. ``check``  outputs and gradients (q, k, v and α) of every path against the float64 oracle
    (`lab.kernels.oracle` over the columns `column_plan` gives), for a few shapes (GQA 1 and 4,
    D 32 and 64, Fibonacci and pow2 bases, integer and learned α): the fused Triton kernel, the
@@ -29,7 +33,9 @@ section or measurement that would start past --budget-s is skipped and recorded 
    gradients; then a probe-small training step (T=512, batch 2, bf16 autocast) at depths 2/4/8
    for the dense model and the blur mechanism, and what the 12-cell grid would take.
 6. ``flex``   the same attention table's flex_attention column (integer set, hand-built block
-   mask, torch.compile'd; CUDA only), last because every length compiles anew.
+   mask, torch.compile'd; CUDA only), late because every length compiles anew.
+7. ``ray``    HOOK: one tiny Ray sweep on the GPU (`fiblab sweep`, built by helper i16ray);
+   until that command exists it is recorded as skipped.
 
 Everything lands in one JSON (``--out``; under ``machine``, `lab.hardware`'s record of the
 machine, whose line is also the first line printed), rewritten after each section so a cut-off
@@ -59,18 +65,23 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from benchmarks.gpu.attn import REPS, section_attn, section_tune  # noqa: E402
 from benchmarks.gpu.check import CHECK_SHAPES, SMOKE_CHECK_SHAPES, section_check  # noqa: E402
+from benchmarks.gpu.gate import section_gate, section_ray  # noqa: E402
 from benchmarks.gpu.model_step import section_train  # noqa: E402
 from benchmarks.gpu.probe import section_probe  # noqa: E402
 from benchmarks.gpu.run import Run, write_record  # noqa: E402
 from benchmarks.gpu.tables import print_tables  # noqa: E402
 from benchmarks.header import machine_header  # noqa: E402
 
-SECTIONS = ("check", "tune", "attn", "train", "probe", "flex")  # run order: flex compiles last
+# run order: the gate first (its verdict is what 'auto' uses after it), flex compiles late
+SECTIONS = ("gate", "check", "tune", "attn", "train", "probe", "flex", "ray")
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--out", default="benchmarks/results/gpu-check.json", help="JSON results")
+    p.add_argument(
+        "--dry-run", action="store_true", help="= --device cpu --smoke (test the script on CPU)"
+    )
     p.add_argument("--budget-s", type=float, default=480, help="overall wall-clock budget")
     p.add_argument("--device", default="cuda", help="cuda (default) or cpu (a dry run)")
     p.add_argument("--sections", nargs="+", default=list(SECTIONS), choices=list(SECTIONS))
@@ -87,6 +98,8 @@ def main(argv=None) -> int:
         help="tiny sizes everywhere (a quick test of the script itself)",
     )
     args = p.parse_args(argv)
+    if args.dry_run:
+        args.device, args.smoke = "cpu", True
     info = machine_header()
 
     if args.device.startswith("cpu"):
@@ -127,7 +140,11 @@ def main(argv=None) -> int:
     for sec in sections:
         print(f"\n== {sec} ({run.left():.0f} s left)", flush=True)
         try:
-            if sec == "check":
+            if sec == "gate":
+                section_gate(run, args.tune_T, args.smoke)
+            elif sec == "ray":
+                section_ray(run)
+            elif sec == "check":
                 section_check(run, SMOKE_CHECK_SHAPES if args.smoke else CHECK_SHAPES)
             elif sec == "tune":
                 launch = section_tune(run, args.tune_T, dtype)

@@ -1,9 +1,12 @@
-"""benchmarks/gpu_check.py's probe section, dry-run on CPU: it checks the blur gather against
-float64 (the check must pass) and times the probe step for both mechanisms."""
+"""benchmarks/gpu_check.py dry-run on CPU.  The probe section checks the blur gather against
+float64 (the check must pass) and times the probe step for both mechanisms; the gate section
+runs the Triton first-use check and flex against Triton."""
 
 import importlib.util
 import json
 import os
+
+import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -27,3 +30,30 @@ def test_probe_section_dry_run(tmp_path, monkeypatch, capsys):
     assert checks and all(c["ok"] for c in checks)
     assert all(e <= 1e-4 for e in checks[0]["errors"].values())
     assert {r["mechanism"] for r in rec["probe"]["step"]} == {"dense", "blur"}
+
+
+def test_gate_and_ray_hook_dry_run(tmp_path, monkeypatch):
+    """The gate section on CPU (Triton's interpreter): the first-use check passes the real
+    kernel, flex agrees with Triton, and the Ray hook records itself as skipped."""
+    pytest.importorskip("triton")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    from lab.kernels import selfcheck
+
+    monkeypatch.setattr(selfcheck, "_VERDICTS", {})
+    monkeypatch.setattr(selfcheck, "_WARNED", set())
+    spec = importlib.util.spec_from_file_location(
+        "gpu_check", os.path.join(HERE, "..", "benchmarks", "gpu_check.py")
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "gc.json"
+    assert mod.main(["--dry-run", "--sections", "gate", "ray", "--out", str(out)]) == 0
+    rec = json.loads(out.read_text())
+    assert rec["errors"] == []
+    gate = rec["gate"]
+    if gate["triton_status"] != "ok":
+        pytest.skip(f"Triton cannot run here: {gate['triton_status']}")
+    (v,) = gate["verdicts"]
+    assert v["ok"] and v["dtype"] == "float32" and max(v["errors"].values()) <= 1e-5
+    assert gate["flex_vs_triton"]["ok"] and gate["flex_vs_triton"]["errors"]["out"] <= 1e-5
+    assert any(s.startswith("ray (hook") for s in rec["skipped"])

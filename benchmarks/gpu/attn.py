@@ -136,7 +136,7 @@ def section_attn(run: Run, lengths, dtype, launch, flex: bool = False) -> None:
     flex_attention has no backward and no compiled kernel)."""
     dev = run.device
     rows = run.record.setdefault("attn", [])
-    if flex and (dev.type != "cuda" or not flex_available()):
+    if flex and (dev.type != "cuda" or not flex_available(dev)):
         run.record["skipped"].append("flex (needs CUDA and torch.nn.attention.flex_attention)")
         return
     for T in lengths:

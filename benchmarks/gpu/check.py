@@ -144,7 +144,7 @@ def section_check(run: Run, shapes, launch=None) -> None:
                         3e-2,
                         lambda q, k, v, a: sparse_attention(q, k, v, alpha=a, path="auto", **kw),
                     )
-                if flex_available() and si == 0:  # one shape: compiles are slow
+                if flex_available(dev) and si == 0:  # one shape: compiles are slow
                     dists = plan_for(sh["alpha"], sh["window"], T, sh["base"], sh["rungs"]).dists
                     flex = FlexInteger(dists, T, dev)
                     yield (

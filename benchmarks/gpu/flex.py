@@ -1,61 +1,32 @@
-"""flex_attention over an integer attended set, with a block mask built by hand (no (T, T)
-mask evaluation): a checked path in section 1 and the timing table's last column."""
+"""flex_attention over an integer attended set: `lab.kernels.flex` (impl="flex", the block mask
+built by hand from the plan's distances, no (T, T) mask evaluation), wrapped for the sections: a
+checked path in section 1, the Triton comparison in the gate, the timing table's last column."""
 
 from __future__ import annotations
 
+import math
+
 import torch
+
+from lab import kernels
+from lab.kernels import flex
 
 
 class FlexInteger:
-    """flex_attention over an integer attended set with a block mask built by hand: for each
-    128-query tile, the key tiles its distances touch (≤ 2 per distance), no (T, T) evaluation.
-    Compiled once per length (torch.compile on CUDA; eager on CPU)."""
+    """impl="flex" over fixed integer distances at length T (mask built and cached on first
+    use; torch.compile'd on CUDA, eager forward on CPU)."""
 
-    def __init__(self, dists, T: int, device: torch.device, block: int = 128):
-        from torch.nn.attention.flex_attention import BlockMask, flex_attention
-
-        lut = torch.zeros(T, dtype=torch.bool, device=device)
-        lut[torch.tensor(sorted(set(dists)), device=device)] = True
-
-        def mask_mod(b, h, qi, ki):
-            delta = qi - ki
-            return (delta >= 0) & lut[delta.clamp(min=0)]
-
-        n = (T + block - 1) // block
-        rows = []
-        for qb in range(n):
-            q0, q1 = qb * block, min(T, qb * block + block) - 1
-            tiles = set()
-            for lo in dists:
-                if q1 - lo >= 0:
-                    tiles.update(range(max(q0 - lo, 0) // block, (q1 - lo) // block + 1))
-            rows.append(sorted(tiles))
-        width = max(1, max(len(r) for r in rows))
-        idx = torch.zeros(1, 1, n, width, dtype=torch.int32)
-        num = torch.zeros(1, 1, n, dtype=torch.int32)
-        for i, r in enumerate(rows):
-            num[0, 0, i] = len(r)
-            idx[0, 0, i, : len(r)] = torch.tensor(r, dtype=torch.int32)
-        self.tiles_per_row = sum(len(r) for r in rows) / n
-        self.mask = BlockMask.from_kv_blocks(
-            num.to(device), idx.to(device), BLOCK_SIZE=block, mask_mod=mask_mod, seq_lengths=(T, T)
-        )
-        self.fn = (
-            torch.compile(flex_attention, dynamic=False)
-            if device.type == "cuda"
-            else flex_attention
-        )
+    def __init__(self, dists, T: int, device: torch.device, block: int = flex.BLOCK):
+        self.dists = torch.tensor(sorted(set(int(d) for d in dists)), dtype=torch.int64)
+        rows = flex.key_tiles(self.dists.tolist(), T, block)
+        self.tiles_per_row = sum(len(r) for r in rows) / len(rows)
+        flex.block_mask(self.dists.tolist(), T, device, block)  # build it now, outside timing
 
     def __call__(self, q, k, v, scale=None):
-        return self.fn(
-            q, k, v, block_mask=self.mask, scale=scale, enable_gqa=q.shape[1] != k.shape[1]
-        )
+        scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+        zeros = torch.zeros(len(self.dists), device=q.device)
+        return kernels.columns_attention(q, k, v, self.dists, zeros, scale, impl="flex")
 
 
-def flex_available() -> bool:
-    try:
-        from torch.nn.attention.flex_attention import BlockMask, flex_attention  # noqa: F401
-
-        return True
-    except Exception:
-        return False
+def flex_available(device: torch.device | str = "cuda") -> bool:
+    return flex.status(device) is True

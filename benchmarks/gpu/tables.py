@@ -47,6 +47,14 @@ def print_tables(run: Run) -> None:
             )
         for k, v in run.record.get("train_ratios", {}).items():
             print(f"  {k}: {v:.2f}")
+    gate = run.record.get("gate", {})
+    for v in gate.get("verdicts", []):
+        print(
+            f"\ntriton first-use check {v['dtype']}: {'ok' if v['ok'] else 'FAILED: ' + v['reason']}"
+        )
+    if "flex_vs_triton" in gate:
+        f = gate["flex_vs_triton"]
+        print(f"flex vs triton (T={f['T']}): {'ok' if f['ok'] else 'DIFFER'} {f['errors']}")
     checks = run.record.get("check", [])
     if checks:
         bad = [c for c in checks if not c.get("ok")]

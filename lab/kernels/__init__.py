@@ -19,6 +19,8 @@ Implementations (``impl``):
 ``cpp``      the fused C++/OpenMP kernel, `lab.kernels.cpu` (CPU, float32/float64), compiled on
              first use and cached
 ``triton``   the fused Triton kernel, `lab.kernels.triton_attn` (CUDA; float32/16/bf16)
+``flex``     PyTorch's FlexAttention with a block mask from the distances, `lab.kernels.flex`
+             (integer columns only; CUDA, or CPU forward); never chosen by ``auto``
 ``auto``     the fastest that can run on the tensors' device and dtype, measured: the
              candidates are the device's kernel (cpp on CPU, triton on CUDA) and torch; at
              the first call of a shape class on this machine both are timed briefly on the
@@ -30,6 +32,10 @@ Implementations (``impl``):
              triton on CUDA, else torch.  When the device's kernel cannot be built or
              imported (no compiler, no Triton) torch is used with a one-line warning (once
              per kernel); for a dtype the kernel does not support, silently.
+             On CUDA, ``auto`` uses Triton only after its first-use check in this process
+             passed (`lab.kernels.selfcheck`: Triton against the PyTorch path on a small
+             problem, forward and backward, integer and interpolated columns); a failed check,
+             or a Triton call that raises, warns once and ``auto`` uses torch from then on.
 
 The environment variable ``FIBLAB_ATTN_IMPL`` (torch | cpp | triton | auto) overrides
 ``impl="auto"`` for a whole process, e.g. ``FIBLAB_ATTN_IMPL=torch`` to compare against the
@@ -46,13 +52,14 @@ from collections.abc import Sequence
 import torch
 
 from lab import autotune
-from lab.kernels import cpu
+from lab.kernels import cpu, flex, selfcheck
 from lab.kernels.reference import columns_attention_reference
 from lab.kernels.shapes import check_columns
 
-IMPLS = ("auto", "torch", "cpp", "triton")
+IMPLS = ("auto", "torch", "cpp", "triton", "flex")
 ENV = "FIBLAB_ATTN_IMPL"
 TRITON_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+DEVICE_KERNEL = {"cpu": "cpp", "cuda": "triton"}  # what 'auto' prefers on each device type
 _WARNED: set[str] = set()
 
 
@@ -90,12 +97,25 @@ def triton_status(device: torch.device | str = "cuda") -> bool | str:
 def available() -> dict[str, bool | str]:
     """{implementation: True, or the reason it cannot run}.  'cpp' is built on first call
     (tens of seconds once, then cached); 'triton' is checked for CUDA tensors."""
-    return {"torch": True, "cpp": cpu.status(), "triton": triton_status("cuda")}
+    return {
+        "torch": True,
+        "cpp": cpu.status(),
+        "triton": triton_status("cuda"),
+        "flex": flex.status("cuda"),
+    }
 
 
 def _blocker(impl: str, device: str, dtype: torch.dtype) -> tuple[str, str] | None:
     """Why `impl` cannot run on (device, dtype): ("missing" | "unsupported", reason) or None."""
     if impl == "torch":
+        return None
+    if impl == "flex":
+        status = flex.status(device)
+        if status is not True:
+            return "missing", status
+        if dtype not in flex.DTYPES[device]:
+            names = ", ".join(str(d).removeprefix("torch.") for d in flex.DTYPES[device])
+            return "unsupported", f"FlexAttention on {device} supports {names}, not {dtype}"
         return None
     if impl == "cpp":
         if device != "cpu":
@@ -113,14 +133,17 @@ def _blocker(impl: str, device: str, dtype: torch.dtype) -> tuple[str, str] | No
     return None if status is True else ("missing", status)
 
 
-def _runnable(dev: str, dtype: torch.dtype) -> list[str]:
+def _runnable(dev: str, dtype: torch.dtype, device: torch.device | str | None = None) -> list[str]:
     """What 'auto' may use on (device type, dtype), the static choice first.  Warns once per
-    kernel when the device's kernel is missing (cannot build / import)."""
-    preferred = {"cpu": "cpp", "cuda": "triton"}.get(dev)
+    kernel when the device's kernel is missing (cannot build / import); Triton only once its
+    first-use check on `device` (default: the type's current device) has passed."""
+    preferred = DEVICE_KERNEL.get(dev)
     if preferred is None:
         return ["torch"]
     block = _blocker(preferred, dev, dtype)
     if block is None:
+        if preferred == "triton" and not _triton_trusted(dev if device is None else device, dtype):
+            return ["torch"]
         return [preferred, "torch"]
     kind, reason = block
     if kind == "missing" and preferred not in _WARNED:
@@ -132,6 +155,17 @@ def _runnable(dev: str, dtype: torch.dtype) -> list[str]:
             stacklevel=4,
         )
     return ["torch"]
+
+
+def _triton_trusted(device: torch.device | str, dtype: torch.dtype) -> bool:
+    """Has the Triton kernel passed its first-use check on (device, dtype) in this process?
+    Runs the check when there is no verdict yet and it can run (not while tracing)."""
+    v = selfcheck.cached(device, dtype)
+    if v is None:
+        if not selfcheck.can_check():
+            return False  # no verdict and none to be had now: the safe path
+        v = selfcheck.verdict(lambda *a: _run("triton", *a), device, dtype)
+    return v.ok
 
 
 def resolve(
@@ -161,7 +195,7 @@ def resolve(
                 f"back to 'torch') or 'torch'"
             )
         return impl
-    names = _runnable(dev, dtype)
+    names = _runnable(dev, dtype, device)
     if len(names) == 1 or call is None or not autotune.measurable(*call[:5]):
         return names[0]
     q, k, v, dists, fracs, scale, interpolated = call
@@ -200,6 +234,8 @@ def _run(which: str, q, k, v, dists, fracs, scale, interpolated) -> torch.Tensor
         return _triton_module().triton_columns_attention(
             q, k, v, dists, fracs, scale, interpolated=interpolated
         )
+    if which == "flex":
+        return flex.flex_columns_attention(q, k, v, dists, fracs, scale, interpolated=interpolated)
     return columns_attention_reference(q, k, v, dists, fracs, scale, interpolated=interpolated)
 
 
@@ -220,4 +256,15 @@ def columns_attention(
     """Softmax attention over C columns (see the module docstring).  Returns (B, H, T, D)."""
     check_columns(q, k, v, dists, fracs, scale)
     which = resolve(impl, q.device, q.dtype, call=(q, k, v, dists, fracs, scale, interpolated))
-    return _run(which, q, k, v, dists, fracs, scale, interpolated)
+    chosen = impl == "auto" and not os.environ.get(ENV, "").strip()
+    if which != "triton" or not chosen:
+        return _run(which, q, k, v, dists, fracs, scale, interpolated)
+    try:  # 'auto' chose Triton: an error must not reach the user's run
+        return _run(which, q, k, v, dists, fracs, scale, interpolated)
+    except torch.OutOfMemoryError:
+        raise  # the PyTorch path needs more memory, not less
+    except Exception as err:
+        if not selfcheck.can_check():
+            raise
+        selfcheck.record_failure(q.device, q.dtype, err)
+        return _run("torch", q, k, v, dists, fracs, scale, interpolated)
