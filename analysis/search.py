@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from analysis.search_objectives import Objective, ProbeSpec, Pruned, TrialTask, evaluate
+from analysis.search_objectives import LMSpec, Objective, ProbeSpec, Pruned, TrialTask, evaluate
 from analysis.search_space import Param, SearchSpace
 
 RUN_KIND = "search"
@@ -50,6 +50,7 @@ class SearchConfig:
     storage: str | None = None  # an Optuna storage URL; None: in memory
     study_name: str | None = None
     probe: ProbeSpec = field(default_factory=ProbeSpec)
+    lm: LMSpec = field(default_factory=LMSpec)
     prune: bool = True
     jobs: int = 1  # trials evaluated at once (a local process pool when > 1)
 
@@ -70,7 +71,12 @@ class SearchConfig:
 
     def task(self, params: dict, seed: int | None = None) -> TrialTask:
         return TrialTask(
-            self.space, dict(params), self.names, self.seed if seed is None else seed, self.probe
+            self.space,
+            dict(params),
+            self.names,
+            self.seed if seed is None else seed,
+            self.probe,
+            self.lm,
         )
 
 

@@ -8,6 +8,8 @@
     probe     maximise  the marked two-distance copy probe's mean accuracy at the given
                         distances, a model of the space's depth with the candidate's α, trained
                         at a probe scale (`probes.runner.run_cell`)
+    ppl       minimise  held-out perplexity of a short LM run (the ``tiny`` training preset by
+                        default) with the candidate's fixed α, in a temporary run folder
 
 `evaluate(task, report)` is the seam a driver calls in-process or ships to a worker (a Ray task):
 `TrialTask` is plain, picklable values; ``report(step, value) -> bool`` (in-process only) sees
@@ -38,6 +40,7 @@ OBJECTIVES: dict[str, Objective] = {
         Objective("band", "maximize", False, "share of 1..T-1 within ±W of an attended distance"),
         Objective("reach", "minimize", False, "layers until every distance is reachable"),
         Objective("probe", "maximize", True, "marked-copy probe accuracy at --distances"),
+        Objective("ppl", "minimize", True, "held-out perplexity of a short LM run"),
     )
 }
 
@@ -71,6 +74,15 @@ class ProbeSpec:
 
 
 @dataclass(frozen=True)
+class LMSpec:
+    """The ppl objective's settings: a training preset (`lab.trainconfig`), steps, data source."""
+
+    preset: str = "tiny"
+    steps: int | None = None
+    data: str | None = None
+
+
+@dataclass(frozen=True)
 class TrialTask:
     """Everything `evaluate` needs, as plain values (what a worker receives)."""
 
@@ -79,6 +91,7 @@ class TrialTask:
     objectives: tuple[str, ...]
     seed: int = 0
     probe: ProbeSpec = field(default_factory=ProbeSpec)
+    lm: LMSpec = field(default_factory=LMSpec)
     rounding: str = "round"
 
     def candidate(self) -> Candidate:
@@ -171,6 +184,40 @@ def probe_value(
     return float(sum(acc) / len(acc))
 
 
+def ppl_value(task: TrialTask, cand: Candidate) -> float:
+    """Held-out perplexity after a short LM run with the candidate's α (mean over domains)."""
+    import tempfile
+
+    from lab.train import train
+    from lab.trainconfig import make_config
+
+    space, spec = task.space, task.lm
+    over = {
+        "model.schedule": tuple(cand.alphas),
+        "model.n_layers": space.layers,
+        "model.window": cand.window,
+        "model.rungs": space.rungs,
+        "model.base": cand.base,
+        "model.seq_len": space.seq_len,
+        "seed": task.seed,
+        "name": "trial",
+    }
+    if spec.steps:
+        over["steps"] = spec.steps
+    if spec.data:
+        over["data"] = spec.data
+    with tempfile.TemporaryDirectory(prefix="fiblab-search-") as tmp:
+        cfg = make_config(spec.preset, {**over, "run_dir": tmp})
+        if cfg.tokens_per_step % (cfg.micro_batch * space.seq_len):
+            cfg = make_config(
+                spec.preset,
+                {**over, "run_dir": tmp, "tokens_per_step": cfg.micro_batch * space.seq_len},
+            )
+        res = train(cfg, quiet=True)
+    ppl = list(res["final_ppl"].values())
+    return float(sum(ppl) / len(ppl))
+
+
 def evaluate(
     task: TrialTask, report: Callable[[int, float], bool] | None = None
 ) -> dict[str, float]:
@@ -179,4 +226,6 @@ def evaluate(
     out = proxy_values(cand, task.space, task.objectives, task.rounding)
     if "probe" in task.objectives:
         out["probe"] = probe_value(task, cand, report)
+    if "ppl" in task.objectives:
+        out["ppl"] = ppl_value(task, cand)
     return {name: out[name] for name in task.objectives}

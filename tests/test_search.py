@@ -218,3 +218,18 @@ def test_cli_search_writes_the_store(tmp_path, capsys):
     with Store(db) as store:
         name = store.config(store.runs(kind="search")["name"].iloc[0])["study"]
         _store_agrees(optuna.load_study(study_name=name, storage=url), store, name)
+
+
+def test_ppl_objective_is_seeded_and_stored(tmp_path):
+    from analysis.search_objectives import LMSpec
+
+    space = parse_space("linear", layers=2, window=2, rungs=8, seq_len=64)
+    cfg = SearchConfig(space, parse_objectives(["ppl"]), trials=1, seed=5, lm=LMSpec(steps=3))
+    with Store(tmp_path / "fiblab.db") as store:
+        res = run_search(cfg, store=store)
+        _store_agrees(res.study, store, res.study_name)
+        assert {r for r in store.runs()["name"]} == {trial_run_name(res.study_name, 0)}
+    t = res.study.trials[0]
+    assert 1.0 < t.values[0] < 4 * 512  # a perplexity, below a few times the vocabulary
+    again = evaluate(cfg.task(t.params))  # the same seed: the same number
+    assert again["ppl"] == t.values[0]

@@ -13,6 +13,7 @@ from lab import paths
 
 #: The probe objective's convention when none is given: the tiny marked-copy probe's.
 PROBE_CONVENTION = {"layers": 2, "window": 2, "rungs": 6, "seq_len": 48}
+LM_CONVENTION = {"layers": 2, "window": 2, "rungs": 8, "seq_len": 64}  # the tiny LM preset's
 PAPER_CONVENTION = {"layers": 16, "window": 8, "rungs": 15, "seq_len": 1024}
 
 
@@ -24,7 +25,7 @@ def add_search(subparsers) -> None:
         description="Search per-layer alpha schedules: SPACE is linear (alpha at the first and "
         "last layer), coprime (stride), free (one alpha per layer), optionally +base "
         "(fib/pow2) and/or +window (W), e.g. free+base.  Objectives: distinct, band, reach "
-        "(cheap counts), probe (marked-copy accuracy).  Every trial goes into the "
+        "(cheap counts), probe (marked-copy accuracy), ppl (a short LM run's held-out perplexity).  Every trial goes into the "
         "experiment store (runs of kind 'search'); the winners are re-run on fresh seeds "
         "beside the stagger and coprime schedules.",
     )
@@ -33,7 +34,7 @@ def add_search(subparsers) -> None:
         "--objective",
         nargs="+",
         default=["distinct"],
-        help="one or more of distinct, band, reach, probe (several: a Pareto front)",
+        help="one or more of distinct, band, reach, probe, ppl (several: a Pareto front)",
     )
     s.add_argument("--trials", type=positive_int, default=40, help="finished trials in the study")
     s.add_argument("--seed", type=int, default=0, help="sampler seed and the trials' model seed")
@@ -55,7 +56,7 @@ def add_search(subparsers) -> None:
             type=int,
             default=None,
             help=f"{what} (default: {PAPER_CONVENTION[key]}, or {PROBE_CONVENTION[key]} with "
-            f"--objective probe)",
+            f"--objective probe, {LM_CONVENTION[key]} with ppl)",
         )
     s.add_argument("--max-window", type=positive_int, default=16, help="largest W of +window")
     s.add_argument(
@@ -67,6 +68,10 @@ def add_search(subparsers) -> None:
         type=positive_int,
         default=None,
         help="probe training steps (default: the scale's)",
+    )
+    s.add_argument("--lm-preset", default="tiny", help="training preset of the ppl objective")
+    s.add_argument(
+        "--lm-steps", type=positive_int, default=None, help="LM steps (default: the preset's)"
     )
     s.add_argument("--no-prune", action="store_true", help="no median pruner on the probe")
     s.add_argument("--jobs", type=positive_int, default=1, help="trials at once (process pool)")
@@ -81,12 +86,13 @@ def add_search(subparsers) -> None:
 def build_config(args):
     """The `SearchConfig` of parsed arguments (a ValueError names a bad SPACE or objective)."""
     from analysis.search import SearchConfig
-    from analysis.search_objectives import ProbeSpec, parse_objectives
+    from analysis.search_objectives import LMSpec, ProbeSpec, parse_objectives
     from analysis.search_space import parse_space
 
     objectives = parse_objectives(args.objective)
     probe = any(o.name == "probe" for o in objectives)
-    defaults = PROBE_CONVENTION if probe else PAPER_CONVENTION
+    lm = any(o.name == "ppl" for o in objectives)
+    defaults = PROBE_CONVENTION if probe else LM_CONVENTION if lm else PAPER_CONVENTION
     conv = {k: getattr(args, k) if getattr(args, k) is not None else v for k, v in defaults.items()}
     space = parse_space(args.space, max_window=args.max_window, **conv)
     storage = args.storage
@@ -101,6 +107,7 @@ def build_config(args):
         storage=storage or None,
         study_name=args.study,
         probe=ProbeSpec(args.probe_scale, tuple(args.distances), args.probe_steps),
+        lm=LMSpec(args.lm_preset, args.lm_steps),
         prune=not args.no_prune,
         jobs=args.jobs,
     )
