@@ -72,6 +72,7 @@ def run_cell(
     on_step=None,
     log_to: LogSpec | None = None,
     live: LiveSpec | None = None,
+    model=None,
 ) -> dict:
     """Train one cell and return its record (`probes.record.ProbeRecord.to_dict()`: the JSONL
     line and `Store.log_probe`'s input).
@@ -85,10 +86,13 @@ def run_cell(
     step, loss, α, a live accuracy curve; throttled) and check the grid's stop request before
     every step — `probes.live.StopRequested` abandons the cell (no record, its live file gone).
     Live reporting changes no number of the record (the live accuracy uses the final
-    evaluation's own seeded batch, in eval mode, without gradients)."""
+    evaluation's own seeded batch, in eval mode, without gradients).
+    ``model``: a model the caller built (e.g. a searched α schedule, `analysis.search_objectives`)
+    trained instead of the cell's mechanism; the cell still names the record."""
     if live is not None and live.stop_requested():
         raise StopRequested(f"stop requested before cell {cell_label(cell).strip()} started")
-    model = build_probe_model(cell, settings)
+    if model is None:
+        model = build_probe_model(cell, settings)
     device = next(model.parameters()).device
     settings = settings.resolved(device)  # "auto" → what this device computes in: the record says
     sink = open_sink(log_to, cell.key(settings))

@@ -47,6 +47,7 @@ from fiblab.cli.measure import add_efficiency, add_eval
 from fiblab.cli.models import add_models
 from fiblab.cli.parser import FibParser
 from fiblab.cli.runs import cmd_demo, cmd_probe, cmd_report, cmd_train
+from fiblab.cli.search import add_search
 from lab import paths
 
 # FIBLAB_STORE / FIBLAB_RUNS, else runs/fiblab.db and runs/ in the working directory
@@ -349,6 +350,7 @@ def build_parser() -> FibParser:
     add_efficiency(sub)
     add_export_store(sub)
     add_models(sub)
+    add_search(sub)
 
     s = sub.add_parser("doctor", help="this machine, the lab's choices on it, expected times")
     s.add_argument("--json", action="store_true", help="the report as one JSON object")
