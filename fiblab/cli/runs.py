@@ -61,16 +61,19 @@ def cmd_probe(args) -> int:
         if key in done:
             earlier(done[key])
     try:
-        records = R.run_grid(
-            cells,
-            settings,
-            out,
-            progress=not args.no_progress,
-            on_record=keep,  # each cell in the store as it finishes: a stop keeps them
-            jobs=args.jobs,
-            log_to=log_spec(args),
-            live=live,
-        )
+        if getattr(args, "ray", None):  # cells as Ray tasks; this process alone writes
+            records = _ray_grid(args, cells, settings, out, keep, live)
+        else:
+            records = R.run_grid(
+                cells,
+                settings,
+                out,
+                progress=not args.no_progress,
+                on_record=keep,  # each cell in the store as it finishes: a stop keeps them
+                jobs=args.jobs,
+                log_to=log_spec(args),
+                live=live,
+            )
     except StopRequested:
         finished = {r["key"] for r in R.load_records(out)} & set(keys)
         msg = (
@@ -117,7 +120,8 @@ def cmd_probe(args) -> int:
     print(
         f"results: {out}  ({plural(len(records), 'cell')}, settings: steps={settings.steps} "
         f"batch={settings.batch} lr={settings.lr} precision={settings.precision}; "
-        f"this run: {wall:.0f} s wall, jobs={args.jobs})"
+        f"this run: {wall:.0f} s wall, "
+        + (f"ray={args.ray})" if getattr(args, "ray", None) else f"jobs={args.jobs})")
     )
     if args.task != "marked":
         for rec in records:
@@ -138,6 +142,30 @@ def cmd_probe(args) -> int:
             )
             print(format_table2(rows))
     return 0
+
+
+def _ray_grid(args, cells, settings, out: str, keep, live) -> list[dict]:
+    """The grid's cells as Ray tasks (`fiblab.ray_run.run_probe_grid`): records appended to
+    ``out`` and kept in the store by this process as each cell returns."""
+    from fiblab.cli.sweep import ray_kwargs
+    from fiblab.ray_cluster import check_address
+
+    check_address(args.ray)
+    for given, what in (
+        (args.jobs > 1, f"--jobs {args.jobs}"),
+        (live is not None, "--live"),
+        (log_spec(args) is not None, "--log"),
+    ):
+        if given:
+            raise ValueError(
+                f"{what} is for a grid run here, not with --ray {args.ray}: drop it (Ray runs "
+                f"the cells at once, as many as the cluster holds; see --ray-threads)"
+            )
+    from fiblab.ray_run import run_probe_grid
+
+    return run_probe_grid(
+        cells, settings, out, progress=not args.no_progress, on_record=keep, **ray_kwargs(args)
+    )
 
 
 def _store_writer(store: str, live=None):
