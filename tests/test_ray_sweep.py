@@ -177,6 +177,7 @@ def _checkpoints(folder) -> list[str]:
     return [n for n in os.listdir(folder) if n.startswith("ckpt_")] if folder.is_dir() else []
 
 
+@pytest.mark.slow
 def test_driver_killed_mid_sweep_resumes_with_nothing_duplicated(cluster, tmp_path, one_thread):
     from lab.train import train
 
@@ -274,3 +275,45 @@ def test_two_processes_preparing_one_cache_entry_take_turns(tmp_path):
     lines = sorted(o.split()[0] for o, _ in outs)
     assert lines == ["False", "True"]  # one built it, the other waited and reused it
     assert len({o.split()[1] for o, _ in outs}) == 1
+
+
+@pytest.mark.slow
+def test_a_worker_node_removed_mid_sweep_is_retried_from_its_checkpoint(
+    cluster, tmp_path, one_thread
+):
+    """Both runs start at once, one on each 1-CPU node; the worker node is removed once both
+    have a checkpoint; Ray retries the lost task on the head, which resumes it (last in the
+    file: the fixture's worker node is replaced at the end)."""
+    import threading
+
+    from fiblab.ray_run import run_sweep
+    from lab.train import train
+
+    c, worker = cluster
+    cfgs = _configs(tmp_path / "ray", steps=12)
+    store = str(tmp_path / "ray.db")
+    done: dict = {}
+    t = threading.Thread(target=lambda: done.update(r=run_sweep(cfgs, store, progress=False)))
+    t.start()
+    deadline = time.time() + 180
+    folders = [tmp_path / "ray" / cfg.name for cfg in cfgs]
+    while time.time() < deadline and t.is_alive() and not all(map(_checkpoints, folders)):
+        time.sleep(0.2)
+    assert t.is_alive(), "the sweep ended before both runs had a checkpoint"
+    lost = [len(_checkpoints(f)) for f in folders]
+    c.remove_node(worker, allow_graceful=False)
+    t.join(timeout=300)
+    assert not t.is_alive() and [r.outcome for r in done["r"]] == ["trained", "trained"]
+    local_store = str(tmp_path / "local.db")
+    resumed = []
+    for cfg in _configs(tmp_path / "local", steps=12):
+        train(cfg, store_path=local_store, quiet=True)
+        assert _numbers(store, cfg.name) == _numbers(local_store, cfg.name)
+        with Store(store) as st:
+            kinds = st.events(cfg.name)["kind"].tolist()
+        assert kinds[0] == "start" and kinds.count("start") == 1, kinds
+        resumed += [cfg.name] if "resume" in kinds else []
+    assert len(resumed) == 1, (resumed, lost)  # the run on the removed node, from its ckpt
+    cluster_node = c.add_node(num_cpus=1)  # the fixture's shape again, for any later test
+    c.wait_for_nodes()
+    assert cluster_node is not None
