@@ -41,14 +41,16 @@ def check_retries(retries) -> int:
 # --------------------------------------------------------------------------------------------
 # the tasks (run on the workers)
 # --------------------------------------------------------------------------------------------
-def probe_cell_task(cell, settings, threads: int) -> dict:
-    """One probe cell on a worker, on ``threads`` torch threads: its record."""
+def probe_cell_task(cell, settings, threads: int, log_to=None, live=None) -> dict:
+    """One probe cell on a worker, on ``threads`` torch threads: its record (with ``live`` /
+    ``log_to``, the worker reports into the grid's live folder and the cell's log folder,
+    which must be on storage the nodes share, and checks the stop request itself)."""
     import torch
 
     from probes.runner import run_cell
 
     torch.set_num_threads(threads)
-    return run_cell(cell, settings, progress=False)
+    return run_cell(cell, settings, progress=False, log_to=log_to, live=live)
 
 
 def journal_path(cfg) -> str:
@@ -108,9 +110,13 @@ def run_probe_grid(
     progress: bool = True,
     on_record: Callable[[dict], None] | None = None,
     gpus: bool | None = None,
+    log_to=None,
+    live=None,
 ) -> list[dict]:
     """Every cell of ``cells`` not already in ``out_path``, run as Ray tasks (see the module
-    docstring); the records in ``cells`` order."""
+    docstring); the records in ``cells`` order.  ``log_to`` / ``live`` as in
+    `probes.grid.run_grid`: a stop request raises `probes.live.StopRequested` (Ray raises the
+    task's own error class) once the running cells are abandoned."""
     from probes.grid import append_record, load_records
 
     check_retries(retries)
@@ -133,6 +139,8 @@ def run_probe_grid(
                     fresh[rec["key"]] = rec
                     if on_record:
                         on_record(rec)
+                    if live is not None:  # kept: the cell is no longer "running"
+                        live.remove(rec["key"])
                     b.update(1)
                     if progress:
                         b.write(
@@ -141,7 +149,7 @@ def run_probe_grid(
                             file=sys.stderr,
                         )
 
-                pending = {task.remote(c, settings, res.threads): c for c in todo}
+                pending = {task.remote(c, settings, res.threads, log_to, live): c for c in todo}
                 _drain(ray, pending, keep)
     return [done.get(c.key(settings)) or fresh[c.key(settings)] for c in cells]
 

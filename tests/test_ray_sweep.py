@@ -88,6 +88,30 @@ def test_probe_grid_on_ray_equals_the_local_grid(cluster, tmp_path, one_thread):
     assert again == got and len(load_records(out)) == 4 and len(seen) == 4
 
 
+def test_probe_cells_on_ray_report_live_and_obey_a_stop_request(cluster, tmp_path):
+    from fiblab.ray_run import run_probe_grid
+    from probes.grid import grid, load_records
+    from probes.live import LIVE_DIR, LiveSpec, StopRequested, request_stop
+
+    settings = _tiny_settings()
+    cells = grid(["fib-fixed"], [2], ["uniform"], [0, 1])
+    live = LiveSpec(str(tmp_path / "grid"), every_s=0.0, eval_points=0)
+    seen_live = []
+
+    def keep(rec):  # the cell's live file was written on the worker, still there here
+        seen_live.append(live.read(rec["key"]) is not None)
+
+    out = str(tmp_path / "g.jsonl")
+    recs = run_probe_grid(cells, settings, out, progress=False, on_record=keep, live=live)
+    assert len(recs) == 2 and seen_live == [True, True]
+    assert os.listdir(tmp_path / "grid" / LIVE_DIR) == []  # kept cells are no longer running
+    more = grid(["fib-fixed"], [2], ["uniform"], [0, 1, 2])
+    request_stop(live.folder)
+    with pytest.raises(StopRequested):
+        run_probe_grid(more, settings, out, progress=False, live=live)
+    assert [r["key"] for r in load_records(out)] == [r["key"] for r in recs]  # nothing added
+
+
 def _configs(root, steps=4, names=("a", "b")):
     from lab.trainconfig import make_config
 

@@ -151,20 +151,22 @@ def _ray_grid(args, cells, settings, out: str, keep, live) -> list[dict]:
     from fiblab.ray_cluster import check_address
 
     check_address(args.ray)
-    for given, what in (
-        (args.jobs > 1, f"--jobs {args.jobs}"),
-        (live is not None, "--live"),
-        (log_spec(args) is not None, "--log"),
-    ):
-        if given:
-            raise ValueError(
-                f"{what} is for a grid run here, not with --ray {args.ray}: drop it (Ray runs "
-                f"the cells at once, as many as the cluster holds; see --ray-threads)"
-            )
+    if args.jobs > 1:
+        raise ValueError(
+            f"--jobs {args.jobs} is for a grid run here, not with --ray {args.ray}: drop it "
+            f"(Ray runs as many cells at once as the cluster holds; see --ray-threads)"
+        )
     from fiblab.ray_run import run_probe_grid
 
     return run_probe_grid(
-        cells, settings, out, progress=not args.no_progress, on_record=keep, **ray_kwargs(args)
+        cells,
+        settings,
+        out,
+        progress=not args.no_progress,
+        on_record=keep,
+        log_to=log_spec(args),  # --log / --live folders: on storage the nodes share
+        live=live,
+        **ray_kwargs(args),
     )
 
 
