@@ -341,3 +341,22 @@ def test_a_worker_node_removed_mid_sweep_is_retried_from_its_checkpoint(
     cluster_node = c.add_node(num_cpus=1)  # the fixture's shape again, for any later test
     c.wait_for_nodes()
     assert cluster_node is not None
+
+
+def test_a_launched_grid_can_target_a_cluster(tmp_path):
+    """The notebooks' launcher (`fiblab.probe_launch`, notebook 02) passes GridSpec.ray on as
+    --ray; the address changes no result, so the same grid on Ray is the same grid."""
+    from fiblab import probe_launch as PL
+    from fiblab.cli import build_parser
+    from probes.gridspec import GridSpec
+
+    spec = GridSpec(scale="tiny", depths=(2,), seeds=(0,), ray="local")
+    cmd = PL.grid_command(spec, "o.jsonl", "d")
+    assert cmd[cmd.index("--ray") + 1] == "local" and "--jobs" not in cmd
+    args = build_parser().parse_args(cmd[3:])
+    assert args.ray == "local" and args.jobs == 1 and args.live == "d"
+    assert "--ray" not in PL.grid_command(replace(spec, ray=None), "o", "d")
+    meta = {"spec": replace(spec, ray=None, jobs=2).to_dict()}
+    assert PL.same_grid(meta, spec) and not PL.same_grid(meta, replace(spec, seeds=(1,)))
+    with pytest.raises(ValueError, match="give one"):
+        replace(spec, jobs=2).cells()
