@@ -360,3 +360,19 @@ def test_a_launched_grid_can_target_a_cluster(tmp_path):
     assert PL.same_grid(meta, spec) and not PL.same_grid(meta, replace(spec, seeds=(1,)))
     with pytest.raises(ValueError, match="give one"):
         replace(spec, jobs=2).cells()
+
+
+def test_the_probe_form_targets_a_cluster():
+    """Notebook 02's form: a Ray address goes into the spec (jobs then 1); a bad one is the
+    CLI's one-line error."""
+    pytest.importorskip("ipywidgets")
+    from fiblab.ui.probe_form import ProbeForm
+
+    f = ProbeForm()
+    f.jobs.value = 2
+    assert f.spec().ray is None and f.spec().jobs == 2
+    f.ray.value = " auto "
+    assert f.spec().ray == "auto" and f.spec().jobs == 1
+    f.ray.value = "nowhere"
+    with pytest.raises(ValueError, match="is not a Ray address"):
+        f.spec()
