@@ -7,8 +7,9 @@ the file are skipped, each record is written once, the result is in cell order.
 
 `run_sweep` runs LM training runs (`lab.train.train`) as tasks.  Each task trains with exact
 resume from the run's own checkpoints under ``cfg.run_dir`` (storage every node sees) and logs
-into a `lab.store_journal.StoreJournal` in the run's folder instead of the store; it returns
-the journal, and the driver replays it into the SQLite store.  A task whose node dies is retried
+into a `lab.store_journal.StoreJournal` in the run's folder instead of the store; the driver
+follows the journals while the runs train (where it sees their folders) and replays what the
+task returns at its end into the SQLite store.  A task whose node dies is retried
 by Ray (``retries``) and resumes from the last checkpoint; a driver killed and started again
 skips the runs that finished (done in the store, or a journal that ended done: then it is only
 replayed) and resumes the others from their checkpoints.  Nothing is duplicated in the store:
@@ -83,12 +84,15 @@ def train_task(cfg, threads: int) -> dict:
 # --------------------------------------------------------------------------------------------
 # the drivers
 # --------------------------------------------------------------------------------------------
-def _drain(ray, pending: dict, on_done: Callable) -> None:
+def _drain(ray, pending: dict, on_done: Callable, on_idle: Callable | None = None) -> None:
     """Wait for every future of ``pending`` ({future: item}), calling ``on_done(item, result)``
-    as each finishes.  A failing task: nothing more is waited for, the others are cancelled,
-    and its error is raised."""
+    as each finishes (and ``on_idle(items still running)`` every 2 s without one).  A failing
+    task: nothing more is waited for, the others are cancelled, and its error is raised."""
     while pending:
-        ready, _ = ray.wait(list(pending), num_returns=1)
+        ready, _ = ray.wait(list(pending), num_returns=1, timeout=2.0 if on_idle else None)
+        if not ready:
+            on_idle(list(pending.values()))
+            continue
         fut = ready[0]
         item = pending.pop(fut)
         try:
@@ -188,13 +192,13 @@ def _done_in_store(store_path: str | None) -> set[str]:
         return set(st.runs(kind="lm", status="done")["name"])
 
 
-def _replay(store_path: str | None, entries: list[dict]) -> None:
-    if not store_path:
+def _replay(store_path: str | None, entries: list[dict], start: int = 0) -> None:
+    if not store_path or len(entries) <= start:
         return
     from lab.store import Store
 
     with Store(store_path) as st:
-        replay(entries, st)
+        replay(entries, st, start)
 
 
 def run_sweep(
@@ -238,8 +242,18 @@ def run_sweep(
                         file=sys.stderr,
                     )
 
+                followed: dict[str, int] = {}  # journal lines already in the store, per run
+
+                def follow(running: list) -> None:
+                    """The running runs' new journal lines into the store (where the driver
+                    sees the shared run folders), so the store shows them as they train."""
+                    for cfg in running:
+                        entries = read_journal(journal_path(cfg))
+                        _replay(store_path, entries, followed.get(cfg.name, 0))
+                        followed[cfg.name] = max(followed.get(cfg.name, 0), len(entries))
+
                 def keep(cfg, out: dict) -> None:
-                    _replay(store_path, out["journal"])
+                    _replay(store_path, out["journal"], followed.get(cfg.name, 0))
                     r = SweepResult(cfg.name, "trained", out["final_ppl"], out["seconds"])
                     results[cfg.name] = r
                     b.update(1)
@@ -252,5 +266,5 @@ def run_sweep(
                         )
 
                 pending = {task.remote(c, res.threads): c for c in todo}
-                _drain(ray, pending, keep)
+                _drain(ray, pending, keep, follow if store_path else None)
     return [results[n] for n in names]

@@ -116,10 +116,12 @@ def finished(entries: list[dict]) -> bool:
     return bool(statuses) and statuses[-1] == "done"
 
 
-def replay(entries: list[dict], store) -> int:
-    """Write a journal's calls into ``store`` (a `lab.store.Store`) in order; returns the
-    number of calls written.  Events the store already holds for a run (a previous replay of
-    this append-only journal, cut short) are skipped, so replaying again duplicates nothing."""
+def replay(entries: list[dict], store, start: int = 0) -> int:
+    """Write a journal's calls from index ``start`` on into ``store`` (a `lab.store.Store`) in
+    order; returns the number of calls written.  Events the store already holds for a run (a
+    previous replay of this append-only journal, cut short, or the lines before ``start``) are
+    skipped, so replaying again duplicates nothing; ``start`` lets a driver follow a growing
+    journal (replay what it had, later ``start=len(what it had)``)."""
     runs = {e["args"][0] for e in entries if e["call"] == "start_run"}
     held: dict[str, int] = {}
     for run in runs:
@@ -129,12 +131,14 @@ def replay(entries: list[dict], store) -> int:
             held[run] = 0
     seen: dict[str, int] = {}
     written = 0
-    for e in entries:
+    for i, e in enumerate(entries):
         args, kwargs = list(e["args"]), dict(e.get("kwargs") or {})
         if e["call"] == "log_event" and args[0] in held:
             seen[args[0]] = seen.get(args[0], 0) + 1
             if seen[args[0]] <= held[args[0]]:
                 continue
+        if i < start:
+            continue
         if e["call"] in ("log_metrics", "log_alphas"):  # None back to NaN for the store
             args[2] = _nan(args[2])
         getattr(store, e["call"])(*args, **kwargs)

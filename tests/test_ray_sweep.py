@@ -188,6 +188,12 @@ def test_journal_replayed_twice_duplicates_nothing(tmp_path):
         assert st.alphas("r")["alpha"].tolist() == [0.5, 1.5]
         assert st.evals("r")["perplexity"].tolist() == pytest.approx([2.718281828])
         assert st.runs()["status"].tolist() == ["done"]
+    with Store(str(tmp_path / "follow.db")) as st:  # a driver following the growing journal
+        for n in range(1, len(entries) + 1):
+            replay(entries[:n], st, start=n - 1)
+        assert st.events("r")["kind"].tolist() == ["start"]
+        assert sorted(st.metrics("r")["name"]) == ["loss", "nan"]
+        assert st.runs()["status"].tolist() == ["done"]
 
 
 def _sweep_cli(spec, runs, store, address, **kw):
@@ -301,6 +307,14 @@ def test_two_processes_preparing_one_cache_entry_take_turns(tmp_path):
     assert len({o.split()[1] for o, _ in outs}) == 1
 
 
+def _running_in(store: str) -> set[str]:
+    """The runs whose metrics the store already has."""
+    if not os.path.exists(store):
+        return set()
+    with Store(store) as st:
+        return set(st.metrics()["run"])
+
+
 @pytest.mark.slow
 def test_a_worker_node_removed_mid_sweep_is_retried_from_its_checkpoint(
     cluster, tmp_path, one_thread
@@ -314,7 +328,7 @@ def test_a_worker_node_removed_mid_sweep_is_retried_from_its_checkpoint(
     from lab.train import train
 
     c, worker = cluster
-    cfgs = _configs(tmp_path / "ray", steps=12)
+    cfgs = _configs(tmp_path / "ray", steps=40)
     store = str(tmp_path / "ray.db")
     done: dict = {}
     t = threading.Thread(target=lambda: done.update(r=run_sweep(cfgs, store, progress=False)))
@@ -324,13 +338,16 @@ def test_a_worker_node_removed_mid_sweep_is_retried_from_its_checkpoint(
     while time.time() < deadline and t.is_alive() and not all(map(_checkpoints, folders)):
         time.sleep(0.2)
     assert t.is_alive(), "the sweep ended before both runs had a checkpoint"
+    while time.time() < deadline and t.is_alive() and len(_running_in(store)) < 2:
+        time.sleep(0.5)  # the driver follows the journals: the store shows the runs training
+    assert _running_in(store) == {cfg.name for cfg in cfgs} or not t.is_alive()
     lost = [len(_checkpoints(f)) for f in folders]
     c.remove_node(worker, allow_graceful=False)
     t.join(timeout=300)
     assert not t.is_alive() and [r.outcome for r in done["r"]] == ["trained", "trained"]
     local_store = str(tmp_path / "local.db")
     resumed = []
-    for cfg in _configs(tmp_path / "local", steps=12):
+    for cfg in _configs(tmp_path / "local", steps=40):
         train(cfg, store_path=local_store, quiet=True)
         assert _numbers(store, cfg.name) == _numbers(local_store, cfg.name)
         with Store(store) as st:
