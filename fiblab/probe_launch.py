@@ -157,13 +157,14 @@ def _check_name(name: str) -> str:
 
 
 def same_grid(meta: dict | None, spec: GridSpec) -> bool:
-    """Whether a grid.json describes ``spec``'s grid (every setting but ``jobs``, which changes
-    no result; record names alone do not tell, e.g. marker distances are not in them)."""
+    """Whether a grid.json describes ``spec``'s grid (every setting but ``jobs`` and ``ray``,
+    which change no result; record names alone do not tell, e.g. marker distances are not in
+    them)."""
     if meta is None:
         return False
-    old = {k: v for k, v in (meta.get("spec") or {}).items() if k != "jobs"}
+    old = {k: v for k, v in (meta.get("spec") or {}).items() if k not in ("jobs", "ray")}
     try:
-        return GridSpec.from_dict(old) == replace(spec, jobs=GridSpec.jobs)
+        return GridSpec.from_dict(old) == replace(spec, jobs=GridSpec.jobs, ray=GridSpec.ray)
     except (TypeError, ValueError):
         return False
 
@@ -224,7 +225,8 @@ def grid_command(
         cmd += ["--marker-distances", *map(str, spec.distances)]
     if spec.steps:
         cmd += ["--steps", str(settings.steps), "--log-every", str(settings.log_every)]
-    cmd += ["--precision", spec.precision, "--jobs", str(spec.jobs)]
+    cmd += ["--precision", spec.precision]
+    cmd += ["--ray", spec.ray] if spec.ray else ["--jobs", str(spec.jobs)]
     return cmd + ["--out", out, "--store", store or "", "--live", live_dir]
 
 

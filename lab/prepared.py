@@ -7,12 +7,14 @@ leaves no file that a later call trusts. A source's fingerprint includes the siz
 of its files, so editing a file makes a new cache entry. For a .bin source nothing is copied:
 meta.json records the split and train/val are views of the source file. The split follows
 `lab.heldout`; batches and evaluation windows come from `lab.sampling`.
-Several processes (DDP ranks) should not prepare the same entry at once: let rank 0 call
-`prepare` first, then the others (they reuse it).
+Several processes preparing the same entry at once (the runs of a sweep, on one machine or on
+nodes sharing the cache) take turns: the entry is built under a file lock beside it, and the
+ones that waited reuse it.  (DDP ranks still let rank 0 call `prepare` first.)
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -222,42 +224,51 @@ def prepare(
         return data
     except ValueError:
         pass
-    out.mkdir(parents=True, exist_ok=True)
-    _clear_partial(out)
-    t0 = time.perf_counter()
-    try:
-        if src.kind == "tokens":
-            meta = _prepare_tokens(src, out, vocab_size, val_tokens, tok)
-        else:
-            if tok is None:
-                docs = capped_documents(src.documents(), tokenizer_train_chars, src)
-                tok = BPETokenizer.train(
-                    reading(docs, f"BPE {src.short_name()}: reading text", progress), vocab_size
-                )
-            meta = _prepare_text(src, out, vocab_size, val_tokens, seed, tok, progress)
-        if tok is not None:
-            tok.save(out / "tokenizer.json")
-    except BaseException:
+    with _building(out) as lock:  # one builder at a time (the runs of a sweep share entries)
+        try:  # built by another process while this one waited
+            data = PreparedData.load(out)
+            data.reused = True
+            return data
+        except ValueError:
+            pass
+        out.mkdir(parents=True, exist_ok=True)
         _clear_partial(out)
-        if not any(out.iterdir()):
-            out.rmdir()
-        raise
-    meta.update(
-        format=FORMAT,
-        key=key,
-        source=src.describe(),
-        kind=src.kind,
-        vocab_size=vocab_size,
-        seed=seed,
-        dtype=src.dtype if src.kind == "tokens" else token_dtype(vocab_size).name,
-        tokenizer_vocab_size=tok.vocab_size if tok is not None else None,
-        eot_id=tok.eot_id if tok is not None else None,
-        settings=settings,
-        seconds=round(time.perf_counter() - t0, 3),
-        created=time.strftime("%Y-%m-%dT%H:%M:%S"),
-    )
-    _write_json(out / "meta.json", meta)  # last: the completeness marker
-    return PreparedData.load(out)
+        t0 = time.perf_counter()
+        try:
+            if src.kind == "tokens":
+                meta = _prepare_tokens(src, out, vocab_size, val_tokens, tok)
+            else:
+                if tok is None:
+                    docs = capped_documents(src.documents(), tokenizer_train_chars, src)
+                    tok = BPETokenizer.train(
+                        reading(docs, f"BPE {src.short_name()}: reading text", progress), vocab_size
+                    )
+                meta = _prepare_text(src, out, vocab_size, val_tokens, seed, tok, progress)
+            if tok is not None:
+                tok.save(out / "tokenizer.json")
+        except BaseException:
+            _clear_partial(out)
+            if not any(out.iterdir()):
+                out.rmdir()
+                if lock is not None:  # nothing left of the entry, its lock neither
+                    lock.unlink(missing_ok=True)
+            raise
+        meta.update(
+            format=FORMAT,
+            key=key,
+            source=src.describe(),
+            kind=src.kind,
+            vocab_size=vocab_size,
+            seed=seed,
+            dtype=src.dtype if src.kind == "tokens" else token_dtype(vocab_size).name,
+            tokenizer_vocab_size=tok.vocab_size if tok is not None else None,
+            eot_id=tok.eot_id if tok is not None else None,
+            settings=settings,
+            seconds=round(time.perf_counter() - t0, 3),
+            created=time.strftime("%Y-%m-%dT%H:%M:%S"),
+        )
+        _write_json(out / "meta.json", meta)  # last: the completeness marker
+        return PreparedData.load(out)
 
 
 def _settle_vocab(src: Source, vocab_size, tok: BPETokenizer | None) -> int:
@@ -440,6 +451,28 @@ def settings_hash(obj) -> str:
 def _write_json(path: Path, obj) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+@contextlib.contextmanager
+def _building(out: Path) -> Iterator[Path | None]:
+    """Hold an exclusive lock on ``out``'s entry while it is built: a second process (another
+    run of a sweep, another node on the same shared cache) waits, then reuses the entry
+    instead of clearing the first one's files.  The lock file sits beside the entry, so a
+    failed build that removes the entry's folder leaves the lock usable; where fcntl is missing
+    (Windows) there is no lock.  Yields the lock file's path (None without a lock)."""
+    try:
+        import fcntl
+    except ImportError:
+        yield None
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    lock = out.parent / f"{out.name}.lock"
+    with open(lock, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield lock
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _clear_partial(out: Path) -> None:

@@ -234,12 +234,16 @@ def train(
     data=None,
     restart: bool = False,
     log_to: LogSpec | None = None,
+    store=None,
 ) -> dict:
     """Train (or resume) one run; returns a summary dict.  See the module docstring.
     ``restart``: when every checkpoint of the run is unreadable, set them aside and start again
     from step 0 (without it such a run is refused; `lab.checkpoint.resume_point`).
     ``log_to``: also send every metric, evaluation and α the store gets to a live sink
-    (`lab.runlog`, e.g. TensorBoard); not part of the run's configuration or identity."""
+    (`lab.runlog`, e.g. TensorBoard); not part of the run's configuration or identity.
+    ``store``: instead of opening ``store_path``, log into this store-shaped writer (a
+    `lab.store_journal.StoreJournal` in the run folder, for a run on another machine whose
+    driver alone writes the store; `fiblab.ray_run`)."""
     di = init_distributed()
     accum = cfg.accum
     if accum % di.world:
@@ -290,11 +294,11 @@ def train(
         else model
     )
 
-    store = None
-    if di.main and store_path:
+    writer, store = store, None
+    if di.main and (store_path or writer is not None):
         from lab.store import Store
 
-        store = Store(store_path)
+        store = writer if writer is not None else Store(store_path)
         stored = {**cfg.to_dict(), "provenance": provenance(data, precision)}
         store.start_run(
             cfg.name,

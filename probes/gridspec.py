@@ -54,6 +54,7 @@ class GridSpec:
     steps: int = 0
     precision: str = "auto"
     jobs: int = 1
+    ray: str | None = None  # a Ray address (local, auto, HOST:PORT): the cells as Ray tasks
 
     def __post_init__(self):
         for name in ("mechanisms", "inits"):
@@ -106,6 +107,11 @@ class GridSpec:
             raise ValueError(f"depths {bad} must be >= 1 (layers; the paper uses 2, 4, 8)")
         if isinstance(self.jobs, bool) or not isinstance(self.jobs, int) or self.jobs < 1:
             raise ValueError(f"jobs={self.jobs!r} must be an integer >= 1 (cells run at once)")
+        if self.ray is not None and self.jobs > 1:
+            raise ValueError(
+                f"jobs={self.jobs} and ray={self.ray!r}: give one (with Ray the cluster sets "
+                f"how many cells run at once)"
+            )
         settings = self.settings()
         dists: tuple = (None,)
         if self.task == "shift":

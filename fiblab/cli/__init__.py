@@ -10,7 +10,8 @@ fiblab schedule stagger --layers 16 [--window 8] [--seq-len 1024] [--sets]
 fiblab params [--preset paper-60m] [--schedule learned]
 fiblab coverage --layers 16 --window 8 --rungs 15 --seq-len 1024 --schedule stagger [--json]
 fiblab receptive-field --layers 16 --schedule coprime [--residual 0.5] [--json]
-fiblab probe marked --depths 2 4 8 --init uniform staggered --seeds 0 1 [--scale quick] [--jobs 2] [--precision bf16]
+fiblab probe marked --depths 2 4 8 --init uniform staggered --seeds 0 1 [--scale quick] [--jobs 2] [--precision bf16] [--ray local]
+fiblab sweep sweeps/cpu-matrix.toml [--ray local|auto|HOST:PORT] [--runs DIR]   LM runs as Ray tasks
 fiblab train --preset cpu-stagger [--data bible] [--steps N] [--override key=value ...] [--resume] [--restart]
 fiblab train --config runs/NAME/config.json [--name NEW] [--override key=value ...]   re-run / vary a run
 fiblab export RUN --out DIR [--hf]                     safetensors model folder (or transformers Llama)
@@ -48,6 +49,7 @@ from fiblab.cli.models import add_models
 from fiblab.cli.parser import FibParser
 from fiblab.cli.runs import cmd_demo, cmd_probe, cmd_report, cmd_train
 from fiblab.cli.search import add_search
+from fiblab.cli.sweep import add_ray_options, add_sweep
 from lab import paths
 
 # FIBLAB_STORE / FIBLAB_RUNS, else runs/fiblab.db and runs/ in the working directory
@@ -282,6 +284,7 @@ def build_parser() -> FibParser:
         "(default: none; fiblab.probe_launch sets it)",
     )
     add_log_options(s)
+    add_ray_options(s)
     s.set_defaults(fn=cmd_probe)
 
     s = sub.add_parser("train", help="train a language model (paper recipe or a CPU preset)")
@@ -351,6 +354,7 @@ def build_parser() -> FibParser:
     add_export_store(sub)
     add_models(sub)
     add_search(sub)
+    add_sweep(sub)
 
     s = sub.add_parser("doctor", help="this machine, the lab's choices on it, expected times")
     s.add_argument("--json", action="store_true", help="the report as one JSON object")

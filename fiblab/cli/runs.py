@@ -61,16 +61,19 @@ def cmd_probe(args) -> int:
         if key in done:
             earlier(done[key])
     try:
-        records = R.run_grid(
-            cells,
-            settings,
-            out,
-            progress=not args.no_progress,
-            on_record=keep,  # each cell in the store as it finishes: a stop keeps them
-            jobs=args.jobs,
-            log_to=log_spec(args),
-            live=live,
-        )
+        if getattr(args, "ray", None):  # cells as Ray tasks; this process alone writes
+            records = _ray_grid(args, cells, settings, out, keep, live)
+        else:
+            records = R.run_grid(
+                cells,
+                settings,
+                out,
+                progress=not args.no_progress,
+                on_record=keep,  # each cell in the store as it finishes: a stop keeps them
+                jobs=args.jobs,
+                log_to=log_spec(args),
+                live=live,
+            )
     except StopRequested:
         finished = {r["key"] for r in R.load_records(out)} & set(keys)
         msg = (
@@ -117,7 +120,8 @@ def cmd_probe(args) -> int:
     print(
         f"results: {out}  ({plural(len(records), 'cell')}, settings: steps={settings.steps} "
         f"batch={settings.batch} lr={settings.lr} precision={settings.precision}; "
-        f"this run: {wall:.0f} s wall, jobs={args.jobs})"
+        f"this run: {wall:.0f} s wall, "
+        + (f"ray={args.ray})" if getattr(args, "ray", None) else f"jobs={args.jobs})")
     )
     if args.task != "marked":
         for rec in records:
@@ -138,6 +142,32 @@ def cmd_probe(args) -> int:
             )
             print(format_table2(rows))
     return 0
+
+
+def _ray_grid(args, cells, settings, out: str, keep, live) -> list[dict]:
+    """The grid's cells as Ray tasks (`fiblab.ray_run.run_probe_grid`): records appended to
+    ``out`` and kept in the store by this process as each cell returns."""
+    from fiblab.cli.sweep import ray_kwargs
+    from fiblab.ray_cluster import check_address
+
+    check_address(args.ray)
+    if args.jobs > 1:
+        raise ValueError(
+            f"--jobs {args.jobs} is for a grid run here, not with --ray {args.ray}: drop it "
+            f"(Ray runs as many cells at once as the cluster holds; see --ray-threads)"
+        )
+    from fiblab.ray_run import run_probe_grid
+
+    return run_probe_grid(
+        cells,
+        settings,
+        out,
+        progress=not args.no_progress,
+        on_record=keep,
+        log_to=log_spec(args),  # --log / --live folders: on storage the nodes share
+        live=live,
+        **ray_kwargs(args),
+    )
 
 
 def _store_writer(store: str, live=None):

@@ -12,6 +12,7 @@ from dataclasses import replace
 import ipywidgets as W
 
 from fiblab import probe_launch as PL
+from fiblab.ray_cluster import check_address
 from fiblab.ui.common import error_widget, guarded, parse_numbers, show_error
 from lab.precision import PRECISIONS, describe_auto
 from lab.wording import plural
@@ -108,6 +109,13 @@ class ProbeForm:
             style=style,
         )
         self.jobs.add_class("fib-probe-jobs")
+        self.ray = W.Text(
+            value="",
+            description="Ray address",
+            placeholder="(none: here; local, auto, HOST:PORT)",
+            style=style,
+        )  # the cells as Ray tasks (fiblab.ray_run); the cluster then sets the cells at once
+        self.ray.add_class("fib-probe-ray")
         self.name = W.Text(
             value=name, description="grid name", placeholder="(task-scale)", style=style
         )
@@ -125,6 +133,7 @@ class ProbeForm:
             self.steps,
             self.precision,
             self.jobs,
+            self.ray,
             self.name,
         ):
             w.observe(self._on_change, names="value")
@@ -143,6 +152,7 @@ class ProbeForm:
                                 self.distances,
                                 self.precision,
                                 self.jobs,
+                                self.ray,
                                 self.name,
                             ]
                         ),
@@ -162,6 +172,7 @@ class ProbeForm:
     def spec(self) -> GridSpec:
         """The GridSpec the widgets select (raises ValueError on bad input)."""
         task = self.task.value
+        ray = check_address(self.ray.value.strip()) if self.ray.value.strip() else None
         dists: tuple = ()
         if task in ("marked", "shift") and self.distances.value.strip():
             dists = tuple(parse_numbers(self.distances.value, "distances", int))
@@ -175,7 +186,8 @@ class ProbeForm:
             distances=dists,
             steps=int(self.steps.value),
             precision=self.precision.value,
-            jobs=int(self.jobs.value),
+            jobs=1 if ray else int(self.jobs.value),  # with Ray the cluster sets it
+            ray=ray,
         )
 
     def settings(self) -> ProbeSettings:
@@ -258,6 +270,7 @@ class ProbeForm:
             self.distances.disabled = spec.task == "kv"
             self.steps.value, self.precision.value = spec.steps, spec.precision
             self.jobs.value, self.name.value = spec.jobs, name
+            self.ray.value = spec.ray or ""
         finally:
             self._filling = False
         self._on_change()

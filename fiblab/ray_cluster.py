@@ -1,0 +1,132 @@
+"""Ray for the lab's sweeps: import it, connect to a cluster, and size each task.
+
+Ray (an optional extra, ``pip install 'fiblab[ray]'``) is imported inside these functions only,
+so the rest of the lab never needs it.  ``ADDRESS`` is
+
+- ``local``: start a Ray instance on this machine for this command (stopped when it ends);
+- ``auto``: join the cluster this machine belongs to (`ray start --head` / `ray start
+  --address …` ran on it; Slurm and Kubernetes set one up the same way);
+- ``HOST:PORT`` (the head's GCS address) or ``ray://HOST:PORT`` (Ray Client).
+
+Resources per task: one GPU when the cluster has GPUs (a probe cell or an LM run then uses
+that GPU), else ``threads`` CPUs, and the task sets torch's intra-op threads to the same
+number.  One thread per task is the default: on small CPUs the many small ops of a probe step
+use one thread better than two (as `probes.grid.run_grid`'s ``jobs`` found), so a 16-core node
+runs 16 cells at once; give LM runs more threads (``--ray-threads 4``) when cores are many.
+The same seeds give the same numbers whatever the number of nodes (each task is a pure
+function of its cell or config; torch's CPU kernels give the same result for the same number
+of threads, which is why the threads are fixed per task, not per node).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+RAY_MISSING = "Ray is not installed: pip install 'fiblab[ray]' (or pip install ray)"
+ADDRESS_HELP = (
+    "run the tasks on Ray: local (a cluster for this command on this machine), auto (the "
+    "cluster this machine joined with `ray start`), or HOST:PORT / ray://HOST:PORT of a "
+    "running cluster (default: no Ray)"
+)
+_HOST_PORT = re.compile(r"^(ray://)?[A-Za-z0-9_.\-\[\]:]+:\d{1,5}$")
+
+
+def import_ray():
+    """The ``ray`` module, or a ValueError that says how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise ValueError(RAY_MISSING) from None
+    return ray
+
+
+def check_address(address: str) -> str:
+    """``address`` if it is ``local``, ``auto`` or ``[ray://]HOST:PORT``, else a ValueError."""
+    if address in ("local", "auto") or _HOST_PORT.match(address or ""):
+        return address
+    raise ValueError(
+        f"--ray {address!r} is not a Ray address: use local, auto, or HOST:PORT "
+        f"(e.g. 10.0.0.5:6379, or ray://10.0.0.5:10001 for Ray Client)"
+    )
+
+
+def check_threads(threads) -> int:
+    """A positive integer thread count, else a ValueError naming it."""
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads per Ray task {threads!r} must be an integer >= 1")
+    return threads
+
+
+def _code_root() -> str:
+    """The folder holding the lab's packages (`fiblab`, `lab`, …): the workers of a local
+    cluster import them from there, as this process does."""
+    return str(Path(__file__).resolve().parents[1])
+
+
+@contextmanager
+def connect(address: str, num_cpus: int | None = None) -> Iterator[object]:
+    """Ray connected to ``address`` for the ``with`` block (yields the ``ray`` module).
+
+    An already connected Ray (a test's cluster, a notebook's session) is used as it is and left
+    connected.  ``local`` starts an instance of ``num_cpus`` CPUs (default: this process's
+    cores) without the dashboard, whose workers import the lab from this checkout."""
+    check_address(address)
+    ray = import_ray()
+    if ray.is_initialized():
+        yield ray
+        return
+    if address == "local":
+        path = os.pathsep.join(p for p in (_code_root(), os.environ.get("PYTHONPATH")) if p)
+        ray.init(
+            num_cpus=num_cpus or _cores(),
+            include_dashboard=False,
+            log_to_driver=False,
+            runtime_env={"env_vars": {"PYTHONPATH": path}},
+        )
+    else:
+        ray.init(address=address, log_to_driver=False)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def _cores() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class TaskResources:
+    """What one task asks Ray for, and the torch threads it then uses."""
+
+    num_cpus: float
+    num_gpus: float
+    threads: int
+
+    def options(self, retries: int) -> dict:
+        """Ray's ``.options(...)`` for a task: these resources and ``max_retries`` (a task whose
+        worker or node dies is run again, up to ``retries`` times)."""
+        return {"num_cpus": self.num_cpus, "num_gpus": self.num_gpus, "max_retries": retries}
+
+    def describe(self) -> str:
+        if self.num_gpus:
+            return f"1 GPU and {self.threads} CPU thread(s) per task"
+        return f"{self.threads} CPU thread(s) per task"
+
+
+def task_resources(ray, threads: int = 1, gpus: bool | None = None) -> TaskResources:
+    """One GPU per task when the cluster has GPUs (``gpus=None`` asks the cluster; True / False
+    decide), else ``threads`` CPUs per task."""
+    check_threads(threads)
+    if gpus is None:
+        gpus = ray.cluster_resources().get("GPU", 0) > 0
+    if gpus:
+        return TaskResources(num_cpus=1, num_gpus=1, threads=threads)
+    return TaskResources(num_cpus=threads, num_gpus=0, threads=threads)

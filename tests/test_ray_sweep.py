@@ -1,0 +1,395 @@
+"""Sweeps on Ray (fiblab.ray_run) against a real two-node cluster on this machine.
+
+The oracle is the lab's own local path: the same cells (`probes.grid.run_grid`) and the same
+runs (`lab.train.train` into a store) run here in this process, on the same one torch thread a
+task uses, give the numbers the cluster's tasks give, apart from seconds.  One cluster (Ray's
+`ray.cluster_utils.Cluster`, a head and a worker node of 1 CPU each) serves the whole file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from lab.store import Store  # noqa: E402
+from lab.store_journal import StoreJournal, finished, read_journal, replay  # noqa: E402
+
+TIMING = {"tokens_per_s", "eval_s"}  # metrics that measure the machine, not the model
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from ray.cluster_utils import Cluster
+
+    for attempt in range(3):  # a raylet may miss Ray's fixed 30 s start-up on a loaded machine
+        c = Cluster()
+        try:
+            c.add_node(num_cpus=1, include_dashboard=False)
+            worker = c.add_node(num_cpus=1)
+            c.wait_for_nodes()
+            break
+        except Exception:
+            c.shutdown()
+            if attempt == 2:
+                raise
+    ray.init(address=c.address, log_to_driver=False)
+    yield c, worker
+    ray.shutdown()
+    c.shutdown()
+
+
+@pytest.fixture
+def one_thread():
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # what a task of --ray-threads 1 computes on
+    yield
+    torch.set_num_threads(before)
+
+
+def _tiny_settings():
+    from probes.settings import SCALES
+
+    return replace(SCALES["tiny"], steps=20, log_every=10, precision="fp32")
+
+
+def test_probe_grid_on_ray_equals_the_local_grid(cluster, tmp_path, one_thread):
+    from fiblab.ray_run import run_probe_grid
+    from probes.grid import grid, load_records, run_grid
+
+    assert len([n for n in ray.nodes() if n["Alive"]]) == 2
+    settings = _tiny_settings()
+    cells = grid(["fib-fixed", "learned"], [2], ["uniform"], [0, 1])
+    assert len(cells) == 4
+    local = run_grid(cells, settings, str(tmp_path / "local.jsonl"), progress=False)
+    out = str(tmp_path / "ray.jsonl")
+    seen = []
+    got = run_probe_grid(cells, settings, out, progress=False, on_record=seen.append)
+    assert [r["key"] for r in got] == [c.key(settings.resolved()) for c in cells]
+    for a, b in zip(local, got):
+        a, b = dict(a), dict(b)
+        assert a.pop("seconds") > 0 and b.pop("seconds") > 0
+        assert a == b  # same seeds, same numbers: α, accuracy, trajectory, loss curve
+    assert sorted(r["key"] for r in seen) == sorted(r["key"] for r in got)  # each once
+    lines = load_records(out)
+    assert len(lines) == 4 and len({r["key"] for r in lines}) == 4
+    # a re-run starts nothing: every cell is in the file, none is appended again
+    again = run_probe_grid(cells, settings, out, progress=False, on_record=seen.append)
+    assert again == got and len(load_records(out)) == 4 and len(seen) == 4
+
+
+def test_probe_cells_on_ray_report_live_and_obey_a_stop_request(cluster, tmp_path):
+    from fiblab.ray_run import run_probe_grid
+    from probes.grid import grid, load_records
+    from probes.live import LIVE_DIR, LiveSpec, StopRequested, request_stop
+
+    settings = _tiny_settings()
+    cells = grid(["fib-fixed"], [2], ["uniform"], [0, 1])
+    live = LiveSpec(str(tmp_path / "grid"), every_s=0.0, eval_points=0)
+    seen_live = []
+
+    def keep(rec):  # the cell's live file was written on the worker, still there here
+        seen_live.append(live.read(rec["key"]) is not None)
+
+    out = str(tmp_path / "g.jsonl")
+    recs = run_probe_grid(cells, settings, out, progress=False, on_record=keep, live=live)
+    assert len(recs) == 2 and seen_live == [True, True]
+    assert os.listdir(tmp_path / "grid" / LIVE_DIR) == []  # kept cells are no longer running
+    more = grid(["fib-fixed"], [2], ["uniform"], [0, 1, 2])
+    request_stop(live.folder)
+    with pytest.raises(StopRequested):
+        run_probe_grid(more, settings, out, progress=False, live=live)
+    assert [r["key"] for r in load_records(out)] == [r["key"] for r in recs]  # nothing added
+
+
+def _configs(root, steps=4, names=("a", "b")):
+    from lab.trainconfig import make_config
+
+    over = {"run_dir": str(root), "steps": steps, "ckpt_every": 2, "eval_every": 2}
+    return [
+        make_config("tiny", {**over, "seed": s, "name": f"{n}-s{s}"}) for s, n in enumerate(names)
+    ]
+
+
+def _numbers(store_path: str, name: str) -> dict:
+    """A run's numbers in the store: metrics (timing apart), evaluations, α."""
+    with Store(store_path) as st:
+        m = st.metrics(name)
+        m = m[~m["name"].isin(TIMING)]
+        ev = st.evals(name)
+        al = st.alphas(name)
+        return {
+            "metrics": sorted(zip(m["step"], m["name"], m["value"])),
+            "evals": sorted(zip(ev["step"], ev["kind"], ev["context_len"], ev["loss"])),
+            "alphas": sorted(zip(al["step"], al["layer"], al["alpha"])),
+            "status": st.runs()[lambda d: d["name"] == name]["status"].tolist(),
+        }
+
+
+def test_lm_sweep_on_ray_equals_local_runs_and_a_rerun_skips(cluster, tmp_path, one_thread):
+    from fiblab.ray_run import run_sweep
+    from lab.train import train
+
+    local_store = str(tmp_path / "local.db")
+    for cfg in _configs(tmp_path / "local"):
+        train(cfg, store_path=local_store, quiet=True)
+    store = str(tmp_path / "ray.db")
+    cfgs = _configs(tmp_path / "ray")
+    res = run_sweep(cfgs, store, progress=False)
+    assert [(r.name, r.outcome) for r in res] == [("a-s0", "trained"), ("b-s1", "trained")]
+    for cfg, r in zip(cfgs, res):
+        want = _numbers(local_store, cfg.name)
+        assert want["metrics"] and want["evals"] and want["alphas"]  # tiny learns α
+        assert _numbers(store, cfg.name) == want
+        with Store(local_store) as st:
+            full = st.evals(cfg.name).query("kind == 'full'")
+        assert r.final_ppl == pytest.approx(dict(zip(full["dataset"], full["perplexity"])))
+    with Store(store) as st:
+        events = len(st.events())
+    again = run_sweep(cfgs, store, progress=False)
+    assert [r.outcome for r in again] == ["skipped", "skipped"]
+    with Store(store) as st:
+        assert len(st.events()) == events  # nothing logged twice
+    for cfg in cfgs:
+        assert _numbers(store, cfg.name) == _numbers(local_store, cfg.name)
+
+
+def test_journal_replayed_twice_duplicates_nothing(tmp_path):
+    j = StoreJournal(str(tmp_path / "j.jsonl"))
+    j.start_run("r", {"x": 1}, kind="lm", seed=0, resume=False)
+    j.log_event("r", "start", "step 0")
+    j.log_metrics("r", 1, {"loss": 2.5, "nan": float("nan")})
+    j.log_alphas("r", 1, [0.5, 1.5])
+    j.log_eval("r", 1, "val", 16, 1.0, 100, kind="full")
+    j.set_status("r", "done")
+    with open(j.path, "a") as f:
+        f.write('{"call": "log_ev')  # a torn last line (a killed writer) is ignored
+    entries = read_journal(j.path)
+    assert [e["call"] for e in entries] == [
+        "start_run", "log_event", "log_metrics", "log_alphas", "log_eval", "set_status",
+    ]  # fmt: skip
+    assert finished(entries) and not finished(entries[:-1])
+    with Store(str(tmp_path / "s.db")) as st:
+        replay(entries[:2], st)  # a replay cut short after the first event
+        replay(entries, st)
+        replay(entries, st)
+        assert st.events("r")["kind"].tolist() == ["start"]
+        assert sorted(st.metrics("r")["name"]) == ["loss", "nan"]
+        assert st.alphas("r")["alpha"].tolist() == [0.5, 1.5]
+        assert st.evals("r")["perplexity"].tolist() == pytest.approx([2.718281828])
+        assert st.runs()["status"].tolist() == ["done"]
+    with Store(str(tmp_path / "follow.db")) as st:  # a driver following the growing journal
+        for n in range(1, len(entries) + 1):
+            replay(entries[:n], st, start=n - 1)
+        assert st.events("r")["kind"].tolist() == ["start"]
+        assert sorted(st.metrics("r")["name"]) == ["loss", "nan"]
+        assert st.runs()["status"].tolist() == ["done"]
+
+
+def _sweep_cli(spec, runs, store, address, **kw):
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    argv = [sys.executable, "-m", "fiblab.cli", "sweep", str(spec), "--runs", str(runs)]
+    argv += ["--store", str(store), "--ray", address, "--quiet"]
+    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+
+
+def _checkpoints(folder) -> list[str]:
+    return [n for n in os.listdir(folder) if n.startswith("ckpt_")] if folder.is_dir() else []
+
+
+@pytest.mark.slow
+def test_driver_killed_mid_sweep_resumes_with_nothing_duplicated(cluster, tmp_path, one_thread):
+    from lab.train import train
+
+    c, _ = cluster
+    spec = tmp_path / "two.toml"
+    spec.write_text(
+        '[[group]]\npresets = ["tiny"]\nseeds = [0, 1]\n'
+        "overrides = { steps = 12, ckpt_every = 2, eval_every = 4 }\n"
+    )
+    runs, store = tmp_path / "runs", tmp_path / "ray.db"
+    address = c.address  # HOST:PORT of the running cluster
+    p = _sweep_cli(spec, runs, store, address)
+    journal = runs / "tiny-s0" / "store-journal.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline and p.poll() is None and not _checkpoints(runs / "tiny-s0"):
+        time.sleep(0.2)  # kill it once the first run has a checkpoint
+    assert p.poll() is None, p.communicate()
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    assert journal.exists() and not finished(read_journal(str(journal)))
+    p = _sweep_cli(spec, runs, store, address)
+    out, err = p.communicate(timeout=240)
+    assert p.returncode == 0, err.decode()
+    assert "tiny-s0" in out.decode() and "trained" in out.decode()
+    # the resumed runs equal uninterrupted local runs, each number once
+    from fiblab.sweepspec import load_spec, sweep_configs
+
+    local_store = str(tmp_path / "local.db")
+    for cfg in sweep_configs(load_spec(str(spec)), str(tmp_path / "local")):
+        train(cfg, store_path=local_store, quiet=True)
+        assert _numbers(str(store), cfg.name) == _numbers(local_store, cfg.name)
+    with Store(str(store)) as st:
+        ev = st.events("tiny-s0")["kind"].tolist()
+        assert ev[0] == "start" and "resume" in ev  # the second attempt resumed
+        assert sorted(st.runs()["name"]) == ["tiny-s0", "tiny-s1"]
+    p = _sweep_cli(spec, runs, store, address)
+    out, _ = p.communicate(timeout=120)
+    assert out.decode().count("skipped") == 2
+    with Store(str(store)) as st:
+        assert st.events("tiny-s0")["kind"].tolist() == ev
+
+
+def test_bad_ray_input_is_one_line(tmp_path, capsys):
+    from fiblab.cli import main
+
+    out = str(tmp_path / "p.jsonl")
+    for argv, msg in (
+        (["sweep", "sweeps/cpu-matrix.toml", "--ray", "nowhere"], "is not a Ray address"),
+        (["sweep", str(tmp_path / "none.toml")], "does not exist"),
+        (
+            ["probe", "marked", "--ray", "local", "--jobs", "2", "--out", out, "--store", ""],
+            "--jobs",
+        ),
+    ):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert msg in err and err.count("\n") == 1, err
+    spec = tmp_path / "s.toml"
+    spec.write_text('[[group]]\npresets = ["tiny"]\nseeds = [0, 0]\n')
+    with pytest.raises(ValueError, match="already in an earlier group"):
+        from fiblab.sweepspec import load_spec, sweep_configs
+
+        sweep_configs(load_spec(str(spec)), "runs")
+    cfgs = sweep_configs(
+        {"group": [{"presets": ["cpu-stagger"], "seeds": [3], "overrides": {"steps": 7}}]}, "r"
+    )
+    assert [(c.name, c.seed, c.steps, c.run_dir) for c in cfgs] == [("cpu-stagger-s3", 3, 7, "r")]
+    paper = sweep_configs(load_spec("sweeps/paper-matrix.toml"), "runs")
+    assert len(paper) == 30 and len({c.name for c in paper}) == 30
+    assert sorted(c.seed for c in paper).count(42) == 21
+    assert json.dumps(cfgs[0].to_dict())  # a config a task can carry
+
+
+def test_two_processes_preparing_one_cache_entry_take_turns(tmp_path):
+    """The runs of a sweep start at once and share the token cache: both get the same entry,
+    built once (before the lock, the second cleared the first one's files mid-way)."""
+    code = (
+        "import sys; from lab.prepared import prepare; "
+        "d = prepare('bible', vocab_size=300, cache_dir=sys.argv[1], val_tokens=2048); "
+        "print(d.reused, len(d.train))"
+    )
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(tmp_path)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=240) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [e for _, e in outs]
+    lines = sorted(o.split()[0] for o, _ in outs)
+    assert lines == ["False", "True"]  # one built it, the other waited and reused it
+    assert len({o.split()[1] for o, _ in outs}) == 1
+
+
+def _running_in(store: str) -> set[str]:
+    """The runs whose metrics the store already has."""
+    if not os.path.exists(store):
+        return set()
+    with Store(store) as st:
+        return set(st.metrics()["run"])
+
+
+@pytest.mark.slow
+def test_a_worker_node_removed_mid_sweep_is_retried_from_its_checkpoint(
+    cluster, tmp_path, one_thread
+):
+    """Both runs start at once, one on each 1-CPU node; the worker node is removed once both
+    have a checkpoint; Ray retries the lost task on the head, which resumes it (last in the
+    file: the fixture's worker node is replaced at the end)."""
+    import threading
+
+    from fiblab.ray_run import run_sweep
+    from lab.train import train
+
+    c, worker = cluster
+    cfgs = _configs(tmp_path / "ray", steps=40)
+    store = str(tmp_path / "ray.db")
+    done: dict = {}
+    t = threading.Thread(target=lambda: done.update(r=run_sweep(cfgs, store, progress=False)))
+    t.start()
+    deadline = time.time() + 180
+    folders = [tmp_path / "ray" / cfg.name for cfg in cfgs]
+    while time.time() < deadline and t.is_alive() and not all(map(_checkpoints, folders)):
+        time.sleep(0.2)
+    assert t.is_alive(), "the sweep ended before both runs had a checkpoint"
+    while time.time() < deadline and t.is_alive() and len(_running_in(store)) < 2:
+        time.sleep(0.5)  # the driver follows the journals: the store shows the runs training
+    assert _running_in(store) == {cfg.name for cfg in cfgs} or not t.is_alive()
+    lost = [len(_checkpoints(f)) for f in folders]
+    c.remove_node(worker, allow_graceful=False)
+    t.join(timeout=300)
+    assert not t.is_alive() and [r.outcome for r in done["r"]] == ["trained", "trained"]
+    local_store = str(tmp_path / "local.db")
+    resumed = []
+    for cfg in _configs(tmp_path / "local", steps=40):
+        train(cfg, store_path=local_store, quiet=True)
+        assert _numbers(store, cfg.name) == _numbers(local_store, cfg.name)
+        with Store(store) as st:
+            kinds = st.events(cfg.name)["kind"].tolist()
+        assert kinds[0] == "start" and kinds.count("start") == 1, kinds
+        resumed += [cfg.name] if "resume" in kinds else []
+    assert len(resumed) == 1, (resumed, lost)  # the run on the removed node, from its ckpt
+    cluster_node = c.add_node(num_cpus=1)  # the fixture's shape again, for any later test
+    c.wait_for_nodes()
+    assert cluster_node is not None
+
+
+def test_a_launched_grid_can_target_a_cluster(tmp_path):
+    """The notebooks' launcher (`fiblab.probe_launch`, notebook 02) passes GridSpec.ray on as
+    --ray; the address changes no result, so the same grid on Ray is the same grid."""
+    from fiblab import probe_launch as PL
+    from fiblab.cli import build_parser
+    from probes.gridspec import GridSpec
+
+    spec = GridSpec(scale="tiny", depths=(2,), seeds=(0,), ray="local")
+    cmd = PL.grid_command(spec, "o.jsonl", "d")
+    assert cmd[cmd.index("--ray") + 1] == "local" and "--jobs" not in cmd
+    args = build_parser().parse_args(cmd[3:])
+    assert args.ray == "local" and args.jobs == 1 and args.live == "d"
+    assert "--ray" not in PL.grid_command(replace(spec, ray=None), "o", "d")
+    meta = {"spec": replace(spec, ray=None, jobs=2).to_dict()}
+    assert PL.same_grid(meta, spec) and not PL.same_grid(meta, replace(spec, seeds=(1,)))
+    with pytest.raises(ValueError, match="give one"):
+        replace(spec, jobs=2).cells()
+
+
+def test_the_probe_form_targets_a_cluster():
+    """Notebook 02's form: a Ray address goes into the spec (jobs then 1); a bad one is the
+    CLI's one-line error."""
+    pytest.importorskip("ipywidgets")
+    from fiblab.ui.probe_form import ProbeForm
+
+    f = ProbeForm()
+    f.jobs.value = 2
+    assert f.spec().ray is None and f.spec().jobs == 2
+    f.ray.value = " auto "
+    assert f.spec().ray == "auto" and f.spec().jobs == 1
+    f.ray.value = "nowhere"
+    with pytest.raises(ValueError, match="is not a Ray address"):
+        f.spec()
