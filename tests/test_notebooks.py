@@ -24,6 +24,7 @@ def test_the_front_door_notebooks_exist():
         "03_train_lm.ipynb",
         "04_alpha_trajectories.ipynb",
         "05_results.ipynb",
+        "06_schedule_search.ipynb",
     } <= names
 
 
@@ -103,7 +104,7 @@ def test_runs_top_to_bottom_at_smoke_scale(path, smoke_env, monkeypatch):
         o.get("text", "") for o in outputs if o.output_type == "stream" and o.name == "stderr"
     )
     assert "Traceback" not in stderr and "Error" not in stderr, stderr[-2000:]
-    if path.name.startswith(("01_", "02_", "03_", "04_", "05_")):  # each displays its panel
+    if path.name.startswith(("01_", "02_", "03_", "04_", "05_", "06_")):  # each shows its panel
         assert any(WIDGET in o.get("data", {}) for o in outputs), "no widget displayed"
     if path.name.startswith("02_"):
         from lab.store import Store
@@ -123,6 +124,15 @@ def test_runs_top_to_bottom_at_smoke_scale(path, smoke_env, monkeypatch):
         assert run.status == "done" and sorted(loss["step"]) == list(range(1, 9))
         assert (evals["kind"] == "full").any()
         assert os.path.exists(smoke_env / "runs" / "tiny" / "launch.log")
+    if path.name.startswith("06_"):  # a 6-trial search launched from a cell, finished
+        text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+        assert "6 / 6 trials; best distinct" in text, text
+        from lab.store import Store
+
+        with Store(smoke_env / "store.db") as st:
+            runs = st.runs()
+        assert (runs["kind"] == "search").sum() == 6
+        assert os.path.exists(smoke_env / "runs" / "searches" / "linear-distinct-s0" / "study.db")
 
 
 def test_the_git_filter_strips_what_jupyterlab_autosaves(tmp_path):

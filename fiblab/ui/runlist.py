@@ -111,8 +111,15 @@ class RunList:
     refresh button, or the panel's own timer).  ``rows`` is what is shown; ``error`` the last
     message (also in the widget's ``fib-error`` box)."""
 
-    def __init__(self, sources, on_attach: dict | None = None, where: dict | None = None):
+    def __init__(
+        self,
+        sources,
+        on_attach: dict | None = None,
+        where: dict | None = None,
+        listed: tuple = LISTED,
+    ):
         self.sources = list(sources)
+        self.listed = tuple(listed)  # the states shown (notebook 06 adds "done")
         self.on_attach = dict(on_attach or {})
         self.where = dict(where or {})  # kind → "notebook 02": where to attach the others
         self.rows: list[RunRow] = []
@@ -135,11 +142,12 @@ class RunList:
     def refresh(self) -> list[RunRow]:
         rows = []
         for src in self.sources:
-            rows += [r for r in src.rows() if r.state in LISTED]
+            rows += [r for r in src.rows() if r.state in self.listed]
         old, self.rows = self.rows, rows
         n = len(rows)
+        which = "running, finished, stopped or failed" if "done" in self.listed else None
         self.title.value = (
-            f"<b>{n} run{'' if n == 1 else 's'} to pick up</b> (running, stopped or failed)"
+            f"<b>{n} run{'' if n == 1 else 's'} to pick up</b> ({which or 'running, stopped or failed'})"
             if n
             else "<b>no run is running or stopped</b> — launch one below"
         )

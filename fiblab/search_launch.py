@@ -1,0 +1,302 @@
+"""Launch a schedule search (`fiblab search …`) as a separate process, find it again, stop it.
+
+The lifecycle is `fiblab.detached`'s, as for training runs and probe grids: the process starts
+in its own session, so a busy or restarted kernel does not stop it.  Everything of a search
+lives in ``<runs>/searches/<name>/``:
+
+    search.json   the handle: name, command, pid, space, objectives, trials, storage
+    search.log    the process's stdout and stderr (one line per trial)
+    study.db      the Optuna study (``sqlite:///…``, study name = the search's name)
+    STOP          written by `request_stop` before the process group is terminated
+
+The study is the live state: `load_study` reads it (Optuna), `search_config` rebuilds the exact
+`analysis.search.SearchConfig` the process runs from its recorded command (the CLI's own
+parser and `fiblab.cli.search.build_config`), so nothing is derived twice.  Launching the same
+name again (`resume`) continues the study until it has its trials; trials in flight when it was
+stopped are lost (they stay *running* in the study and do not count).
+
+States: ``starting`` (alive, no trial finished), ``running``, ``stopping`` (alive, stop
+requested), then ``done`` (every trial finished), ``stopped`` (by request) or ``failed``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field, fields
+
+from fiblab import detached
+from lab import paths
+
+SEARCHES_DIR = "searches"  # under the runs folder
+META_NAME = "search.json"
+LOG_NAME = "search.log"
+STUDY_DB = "study.db"
+STOP_NAME = "STOP"
+LIVE = detached.LIVE
+TERMINAL = detached.TERMINAL
+DEFAULT_STORE = paths.store_path(paths.work_dir())
+DEFAULT_RUNS = paths.runs_dir(paths.work_dir())
+
+__all__ = [
+    "SearchHandle",
+    "SearchState",
+    "searches_dir",
+    "default_name",
+    "search_command",
+    "launch_search",
+    "attach",
+    "list_searches",
+    "is_alive",
+    "search_config",
+    "load_study",
+    "state",
+    "request_stop",
+    "resume",
+    "wait",
+    "log_tail",
+]
+
+
+def searches_dir(runs_dir: str = DEFAULT_RUNS) -> str:
+    return os.path.join(runs_dir, SEARCHES_DIR)
+
+
+@dataclass
+class SearchHandle:
+    """One launched search (and, in the launching process, its `subprocess.Popen`)."""
+
+    name: str
+    folder: str
+    runs_dir: str
+    store: str  # '' when the search writes no store
+    pid: int
+    command: list[str]
+    space: str
+    objectives: list[str]
+    trials: int
+    seed: int
+    storage: str
+    extra: list[str] = field(default_factory=list)  # more `fiblab search` options
+    started: float = 0.0
+    env: dict = field(default_factory=dict)
+    cwd: str | None = None
+    proc: subprocess.Popen | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def log_path(self) -> str:
+        return os.path.join(self.folder, LOG_NAME)
+
+    @property
+    def stop_path(self) -> str:
+        return os.path.join(self.folder, STOP_NAME)
+
+    def to_json(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "proc"}
+
+
+@dataclass(frozen=True)
+class SearchState:
+    """What a search is doing at one moment: its state, trials finished / asked for, and how it
+    ended (the log's last lines when it failed)."""
+
+    name: str
+    state: str
+    done: int
+    total: int
+    message: str = ""
+
+
+def _check_name(name: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name or ""):
+        raise ValueError(
+            f"search name {name!r} cannot be a folder name: use letters, digits, '.', '_' or "
+            f"'-' (e.g. linear-distinct-s0)"
+        )
+    return name
+
+
+def default_name(space: str, objectives, seed: int) -> str:
+    """``<space>-<objectives>-s<seed>`` as a folder name (``free+base`` → ``free_base``)."""
+    return f"{space}-{'_'.join(objectives)}-s{seed}".replace("+", "_")
+
+
+def search_command(
+    space: str,
+    objectives,
+    trials: int,
+    seed: int,
+    name: str,
+    storage: str,
+    store: str,
+    runs: str,
+    extra=(),
+) -> list[str]:
+    """The `fiblab search` command line a search runs (also what `search_config` parses)."""
+    return [
+        sys.executable, "-m", "fiblab.cli", "search", space, "--objective", *objectives,
+        "--trials", str(trials), "--seed", str(seed), "--study", name, "--storage", storage,
+        "--store", store, "--runs", runs, *extra,
+    ]  # fmt: skip
+
+
+def _cli_args(h: SearchHandle):
+    from fiblab.cli import build_parser
+
+    i = h.command.index("search")
+    return build_parser().parse_args(h.command[i:])
+
+
+def search_config(h: SearchHandle):
+    """The `SearchConfig` the search's process runs (its command, parsed by the CLI)."""
+    from fiblab.cli.search import build_config
+
+    return build_config(_cli_args(h))
+
+
+def launch_search(
+    space: str,
+    objectives=("distinct",),
+    trials: int = 20,
+    seed: int = 0,
+    name: str | None = None,
+    *,
+    extra=(),
+    store: str | None = DEFAULT_STORE,
+    runs_dir: str = DEFAULT_RUNS,
+    env: dict | None = None,
+    cwd: str | None = None,
+) -> SearchHandle:
+    """Start ``fiblab search SPACE --objective … --trials N`` in its own session and return its
+    handle.  Bad input fails here, before anything starts (the CLI's parser and `build_config`);
+    a name that holds a search of another space or other objectives is refused."""
+    objectives = [str(o) for o in objectives]
+    name = _check_name(name or default_name(space, objectives, seed))
+    folder = os.path.join(searches_dir(runs_dir), name)
+    meta = os.path.join(folder, META_NAME)
+    storage = "sqlite:///" + os.path.abspath(os.path.join(folder, STUDY_DB))
+    cmd = search_command(
+        space, objectives, trials, seed, name, storage, store or "", runs_dir, list(extra)
+    )
+    h = SearchHandle(
+        name, folder, runs_dir, store or "", -1, cmd, space, objectives, trials, seed, storage,
+        list(extra), time.time(), dict(env or {}), cwd,
+    )  # fmt: skip
+    search_config(h)  # a ValueError (bad space, objective…) before starting
+    detached.refuse_if_running(meta, f"search {name!r}")
+    old = detached.read_json(meta)
+    if old is not None and (old.get("space"), old.get("objectives")) != (space, objectives):
+        raise ValueError(
+            f"search {name!r} already exists for {old.get('space')} / "
+            f"{'+'.join(old.get('objectives') or [])}: choose another name, or attach it"
+        )
+    os.makedirs(folder, exist_ok=True)
+    if os.path.exists(h.stop_path):
+        os.remove(h.stop_path)  # an old stop request must not mark this launch stopped
+    proc = detached.start(cmd, h.log_path, env=env, cwd=cwd or str(paths.work_dir()))
+    h.pid, h.proc = proc.pid, proc
+    detached.write_json(meta, h.to_json())
+    return h
+
+
+def attach(name: str, runs_dir: str = DEFAULT_RUNS) -> SearchHandle:
+    """The handle of a search launched earlier (e.g. before a kernel restart)."""
+    meta = os.path.join(searches_dir(runs_dir), name, META_NAME)
+    d = detached.read_json(meta)
+    if d is None:
+        raise ValueError(
+            f"no search {name!r} under {searches_dir(runs_dir)} (no {meta}): launch it, or pass "
+            f"the runs folder it was launched with"
+        )
+    return SearchHandle(**d)
+
+
+def list_searches(runs_dir: str = DEFAULT_RUNS) -> list[SearchHandle]:
+    """Every search launched under ``runs_dir``, the most recently started first."""
+    out, top = [], searches_dir(runs_dir)
+    if os.path.isdir(top):
+        for entry in os.scandir(top):
+            d = detached.read_json(os.path.join(entry.path, META_NAME))
+            if d is not None:
+                try:
+                    out.append(SearchHandle(**d))
+                except TypeError:  # another version's file: not ours to show
+                    continue
+    return sorted(out, key=lambda h: h.started, reverse=True)
+
+
+def is_alive(h: SearchHandle) -> bool:
+    if h.proc is not None:
+        return h.proc.poll() is None
+    return detached.pid_alive(h.pid) and detached.cmdline_is_ours(h.pid)
+
+
+def load_study(h: SearchHandle, storage=None):
+    """The search's Optuna study from its storage (``storage``: an Optuna storage object to
+    reuse, e.g. a panel's, else the URL), or None before the process created it."""
+    from analysis.search import require_optuna
+
+    optuna = require_optuna()
+    if not os.path.exists(os.path.join(h.folder, STUDY_DB)):
+        return None
+    try:
+        return optuna.load_study(study_name=h.name, storage=storage or h.storage)
+    except KeyError:  # the database exists, the study not yet
+        return None
+
+
+def state(h: SearchHandle, study=None) -> SearchState:
+    """The search now (``study``: an already loaded study, else it is read)."""
+    from analysis.search import finished_trials
+
+    study = load_study(h) if study is None else study
+    done = 0 if study is None else finished_trials(study)
+    alive = is_alive(h)
+    stop = os.path.exists(h.stop_path)
+    message = ""
+    if alive:
+        st = "stopping" if stop else "running" if done else "starting"
+    else:
+        rc = h.proc.returncode if h.proc is not None else None
+        if stop:
+            st = "stopped"
+        elif rc == 0 or (rc is None and done >= h.trials):
+            st = "done"
+        else:
+            st = "failed"
+            message = log_tail(h, 8) or "the process exited without a word"
+    return SearchState(h.name, st, done, h.trials, message)
+
+
+def request_stop(h: SearchHandle, timeout: float = 10.0) -> bool:
+    """Stop the search now: STOP is written, then the process group terminated (the trials in
+    flight are lost; finished ones stay in the study and the store).  False if it had ended."""
+    if not is_alive(h):
+        return False
+    with open(h.stop_path, "w") as f:
+        f.write(f"{time.time()}\n")
+    detached.kill_group(h.pid, lambda: is_alive(h), timeout)
+    return True
+
+
+def resume(h: SearchHandle) -> SearchHandle:
+    """Launch a stopped (or failed) search again: the study continues to its trials."""
+    if is_alive(h):
+        raise ValueError(f"search {h.name!r} is still running (pid {h.pid}): stop it first")
+    return launch_search(
+        h.space, h.objectives, h.trials, h.seed, h.name, extra=h.extra, store=h.store,
+        runs_dir=h.runs_dir, env=h.env or None, cwd=h.cwd,
+    )  # fmt: skip
+
+
+def wait(h: SearchHandle, timeout: float | None = None, poll: float = 0.5, on_poll=None) -> str:
+    """Block until the process exits; returns the final state's word."""
+    detached.wait_exit(lambda: is_alive(h), f"search {h.name!r}", h.pid, timeout, poll, on_poll)
+    return state(h).state
+
+
+def log_tail(h: SearchHandle, lines: int = 20) -> str:
+    return detached.log_tail(h.log_path, lines)

@@ -1,0 +1,126 @@
+"""Notebook 06's panel without a browser: a tiny search launched as a separate process finishes;
+what the panel shows (trials done, best so far, the leaders) equals what Optuna reads from the
+study on its own; stop stops a long search; a fresh panel (a kernel restart) lists both searches
+and attaches them; bad input fails before anything starts."""
+
+import os
+import time
+
+import optuna
+import pytest
+
+from fiblab import search_launch as SL
+from fiblab.ui.search_panel import SearchPanel
+from lab.store import Store
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def where(tmp_path_factory):
+    d = tmp_path_factory.mktemp("search-panel")
+    return {"store": str(d / "store.db"), "runs": str(d / "runs")}
+
+
+@pytest.fixture(scope="module")
+def finished(where):
+    p = SearchPanel(
+        objectives=("distinct",),
+        trials=6,
+        layers=4,
+        auto_refresh=False,
+        env={"OMP_NUM_THREADS": "1"},
+        **where,
+    )
+    p.run(timeout=120)
+    return p
+
+
+def _study(h):
+    return optuna.load_study(study_name=h.name, storage=h.storage)
+
+
+def test_a_tiny_search_finishes_and_the_panel_shows_the_studys_best(finished, where):
+    p, h = finished, finished.handle
+    assert p.state == "done" and p.error is None
+    assert h.folder == os.path.join(where["runs"], "searches", "linear-distinct-s0")
+    study = _study(h)
+    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(complete) == 6
+    best = max(t.value for t in complete)  # distinct is maximised
+    assert best == study.best_value
+    assert p.view.best_value(0) == best
+    assert "6 / 6" in p.count.value and f">{best:.6g}<" in p.best.value
+    # the running best, by hand, after each trial in number order
+    hand, cur = [], -1
+    for t in sorted(complete, key=lambda t: t.number):
+        cur = max(cur, t.value)
+        hand.append((t.number, cur))
+    assert p.view.best[0] == hand
+    # the leaders: the three best values, then the stagger 0.5 → 1.5 over 4 layers
+    assert [x.values[0] for x in p.view.leaders[:3]] == sorted(
+        (t.value for t in complete), reverse=True
+    )[:3]
+    assert p.view.leaders[-1].label == "stagger"
+    assert p.view.leaders[-1].alphas == pytest.approx((0.5, 5 / 6, 7 / 6, 1.5))
+    first = p.view.leaders[0]
+    trial = next(t for t in complete if f"t{t.number:04d}" == first.label)
+    a0, a1 = trial.params["alpha_first"], trial.params["alpha_last"]
+    assert first.alphas == pytest.approx([a0 + (a1 - a0) * i / 3 for i in range(4)])
+    assert bytes(p.progress_image.value)[:8] == PNG and bytes(p.alpha_image.value)[:8] == PNG
+    assert p.front_image.layout.display == "none"  # one objective: no front
+    with Store(where["store"]) as st:
+        runs = st.runs()
+    assert (runs["kind"] == "search").sum() == 6
+
+
+def test_stop_stops_a_long_search_and_a_fresh_panel_lists_and_attaches_both(finished, where):
+    p = SearchPanel(
+        objectives=("distinct", "band"),
+        trials=100_000,
+        layers=4,
+        name="long",
+        auto_refresh=False,
+        **where,
+    )
+    h = p.launch()
+    deadline = time.monotonic() + 90
+    while p.refresh().done < 2:
+        assert time.monotonic() < deadline, SL.log_tail(h)
+        time.sleep(0.3)
+    assert p.state == "running" and not p.stop_button.disabled
+    asked = time.monotonic()
+    p.stop()
+    assert time.monotonic() - asked < 15
+    assert p.state == "stopped" and not SL.is_alive(h)
+    assert not p.resume_button.disabled and p.stop_button.disabled
+    done = p.snap.done
+    assert 2 <= done < 100_000
+    assert p.front_image.layout.display is None  # two objectives: the front is drawn
+    on_front = {t.number for t in _study(h).best_trials}
+    assert set(p.view.front) == on_front
+
+    fresh = SearchPanel(auto_refresh=False, **where)  # after a kernel restart
+    rows = {r.name: r.state for r in fresh.runlist.rows}
+    assert rows == {"linear-distinct-s0": "done", "long": "stopped"}
+    fresh.attach("long")
+    assert fresh.objectives.value == ("distinct", "band") and fresh.layers.value == 4
+    assert fresh.trials.value == 100_000 and fresh.name.value == "long"
+    assert fresh.snap.done == done and fresh.state == "stopped"
+    fresh.attach("linear-distinct-s0")
+    assert fresh.state == "done" and fresh.view.best_value(0) == finished.view.best_value(0)
+
+
+def test_bad_input_fails_before_anything_starts(finished, where, tmp_path):
+    p = SearchPanel(space="diagonal", auto_refresh=False, store="", runs=str(tmp_path))
+    p._on_launch()
+    assert "search space 'diagonal' is unknown" in p.error
+    assert not os.path.exists(os.path.join(str(tmp_path), "searches"))
+    p.space.value, p.objectives.value = "linear", ()
+    p._on_launch()
+    assert p.error.startswith("no objective chosen")
+    clash = SearchPanel(
+        objectives=("band",), name="linear-distinct-s0", auto_refresh=False, **where
+    )
+    clash._on_launch()
+    assert "already exists for linear / distinct" in clash.error
