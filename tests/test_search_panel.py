@@ -51,6 +51,7 @@ def test_a_tiny_search_finishes_and_the_panel_shows_the_studys_best(finished, wh
     assert best == study.best_value
     assert p.view.best_value(0) == best
     assert "6 / 6" in p.count.value and f">{best:.6g}<" in p.best.value
+    assert "show 6 completed trials" in p.drawn.value
     # the running best, by hand, after each trial in number order
     hand, cur = [], -1
     for t in sorted(complete, key=lambda t: t.number):

@@ -8,6 +8,8 @@
     fiblab.ui.alphas     AlphaExplorer (notebook 04) over analysis.trajectories
     fiblab.ui.results    ResultsPanel (notebook 05); its sections in fiblab.ui.sections,
                          what 04 and 05 share in fiblab.ui.results_common
+    fiblab.ui.search_panel  SearchPanel (notebook 06) over fiblab.search_launch; what it reads of
+                         a study and its figures in fiblab.ui.search_view
     fiblab.ui.common     paths, FIBLAB_SMOKE, errors shown in the UI, PNG figures
     fiblab.ui.nbstrip    strip notebooks for committing (`make strip-notebooks`)
 

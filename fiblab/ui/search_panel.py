@@ -155,6 +155,8 @@ class SearchPanel:
         self.leaders.add_class("fib-search-leaders")
         self.progress_image, self.front_image = image_widget(), image_widget()
         self.alpha_image = image_widget()
+        self.drawn = W.HTML()  # what the figures show (they redraw when a trial completes)
+        self.drawn.add_class("fib-search-drawn")
         self.log = W.HTML()
         self.runlist = RunList(
             [Searches(self.runs)], on_attach={"search": self.attach}, listed=LISTED + ("done",)
@@ -175,8 +177,9 @@ class SearchPanel:
                 self.status,
                 self.count,
                 self.best,
-                W.HBox([self.progress_image, self.front_image]),
-                self.alpha_image,
+                self.progress_image,  # one panel per objective
+                W.HBox([self.front_image, self.alpha_image]),  # 420 + 520 px: fits 1000 px
+                self.drawn,
                 self.leaders,
                 self.log,
             ]
@@ -362,3 +365,7 @@ class SearchPanel:
                 self.front_image.layout.display = "none"
             set_png(self.alpha_image, png(alpha_figure(v)))
             self._drawn = key
+            self.drawn.value = (
+                f"<small>the figures show {len(v.points)} completed trial"
+                f"{'' if len(v.points) == 1 else 's'}</small>"
+            )
