@@ -125,3 +125,42 @@ def test_bad_input_fails_before_anything_starts(finished, where, tmp_path):
     )
     clash._on_launch()
     assert "already exists for linear / distinct" in clash.error
+
+
+def test_the_view_of_a_two_objective_study_and_its_figures():
+    """In memory, no process: the front equals a brute-force domination check, the best so far a
+    hand running max; every figure has labelled axes and a legend, shown at its pixel size."""
+    import ipywidgets as W
+
+    from analysis.search import SearchConfig, run_search
+    from analysis.search_objectives import parse_objectives
+    from analysis.search_space import parse_space
+    from analysis.style import png
+    from fiblab.ui.common import set_png
+    from fiblab.ui.search_view import alpha_figure, front_figure, progress_figure, search_view
+
+    space = parse_space("free", layers=3, window=2, rungs=6, seq_len=96)
+    cfg = SearchConfig(space, parse_objectives(["distinct", "reach"]), trials=12, seed=3)
+    study = run_search(cfg).study
+    v = search_view(study, cfg)
+    pts = dict(v.points)
+    assert len(pts) == 12
+
+    def dominates(a, b):  # distinct up, reach down
+        return a[0] >= b[0] and a[1] <= b[1] and a != b
+
+    front = sorted(n for n, x in pts.items() if not any(dominates(y, x) for y in pts.values()))
+    assert v.front == front
+    run, hand = float("-inf"), []
+    for n in sorted(pts):
+        run = max(run, pts[n][0])
+        hand.append((n, run))
+    assert v.best[0] == hand and v.best_value(1) == min(x[1] for x in pts.values())
+    assert [x.label for x in v.leaders] == [f"t{n:04d}" for n in front][:3] + ["stagger"]
+    for fig in (progress_figure(v, 12), front_figure(v), alpha_figure(v)):
+        axes = [a for a in fig.axes if a.collections or a.get_lines()]
+        assert axes and all(a.get_xlabel() and a.get_ylabel() and a.get_legend() for a in axes)
+        data, image = png(fig), W.Image(format="png")
+        set_png(image, data)
+        w, h = (round(x) for x in fig.get_size_inches() * fig.dpi)
+        assert (image.width, image.height) == (str(w), str(h))
