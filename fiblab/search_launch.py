@@ -234,13 +234,35 @@ def is_alive(h: SearchHandle) -> bool:
     return detached.pid_alive(h.pid) and detached.cmdline_is_ours(h.pid)
 
 
+def _study_created(path: str, name: str) -> bool:
+    """Whether the search process has created its study in ``path``, read without writing.
+
+    Opening Optuna's storage creates its tables when they are absent, so a reader that opens it
+    while the search process is still creating them races it ("table … already exists"). The
+    study's row is written after the schema, so its presence, read-only, means both are there.
+    """
+    import sqlite3
+
+    if not os.path.exists(path):
+        return False
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        try:
+            row = con.execute("SELECT 1 FROM studies WHERE study_name = ?", (name,)).fetchone()
+        finally:
+            con.close()
+    except sqlite3.Error:  # no tables yet, or locked mid-creation
+        return False
+    return row is not None
+
+
 def load_study(h: SearchHandle, storage=None):
     """The search's Optuna study from its storage (``storage``: an Optuna storage object to
     reuse, e.g. a panel's, else the URL), or None before the process created it."""
     from analysis.search import require_optuna
 
     optuna = require_optuna()
-    if not os.path.exists(os.path.join(h.folder, STUDY_DB)):
+    if not _study_created(os.path.join(h.folder, STUDY_DB), h.name):
         return None
     try:
         return optuna.load_study(study_name=h.name, storage=storage or h.storage)

@@ -64,6 +64,15 @@ def test_a_tiny_search_finishes_and_the_panel_shows_the_studys_best(finished, wh
     )[:3]
     assert p.view.leaders[-1].label == "stagger"
     assert p.view.leaders[-1].alphas == pytest.approx((0.5, 5 / 6, 7 / 6, 1.5))
+    # the stagger's count beside the leaders, by brute force: the window 0..8 and every
+    # rounded α·f below T = 1024 over the 4 layers (K = 15 Fibonacci rungs)
+    fib = [1, 2]
+    while len(fib) < 15:
+        fib.append(fib[-1] + fib[-2])
+    union = set(range(9))
+    for a in (0.5, 0.5 + 1 / 3, 0.5 + 2 / 3, 1.5):
+        union |= {round(a * f) for f in fib if round(a * f) < 1024}
+    assert p.view.leaders[-1].values == (float(len(union)),)
     first = p.view.leaders[0]
     trial = next(t for t in complete if f"t{t.number:04d}" == first.label)
     a0, a1 = trial.params["alpha_first"], trial.params["alpha_last"]

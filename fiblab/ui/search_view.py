@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from analysis import style
 from analysis.search import SearchConfig, require_optuna
+from analysis.search_objectives import proxy_values
 from analysis.search_report import winners
 
 __all__ = ["SearchView", "search_view", "progress_figure", "front_figure", "alpha_figure"]
@@ -24,7 +25,7 @@ STAGGER_COLOR = style.config_color("fib/stagger")
 @dataclass(frozen=True)
 class Leader:
     label: str  # "t0007" or "stagger"
-    values: tuple[float, ...]  # one per objective (empty for the stagger)
+    values: tuple[float, ...]  # one per objective (the stagger's: counted ones only, else empty)
     alphas: tuple[float, ...]
     base: str
     window: int
@@ -74,7 +75,11 @@ def search_view(study, cfg: SearchConfig, top: int = 3) -> SearchView:
         c = cfg.space.decode(t.params)
         leaders.append(Leader(f"t{t.number:04d}", tuple(t.values), c.alphas, c.base, c.window))
     ref = cfg.space.reference("stagger")
-    leaders.append(Leader("stagger", (), ref.alphas, ref.base, ref.window))
+    ref_values: tuple[float, ...] = ()
+    if not any(o.trained for o in cfg.objectives):  # counts cost milliseconds: show them
+        counted = proxy_values(ref, cfg.space, cfg.names)
+        ref_values = tuple(counted[n] for n in cfg.names)
+    leaders.append(Leader("stagger", ref_values, ref.alphas, ref.base, ref.window))
     return SearchView(cfg.names, tuple(cfg.directions), points, best, front, leaders)
 
 
