@@ -29,12 +29,14 @@ DEFAULT_RETRIES = 3
 
 def trial_task(fn: Callable | None, task, threads: int) -> dict:
     """One trial on a worker, on ``threads`` torch threads: its objective values by name
-    (``fn`` None: `evaluate`; a test passes its own)."""
-    import torch
+    (``fn`` None: `evaluate`; a test passes its own).  A counting proxy needs no torch, so a
+    worker imports it only for a trained objective."""
+    from analysis.search_objectives import OBJECTIVES, evaluate
 
-    from analysis.search_objectives import evaluate
+    if any(OBJECTIVES[n].trained for n in task.objectives):
+        import torch
 
-    torch.set_num_threads(threads)
+        torch.set_num_threads(threads)
     return (fn or evaluate)(task)
 
 

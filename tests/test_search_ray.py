@@ -80,7 +80,7 @@ def study_and_store_agree(study, store, study_name):
 TRIALS = 25  # as the local search's stated budget (tests/test_search.py)
 
 
-def test_search_on_ray_equals_local_values_and_the_store(cluster, tmp_path):
+def test_search_on_ray_equals_local_values_and_the_store(cluster, tmp_path, monkeypatch):
     from fiblab.ray_search import RayTrials, cluster_slots, run_search_on_ray
 
     assert len([n for n in ray.nodes() if n["Alive"]]) == 2
@@ -95,14 +95,11 @@ def test_search_on_ray_equals_local_values_and_the_store(cluster, tmp_path):
         in_flight.append(len(self.pending) + 1)
         return submit(self, task)
 
-    RayTrials.submit = watch
-    try:
-        with Store(tmp_path / "fiblab.db") as store:
-            res = run_search_on_ray(cfg, store, address=cluster.address)
-            study = optuna.load_study(study_name=res.study_name, storage=url)
-            study_and_store_agree(study, store, res.study_name)
-    finally:
-        RayTrials.submit = submit
+    monkeypatch.setattr(RayTrials, "submit", watch)
+    with Store(tmp_path / "fiblab.db") as store:
+        res = run_search_on_ray(cfg, store, address=cluster.address)
+        study = optuna.load_study(study_name=res.study_name, storage=url)
+        study_and_store_agree(study, store, res.study_name)
     from fiblab.ray_cluster import task_resources
 
     assert cluster_slots(ray, task_resources(ray, 1, False)) == 2  # 2 nodes × 1 CPU
@@ -194,3 +191,46 @@ def test_cli_bad_ray_input_is_one_line_and_exit_2(extra, says, tmp_path, capsys)
     assert rc == 2
     assert says in err and err.count("\n") == 1 and "Traceback" not in err
     assert not (tmp_path / "s.db").exists()  # nothing ran
+
+
+class LastInFirstOut:
+    """An executor without Ray (`analysis.search.TrialExecutor`): ``slots`` trials out, the
+    newest returned first, so trials are told in another order than they were asked."""
+
+    def __init__(self, slots, bad=False):
+        self.slots, self.bad, self.out, self.most, self.n = slots, bad, [], 0, 0
+
+    def submit(self, task):
+        self.n += 1
+        self.out.append((self.n, task))
+        self.most = max(self.most, len(self.out))
+        return self.n
+
+    def next_done(self):
+        handle, task = self.out.pop()
+        return handle, ValueError("bad input") if self.bad else evaluate(task)
+
+
+def test_an_executor_keeps_its_slots_full_and_each_result_is_told(tmp_path):
+    from analysis.search import run_search
+
+    cfg = SearchConfig(parse_space("linear"), parse_objectives(["distinct"]), trials=9)
+    ex = LastInFirstOut(3)
+    with Store(tmp_path / "fiblab.db") as store:
+        res = run_search(cfg, store=store, executor=ex)
+        study_and_store_agree(res.study, store, res.study_name)
+    assert ex.most == 3 and not ex.out
+    told = [int(n.rsplit("t", 1)[1]) for n in res.run_names]
+    assert sorted(told) == list(range(9)) and told != sorted(told)
+    for t in res.study.trials:
+        alphas = linear_alphas(t.params["alpha_first"], t.params["alpha_last"])
+        assert t.state.name == "COMPLETE" and t.values[0] == count_by_hand(alphas)
+    # bad input stops the search; the trials still out are told FAIL, none left running
+    url = f"sqlite:///{tmp_path / 'bad-study.db'}"
+    bad = SearchConfig(cfg.space, cfg.objectives, trials=9, storage=url, study_name="bad")
+    with Store(tmp_path / "bad.db") as store:
+        with pytest.raises(ValueError, match="bad input"):
+            run_search(bad, store=store, executor=LastInFirstOut(3, bad=True))
+        assert list(store.runs(kind="search")["status"]) == ["failed"] * 3
+    study = optuna.load_study(study_name="bad", storage=url)
+    assert [t.state.name for t in study.trials] == ["FAIL"] * 3
