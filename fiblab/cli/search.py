@@ -28,7 +28,7 @@ def add_search(subparsers) -> None:
         "(fib/pow2) and/or +window (W), e.g. free+base.  Objectives: distinct, band, reach "
         "(cheap counts), probe (marked-copy accuracy), ppl (a short LM run's held-out perplexity).  Every trial goes into the "
         "experiment store (runs of kind 'search'); the winners are re-run on fresh seeds "
-        "beside the stagger and coprime schedules.",
+        "beside the stagger and coprime schedules.  With --ray ADDRESS the trials run as Ray tasks.",
     )
     s.add_argument("space", help="linear | coprime | free, optionally +base and/or +window")
     s.add_argument(
@@ -95,7 +95,10 @@ def add_search(subparsers) -> None:
         default=None,
         metavar="N",
         help="with --ray: trials in flight at once (default: the cluster's task slots); the "
-        "driver tells Optuna each result as it returns and writes the store",
+        "driver tells Optuna each result as it returns and writes the store.  On Ray there is "
+        "no median pruner, and a trial whose worker dies --ray-retries times (a trained trial "
+        "starts again from scratch) or whose objective raises is told failed, the search going "
+        "on",
     )
     s.set_defaults(fn=cmd_search)
 
