@@ -4,8 +4,10 @@
 
 The driver asks Optuna for a batch of trials, turns each into a plain `TrialTask`, hands the
 batch to a *dispatcher* (in this process, one at a time with the pruner; a local process pool;
-later Ray tasks — any callable ``(tasks) -> list of values-or-exception``), and tells the study
-each result.  Samplers: TPE (seeded) for one objective, NSGA-II (seeded) for several (the study's
+any callable ``(tasks) -> list of values-or-exception``), and tells the study each result.  An
+*executor* (`TrialExecutor`: ``slots``, ``submit(task)``, ``next_done()``; `fiblab.ray_search`'s
+Ray tasks) instead keeps up to ``slots`` trials in flight and each result is told as it returns;
+its trials report nothing back, so no pruner then.  Samplers: TPE (seeded) for one objective, NSGA-II (seeded) for several (the study's
 best trials are then the Pareto front).  Pruner: the median rule on a trained objective's
 intermediate values, in-process only.  Storage: any Optuna URL (``sqlite:///runs/search.db`` on
 one machine, a server database where machines share a study); running the same command again
@@ -19,8 +21,9 @@ the driver writes the store.  Optuna is imported lazily (`pip install 'fiblab[se
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Protocol
 
 from analysis.search_objectives import LMSpec, Objective, ProbeSpec, Pruned, TrialTask, evaluate
 from analysis.search_space import Param, SearchSpace
@@ -29,6 +32,21 @@ RUN_KIND = "search"
 METRIC_PREFIX = "search/"
 
 Dispatcher = Callable[[Sequence[TrialTask]], list]
+
+
+class TrialExecutor(Protocol):
+    """Trials evaluated elsewhere, up to ``slots`` at once, each result collected as it returns."""
+
+    slots: int
+
+    def submit(self, task: TrialTask) -> Hashable:
+        """Start evaluating ``task``; a handle `next_done` gives back with its result."""
+        ...
+
+    def next_done(self) -> tuple[Hashable, object]:
+        """Block until a submitted task ends: its handle and its values (a dict by objective
+        name) or the exception it ended with (a one-line message)."""
+        ...
 
 
 def require_optuna():
@@ -182,8 +200,12 @@ def run_search(
     store=None,
     dispatch: Dispatcher | None = None,
     log: Callable[[str], None] | None = None,
+    executor: TrialExecutor | None = None,
 ) -> SearchResult:
-    """Run the study until it has ``cfg.trials`` finished trials; each trial also into ``store``."""
+    """Run the study until it has ``cfg.trials`` finished trials; each trial also into ``store``.
+
+    With ``executor``, up to ``executor.slots`` trials are in flight and each is told as it
+    returns (``dispatch`` and ``cfg.jobs`` are then unused, and there is no pruner)."""
     optuna = require_optuna()
     if cfg.trials < 1:
         raise ValueError(f"trials={cfg.trials} must be >= 1")
@@ -193,13 +215,15 @@ def run_search(
         storage=cfg.storage,
         directions=cfg.directions,
         sampler=make_sampler(cfg),
-        pruner=make_pruner(cfg),
+        pruner=make_pruner(cfg) if executor is None else optuna.pruners.NopPruner(),
         load_if_exists=True,
     )
     if [d.name.lower() for d in study.directions] != cfg.directions:
         raise ValueError(
             f"study {name!r} in {cfg.storage} optimises other objectives: pass another --study"
         )
+    if executor is not None:
+        return SearchResult(study, name, _run_streaming(study, name, cfg, store, executor, log))
     runs: list[str] = []
     while (todo := cfg.trials - finished_trials(study)) > 0:
         batch = [study.ask() for _ in range(min(todo, cfg.jobs))]
@@ -227,6 +251,50 @@ def run_search(
             if log:
                 log(_trial_line(trial.number, cfg, res))
     return SearchResult(study, name, runs)
+
+
+def _start(study, name: str, cfg: SearchConfig, store):
+    """Ask the study for one trial and open its run in the store: (trial, task, run name)."""
+    trial = study.ask()
+    task = cfg.task(suggest(trial, cfg.space.params()))
+    run = trial_run_name(name, trial.number)
+    if store is not None:
+        store.start_run(
+            run, trial_config(cfg, name, trial.number, task), kind=RUN_KIND, seed=task.seed
+        )
+    return trial, task, run
+
+
+def _run_streaming(study, name: str, cfg: SearchConfig, store, executor, log) -> list[str]:
+    """Keep ``executor.slots`` trials in flight, tell each as it returns; the run names in the
+    order told.  If the search stops (a bad-input ValueError, an interrupt), the trials still in
+    flight are told FAIL so the study keeps no trial running forever."""
+    optuna = require_optuna()
+    if executor.slots < 1:
+        raise ValueError(f"trials in flight {executor.slots} must be >= 1")
+    runs: list[str] = []
+    pending: dict = {}  # handle -> (trial, task, run name)
+    try:
+        while True:
+            while len(pending) < executor.slots and (
+                cfg.trials - finished_trials(study) - len(pending) > 0
+            ):
+                trial, task, run = _start(study, name, cfg, store)
+                pending[executor.submit(task)] = (trial, task, run)
+            if not pending:
+                return runs
+            handle, res = executor.next_done()
+            trial, task, run = pending.pop(handle)
+            _tell(study, trial, task, run, res, cfg, store)
+            runs.append(run)
+            if log:
+                log(_trial_line(trial.number, cfg, res))
+    except BaseException as e:
+        for trial, _task, run in pending.values():
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            if store is not None:
+                store.set_status(run, "failed", f"search stopped: {type(e).__name__}")
+        raise
 
 
 def _tell(study, trial, task: TrialTask, run: str, res, cfg: SearchConfig, store) -> None:

@@ -83,6 +83,7 @@ def connect(address: str, num_cpus: int | None = None) -> Iterator[object]:
     if address == "local":
         path = os.pathsep.join(p for p in (_code_root(), os.environ.get("PYTHONPATH")) if p)
         ray.init(
+            address="local",  # a new instance, even where another cluster runs on this machine
             num_cpus=num_cpus or _cores(),
             include_dashboard=False,
             log_to_driver=False,

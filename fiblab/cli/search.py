@@ -9,6 +9,7 @@ import os
 import sys
 
 from fiblab.cli.argtypes import positive_int
+from fiblab.cli.sweep import add_ray_options
 from lab import paths
 
 #: The probe objective's convention when none is given: the tiny marked-copy probe's.
@@ -27,7 +28,7 @@ def add_search(subparsers) -> None:
         "(fib/pow2) and/or +window (W), e.g. free+base.  Objectives: distinct, band, reach "
         "(cheap counts), probe (marked-copy accuracy), ppl (a short LM run's held-out perplexity).  Every trial goes into the "
         "experiment store (runs of kind 'search'); the winners are re-run on fresh seeds "
-        "beside the stagger and coprime schedules.",
+        "beside the stagger and coprime schedules.  With --ray ADDRESS the trials run as Ray tasks.",
     )
     s.add_argument("space", help="linear | coprime | free, optionally +base and/or +window")
     s.add_argument(
@@ -73,13 +74,32 @@ def add_search(subparsers) -> None:
     s.add_argument(
         "--lm-steps", type=positive_int, default=None, help="LM steps (default: the preset's)"
     )
-    s.add_argument("--no-prune", action="store_true", help="no median pruner on the probe")
-    s.add_argument("--jobs", type=positive_int, default=1, help="trials at once (process pool)")
+    s.add_argument(
+        "--no-prune",
+        action="store_true",
+        help="no median pruner on the probe (with --ray there is none: a trial's intermediate "
+        "values stay on its worker)",
+    )
+    s.add_argument(
+        "--jobs", type=positive_int, default=1, help="trials at once (local process pool)"
+    )
     s.add_argument("--top", type=positive_int, default=3, help="winners re-run on fresh seeds")
     s.add_argument("--rerun-seeds", type=positive_int, default=3, help="fresh seeds per winner")
     s.add_argument("--runs", default=paths.runs_dir(), help="folder for the default storage")
     s.add_argument("--store", default=paths.store_path(), help="experiment store ('' to skip)")
     s.add_argument("--quiet", action="store_true", help="no line per trial")
+    add_ray_options(s)
+    s.add_argument(
+        "--ray-parallel",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="with --ray: trials in flight at once (default: the cluster's task slots); the "
+        "driver tells Optuna each result as it returns and writes the store.  On Ray there is "
+        "no median pruner, and a trial whose worker dies --ray-retries times (a trained trial "
+        "starts again from scratch) or whose objective raises is told failed, the search going "
+        "on",
+    )
     s.set_defaults(fn=cmd_search)
 
 
@@ -113,16 +133,49 @@ def build_config(args):
     )
 
 
-def cmd_search(args) -> int:
-    cfg = build_config(args)
+def _search(cfg, args, store, log):
+    """The study run here, or with ``--ray`` as Ray tasks (`fiblab.ray_search`)."""
     from analysis.search import run_search
+
+    if not args.ray:
+        return run_search(cfg, store=store, log=log)
+    from fiblab.cli.sweep import ray_kwargs
+    from fiblab.ray_search import run_search_on_ray
+
+    return run_search_on_ray(
+        cfg, store=store, log=log, parallel=args.ray_parallel, **ray_kwargs(args)
+    )
+
+
+def check_ray_args(args) -> None:
+    """One-line errors for ``--ray`` options that do not fit together, before any work."""
+    if not args.ray:
+        if args.ray_parallel is not None:
+            raise ValueError(
+                f"--ray-parallel {args.ray_parallel} needs --ray ADDRESS: add --ray local, "
+                f"or use --jobs for trials at once here"
+            )
+        return
+    from fiblab.ray_cluster import check_address
+
+    check_address(args.ray)
+    if args.jobs > 1:
+        raise ValueError(
+            f"--jobs {args.jobs} is for trials run here, not with --ray {args.ray}: drop it "
+            f"(Ray runs as many trials at once as the cluster holds; see --ray-parallel)"
+        )
+
+
+def cmd_search(args) -> int:
+    check_ray_args(args)
+    cfg = build_config(args)
     from analysis.search_report import compare, format_compare, rerun
     from lab.store import Store
 
     log = None if args.quiet else (lambda line: print(line, file=sys.stderr))
     store = Store(args.store) if args.store else None
     try:
-        res = run_search(cfg, store=store, log=log)
+        res = _search(cfg, args, store, log)
         print(
             f"study {res.study_name}: {len(res.study.trials)} trials in {cfg.storage or 'memory'}"
         )
