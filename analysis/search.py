@@ -21,12 +21,15 @@ the driver writes the store.  Optuna is imported lazily (`pip install 'fiblab[se
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
 from analysis.search_objectives import LMSpec, Objective, ProbeSpec, Pruned, TrialTask, evaluate
 from analysis.search_space import Param, SearchSpace
+from lab.wording import plural
 
 RUN_KIND = "search"
 METRIC_PREFIX = "search/"
@@ -189,6 +192,54 @@ def trial_config(cfg: SearchConfig, study_name: str, number: int, task: TrialTas
     }
 
 
+#: The trial attribute naming the process that asked for it ("host:pid").
+DRIVER_ATTR = "fiblab_driver"
+
+
+def _this_driver() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def ask(study):
+    """``study.ask()``, the trial marked with this process (so a later driver can tell a trial
+    abandoned by a killed search from one another machine is running)."""
+    trial = study.ask()
+    trial.set_user_attr(DRIVER_ATTR, _this_driver())
+    return trial
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def fail_abandoned(study, name: str, store=None, log=None) -> list[int]:
+    """Tell FAIL to the trials left running by a search process of this host that has ended
+    (stopped or killed mid-trial): otherwise they stay "running" in the study and the store for
+    ever. Trials of a live process, or of another host sharing the study, are left alone."""
+    optuna = require_optuna()
+    host = socket.gethostname()
+    out = []
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        h, _, pid = str(t.user_attrs.get(DRIVER_ATTR, "")).rpartition(":")
+        if h != host or not pid.isdigit() or _pid_alive(int(pid)):
+            continue
+        study.tell(t.number, state=optuna.trial.TrialState.FAIL)
+        if store is not None:
+            store.set_status(
+                trial_run_name(name, t.number), "failed", "abandoned: its search ended"
+            )
+        out.append(t.number)
+    if out and log:
+        log(f"{plural(len(out), 'trial')} left running by an ended search marked failed")
+    return out
+
+
 def finished_trials(study) -> int:
     optuna = require_optuna()
     done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
@@ -222,11 +273,12 @@ def run_search(
         raise ValueError(
             f"study {name!r} in {cfg.storage} optimises other objectives: pass another --study"
         )
+    fail_abandoned(study, name, store, log)
     if executor is not None:
         return SearchResult(study, name, _run_streaming(study, name, cfg, store, executor, log))
     runs: list[str] = []
     while (todo := cfg.trials - finished_trials(study)) > 0:
-        batch = [study.ask() for _ in range(min(todo, cfg.jobs))]
+        batch = [ask(study) for _ in range(min(todo, cfg.jobs))]
         tasks = [cfg.task(suggest(t, cfg.space.params())) for t in batch]
         names = [trial_run_name(name, t.number) for t in batch]
         if store is not None:
@@ -255,7 +307,7 @@ def run_search(
 
 def _start(study, name: str, cfg: SearchConfig, store):
     """Ask the study for one trial and open its run in the store: (trial, task, run name)."""
-    trial = study.ask()
+    trial = ask(study)
     task = cfg.task(suggest(trial, cfg.space.params()))
     run = trial_run_name(name, trial.number)
     if store is not None:

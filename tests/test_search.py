@@ -233,3 +233,43 @@ def test_ppl_objective_is_seeded_and_stored(tmp_path):
     assert 1.0 < t.values[0] < 4 * 512  # a perplexity, below a few times the vocabulary
     again = evaluate(cfg.task(t.params))  # the same seed: the same number
     assert again["ppl"] == t.values[0]
+
+
+def test_a_trial_left_running_by_an_ended_search_is_failed_on_resume(tmp_path):
+    """A search stopped mid-trial (the notebook's stop kills its process) leaves that trial
+    RUNNING; the next driver fails it, in the study and the store, unless its process lives or
+    it belongs to another host sharing the study."""
+    import socket
+    import subprocess
+    import sys
+
+    from analysis.search import DRIVER_ATTR
+
+    url = f"sqlite:///{tmp_path / 'search.db'}"
+    space = parse_space("linear", layers=4)
+    objectives = parse_objectives(["distinct"])
+    with Store(tmp_path / "fiblab.db") as store:
+        first = run_search(SearchConfig(space, objectives, trials=3, storage=url), store)
+        study = optuna.load_study(study_name=first.study_name, storage=url)
+        ended = subprocess.Popen([sys.executable, "-c", "pass"])
+        ended.wait()
+        owners = {
+            "ended": f"{socket.gethostname()}:{ended.pid}",
+            "elsewhere": "another-host:1",
+        }
+        numbers = {}
+        for who, owner in owners.items():
+            t = study.ask()
+            t.set_user_attr(DRIVER_ATTR, owner)
+            numbers[who] = t.number
+            store.start_run(trial_run_name(first.study_name, t.number), {}, kind="search")
+        run_search(SearchConfig(space, objectives, trials=5, storage=url), store)
+        states = {t.number: t.state.name for t in study.get_trials()}
+        assert states[numbers["ended"]] == "FAIL"
+        assert states[numbers["elsewhere"]] == "RUNNING"
+        assert sum(s == "COMPLETE" for s in states.values()) == 5
+        runs = store.runs().set_index("name")
+        assert runs.loc[trial_run_name(first.study_name, numbers["ended"]), "status"] == "failed"
+        assert runs.loc[trial_run_name(first.study_name, numbers["elsewhere"]), "status"] == (
+            "running"
+        )
