@@ -15,6 +15,10 @@ skips the runs that finished (done in the store, or a journal that ended done: t
 replayed) and resumes the others from their checkpoints.  Nothing is duplicated in the store:
 metrics, evaluations and α are upserts, and a replay skips the events already there.
 
+`train_on_ray` is ``fiblab train … --ray``: one run through the same path.  A sweep run done in
+the store (or with a run folder) under its name but another configuration is refused before
+anything runs (`check_same_configs`).  What the drivers print: `fiblab.ray_progress`.
+
 The tasks are module-level functions, so Ray's workers import them from the installed lab.
 """
 
