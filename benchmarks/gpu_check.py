@@ -34,8 +34,10 @@ section or measurement that would start past --budget-s is skipped and recorded 
    for the dense model and the blur mechanism, and what the 12-cell grid would take.
 6. ``flex``   the same attention table's flex_attention column (integer set, hand-built block
    mask, torch.compile'd; CUDA only), late because every length compiles anew.
-7. ``ray``    HOOK: one tiny Ray sweep on the GPU (`fiblab sweep`, built by helper i16ray);
-   until that command exists it is recorded as skipped.
+7. ``ray``    one tiny Ray sweep on the GPU: a local Ray instance, two ``tiny`` runs of 6 steps,
+   one GPU per task (`fiblab.ray_run.run_sweep`, what ``fiblab sweep`` runs), against the same
+   two runs trained here (losses, evaluations and α to 1e-3 relative; bit-equality recorded).
+   Skipped, and recorded as such, without CUDA (so in a dry run) or without Ray.
 
 Everything lands in one JSON (``--out``; under ``machine``, `lab.hardware`'s record of the
 machine, whose line is also the first line printed), rewritten after each section so a cut-off
@@ -65,9 +67,10 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from benchmarks.gpu.attn import REPS, section_attn, section_tune  # noqa: E402
 from benchmarks.gpu.check import CHECK_SHAPES, SMOKE_CHECK_SHAPES, section_check  # noqa: E402
-from benchmarks.gpu.gate import section_gate, section_ray  # noqa: E402
+from benchmarks.gpu.gate import section_gate  # noqa: E402
 from benchmarks.gpu.model_step import section_train  # noqa: E402
 from benchmarks.gpu.probe import section_probe  # noqa: E402
+from benchmarks.gpu.ray_sweep import section_ray  # noqa: E402
 from benchmarks.gpu.run import Run, write_record  # noqa: E402
 from benchmarks.gpu.tables import print_tables  # noqa: E402
 from benchmarks.header import machine_header  # noqa: E402

@@ -139,6 +139,7 @@ def launch(
     nproc: int | None = None,
     env: dict | None = None,
     cwd: str | None = None,
+    ray: str | None = None,
 ) -> RunHandle:
     """Start one training run in its own process session and return its handle.
 
@@ -146,13 +147,22 @@ def launch(
     or GPU split fails at once with the reason; the process is handed that config as a file.  ``nproc=None`` uses torchrun over the visible
     GPUs when there are several (as many as divide the step's micro-batches), else one process.  ``env`` adds environment variables; the
     process runs in ``cwd`` (default: the project root, where relative data paths resolve;
-    for an installed fiblab the working directory).
+    for an installed fiblab the working directory).  ``ray``: a Ray address (``local``,
+    ``auto``, ``HOST:PORT``; `fiblab.ray_cluster`): the process runs the training as one Ray
+    task there (``fiblab train --ray``; one GPU or ``--ray-threads`` CPUs of the cluster, the
+    run folder on storage the nodes share); a stop request reaches the task through the run
+    folder, as it reaches a local run.  None or '': here, as always.
     """
     store = store or ""
+    ray = (ray or "").strip() or None
+    if ray:
+        from fiblab.ray_cluster import check_address
+
+        check_address(ray)
     over = split_overrides(overrides)
     cfg = build_config(preset, name=name, steps=steps, data=data, overrides=over, runs_dir=runs_dir)
     if nproc is None:
-        nproc = auto_nproc(cfg.accum, gpu_count())
+        nproc = 1 if ray else auto_nproc(cfg.accum, gpu_count())
     if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
         raise ValueError(
             f"nproc={nproc!r} must be an integer >= 1 (processes, one per GPU), "
@@ -179,7 +189,9 @@ def launch(
     with open(tmp, "w") as f:
         json.dump(cfg.to_dict(), f, indent=1)
     os.replace(tmp, config)
-    cmd = train_command(config=config, store=store, runs_dir=None, resume=resume, nproc=nproc)
+    cmd = train_command(
+        config=config, store=store, runs_dir=None, resume=resume, nproc=nproc, ray=ray
+    )
     proc = detached.start(
         cmd, os.path.join(run_dir, LOG_NAME), env=env, cwd=cwd or str(paths.work_dir())
     )
@@ -194,6 +206,7 @@ def launch(
         nproc=nproc,
         env=env or {},
         cwd=cwd,
+        **({"ray": ray} if ray else {}),  # a resume goes to the same cluster
     )
     h = RunHandle(
         name=cfg.name,

@@ -66,6 +66,7 @@ __all__ = [
     "state",
     "snapshot",
     "eta_seconds",
+    "grid_lanes",
     "request_stop",
     "resume",
     "terminate",
@@ -338,6 +339,16 @@ def state(h: GridHandle) -> str:
     return end if end in ("done", "stopped") else "failed"
 
 
+def grid_lanes(spec: dict, prog: dict) -> int | None:
+    """Cells the grid trains at once: its jobs here; on Ray, what the grid process found the
+    cluster holds (progress.json's ``lanes``), None until it says (no ETA rather than one for
+    a cell at a time)."""
+    if spec.get("ray"):
+        lanes = prog.get("lanes")
+        return int(lanes) if lanes else None
+    return int(spec.get("jobs", 1))
+
+
 def snapshot(h: GridHandle) -> GridSnapshot:
     """The grid now: state, finished records, running cells, activity, ETA, message."""
     st = state(h)
@@ -352,13 +363,14 @@ def snapshot(h: GridHandle) -> GridSnapshot:
         depth_of[k] for k in h.keys if k not in found and k not in {r["key"] for r in running}
     ]
     eta = math.nan
-    if st == "running":
+    lanes = grid_lanes(h.spec, prog)
+    if st == "running" and lanes is not None:
         trained = prog.get("trained") or {}  # cells this launch finished: their step times
         eta = eta_seconds(
             pending,
             [(r["depth"], r.get("step", 0), r["steps"], r.get("step_s")) for r in running],
             h.steps,
-            int(h.spec.get("jobs", 1)),
+            lanes,
             [
                 (depth_of[k], v.get("step_s"), v.get("wall_s"))
                 for k, v in trained.items()

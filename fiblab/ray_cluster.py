@@ -116,6 +116,13 @@ class TaskResources:
         worker or node dies is run again, up to ``retries`` times)."""
         return {"num_cpus": self.num_cpus, "num_gpus": self.num_gpus, "max_retries": retries}
 
+    def slots(self, cluster: dict) -> int:
+        """How many of these tasks the cluster of resources ``cluster`` (Ray's
+        ``cluster_resources()``) runs at once (at least 1: Ray queues the rest)."""
+        n = [cluster.get("CPU", 0) // self.num_cpus] if self.num_cpus else []
+        n += [cluster.get("GPU", 0) // self.num_gpus] if self.num_gpus else []
+        return max(1, int(min(n))) if n else 1
+
     def describe(self) -> str:
         if self.num_gpus:
             return f"1 GPU and {self.threads} CPU thread(s) per task"

@@ -15,6 +15,10 @@ skips the runs that finished (done in the store, or a journal that ended done: t
 replayed) and resumes the others from their checkpoints.  Nothing is duplicated in the store:
 metrics, evaluations and α are upserts, and a replay skips the events already there.
 
+`train_on_ray` is ``fiblab train … --ray``: one run through the same path.  A sweep run done in
+the store (or with a run folder) under its name but another configuration is refused before
+anything runs (`check_same_configs`).  What the drivers print: `fiblab.ray_progress`.
+
 The tasks are module-level functions, so Ray's workers import them from the installed lab.
 """
 
@@ -27,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fiblab.ray_cluster import TaskResources, connect, task_resources
+from fiblab.ray_progress import TaskLines, report_start
 from lab.progress import bar as progress_bar
 from lab.store_journal import JOURNAL_NAME, StoreJournal, finished, read_journal, replay
 
@@ -42,16 +47,19 @@ def check_retries(retries) -> int:
 # --------------------------------------------------------------------------------------------
 # the tasks (run on the workers)
 # --------------------------------------------------------------------------------------------
-def probe_cell_task(cell, settings, threads: int, log_to=None, live=None) -> dict:
-    """One probe cell on a worker, on ``threads`` torch threads: its record (with ``live`` /
-    ``log_to``, the worker reports into the grid's live folder and the cell's log folder,
-    which must be on storage the nodes share, and checks the stop request itself)."""
+def probe_cell_task(cell, settings, threads: int, log_to=None, live=None, started=None) -> dict:
+    """One probe cell on a worker, on ``threads`` torch threads: its record and its node (with
+    ``live`` / ``log_to``, the worker reports into the grid's live folder and the cell's log
+    folder, which must be on storage the nodes share, and checks the stop request itself;
+    ``started``: the driver's queue for the start line, `fiblab.ray_progress`)."""
     import torch
 
     from probes.runner import run_cell
 
+    node = report_start(started, cell.key(settings))
     torch.set_num_threads(threads)
-    return run_cell(cell, settings, progress=False, log_to=log_to, live=live)
+    rec = run_cell(cell, settings, progress=False, log_to=log_to, live=live)
+    return {"record": rec, "node": node}
 
 
 def journal_path(cfg) -> str:
@@ -59,21 +67,26 @@ def journal_path(cfg) -> str:
     return os.path.join(cfg.run_dir, cfg.name, JOURNAL_NAME)
 
 
-def train_task(cfg, threads: int) -> dict:
+def train_task(cfg, threads: int, started=None) -> dict:
     """One LM run on a worker: trained (or resumed from its checkpoints) with its store writes
-    journaled in its run folder; returns the summary and the whole journal (every attempt's)."""
+    journaled in its run folder; returns the summary, its node and the whole journal (every
+    attempt's).  It always resumes: a retried task continues its first attempt's checkpoints
+    (a driver that must not resume a run refuses one with checkpoints before it starts)."""
     import torch
 
     from lab.train import train
 
+    node = report_start(started, cfg.name)
     torch.set_num_threads(threads)
     t0 = time.perf_counter()
     path = journal_path(cfg)
     out = train(cfg, resume=True, quiet=True, store=StoreJournal(path))
     return {
+        "node": node,
         "name": out["name"],
         "status": out["status"],
         "final_ppl": out["final_ppl"],
+        "stopped_at": out.get("stopped_at"),
         "alphas": out["alphas"],
         "losses": out["losses"],
         "seconds": time.perf_counter() - t0,
@@ -132,12 +145,21 @@ def run_probe_grid(
         with connect(address) as ray:
             res = task_resources(ray, threads, gpus)
             task = ray.remote(probe_cell_task).options(**res.options(retries))
-            t0 = time.perf_counter()
+            lanes = res.slots(ray.cluster_resources())
+            if live is not None:  # the launcher's ETA shares the work out over these
+                from probes.live import write_progress
+
+                write_progress(live.folder, lanes=lanes)
             with progress_bar(progress, desc="probe cells", total=len(todo), unit="cell") as b:
                 if progress:
-                    b.write(f"{len(todo)} cells on Ray: {res.describe()}", file=sys.stderr)
+                    b.write(
+                        f"{len(todo)} cells on Ray: {res.describe()}, {lanes} at once",
+                        file=sys.stderr,
+                    )
+                lines = TaskLines(ray, b, len(todo), progress, what="grid")
 
-                def keep(cell, rec: dict) -> None:
+                def keep(cell, out: dict) -> None:
+                    rec = out["record"]
                     if out_path:
                         append_record(out_path, rec)
                     fresh[rec["key"]] = rec
@@ -145,29 +167,28 @@ def run_probe_grid(
                         on_record(rec)
                     if live is not None:  # kept: the cell is no longer "running"
                         live.remove(rec["key"])
-                    b.update(1)
-                    if progress:
-                        b.write(
-                            f"[{len(fresh)}/{len(todo)}] {rec['key']}  {rec['seconds']:.0f}s  "
-                            f"(grid {time.perf_counter() - t0:.0f}s)",
-                            file=sys.stderr,
-                        )
+                    lines.finished(rec["key"], out["node"], rec["seconds"])
 
-                pending = {task.remote(c, settings, res.threads, log_to, live): c for c in todo}
-                _drain(ray, pending, keep)
+                pending = {
+                    task.remote(c, settings, res.threads, log_to, live, lines.queue): c
+                    for c in todo
+                }
+                _drain(ray, pending, keep, lines.poll if progress else None)
     return [done.get(c.key(settings)) or fresh[c.key(settings)] for c in cells]
 
 
 @dataclass
 class SweepResult:
-    """One run of a sweep: how it ended here (``trained``; ``replayed``: finished before, its
-    journal written into the store now; ``skipped``: already done in the store) and its final
+    """One run of a sweep: how it ended here (``trained``; ``stopped``: by a stop request, its
+    checkpoint kept, resumable; ``replayed``: finished before, its journal written into the
+    store now; ``skipped``: already done in the store) and its final
     held-out perplexity per dataset."""
 
     name: str
     outcome: str
     final_ppl: dict = field(default_factory=dict)
     seconds: float = 0.0
+    stopped_at: int | None = None  # the step a stopped run checkpointed
 
 
 def _final_ppl(entries: list[dict]) -> dict:
@@ -192,6 +213,54 @@ def _done_in_store(store_path: str | None) -> set[str]:
         return set(st.runs(kind="lm", status="done")["name"])
 
 
+NOT_KNOWN_BEFORE = ("data_hash", "precision")  # what only training records (its provenance)
+
+
+def config_clash(stored: dict, cfg) -> str | None:
+    """How ``cfg`` differs from a run's ``stored`` config (the store's, or its folder's
+    config.json): the `lab.variant` fields and the seed, less what only training records (the
+    data's hash, the resolved precision); None when they are the same run."""
+    from lab.variant import describe, differs, seed_of, variant_of
+
+    a, b = variant_of(stored), variant_of(cfg.to_dict())
+    names = [n for n in differs(a, b) if n not in NOT_KNOWN_BEFORE]
+    parts = [f"{describe(a, names)} there, {describe(b, names)} now"] if names else []
+    if seed_of(stored) != cfg.seed:
+        parts.append(f"seed={seed_of(stored)} there, seed={cfg.seed} now")
+    return "; ".join(parts) or None
+
+
+def check_same_configs(configs: list, store_path: str | None, done: set[str]) -> None:
+    """A ValueError naming the first run of ``configs`` whose name is taken by another
+    configuration: done in the store (``done``), or with a run folder that holds one (its
+    checkpoints would be resumed); the sweep then trains and writes nothing."""
+    import json
+
+    for cfg in configs:
+        if cfg.name in done:
+            from lab.store import Store
+
+            with Store(store_path) as st:
+                clash = config_clash(st.config(cfg.name), cfg)
+            if clash:
+                raise ValueError(
+                    f"sweep run {cfg.name!r} is done in {store_path} with another configuration "
+                    f"({clash}): give the run a new name (another preset or group in the spec), "
+                    f"or sweep into another --store and --runs folder"
+                )
+            continue
+        path = os.path.join(cfg.run_dir, cfg.name, "config.json")
+        if os.path.exists(path):
+            with open(path) as f:
+                clash = config_clash(json.load(f), cfg)
+            if clash:
+                raise ValueError(
+                    f"sweep run {cfg.name!r} has a run folder {os.path.dirname(path)} of another "
+                    f"configuration ({clash}): give the run a new name, or use another --runs "
+                    f"folder"
+                )
+
+
 def _replay(store_path: str | None, entries: list[dict], start: int = 0) -> None:
     if not store_path or len(entries) <= start:
         return
@@ -209,15 +278,21 @@ def run_sweep(
     retries: int = DEFAULT_RETRIES,
     progress: bool = True,
     gpus: bool | None = None,
+    skip_done: bool = True,
 ) -> list[SweepResult]:
     """Train every run of ``configs`` (`lab.trainconfig.TrainConfig`s with distinct names) that
-    is not finished, as Ray tasks; the results in ``configs`` order (see the module docstring)."""
+    is not finished, as Ray tasks; the results in ``configs`` order (see the module docstring).
+    A run done in the store under the same name but another configuration is refused before
+    anything runs (``skip_done=False``: a run done in the store is trained again, as `train`
+    would: `train_on_ray`)."""
     check_retries(retries)
     names = [c.name for c in configs]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise ValueError(f"sweep runs {dup} appear more than once: give each run its own name")
-    stored = _done_in_store(store_path)
+    stored = _done_in_store(store_path) if skip_done else set()
+    if skip_done:
+        check_same_configs(configs, store_path, stored)
     results: dict[str, SweepResult] = {}
     todo = []
     for cfg in configs:
@@ -233,21 +308,23 @@ def run_sweep(
         with connect(address) as ray:
             res: TaskResources = task_resources(ray, threads, gpus)
             task = ray.remote(train_task).options(**res.options(retries))
-            t0 = time.perf_counter()
             with progress_bar(progress, desc="sweep runs", total=len(todo), unit="run") as b:
                 if progress:
                     b.write(
                         f"{len(todo)} of {len(configs)} runs on Ray ({len(configs) - len(todo)} "
-                        f"finished before): {res.describe()}",
+                        f"finished before): {res.describe()}, "
+                        f"{res.slots(ray.cluster_resources())} at once",
                         file=sys.stderr,
                     )
-
+                lines = TaskLines(ray, b, len(todo), progress)
                 followed: dict[str, int] = {}  # journal lines already in the store, per run
 
-                def follow(running: list) -> None:
-                    """The running runs' new journal lines into the store (where the driver
-                    sees the shared run folders), so the store shows them as they train."""
-                    for cfg in running:
+                def idle(running: list) -> None:
+                    """The start lines; and the running runs' new journal lines into the store
+                    (where the driver sees the shared run folders), so the store shows them
+                    as they train."""
+                    lines.poll()
+                    for cfg in running if store_path else ():
                         entries = read_journal(journal_path(cfg))
                         _replay(store_path, entries, followed.get(cfg.name, 0))
                         followed[cfg.name] = max(followed.get(cfg.name, 0), len(entries))
@@ -255,16 +332,31 @@ def run_sweep(
                 def keep(cfg, out: dict) -> None:
                     _replay(store_path, out["journal"], followed.get(cfg.name, 0))
                     r = SweepResult(cfg.name, "trained", out["final_ppl"], out["seconds"])
+                    if out["status"] == "stopped":
+                        r.outcome, r.stopped_at = "stopped", out["stopped_at"]
                     results[cfg.name] = r
-                    b.update(1)
-                    if progress:
-                        ppl = ", ".join(f"{k} {v:.3f}" for k, v in r.final_ppl.items())
-                        b.write(
-                            f"[{b.n}/{len(todo)}] {cfg.name}  {out['status']}  ppl {ppl}  "
-                            f"{r.seconds:.0f}s  (sweep {time.perf_counter() - t0:.0f}s)",
-                            file=sys.stderr,
-                        )
+                    ppl = ", ".join(f"{k} {v:.3f}" for k, v in r.final_ppl.items())
+                    lines.finished(
+                        cfg.name, out["node"], r.seconds, f"{out['status']}  ppl {ppl or '-'}"
+                    )
 
-                pending = {task.remote(c, res.threads): c for c in todo}
-                _drain(ray, pending, keep, follow if store_path else None)
+                pending = {task.remote(c, res.threads, lines.queue): c for c in todo}
+                _drain(ray, pending, keep, idle if (store_path or progress) else None)
     return [results[n] for n in names]
+
+
+def train_on_ray(cfg, store_path: str | None, resume: bool = False, **ray_options) -> SweepResult:
+    """``fiblab train … --ray ADDRESS``: the one run ``cfg`` as a Ray task, through the sweep's
+    path (journal in its run folder, the driver writing the store, exact resume; a stop
+    request in the run folder reaches the task, which checkpoints and returns ``stopped``).
+    Without ``resume`` a run folder with checkpoints is refused as `lab.train.train` refuses
+    it, before anything starts; ``ray_options`` as `run_sweep`'s."""
+    from lab.checkpoint import resume_point
+
+    if not resume:
+        resume_point(os.path.join(cfg.run_dir, cfg.name), cfg.name, resume=False)
+        stale = journal_path(cfg)  # a fresh run: no earlier attempt's journal is its own
+        if os.path.exists(stale):
+            os.remove(stale)
+    (result,) = run_sweep([cfg], store_path, skip_done=False, **ray_options)
+    return result

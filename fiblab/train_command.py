@@ -47,13 +47,20 @@ def train_command(
     resume: bool = False,
     nproc: int = 1,
     python: str | None = None,
+    ray: str | None = None,
 ) -> list[str]:
     """The argv that trains ``preset``, or the config file ``config`` (a run's config.json, as
-    `launch` writes it: then nothing else is needed), under torchrun when ``nproc`` > 1.
+    `launch` writes it: then nothing else is needed), under torchrun when ``nproc`` > 1, or as
+    a Ray task on the cluster at ``ray`` (`fiblab.ray_cluster` addresses; one process here).
     Typed override values are written as `lab.config` reads them back (betas=0.9,0.95).
     Pure: starts nothing."""
     if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
         raise ValueError(f"nproc={nproc!r} must be an integer >= 1 (processes, one per GPU)")
+    if ray and nproc > 1:
+        raise ValueError(
+            f"nproc={nproc} and ray={ray!r}: give one (a run on Ray is one task, on one GPU "
+            f"of the cluster)"
+        )
     if (preset is None) == (config is None):
         raise ValueError("train_command needs a preset or a config file (one of the two)")
     py = python or sys.executable
@@ -86,6 +93,8 @@ def train_command(
         cmd += ["--override"] + [f"{k}={_text(v)}" for k, v in over.items()]
     if resume:
         cmd.append("--resume")
+    if ray:
+        cmd += ["--ray", ray]
     return cmd
 
 

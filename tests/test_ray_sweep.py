@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -63,7 +64,31 @@ def _tiny_settings():
     return replace(SCALES["tiny"], steps=20, log_every=10, precision="fp32")
 
 
-def test_probe_grid_on_ray_equals_the_local_grid(cluster, tmp_path, one_thread):
+_START = re.compile(r"^start  (\S+)  on node ([0-9a-f]{8}) \(.+\)  at (\d+)s$")
+_DONE = re.compile(r"^\[(\d+)/(\d+)\] done  (\S+)  on node ([0-9a-f]{8}) \(.+\)  (\d+)s")
+
+
+def _task_lines(err: str, names: list[str]) -> dict:
+    """The per-task lines of a Ray run's stderr: each name started once and finished once, on a
+    node of the cluster, its start line first; the done lines counted 1..n."""
+    nodes = {n["NodeID"][:8] for n in ray.nodes()}
+    starts, dones = {}, {}
+    for i, line in enumerate(err.replace("\r", "\n").splitlines()):
+        if m := _START.match(line):
+            assert m[1] not in starts, line
+            starts[m[1]] = (i, m[2])
+        elif m := _DONE.match(line):
+            assert m[3] not in dones, line
+            dones[m[3]] = (i, m[4], int(m[1]), int(m[2]))
+    assert sorted(starts) == sorted(dones) == sorted(names), err
+    assert sorted(d[2] for d in dones.values()) == list(range(1, len(names) + 1))
+    for name in names:
+        assert starts[name][0] < dones[name][0] and starts[name][1] == dones[name][1]
+        assert starts[name][1] in nodes and dones[name][3] == len(names)
+    return {n: s[1] for n, s in starts.items()}
+
+
+def test_probe_grid_on_ray_equals_the_local_grid(cluster, tmp_path, one_thread, capsys):
     from fiblab.ray_run import run_probe_grid
     from probes.grid import grid, load_records, run_grid
 
@@ -72,10 +97,16 @@ def test_probe_grid_on_ray_equals_the_local_grid(cluster, tmp_path, one_thread):
     cells = grid(["fib-fixed", "learned"], [2], ["uniform"], [0, 1])
     assert len(cells) == 4
     local = run_grid(cells, settings, str(tmp_path / "local.jsonl"), progress=False)
+    capsys.readouterr()
     out = str(tmp_path / "ray.jsonl")
     seen = []
-    got = run_probe_grid(cells, settings, out, progress=False, on_record=seen.append)
-    assert [r["key"] for r in got] == [c.key(settings.resolved()) for c in cells]
+    got = run_probe_grid(cells, settings, out, progress=True, on_record=seen.append)
+    err = capsys.readouterr().err
+    keys = [c.key(settings.resolved()) for c in cells]
+    assert "4 cells on Ray: 1 CPU thread(s) per task, 2 at once" in err
+    assert "probe cells: 100%" in err and "4/4" in err  # the one overall bar, to its end
+    _task_lines(err, keys)  # a start and a done line per cell, naming its node
+    assert [r["key"] for r in got] == keys
     for a, b in zip(local, got):
         a, b = dict(a), dict(b)
         assert a.pop("seconds") > 0 and b.pop("seconds") > 0
@@ -104,12 +135,16 @@ def test_probe_cells_on_ray_report_live_and_obey_a_stop_request(cluster, tmp_pat
     out = str(tmp_path / "g.jsonl")
     recs = run_probe_grid(cells, settings, out, progress=False, on_record=keep, live=live)
     assert len(recs) == 2 and seen_live == [True, True]
+    from probes.live import read_progress
+
+    assert read_progress(live.folder)["lanes"] == 2  # 2 nodes × 1 CPU, 1 CPU a task: the ETA's
     assert os.listdir(tmp_path / "grid" / LIVE_DIR) == []  # kept cells are no longer running
     more = grid(["fib-fixed"], [2], ["uniform"], [0, 1, 2])
     request_stop(live.folder)
     with pytest.raises(StopRequested):
         run_probe_grid(more, settings, out, progress=False, live=live)
-    assert [r["key"] for r in load_records(out)] == [r["key"] for r in recs]  # nothing added
+    kept = sorted(r["key"] for r in load_records(out))  # file order: as the cells finished
+    assert kept == sorted(r["key"] for r in recs)  # nothing added
 
 
 def _configs(root, steps=4, names=("a", "b")):
@@ -136,7 +171,7 @@ def _numbers(store_path: str, name: str) -> dict:
         }
 
 
-def test_lm_sweep_on_ray_equals_local_runs_and_a_rerun_skips(cluster, tmp_path, one_thread):
+def test_lm_sweep_on_ray_equals_local_runs_and_a_rerun_skips(cluster, tmp_path, one_thread, capsys):
     from fiblab.ray_run import run_sweep
     from lab.train import train
 
@@ -145,7 +180,12 @@ def test_lm_sweep_on_ray_equals_local_runs_and_a_rerun_skips(cluster, tmp_path, 
         train(cfg, store_path=local_store, quiet=True)
     store = str(tmp_path / "ray.db")
     cfgs = _configs(tmp_path / "ray")
-    res = run_sweep(cfgs, store, progress=False)
+    capsys.readouterr()
+    res = run_sweep(cfgs, store, progress=True)
+    err = capsys.readouterr().err
+    assert "2 of 2 runs on Ray (0 finished before): 1 CPU thread(s) per task, 2 at once" in err
+    assert "sweep runs: 100%" in err and "2/2" in err
+    _task_lines(err, ["a-s0", "b-s1"])
     assert [(r.name, r.outcome) for r in res] == [("a-s0", "trained"), ("b-s1", "trained")]
     for cfg, r in zip(cfgs, res):
         want = _numbers(local_store, cfg.name)
@@ -162,6 +202,17 @@ def test_lm_sweep_on_ray_equals_local_runs_and_a_rerun_skips(cluster, tmp_path, 
         assert len(st.events()) == events  # nothing logged twice
     for cfg in cfgs:
         assert _numbers(store, cfg.name) == _numbers(local_store, cfg.name)
+    # the same names with another configuration: refused, naming the run; nothing written
+    other = [replace(c, steps=6) for c in cfgs]
+    with pytest.raises(
+        ValueError, match=r"sweep run 'a-s0' is done in .*\(steps=4 there, steps=6 now\)"
+    ):
+        run_sweep(other, store, progress=False)
+    reseeded = [replace(cfgs[0]), replace(cfgs[1], seed=5)]
+    with pytest.raises(ValueError, match=r"'b-s1' .*seed=1 there, seed=5 now"):
+        run_sweep(reseeded, store, progress=False)
+    with Store(store) as st:
+        assert len(st.events()) == events
 
 
 def test_journal_replayed_twice_duplicates_nothing(tmp_path):
@@ -393,3 +444,153 @@ def test_the_probe_form_targets_a_cluster():
     f.ray.value = "nowhere"
     with pytest.raises(ValueError, match="is not a Ray address"):
         f.spec()
+
+
+def test_a_sweep_run_taken_by_another_config_is_refused_before_anything(tmp_path, capsys):
+    """Done in the store (or with a run folder) under the spec's name but with another config:
+    exit 2, one line naming the run and the fix, and no folder, store row or event written."""
+    import json
+
+    from fiblab.cli import main
+    from lab.trainconfig import make_config
+
+    spec = tmp_path / "s.toml"
+    spec.write_text('[[group]]\npresets = ["tiny"]\nseeds = [0]\noverrides = { steps = 5 }\n')
+    runs, store = tmp_path / "runs", str(tmp_path / "s.db")
+    old = make_config("tiny", {"steps": 9, "seed": 0, "name": "tiny-s0", "run_dir": "elsewhere"})
+    with Store(store) as st:
+        st.start_run("tiny-s0", old.to_dict(), kind="lm", seed=0)
+        st.set_status("tiny-s0", "done")
+        before = (len(st.events()), st.runs().to_dict())
+    argv = ["sweep", str(spec), "--runs", str(runs), "--store", store, "--ray", "local"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'tiny-s0'" in err and "steps=9 there, steps=5 now" in err
+    assert "new name" in err and "--store" in err
+    assert not runs.exists()
+    with Store(store) as st:
+        assert (len(st.events()), st.runs().to_dict()) == before
+    # the same config done in the store is still skipped (no Ray needed to know it)
+    same = make_config("tiny", {"steps": 5, "seed": 0, "name": "tiny-s0", "run_dir": str(runs)})
+    from fiblab.ray_run import config_clash
+
+    assert config_clash({**same.to_dict(), "run_dir": "other", "micro_batch": 1}, same) is None
+    # a run folder of another config (its checkpoints would be resumed): refused as well
+    os.makedirs(runs / "tiny-s0")
+    (runs / "tiny-s0" / "config.json").write_text(json.dumps(old.to_dict()))
+    assert main(["sweep", str(spec), "--runs", str(runs), "--store", "", "--ray", "local"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "run folder" in err and "--runs" in err
+    assert os.listdir(runs / "tiny-s0") == ["config.json"]
+
+
+def test_a_ray_grid_eta_shares_the_work_over_the_cluster_lanes():
+    """fiblab.probe_launch's ETA with GridSpec.ray: the lanes the grid process found (its
+    progress.json), none before it says so.  By hand: rate 0.1 s a step at depth 2 = 0.05 s a
+    layer-step; work left 10 steps × depth 2 running + 20 steps × depth 2 × 2 pending = 100
+    layer-steps = 5 s, over min(2 lanes, 3 cells) = 2.5 s (one at a time it would be 5 s)."""
+    import math
+
+    from fiblab.probe_launch import eta_seconds, grid_lanes
+
+    running, pending = [(2, 10, 20, 0.1)], [2, 2]
+    assert grid_lanes({"ray": "auto", "jobs": 1}, {}) is None
+    assert grid_lanes({"ray": "auto", "jobs": 1}, {"lanes": None}) is None
+    assert grid_lanes({"ray": None, "jobs": 3}, {"lanes": 8}) == 3  # here: its own jobs
+    lanes = grid_lanes({"ray": "auto", "jobs": 1}, {"lanes": 2})
+    assert eta_seconds(pending, running, 20, lanes) == pytest.approx(2.5)
+    assert eta_seconds(pending, running, 20, 1) == pytest.approx(5.0)
+    assert math.isnan(eta_seconds(pending, [(2, 0, 20, None)], 20, 2))
+
+
+def test_train_on_ray_is_launchable_and_the_form_targets_a_cluster(tmp_path, capsys):
+    """Notebook 03's launcher and form pass a Ray address on as ``fiblab train --ray``; empty:
+    today's command; a bad one is refused before anything starts."""
+    from fiblab import launch as LA
+    from fiblab.cli import build_parser, main
+    from fiblab.train_command import train_command
+
+    cmd = train_command("tiny", store="s.db", runs_dir="r", ray="10.0.0.5:6379")
+    args = build_parser().parse_args(cmd[3:])
+    assert args.ray == "10.0.0.5:6379" and args.ray_threads == 1 and cmd[2] == "fiblab.cli"
+    assert "--ray" not in train_command("tiny", store="s.db", runs_dir="r")
+    with pytest.raises(ValueError, match="give one"):
+        train_command("tiny", nproc=2, ray="auto")
+    with pytest.raises(ValueError, match="is not a Ray address"):
+        LA.launch("tiny", ray="nowhere", runs_dir=str(tmp_path), store="")
+    assert not os.listdir(tmp_path)
+    for argv, msg in (
+        (["train", "--preset", "tiny", "--ray", "nowhere", "--store", ""], "is not a Ray address"),
+        (
+            ["train", "--preset", "tiny", "--ray", "local", "--restart", "--store", ""],
+            "--restart",
+        ),
+    ):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert msg in err and err.count("\n") == 1, err
+    pytest.importorskip("ipywidgets")
+    from fiblab.ui.train import TrainPanel
+    from fiblab.ui.train_form import form_values
+
+    p = TrainPanel(runs=str(tmp_path), store="", auto_refresh=False)
+    assert p.ray_address() is None
+    p.ray.value = " auto "
+    assert p.ray_address() == "auto"
+    p.ray.value = "nowhere"
+    with pytest.raises(ValueError, match="is not a Ray address"):
+        p.launch()
+    assert not os.listdir(tmp_path)
+    h = LA.RunHandle("r", "tiny", "d", "rd", "", 1, [], 4, 1, False, spec={"ray": "auto"})
+    assert form_values(h)["ray"] == "auto"
+    assert form_values(replace(h, spec={"preset": "tiny"}))["ray"] == ""
+
+
+@pytest.mark.slow
+def test_a_launched_run_on_ray_stops_by_request_and_resumes(cluster, tmp_path):
+    """`fiblab.launch` with ray=HOST:PORT (the module's cluster): the run trains as a task, a
+    stop request in its folder reaches the task (checkpoint kept, state stopped), and resume
+    continues it on the cluster to the end, each step's loss in the store once."""
+    from fiblab import launch as LA
+
+    c, _ = cluster
+    store, runs = str(tmp_path / "s.db"), str(tmp_path / "runs")
+    over = {"ckpt_every": 2, "eval_every": 50}
+    env = {"PYTHONPATH": os.getcwd()}
+    h = LA.launch(
+        "tiny", name="r", steps=60, overrides=over, store=store, runs_dir=runs, env=env,
+        ray=c.address,
+    )  # fmt: skip
+    assert h.command[h.command.index("--ray") + 1] == c.address and h.spec["ray"] == c.address
+    deadline = time.time() + 180
+    while time.time() < deadline and LA.is_alive(h) and LA.snapshot(h)["step"] < 2:
+        time.sleep(0.5)  # the driver follows the task's journal: the store shows its steps
+    assert LA.is_alive(h), LA.log_tail(h)
+    LA.request_stop(h)
+    assert LA.wait(h, timeout=180) == "stopped", LA.log_tail(h)
+    s = LA.snapshot(h)
+    assert 2 <= s["step"] < 60 and _checkpoints(tmp_path / "runs" / "r")
+    assert "stopped at step" in LA.log_tail(h)
+    h2 = LA.resume(h)
+    assert "--resume" in h2.command and h2.spec["ray"] == c.address
+    assert LA.wait(h2, timeout=240) == "done", LA.log_tail(h2)
+    with Store(store) as st:
+        loss = st.metrics("r", names=["loss"])
+        kinds = st.events("r")["kind"].tolist()
+    assert sorted(loss["step"]) == list(range(1, 61))  # every step once
+    assert kinds.count("start") == 1 and "resume" in kinds and "stopped" in kinds
+
+
+@pytest.mark.slow
+def test_the_gpu_checks_tiny_ray_sweep_compares_on_the_cpu(cluster, tmp_path, one_thread):
+    """benchmarks/gpu_check.py's ``ray`` section runs on CUDA only; its sweep and comparison,
+    on this cluster's CPUs: bit-equal to the runs here (CPU kernels are deterministic)."""
+    import math
+
+    from benchmarks.gpu.ray_sweep import compare, tiny_sweep
+
+    rec = tiny_sweep(str(tmp_path), gpus=False)
+    assert rec["ok"] and [r["outcome"] for r in rec["runs"]] == ["trained", "trained"]
+    assert all(r["exact"] and r["rel_err"] == 0.0 for r in rec["runs"]), rec
+    assert compare({"x": 1.0}, {"x": 1.25}) == (pytest.approx(0.2), False)
+    assert compare({"x": 1.0}, {"y": 1.0})[0] == math.inf

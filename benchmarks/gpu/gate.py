@@ -97,16 +97,3 @@ def _triton_call(q, k, v, dists, fracs, scale, interpolated):
     from lab.kernels.triton_attn import triton_columns_attention
 
     return triton_columns_attention(q, k, v, dists, fracs, scale, interpolated=interpolated)
-
-
-def section_ray(run: Run) -> None:
-    """HOOK (helper i16ray builds sweeps): one tiny Ray sweep on the GPU — two `cpu-small` runs,
-    one GPU task each, through `fiblab sweep` — goes here once that command exists."""
-    import importlib.util
-
-    if importlib.util.find_spec("fiblab.cli.sweep") is None:  # the i16ray module, when merged
-        run.record["skipped"].append("ray (hook: `fiblab sweep` not in this checkout)")
-        print("  [hook] the tiny Ray sweep runs here once `fiblab sweep` exists (helper i16ray)")
-        return
-    run.record["skipped"].append("ray (hook: `fiblab sweep` exists; wire the tiny sweep here)")
-    print("  [hook] `fiblab sweep` exists: wire the tiny GPU sweep into section_ray")

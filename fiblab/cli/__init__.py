@@ -347,6 +347,7 @@ def build_parser() -> FibParser:
     s.add_argument("--store", default=paths.store_path(), help=STORE_HELP)
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     add_log_options(s)
+    add_ray_options(s)  # the run as one Ray task (fiblab.ray_run.train_on_ray)
     s.set_defaults(fn=cmd_train)
 
     add_eval(sub)

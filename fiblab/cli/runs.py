@@ -217,6 +217,7 @@ def _live_start(args, keys: list[str], out: str):
         exit=None,
         message="",
         started=time.time(),
+        lanes=None,  # a Ray grid's cells at once, once it knows (fiblab.ray_run)
     )
     return LiveSpec(args.live)
 
@@ -249,6 +250,8 @@ def cmd_train(args) -> int:
         )
     if cfg.steps < 1:
         raise ValueError(f"steps={cfg.steps} must be an integer >= 1 (optimizer steps)")
+    if getattr(args, "ray", None):
+        return _train_on_ray(args, cfg)
     try:
         out = train(
             cfg,
@@ -272,6 +275,43 @@ def cmd_train(args) -> int:
             f"{out['name']}: final held-out perplexity "
             + ", ".join(f"{k} {v:.3f}" for k, v in out["final_ppl"].items())
             + f"  (run dir {out['run_dir']})"
+        )
+    return 0
+
+
+def _train_on_ray(args, cfg) -> int:
+    """``fiblab train … --ray ADDRESS``: the run as one Ray task (`fiblab.ray_run.train_on_ray`),
+    this process the store's one writer; prints what a local run prints."""
+    from fiblab.cli.sweep import ray_kwargs
+    from fiblab.ray_cluster import check_address
+    from lab.train import TrainingDiverged
+
+    check_address(args.ray)
+    if args.restart or log_spec(args) is not None:
+        raise ValueError(
+            f"--restart and --log/--tensorboard are for a run here, not with --ray {args.ray}: "
+            f"drop them (on Ray, a run's checkpoints and journal are in its run folder)"
+        )
+    from fiblab.ray_run import train_on_ray
+
+    try:
+        r = train_on_ray(
+            cfg, args.store or None, resume=args.resume, progress=not args.quiet, **ray_kwargs(args)
+        )
+    except TrainingDiverged as e:
+        print(f"fiblab: training stopped: {e}", file=sys.stderr)
+        return 3
+    if r.outcome == "stopped":
+        print(
+            f"{r.name}: stopped at step {r.stopped_at} by request; continue it with the same "
+            f"command and --resume"
+        )
+        return 0
+    if r.final_ppl:
+        print(
+            f"{r.name}: final held-out perplexity "
+            + ", ".join(f"{k} {v:.3f}" for k, v in r.final_ppl.items())
+            + f"  (run dir {os.path.join(cfg.run_dir, cfg.name)}; on Ray: {r.outcome})"
         )
     return 0
 

@@ -130,6 +130,12 @@ class TrainPanel:
             style=style,
             description=f"processes (0: one per GPU; {self.gpus} here)",
         )
+        self.ray = W.Text(
+            value="",
+            description="Ray address",
+            placeholder="(none: here; local, auto, HOST:PORT)",
+            style=style,
+        )  # the run as one Ray task there (fiblab train --ray); empty: this machine
         self.nproc_note = W.HTML("one process, on the CPU (no GPU is visible)")
         self.nproc_note.add_class("fib-nproc-note")
         if not self.gpus:  # nothing to choose: say what happens instead
@@ -157,7 +163,7 @@ class TrainPanel:
         self.stop_button.on_click(self._on_stop)
         self.resume_button.on_click(self._on_resume)
         self.refresh_button.on_click(self._on_refresh)
-        for key in ("preset", "data", "steps", "name", "overrides", "nproc"):
+        for key in ("preset", "data", "steps", "name", "overrides", "nproc", "ray"):
             w = getattr(self, key)
             w.add_class(f"fib-train-{key}")
             w.observe(self._disarm, names="value")
@@ -179,6 +185,7 @@ class TrainPanel:
                                 self.name,
                                 self.nproc,
                                 self.nproc_note,
+                                self.ray,
                             ]
                         ),
                         self.overrides,
@@ -216,6 +223,13 @@ class TrainPanel:
             runs_dir=self.runs,
         )
 
+    def ray_address(self) -> str | None:
+        """The form's Ray address (ValueError naming a bad one), None when empty: here."""
+        from fiblab.ray_cluster import check_address
+
+        text = self.ray.value.strip()
+        return check_address(text) if text else None
+
     def launch(self, anyway: bool = False) -> LA.RunHandle | None:
         """Start the run the widgets describe (ValueError before starting on bad input).  A run
         that would take over an hour on this GPU-less machine is not started: the estimate is
@@ -227,6 +241,7 @@ class TrainPanel:
                 f"or wait for it to finish"
             )
         cfg = self.config()
+        self.ray_address()  # a bad address fails before anything starts
         self._refuse_taken(cfg)
         key = self._form_key()
         if not anyway and self._armed != key and self._too_long(cfg):
@@ -241,8 +256,9 @@ class TrainPanel:
             overrides=self.overrides.value,
             store=self.store,
             runs_dir=self.runs,
-            nproc=self.nproc.value or None,
+            nproc=None if self.ray_address() else self.nproc.value or None,
             env=self.env,
+            ray=self.ray_address(),
         )
         self._started()
         return self.handle
@@ -295,12 +311,15 @@ class TrainPanel:
         self.data.value = v["data"]
         self.overrides.value = v["overrides"]
         self.nproc.value = v["nproc"]
+        self.ray.value = v["ray"]
 
     def _form_key(self) -> tuple:
         return tuple(
             w.value
-            for w in (self.preset, self.data, self.steps, self.name, self.overrides, self.nproc)
-        )
+            for w in (
+                self.preset, self.data, self.steps, self.name, self.overrides, self.nproc, self.ray,
+            )
+        )  # fmt: skip
 
     def _refuse_taken(self, cfg) -> None:
         taken = name_taken(cfg, self.runs)
@@ -312,6 +331,9 @@ class TrainPanel:
 
     def _too_long(self, cfg) -> bool:
         """Ask first (`fiblab.ui.train_form.long_run_warning`): shown, and the button armed."""
+        if self.ray_address():  # its speed is the cluster's, not this machine's
+            self.warning = None
+            return False
         self.warning = long_run_warning(cfg, self.store, self.gpus)
         if self.warning is None:
             return False

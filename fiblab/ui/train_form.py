@@ -47,7 +47,8 @@ def preset_options() -> list[str]:
 
 def form_values(h: LA.RunHandle) -> dict:
     """The launch settings of a run, as the form shows them: preset, name, steps (0: the
-    preset's), data, overrides (one key=value a line) and nproc — from the handle's spec (what
+    preset's), data, overrides (one key=value a line), nproc and the Ray address ('' for a run
+    here) — from the handle's spec (what
     `fiblab.launch.launch` was given), else what its launch.json and launch-config.json say."""
     spec = h.spec or {}
     try:
@@ -64,6 +65,7 @@ def form_values(h: LA.RunHandle) -> dict:
             f"{k}={v if isinstance(v, str) else format_value(v)}" for k, v in over.items()
         ),
         "nproc": int(spec.get("nproc") or 0),
+        "ray": spec.get("ray") or "",
     }
 
 
