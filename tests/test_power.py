@@ -1,0 +1,82 @@
+"""analysis.power: the seeds a gap needs and the power a comparison had, against statsmodels'
+own calculation and against a simulation of the t-test."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from analysis.power import effect_size, plan, power, seeds_needed
+
+
+def simulated_power(d, n_a, n_b, alpha=0.05, alternative="two-sided", reps=20_000, seed=0):
+    """The share of simulated experiments (normal seeds, σ = 1, means d apart) that
+    scipy's two-sample t-test rejects: the definition of power, by brute force."""
+    rng = np.random.default_rng(seed)
+    a = rng.normal(d, 1.0, size=(reps, n_a))
+    b = rng.normal(0.0, 1.0, size=(reps, n_b))
+    alt = "greater" if alternative == "larger" else "two-sided"
+    p = stats.ttest_ind(a, b, axis=1, alternative=alt).pvalue
+    return float(np.mean(p < alpha))
+
+
+@pytest.mark.parametrize(
+    "d,n_a,n_b,alternative",
+    [
+        (0.5, 10, 10, "two-sided"),
+        (1.2, 4, 4, "two-sided"),
+        (0.8, 6, 9, "larger"),
+        (0.0, 5, 5, "two-sided"),
+    ],
+)
+def test_power_matches_a_simulated_t_test(d, n_a, n_b, alternative):
+    got = power(d, n_a, n_b, alternative=alternative)
+    sim = simulated_power(d, n_a, n_b, alternative=alternative)
+    assert got == pytest.approx(sim, abs=0.012)  # 20K reps: binomial se ≤ 0.0035
+
+
+@pytest.mark.parametrize(
+    "d,n,ratio,alternative",
+    [(0.5, 10, 1, "two-sided"), (1.5, 3, 1, "two-sided"), (0.7, 8, 1.5, "larger")],
+)
+def test_power_matches_statsmodels(d, n, ratio, alternative):
+    sm = pytest.importorskip("statsmodels.stats.power")
+    want = sm.TTestIndPower().power(d, nobs1=n, alpha=0.05, ratio=ratio, alternative=alternative)
+    assert power(d, n, int(n * ratio), alternative=alternative) == pytest.approx(want, rel=1e-9)
+
+
+def test_seeds_needed_matches_statsmodels_and_is_the_smallest():
+    for d in (0.3, 0.8, 1.0, 2.5):
+        n = seeds_needed(d)
+        assert power(d, n) >= 0.8 and (n == 2 or power(d, n - 1) < 0.8)
+        sm = pytest.importorskip("statsmodels.stats.power")
+        exact = sm.TTestIndPower().solve_power(d, alpha=0.05, power=0.8)
+        assert n == max(2, int(np.ceil(exact - 1e-9)))
+    # textbook: d = 0.5 needs 64 per group at 80 % power, α = 0.05 two-sided
+    assert seeds_needed(0.5) == 64
+    assert seeds_needed(0.0) is None
+
+
+def test_the_papers_gap_with_a_measured_sigma():
+    # stagger 2.5 % below fixed at ppl ≈ 30 with σ = 0.4 ppl between seeds: d = 1.875
+    p = plan(0.025, 30.0, 0.4, seeds=2)
+    assert p.d == pytest.approx(0.025 * 30 / 0.4)
+    assert p.needed == seeds_needed(p.d) and p.needed <= 7
+    assert p.achieved == pytest.approx(power(p.d, 2, 2)) and p.achieved < 0.5
+    assert set(p.to_json()) >= {"d", "needed", "achieved", "seeds", "sigma"}
+
+
+@pytest.mark.parametrize(
+    "call,says",
+    [
+        (lambda: effect_size(0.02, 30, 0.0), "sigma=0.0"),
+        (lambda: power(1.0, 1, 5), "at least 2"),
+        (lambda: power(1.0, 5, 5, alpha=1.5), "alpha=1.5"),
+        (lambda: power(1.0, 5, 5, alternative="less"), "alternative='less'"),
+        (lambda: seeds_needed(1.0, target=80), "target=80"),
+    ],
+)
+def test_bad_input_is_one_line(call, says):
+    with pytest.raises(ValueError, match=says.replace("(", r"\(")):
+        call()
