@@ -218,6 +218,11 @@ def lm_stage(
             demo_reuse.save(run_dir, key, ev, bat)
         else:
             ev, bat = saved
+        if store_path:
+            vocab = cfg.model.vocab_size
+            store_battery(
+                store_path, cfg.name, ev["step"], bat, scale.battery_n, vocab, saved is None
+            )
         if done:  # what train() would return for a run it has nothing left to do on
             res = {"name": cfg.name, "run_dir": run_dir, "alphas": ev["alphas"], "status": "done"}
         out.append(
@@ -256,6 +261,10 @@ def alpha_trajectory(store_path: str | None, name: str) -> dict | None:
     return trajectories.run_points(tr, name) if (tr["run"] == name).any() else None
 
 
+#: The seed of the demo's battery (`fiblab battery --seed` scores others).
+BATTERY_SEED = 0
+
+
 def battery(run_dir: str, n: int) -> dict:
     """RULER variable tracking and LEGO (forced choice) on a trained run, at its own length."""
     from lab.evalrun import load_run
@@ -263,9 +272,30 @@ def battery(run_dir: str, n: int) -> dict:
 
     model, cfg, _ = load_run(run_dir)
     try:
-        return run_battery(model, cfg.model.vocab_size, n=n, seed=0)
+        return run_battery(model, cfg.model.vocab_size, n=n, seed=BATTERY_SEED)
     except ValueError as e:  # e.g. items longer than a tiny model's context
         return {"skipped": str(e)}
+
+
+def store_battery(
+    store_path: str, name: str, step: int, bat: dict, n: int, vocab_size: int, replace: bool
+) -> int:
+    """The demo's battery results of run ``name`` into the store, through the writer `fiblab
+    battery` uses (`probes.battery_run.log_rows`); ``replace=False`` (results reused from the run
+    folder) writes only the tasks the store lacks, so a re-run rewrites no row.  Returns the
+    rows written (none for a skipped battery)."""
+    from lab.store import Store
+    from probes.battery_run import log_rows, rows_of, settings
+
+    rows = rows_of(bat, n, BATTERY_SEED, step, settings(vocab_size))
+    if not rows:
+        return 0
+    with Store(store_path) as st:
+        if not replace:
+            have = st.battery(name)
+            keys = set(zip(have["task"], have["n"].tolist(), have["seed"].tolist()))
+            rows = [r for r in rows if (r.task, r.n, r.seed) not in keys]
+        return log_rows(st, name, rows)
 
 
 # --------------------------------------------------------------------------------------------

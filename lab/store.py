@@ -1,6 +1,6 @@
 """The experiment store: every number fiblab produces, in one SQLite file.
 
-LM training runs, evaluations, learned-α trajectories and retrieval-probe results are written to
+LM training runs, evaluations, learned-α trajectories, retrieval-probe and battery results go to
 one SQLite database (default ``runs/fiblab.db``) that notebooks and ``analysis`` read while
 training writes.  The file is in WAL journal mode, so readers never block the writer and the
 writer never blocks readers; several processes may open it at once (writers wait on each other

@@ -1,4 +1,5 @@
-"""The store's readers: runs, configs, metrics, evaluations, α, probe results and events as
+"""The store's readers: runs, configs, metrics, evaluations, α, probe and battery results and
+events as
 pandas DataFrames, the run's name in a ``run`` column.
 
 Each reader is one read transaction (`StoreConnection.snapshot`), so it sees one consistent
@@ -149,6 +150,37 @@ class StoreReaders(StoreConnection):
                 "distance": "int64",
                 "accuracy": "float64",
                 "extra_json": "str",
+                "logged_at": "datetime",
+            },
+        )
+
+    def battery(self, run: str | Iterable[str] | None = None) -> pd.DataFrame:
+        """RULER / LEGO battery results, one row per (run, task, n, seed): step, items,
+        correct, accuracy, chance, p_value, at_chance (bool), version, settings_json and
+        by_length_json as text, logged_at."""
+        where, params = self._where([("r.name", _names(run))])
+        return self._frame(
+            "SELECT r.name, b.task, b.n, b.seed, b.step, b.items, b.correct, b.accuracy,"
+            " b.chance, b.p_value, b.at_chance, b.version, b.settings_json, b.by_length_json,"
+            " b.logged_at FROM battery_results b JOIN runs r ON r.id = b.run_id"
+            + where
+            + " ORDER BY r.id, b.task, b.n, b.seed",
+            params,
+            {
+                "run": "str",
+                "task": "str",
+                "n": "int64",
+                "seed": "int64",
+                "step": "int64",
+                "items": "int64",
+                "correct": "int64",
+                "accuracy": "float64",
+                "chance": "float64",
+                "p_value": "float64",
+                "at_chance": "bool",
+                "version": "int64",
+                "settings_json": "str",
+                "by_length_json": "str",
                 "logged_at": "datetime",
             },
         )

@@ -23,6 +23,14 @@ Tables (schema version in ``PRAGMA user_version``; ``SCHEMA_VERSION``):
     key and settings, …).  A probe's α trajectory goes to ``alphas`` and its loss curve to
     ``metrics`` (name 'loss'), both under the probe's run (kind 'probe', named by the record's
     key).
+``battery_results``
+    one row per RULER / LEGO battery result of a run (`probes.battery_run`):
+    ``(run, task, n, seed) -> accuracy, correct, items`` with ``n`` the items per chain length,
+    ``items`` all the task's items, ``step`` the checkpoint scored, ``chance`` the task's
+    forced-choice rate, ``p_value`` the one-sided binomial test of accuracy > chance and
+    ``at_chance`` (p ≥ the alpha in ``settings_json``), the battery's ``version`` and
+    ``settings_json`` (chain lengths, distractors, vocabulary, …), and ``by_length_json``
+    (accuracy per chain length).  Scoring the same (run, task, n, seed) again replaces the row.
 ``events``
     an append-only log: ``run`` (or NULL for store-wide events), ``time``, ``kind``, ``message``.
 
@@ -37,7 +45,15 @@ from __future__ import annotations
 
 import sqlite3
 
-TABLES = ("runs", "metrics", "evaluations", "alphas", "probe_results", "events")
+TABLES = (
+    "runs",
+    "metrics",
+    "evaluations",
+    "alphas",
+    "probe_results",
+    "battery_results",
+    "events",
+)
 
 # MIGRATIONS[i] takes a store from schema version i to i + 1; a later change appends a script.
 MIGRATIONS: list[str] = [
@@ -148,6 +164,28 @@ MIGRATIONS: list[str] = [
     DROP TABLE runs;
     ALTER TABLE runs_v2 RENAME TO runs;
     CREATE INDEX runs_kind_status ON runs (kind, status);
+    """,
+    # 2 -> 3: the RULER / LEGO battery's results (`fiblab battery`, the demo's LM stage)
+    """
+    CREATE TABLE battery_results (
+        run_id         INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+        task           TEXT    NOT NULL,
+        n              INTEGER NOT NULL CHECK (n > 0),
+        seed           INTEGER NOT NULL CHECK (seed >= 0),
+        step           INTEGER NOT NULL,
+        items          INTEGER NOT NULL CHECK (items > 0),
+        correct        INTEGER NOT NULL CHECK (correct >= 0 AND correct <= items),
+        accuracy       REAL,
+        chance         REAL    NOT NULL CHECK (chance > 0 AND chance < 1),
+        p_value        REAL,
+        at_chance      INTEGER NOT NULL CHECK (at_chance IN (0, 1)),
+        version        INTEGER NOT NULL,
+        settings_json  TEXT    NOT NULL DEFAULT '{}',
+        by_length_json TEXT    NOT NULL DEFAULT '{}',
+        logged_at      TEXT    NOT NULL,
+        PRIMARY KEY (run_id, task, n, seed)
+    ) WITHOUT ROWID;
+    CREATE INDEX battery_results_task ON battery_results (task);
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,4 +1,5 @@
-"""The store's writers: runs and their status, metrics, evaluations, α, probe records, events.
+"""The store's writers: runs and their status, metrics, evaluations, α, probe records, battery
+results, events.
 
 Each write method is one short transaction (`StoreConnection._write`); logging the same
 metric, evaluation, α or probe record again replaces it (events only append).  Values are checked on the way in: a metric, loss or α must be a number
@@ -298,6 +299,61 @@ class StoreWriters(StoreConnection):
                 [(rid, *r) for r in loss_rows],
             )
         return name
+
+    def log_battery(self, run: str, result: Mapping[str, Any]) -> None:
+        """Store one RULER / LEGO battery result of ``run`` (a `probes.battery_run.BatteryRow`
+        or its dict): keys task, n (items per chain length), seed, step, items, correct,
+        chance, p_value, at_chance, version, settings and by_length.  The accuracy stored is
+        correct / items.  Logging the same (run, task, n, seed) again replaces the row."""
+        r = asdict(result) if is_dataclass(result) and not isinstance(result, type) else result
+        need = ("task", "n", "seed", "step", "items", "correct", "chance", "p_value")
+        need += ("at_chance", "version", "settings", "by_length")
+        missing = [k for k in need if k not in r]
+        if missing:
+            raise ValueError(f"battery result lacks {missing} (has {sorted(r)})")
+        n, seed, items = _int(r["n"], "n"), _int(r["seed"], "seed"), _int(r["items"], "items")
+        correct = _int(r["correct"], "correct")
+        if n < 1 or seed < 0 or not 0 <= correct <= items or items < 1:
+            raise ValueError(
+                f"battery result needs n >= 1, seed >= 0 and 0 <= correct <= items >= 1; got "
+                f"n={n}, seed={seed}, correct={correct}, items={items}"
+            )
+        chance = _real(r["chance"], "chance")
+        if chance is None or not 0 < chance < 1:
+            raise ValueError(f"chance must be a rate in (0, 1), got {r['chance']!r}")
+        row = (
+            str(r["task"]),
+            n,
+            seed,
+            _int(r["step"], "step"),
+            items,
+            correct,
+            correct / items,
+            chance,
+            _real(r["p_value"], "p_value"),
+            int(bool(r["at_chance"])),
+            _int(r["version"], "version"),
+            _dumps(dict(r["settings"])),
+            _dumps({str(k): _real(v, f"accuracy at {k}") for k, v in dict(r["by_length"]).items()}),
+            _now(),
+        )
+        with self._write() as conn:
+            rid = self._run_id(conn, run)
+            conn.execute(
+                """INSERT INTO battery_results (run_id, task, n, seed, step, items, correct,
+                       accuracy, chance, p_value, at_chance, version, settings_json,
+                       by_length_json, logged_at)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                   ON CONFLICT (run_id, task, n, seed) DO UPDATE SET
+                       step = excluded.step, items = excluded.items,
+                       correct = excluded.correct, accuracy = excluded.accuracy,
+                       chance = excluded.chance, p_value = excluded.p_value,
+                       at_chance = excluded.at_chance, version = excluded.version,
+                       settings_json = excluded.settings_json,
+                       by_length_json = excluded.by_length_json,
+                       logged_at = excluded.logged_at""",
+                (rid, *row),
+            )
 
     def log_event(self, run: str | None, kind: str, message: str | None = None) -> int:
         """Append an event for ``run`` (None: a store-wide event); returns its id."""

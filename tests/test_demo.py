@@ -114,10 +114,35 @@ def _snapshot(path) -> dict:
     with sqlite3.connect(path) as c:
         out = {
             t: c.execute(f"SELECT * FROM {t} ORDER BY 1, 2, 3").fetchall()
-            for t in ("runs", "evaluations", "metrics", "alphas")
+            for t in ("runs", "evaluations", "metrics", "alphas", "battery_results")
         }
     c.close()
     return out
+
+
+def test_demo_battery_results_go_into_the_store(demo):
+    """Each LM run's battery, as the demo saved it in the run folder (demo-eval.json), is in the
+    store's battery table: n per chain length, seed 0, the count correct and the accuracy."""
+    d, _ = demo
+    saved = {}
+    for p in (d / "runs").glob("demo-*/demo-eval.json"):
+        doc = json.loads(p.read_text())
+        saved[p.parent.name] = (doc["key"]["battery_n"], doc["battery"])
+    assert saved and all("skipped" not in b for _, b in saved.values())
+    with sqlite3.connect(d / "runs" / "store.db") as c:
+        rows = c.execute(
+            "SELECT r.name, b.task, b.n, b.seed, b.items, b.correct, b.accuracy, b.chance "
+            "FROM battery_results b JOIN runs r ON r.id = b.run_id"
+        ).fetchall()
+    c.close()
+    assert sorted((r[0], r[1]) for r in rows) == sorted(
+        (name, t) for name in saved for t in ("ruler_vt", "lego")
+    )
+    for name, task, n, seed, items, correct, acc, chance in rows:
+        want_n, bat = saved[name]
+        assert (n, seed, items, chance) == (want_n, 0, bat[task]["n"], bat[task]["chance"])
+        assert correct == round(bat[task]["acc"] * items) and acc == correct / items
+        assert abs(acc - bat[task]["acc"]) < 1e-6
 
 
 def test_demo_rerun_reuses_finished_work(demo, capsys, monkeypatch):
@@ -158,6 +183,23 @@ def test_demo_rerun_reuses_finished_work(demo, capsys, monkeypatch):
     # ... no store row added or rewritten, and the report's tables are the same numbers
     assert _snapshot(d / "runs" / "store.db") == rows
     assert _tables((d / "report" / "report.md").read_text()) == tables
+
+
+def test_demo_rerun_fills_in_battery_rows_a_store_lacks(demo, capsys):
+    """A store written before the battery had a table (its rows gone here) gets the battery
+    results the run folders saved, on a re-run that scores nothing again."""
+    d, args = demo
+    path = d / "runs" / "store.db"
+    with sqlite3.connect(path) as c:
+        before = c.execute("SELECT * FROM battery_results ORDER BY 1, 2").fetchall()
+        c.execute("DELETE FROM battery_results")
+    c.close()
+    assert before and main(args) == 0
+    capsys.readouterr()
+    with sqlite3.connect(path) as c:
+        after = c.execute("SELECT * FROM battery_results ORDER BY 1, 2").fetchall()
+    c.close()
+    assert [r[:-1] for r in after] == [r[:-1] for r in before]  # all but logged_at
 
 
 def test_report_command_on_the_demo_store(demo):

@@ -500,7 +500,17 @@ def test_the_schema_builds_exactly_its_tables_and_lab_store_reexports_it(tmp_pat
     assert (
         sorted(names)
         == sorted(TABLES)
-        == sorted(["runs", "metrics", "evaluations", "alphas", "probe_results", "events"])
+        == sorted(
+            [
+                "runs",
+                "metrics",
+                "evaluations",
+                "alphas",
+                "probe_results",
+                "battery_results",
+                "events",
+            ]
+        )
     )
     assert S.UnknownRunError is store_connection.UnknownRunError
     assert S.MIGRATIONS is store_schema.MIGRATIONS and S.split_sql is store_schema.split_sql

@@ -3,6 +3,7 @@
 fiblab demo [--scale full|smoke] [--out reports/demo]    the main job (see README)
 fiblab report [RUN ...] --out reports/NAME [--json]     tables + figures of runs in the store
 fiblab eval RUN_DIR [--factors 1 2 4 8]                 perplexity, extrapolation, position bins
+fiblab battery RUN [RUN ...] [--n 100] [--seed 0]       RULER / LEGO battery of runs, into the store
 fiblab efficiency [--preset probe-small] [--measure]    attention FLOPs, keys/query, tokens/s
 fiblab selfcheck [--preset paper-60m] [--seq-len 1024]   build the model, run every path
 fiblab offsets --alpha 0.5 --window 8 [--base pow2] [--rounding floor] [--interp]
@@ -42,6 +43,7 @@ from fiblab.cli.attention import (
     cmd_schedule,
     cmd_selfcheck,
 )
+from fiblab.cli.battery import add_battery
 from fiblab.cli.choices import MECHANISMS
 from fiblab.cli.exports import add_export_store, add_log_options
 from fiblab.cli.measure import add_efficiency, add_eval
@@ -351,6 +353,7 @@ def build_parser() -> FibParser:
     s.set_defaults(fn=cmd_train)
 
     add_eval(sub)
+    add_battery(sub)
     add_efficiency(sub)
     add_export_store(sub)
     add_models(sub)
