@@ -43,7 +43,15 @@ def coverage_section(report: Report, cov: dict) -> None:
     )
 
 
-def claims_section(report: Report, claims: list[dict]) -> None:
+def claims_section(report: Report, claims) -> None:
+    """The claims ledger (an `analysis.ledger.Ledger`), or a plain list of claim dicts."""
+    from analysis.ledger import Ledger
+
+    if isinstance(claims, Ledger):
+        from analysis.ledger_report import ledger_section
+
+        ledger_section(report, claims, "The paper's claims at this scale")
+        return
     report.heading("The paper's claims at this scale")
     counts = pd.Series([c["verdict"] for c in claims]).value_counts()
     report.text(", ".join(f"{n} {v}" for v, n in counts.items()) + ".")
