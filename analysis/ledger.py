@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 
 import tomllib
 
-from analysis.ledger_checks import CHECKS, Finding, compare
+from analysis.ledger_checks import LM_CHECKS, Finding, compare
+from analysis.ledger_probe import PROBE_CHECKS
 from lab import jsonio
 
 __all__ = [
@@ -215,7 +216,7 @@ def _check(claim: dict, tier) -> Finding | None:
     cmp = claim.get("compare")
     if cmp and cmp[2] in ("beats", "ties"):
         return compare(tier, cmp[0], cmp[1], cmp[2], cmp[3], claim.get("rel_gap"))
-    fn = CHECKS.get(claim["id"])
+    fn = LM_CHECKS.get(claim["id"]) or PROBE_CHECKS.get(claim["id"])
     return fn(tier) if fn else None
 
 
