@@ -208,12 +208,12 @@ def _pick(datasets) -> str | None:
     return "fineweb_edu" if "fineweb_edu" in have else (have[0] if have else None)
 
 
-def _store_lms(store) -> list[tuple[LMRun, str, dict]]:
+def _store_lms(store, runs=None) -> list[tuple[LMRun, str, dict]]:
     from analysis import trajectories
     from analysis.tables_store import final_step_rows, lm_evals
     from lab.drift import alpha_drift
 
-    ev = lm_evals(store)
+    ev = lm_evals(store, runs=runs)
     if ev.empty:
         return []
     bat = store_battery(store)
@@ -267,13 +267,14 @@ def _probe_tiers(store_recs, extra, grids) -> tuple[list[Tier], list[str]]:
     return group_probes(recs, ", ".join(where) or "given records"), where
 
 
-def from_store(store, probe_records: list[dict] | None = None, grids=()) -> Evidence:
+def from_store(store, probe_records: list[dict] | None = None, grids=(), runs=None) -> Evidence:
     """Every tier a store can give: its LM runs (grouped by setup) and its probe cells (plus
-    ``probe_records`` from JSONL files and the ``grids`` files)."""
+    ``probe_records`` from JSONL files and the ``grids`` files); ``runs`` names the LM runs
+    to use (default: every finished one)."""
     from probes.record import records_from_store
 
     ev = Evidence(sources=[f"store {store.path}"])
-    ev.tiers += group_lms(_store_lms(store))
+    ev.tiers += group_lms(_store_lms(store, runs))
     recs = [r.to_dict() for r in records_from_store(store)]
     tiers, where = _probe_tiers(recs, probe_records, grids)
     ev.tiers += tiers

@@ -302,3 +302,50 @@ def test_power_of_a_large_effect_is_finite():
     upper = sst.nct.sf(crit, 4, nc)
     assert power(9, 3, 3) == pytest.approx(upper, abs=1e-12)
     assert 0.999 < power(9, 3, 3) <= 1.0
+
+
+def test_report_of_named_runs_decides_on_those_runs_only(tmp_path, capsys):
+    from fiblab.cli import main
+
+    path = smoke_store(str(tmp_path / "s.db"))
+    args = ["report", "--store", path, "--json", "--no-grids"]
+    assert main(args + ["smoke-stagger-s0", "smoke-stagger-s1"]) == 0
+    got = {c["id"]: c for c in strict(capsys.readouterr().out)["claims"]}
+    assert got["t1-stagger-beats-fixed"]["verdict"] == "not tested here"  # no fixed run named
+    assert main(args) == 0
+    got = {c["id"]: c for c in strict(capsys.readouterr().out)["claims"]}
+    assert got["t1-stagger-beats-fixed"]["verdict"] != "not tested here"
+    # the fixture's two probe cells (40 steps, distances 200/350) are the only probe evidence
+    assert got["t2-inert-uniform"]["evidence"]["scale"] == "quick"
+
+
+def test_the_demos_report_says_what_its_scale_cannot_decide():
+    from analysis.ledger_report import ledger_section
+    from analysis.report import Report
+
+    def demo_lm(name, schedule, ppl, seed):
+        return {
+            "name": name,
+            "seed": seed,
+            "train": {"alphas": [1.0]},
+            "eval": {
+                "attention": "sparse",
+                "schedule": schedule,
+                "datasets": {"x": {"perplexity": {"ppl": ppl}, "cells": [], "bins": None}},
+            },
+        }
+
+    lms = [
+        demo_lm(f"demo-{s}-s{k}-200", s, p + k * 0.1, k)
+        for s, p in (("stagger", 120.0), ("fixed", 130.0))
+        for k in (0, 1)
+    ]
+    led = ledger.build(le.from_demo(None, [], lms))
+    e = entry(led, "t5-stagger-beats-fixed")
+    assert e.verdict == "not shown" and e.stats["raw_verdict"] == "held"
+    assert e.evidence["scale"] == "demo"
+    r = Report("t")
+    ledger_section(r, led, "The paper's claims at this scale")
+    md = r.markdown()
+    assert "`t5-stagger-beats-fixed` — only demo-scale runs test it" in md
+    assert "fiblab demo --scale study" in md and "benchmarks/results/probe-marked-paper" in md

@@ -362,7 +362,7 @@ def cmd_report(args) -> int:
                 f"database; a copy ships at ../shared/reference/fib.db)"
             )
         grids = [] if getattr(args, "no_grids", False) else ledger_evidence.stored_grids()
-        led = ledger.build(ledger_evidence.from_store(st, records, grids))
+        led = ledger.build(ledger_evidence.from_store(st, records, grids, args.runs or None))
         rep = build_report(
             st,
             args.runs or None,
