@@ -187,19 +187,22 @@ def read_grid(path: str) -> list[dict]:
 
 
 def store_battery(store) -> dict[str, dict]:
-    """{run: {task: {"acc", "chance", "n"}}} from ``store.battery()`` (the battery results'
-    reader; absent in stores of older versions: then {})."""
+    """{run: {task: {"acc", "chance", "n", "at_chance"?}}} from ``store.battery()`` (the
+    battery results' reader, `fiblab battery`; absent in stores of older versions: then {}).
+    ``n`` is the items scored (``items``, else ``n``); a run scored several times keeps its
+    last row; ``at_chance`` is the reader's own chance test where it has one."""
     reader = getattr(store, "battery", None)
     if reader is None:
         return {}
     df = reader()
     out: dict[str, dict] = {}
-    for r in df.itertuples(index=False):
-        out.setdefault(r.run, {})[r.task] = {
-            "acc": float(r.acc),
-            "chance": float(r.chance),
-            "n": int(r.n),
-        }
+    for r in df.to_dict("records"):
+        acc = r.get("accuracy", r.get("acc"))
+        n = r.get("items", r.get("n"))
+        row = {"acc": float(acc), "chance": float(r["chance"]), "n": int(n)}
+        if r.get("at_chance") is not None and not isinstance(r.get("at_chance"), float):
+            row["at_chance"] = bool(r["at_chance"])
+        out.setdefault(r["run"], {})[r["task"]] = row
     return out
 
 

@@ -349,3 +349,56 @@ def test_the_demos_report_says_what_its_scale_cannot_decide():
     md = r.markdown()
     assert "`t5-stagger-beats-fixed` — only demo-scale runs test it" in md
     assert "fiblab demo --scale study" in md and "benchmarks/results/probe-marked-paper" in md
+
+
+def test_battery_rows_of_the_store_reader():
+    """`Store.battery()` (fiblab battery's results: accuracy, items, chance, at_chance) read by
+    the ledger: the last row of a run wins, its own chance test decides."""
+    import pandas as pd
+
+    class Fake:
+        def battery(self):
+            return pd.DataFrame(
+                [
+                    {
+                        "run": "r",
+                        "task": "lego",
+                        "n": 10,
+                        "items": 40,
+                        "accuracy": 0.9,
+                        "chance": 0.5,
+                        "at_chance": False,
+                    },
+                    {
+                        "run": "r",
+                        "task": "lego",
+                        "n": 100,
+                        "items": 400,
+                        "accuracy": 0.52,
+                        "chance": 0.5,
+                        "at_chance": True,
+                    },
+                    {
+                        "run": "r",
+                        "task": "ruler_vt",
+                        "n": 100,
+                        "items": 400,
+                        "accuracy": 0.3,
+                        "chance": 1 / 9,
+                        "at_chance": False,
+                    },
+                ]
+            )
+
+    got = le.store_battery(Fake())
+    assert got == {
+        "r": {
+            "lego": {"acc": 0.52, "chance": 0.5, "n": 400, "at_chance": True},
+            "ruler_vt": {"acc": 0.3, "chance": 1 / 9, "n": 400, "at_chance": False},
+        }
+    }
+    assert le.store_battery(object()) == {}  # a store of an older version: no battery
+    t = lm_tier("other", [lm("r", "fib/fixed", 40.0, battery=got["r"])])
+    led = ledger.build(le.Evidence(tiers=[t]))
+    assert entry(led, "bat-lego-chance").label == "at chance"
+    assert entry(led, "bat-ruler-chance").verdict == "did not hold"
