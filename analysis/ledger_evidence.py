@@ -105,10 +105,10 @@ def probe_scale(record: dict) -> str:
 def lm_scale(name: str, config: dict) -> str:
     """``paper``, ``study``, ``other``, ``demo`` or ``smoke`` (see the module docstring)."""
     scale = str(config.get("scale") or "")
+    if scale.endswith("smoke") or name.startswith("study-smoke"):
+        return "smoke"  # the study's smoke scale too: seconds of training decide nothing
     if scale == "study" or name.startswith("study-"):
         return "study"
-    if scale == "smoke":
-        return "smoke"
     model = config.get("model") or {}
     if int(config.get("steps") or 0) >= 13000 and int(model.get("d_model") or 0) >= 512:
         return "paper"

@@ -402,3 +402,24 @@ def test_battery_rows_of_the_store_reader():
     led = ledger.build(le.Evidence(tiers=[t]))
     assert entry(led, "bat-lego-chance").label == "at chance"
     assert entry(led, "bat-ruler-chance").verdict == "did not hold"
+
+
+def test_scales_of_runs_and_probe_records():
+    assert le.lm_scale("study-stagger-s1-T128-3000", {"scale": "study"}) == "study"
+    assert le.lm_scale("x", {"scale": "study"}) == "study"
+    assert le.lm_scale("study-smoke-fixed-s1-T32-4", {"scale": "study"}) == "smoke"
+    assert le.lm_scale("demo-cpu-fixed-s42-200", {"steps": 200}) == "demo"
+    assert le.lm_scale("mine", {"steps": 13000, "model": {"d_model": 512}}) == "paper"
+    assert le.lm_scale("mine", {"steps": 500}) == "other"
+    assert le.probe_scale({"acc": {"200": 0, "350": 0}, "steps": 2500}) == "paper"
+    assert le.probe_scale({"acc": {"200": 0, "350": 0}, "steps": 400}) == "quick"
+    assert le.probe_scale({"acc": {"125": 0, "219": 0}, "steps": 2500}) == "reduced"
+    demo = lm_tier("demo", [lm("a", "fib/fixed", 1.0)])
+    study = lm_tier("study", [lm("b", "fib/fixed", 1.0)], steps=10)
+    other = lm_tier("other", [lm("c", "fib/fixed", 1.0)], steps=10**6)
+    assert [t.scale for t in le.Evidence(tiers=[demo, other, study]).of("lm")] == [
+        "study",
+        "other",
+        "demo",
+    ]
+    assert not demo.decides and study.decides
