@@ -41,8 +41,8 @@ VERDICTS = ("held", "did not hold", "not shown", "not tested here")
 CLAIMS_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference", "claims.toml")
 STUDY_HINT = "`fiblab demo --scale study` runs a scale that can"
 GRID_HINT = (
-    "the lab's paper-scale Table 2 grids (benchmarks/results/probe-marked-paper*.jsonl; "
-    "`fiblab report --probes FILE`)"
+    "the lab's paper-scale Table 2 grids (`benchmarks/results/probe-marked-paper.jsonl` and "
+    "its bf16 twin; `fiblab report --probes FILE` adds others)"
 )
 _KIND_WORDS = {
     "lm-ppl": "finished LM runs of the configurations it compares (one setup)",
