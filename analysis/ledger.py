@@ -276,12 +276,13 @@ def decide(claim: dict, source: str, evidence, cov: dict[str, Finding]) -> Entry
         )
     tier, f = found[0]
     why = ""
-    if not tier.decides and f.verdict in ("held", "did not hold"):
-        f = Finding("not shown", f.here, f.evidence, {**f.stats, "raw_verdict": f.verdict}, f.label)
+    if not tier.decides:
+        raw = f.verdict
+        if raw in ("held", "did not hold"):
+            f = Finding("not shown", f.here, f.evidence, {**f.stats, "raw_verdict": raw}, f.label)
         why = (
-            f"only {tier.scale}-scale runs test it (raw direction: "
-            f"{f.stats['raw_verdict']}); small models that barely use long context cannot "
-            f"decide the paper's LM claims: {STUDY_HINT}"
+            f"only {tier.scale}-scale runs test it (as measured: {raw}); small models that "
+            f"barely use long context cannot decide the paper's LM claims: {STUDY_HINT}"
         )
     also = [
         {"tier": t.label, "scale": t.scale, "verdict": g.verdict, "label": g.label, "here": g.here}
