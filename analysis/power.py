@@ -61,7 +61,8 @@ def power(
         crit = stats.t.ppf(1 - alpha, df)
         return float(stats.nct.sf(crit, df, nc))
     crit = stats.t.ppf(1 - alpha / 2, df)
-    return float(stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc))
+    lower = stats.nct.cdf(-crit, df, nc)  # scipy gives NaN for a large nc, where it is ≈ 0
+    return float(stats.nct.sf(crit, df, nc) + (0.0 if math.isnan(lower) else lower))
 
 
 def seeds_needed(

@@ -330,11 +330,17 @@ def build_report(
     title: str = "fiblab report",
     dataset: str | None = None,
     paper_db: str | None = None,
+    claims=None,
 ) -> Report:
     """Every table and figure for the chosen LM runs (default: all finished) and probe records
     (default: the probe cells in the store); with ``paper_db`` (the authors' fib.db) also the
-    paper's tables rebuilt from it."""
+    paper's tables rebuilt from it; with ``claims`` (an `analysis.ledger.Ledger`) the claims
+    ledger first."""
     r = Report(title)
+    if claims is not None:
+        from analysis.ledger_report import ledger_section
+
+        ledger_section(r, claims)
     lm_sections(r, store, runs, dataset)
     if probe_records is not None:
         probe_section_from_records(r, probe_records)

@@ -11,7 +11,7 @@ import pytest
 
 from fiblab.cli import main
 
-VERDICTS = {"held", "did not hold", "not shown", "not tested"}
+VERDICTS = {"held", "did not hold", "not shown", "not tested here"}
 
 
 @pytest.fixture(scope="module")

@@ -106,7 +106,14 @@ def build_parser() -> FibParser:
     s.add_argument(
         "--json",
         action="store_true",
-        help="print every table as JSON on stdout: one object, table name → list of rows",
+        help="print every table as JSON on stdout: one object, table name → list of rows "
+        "(the claims ledger under 'claims')",
+    )
+    s.add_argument(
+        "--no-grids",
+        action="store_true",
+        help="leave the lab's stored paper-scale probe grids (benchmarks/results) out of the "
+        "claims ledger (default: use them when the checkout has them)",
     )
     s.set_defaults(fn=cmd_report)
 

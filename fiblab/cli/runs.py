@@ -332,8 +332,10 @@ def cmd_demo(args) -> int:
 
 
 def cmd_report(args) -> int:
-    """A Markdown + HTML report of runs in the store (every table and figure that applies);
-    with ``--json`` every table as JSON records on stdout (the numbers the Markdown prints)."""
+    """A Markdown + HTML report of runs in the store (every table and figure that applies), the
+    claims ledger first and claims.json beside it; with ``--json`` every table as JSON records
+    on stdout (the numbers the Markdown prints) and the ledger under ``claims``."""
+    from analysis import ledger, ledger_evidence
     from analysis.results import build_report
     from lab import jsonio
     from lab.store import Store
@@ -359,6 +361,8 @@ def cmd_report(args) -> int:
                 f"--paper-db {args.paper_db!r} does not exist (the authors' "
                 f"database; a copy ships at ../shared/reference/fib.db)"
             )
+        grids = [] if getattr(args, "no_grids", False) else ledger_evidence.stored_grids()
+        led = ledger.build(ledger_evidence.from_store(st, records, grids, args.runs or None))
         rep = build_report(
             st,
             args.runs or None,
@@ -366,13 +370,21 @@ def cmd_report(args) -> int:
             title=args.title,
             dataset=args.dataset,
             paper_db=args.paper_db,
+            claims=led,
         )
         paths = rep.write(args.out) if args.out else None
+        if paths:
+            paths["claims.json"] = led.write_json(os.path.join(args.out, "claims.json"))
+    out = sys.stderr if args.json else sys.stdout
     if paths:
-        print(
-            f"report: {paths['report.md']} and {paths['report.html']}",
-            file=sys.stderr if args.json else sys.stdout,
-        )
+        print(f"report: {paths['report.md']} and {paths['report.html']}", file=out)
+        print(f"claims: {paths['claims.json']}", file=out)
+    print(led.summary(), file=out)
     if args.json:
-        print(jsonio.dumps(rep.records(), indent=1))
+        tables = rep.records()
+        tables["claims"] = led.to_json()
+        tables["claims_summary"] = [
+            {"verdict": v, "paper_claims": n} for v, n in led.counts().items()
+        ]
+        print(jsonio.dumps(tables, indent=1))
     return 0

@@ -1,0 +1,307 @@
+"""The claims ledger: every claim the paper makes (analysis/reference/claims.toml), each given
+exactly one verdict from the strongest evidence the store holds.
+
+    led = ledger.build(ledger_evidence.from_store(store, grids=ledger_evidence.stored_grids()))
+    led.summary()            # "paper's claims (35): 4 held, 2 did not hold, … not tested here"
+    led.write_json("reports/x/claims.json")
+
+Verdicts: ``held``, ``did not hold``, ``not shown`` (tested, not decisive: the effect size,
+Welch's p and the power the test had for the paper's gap; a result at chance level is labelled
+"at chance") and ``not tested here`` (with why, and what would test it).  Each claim is decided
+by the strongest tier that has evidence for it (`analysis.ledger_evidence`: a paper-scale probe
+grid beats the reduced probe, a study run beats the demo's short runs); weaker tiers' verdicts
+are listed beside it (``also``).  A tier too small to decide an LM claim (the demo's runs)
+reports its numbers with the verdict ``not shown``.  The lab's own findings (the toml's ``lab``
+list) get verdicts too, but the summary counts the paper's claims only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+
+import tomllib
+
+from analysis.ledger_checks import LM_CHECKS, Finding, compare
+from analysis.ledger_probe import PROBE_CHECKS
+from lab import jsonio
+
+__all__ = [
+    "VERDICTS",
+    "CLAIMS_PATH",
+    "load_claims",
+    "Entry",
+    "Ledger",
+    "build",
+    "coverage_findings",
+]
+
+VERDICTS = ("held", "did not hold", "not shown", "not tested here")
+CLAIMS_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference", "claims.toml")
+STUDY_HINT = "`fiblab demo --scale study` runs a scale that can"
+GRID_HINT = (
+    "the lab's paper-scale Table 2 grids (`benchmarks/results/probe-marked-paper.jsonl` and "
+    "its bf16 twin; `fiblab report --probes FILE` adds others)"
+)
+_KIND_WORDS = {
+    "lm-ppl": "finished LM runs of the configurations it compares (one setup)",
+    "lm-extrap": "LM runs of the configurations it needs evaluated beyond their training length",
+    "lm-bins": "fib/stagger and fib/fixed LM runs with position-bin evaluations",
+    "lm-alpha": "learned-α LM runs with logged α",
+    "probe": "marked retrieval-probe cells of the depths and inits it needs",
+    "battery": "battery results",
+    "efficiency": "timings of the attention paths",
+}
+
+
+def load_claims(path: str = CLAIMS_PATH) -> tuple[list[dict], list[dict]]:
+    """(the paper's claims, the lab's findings) as dicts, in file order."""
+    with open(path, "rb") as f:
+        data = tomllib.load(f)
+    paper, lab = data.get("paper", []), data.get("lab", [])
+    ids = [c["id"] for c in paper + lab]
+    dup = sorted(i for i, n in Counter(ids).items() if n > 1)
+    if dup:
+        raise ValueError(f"{path}: claim ids {dup} appear more than once; give each its own id")
+    return paper, lab
+
+
+@dataclass
+class Entry:
+    """One claim and its verdict."""
+
+    id: str
+    source: str  # "paper" or "lab"
+    claim: str
+    paper: str
+    where: str
+    kind: str
+    verdict: str
+    here: str
+    evidence: dict = field(default_factory=dict)  # {"tier", "scale", "runs"}
+    stats: dict = field(default_factory=dict)
+    label: str | None = None  # "at chance"
+    why: str = ""  # why not tested / why not decisive
+    decides: str = ""  # what would test it
+    also: list = field(default_factory=list)  # weaker tiers' verdicts
+
+    @property
+    def shown(self) -> str:
+        return self.verdict + (f" ({self.label})" if self.label else "")
+
+    def to_json(self) -> dict:
+        return jsonio.clean(dict(self.__dict__))
+
+
+@dataclass
+class Ledger:
+    entries: list
+    sources: list = field(default_factory=list)
+
+    def paper(self) -> list[Entry]:
+        return [e for e in self.entries if e.source == "paper"]
+
+    def lab(self) -> list[Entry]:
+        return [e for e in self.entries if e.source == "lab"]
+
+    def counts(self) -> dict[str, int]:
+        """The paper's claims by verdict (every verdict, zeros included)."""
+        c = Counter(e.verdict for e in self.paper())
+        return {v: c.get(v, 0) for v in VERDICTS}
+
+    def summary(self) -> str:
+        c = self.counts()
+        chance = sum(1 for e in self.paper() if e.label == "at chance")
+        parts = [
+            f"{n} {v}" + (f" ({chance} at chance)" if v == "not shown" and chance else "")
+            for v, n in c.items()
+        ]
+        return (
+            f"the paper's claims ({len(self.paper())}): "
+            + ", ".join(parts)
+            + f"; the lab's own findings ({len(self.lab())}) are not counted"
+        )
+
+    def cannot_decide(self) -> list[Entry]:
+        """Paper claims the evidence here cannot decide: not tested, or tested only by a tier
+        too small to decide them."""
+        return [e for e in self.paper() if e.verdict == "not tested here" or e.why]
+
+    def to_json(self) -> list[dict]:
+        return [e.to_json() for e in self.entries]
+
+    def write_json(self, path: str) -> str:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(jsonio.dumps(self.to_json(), indent=1))
+        os.replace(tmp, path)
+        return path
+
+
+# --------------------------------------------------------------------------------------------
+# coverage: computed from the schedules, no runs needed
+# --------------------------------------------------------------------------------------------
+def _union(schedule: str, layers: int, rungs: int, window=8, seq_len=1024) -> dict:
+    from lab.schedules import layer_alphas
+    from probes.coverage import coverage
+
+    return coverage(layer_alphas(schedule, layers), window, seq_len, "fib", rungs)
+
+
+def coverage_findings(cov: dict | None = None) -> dict[str, Finding]:
+    """The coverage claims' findings (the demo's coverage stage ``cov`` gives the receptive
+    field the lab's finding reads; without it that one is computed)."""
+    src = ["computed: probes.coverage, W=8, T=1024, α·f rounded half-to-even"]
+    f16, s16 = _union("fixed", 16, 15), _union("stagger", 16, 15)
+    f8, s8 = _union("fixed", 8, 25), _union("stagger", 8, 25)
+    out = {
+        "cov-fixed-19": Finding(
+            "held" if f16["union"] == 19 else "did not hold",
+            f"{f16['union']} distinct distances at α = 1 (16 layers, K=15, window counted; "
+            f"{f16['union_beyond_window']} beyond the window)",
+            src,
+        )
+    }
+    ratio = s8["union"] / f8["union"]
+    out["cov-stagger-4x"] = Finding(
+        "held" if 3.5 <= ratio <= 4.5 else "did not hold",
+        f"8 layers, K=25 (the paper's counting setup): {f8['union']} → {s8['union']} "
+        f"({ratio:.2f}×); the trained 16 layers, K=15: {f16['union']} → {s16['union']} "
+        f"({s16['union'] / f16['union']:.1f}×)",
+        src,
+    )
+    diff = max(abs(a - b) for a, b in zip(s16["per_layer"], f16["per_layer"]))
+    out["cov-same-sparsity"] = Finding(
+        "held" if diff <= 1 else "did not hold",
+        f"distances per layer: fixed {min(f16['per_layer'])}–{max(f16['per_layer'])}, stagger "
+        f"{min(s16['per_layer'])}–{max(s16['per_layer'])} (16 layers; at most {diff} apart)",
+        src,
+    )
+    if cov is None:
+        from probes.receptive_field import reachable_fraction, scheme_sets
+
+        fr = {
+            s: reachable_fraction(scheme_sets(s, 16, 8, 1024, 15), 1024)
+            for s in ("fixed", "stagger", "coprime")
+        }
+        rf = src
+    else:
+        fr = cov["fractions"]
+        rf = [
+            f"the coverage stage: {cov['layers']} layers, W={cov['window']}, "
+            f"K={cov['rungs']}, T={cov['seq_len']}"
+        ]
+
+    def first_full(s):
+        return next((i + 1 for i, f in enumerate(fr[s]) if f >= 1.0), None)
+
+    ls, lc = first_full("stagger"), first_full("coprime")
+    ok = lc is not None and ls is not None and lc <= ls and fr["coprime"][-1] == fr["stagger"][-1]
+    out["lab-coprime-fewer-layers"] = Finding(
+        "held" if ok else "did not hold",
+        f"layers until every distance is reachable: fixed {first_full('fixed')}, linear "
+        f"stagger {ls}, coprime {lc}; share after all layers: coprime {fr['coprime'][-1]:.3f}, "
+        f"linear {fr['stagger'][-1]:.3f}",
+        rf,
+    )
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# verdicts
+# --------------------------------------------------------------------------------------------
+def _check(claim: dict, tier) -> Finding | None:
+    cmp = claim.get("compare")
+    if cmp and cmp[2] in ("beats", "ties"):
+        return compare(tier, cmp[0], cmp[1], cmp[2], cmp[3], claim.get("rel_gap"))
+    fn = LM_CHECKS.get(claim["id"]) or PROBE_CHECKS.get(claim["id"])
+    return fn(tier) if fn else None
+
+
+def _tiers_for(kind: str, evidence) -> list:
+    if kind == "probe":
+        return evidence.of("probe")
+    if kind.startswith("lm") or kind == "battery":
+        return evidence.of("lm")
+    return []
+
+
+def _entry(claim: dict, source: str, finding: Finding | None, **kw) -> Entry:
+    base = dict(
+        id=claim["id"],
+        source=source,
+        claim=claim["claim"],
+        paper=claim["paper"],
+        where=claim["where"],
+        kind=claim["kind"],
+        decides=claim.get("decides", ""),
+    )
+    if finding is None:
+        return Entry(**base, verdict="not tested here", here="", **kw)
+    return Entry(
+        **base,
+        verdict=finding.verdict,
+        here=finding.here,
+        stats=finding.stats,
+        label=finding.label,
+        **kw,
+    )
+
+
+def decide(claim: dict, source: str, evidence, cov: dict[str, Finding]) -> Entry:
+    """One claim's entry: the strongest tier with evidence decides; the others go to ``also``."""
+    if claim["kind"] == "coverage":
+        f = cov.get(claim["id"])
+        return _entry(
+            claim,
+            source,
+            f,
+            evidence={"tier": "computed", "scale": "exact", "runs": f.evidence if f else []},
+        )
+    found = []
+    for tier in _tiers_for(claim["kind"], evidence):
+        f = _check(claim, tier)
+        if f is not None:
+            found.append((tier, f))
+    if not found:
+        what = _KIND_WORDS.get(claim["kind"], "evidence of this kind")
+        return _entry(
+            claim,
+            source,
+            None,
+            why=f"the evidence here has no {what}",
+            evidence={"tier": None, "scale": None, "runs": []},
+        )
+    tier, f = found[0]
+    why = ""
+    if not tier.decides:
+        raw = f.verdict
+        if raw in ("held", "did not hold"):
+            f = Finding("not shown", f.here, f.evidence, {**f.stats, "raw_verdict": raw}, f.label)
+        why = (
+            f"only {tier.scale}-scale runs test it (as measured: {raw}); small models that "
+            f"barely use long context cannot decide the paper's LM claims: {STUDY_HINT}"
+        )
+    also = [
+        {"tier": t.label, "scale": t.scale, "verdict": g.verdict, "label": g.label, "here": g.here}
+        for t, g in found[1:]
+    ]
+    return _entry(
+        claim,
+        source,
+        f,
+        why=why,
+        also=also,
+        evidence={"tier": tier.label, "scale": tier.scale, "runs": f.evidence},
+    )
+
+
+def build(evidence, claims_path: str = CLAIMS_PATH) -> Ledger:
+    """Every claim of the toml, decided on ``evidence`` (`analysis.ledger_evidence.Evidence`)."""
+    paper, lab = load_claims(claims_path)
+    cov = coverage_findings(evidence.coverage)
+    entries = [decide(c, "paper", evidence, cov) for c in paper]
+    entries += [decide(c, "lab", evidence, cov) for c in lab]
+    return Ledger(entries, list(evidence.sources))

@@ -1,0 +1,414 @@
+"""The claims ledger's checks of language-model claims (the probe's are `analysis.ledger_probe`):
+one function a claim (by its id in claims.toml), each deciding the claim on one tier of evidence
+(`analysis.ledger_evidence.Tier`).
+
+A check returns a `Finding` — ``held``, ``did not hold`` or ``not shown`` (tested, not
+decisive: with the effect size, Welch's p and the power the test had for the paper's gap) with
+the numbers and the runs / cells it used — or None when the tier holds nothing the claim reads.
+A result at chance level carries ``label="at chance"`` and is never ``held``: a probe grid in
+which no cell retrieves cannot show that an init fails, and a battery at chance cannot show a
+capacity limit of the paper's models.  The thresholds below are the one definition the main
+job's claim list (`analysis.claims`) uses too.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from analysis.power import plan
+from analysis.stats import assess, describe, pooled_std
+from lab.drift import INERT_TOL, is_inert
+
+__all__ = [
+    "Finding",
+    "LM_CHECKS",
+    "AT_CHANCE",
+    "RETRIEVED",
+    "FAILED",
+    "DEGRADES",
+    "FLAT",
+    "SPREAD",
+    "chance_band",
+    "compare",
+]
+
+#: A probe distance counts as retrieved at this accuracy (chance is 1/n_payload ≈ 0.01) …
+RETRIEVED = 0.5
+#: … and as failed below this.
+FAILED = 0.1
+#: Perplexity change at the longest length (%) above which a model "degrades" …
+DEGRADES = 10.0
+#: … and within which it "keeps" its perplexity.
+FLAT = 10.0
+#: A staggered probe's final α range at least this wide "stays spread" ([0.55, 1.45] is 0.9).
+SPREAD = 0.7
+#: Power below which a tie is not shown (the test could not have seen the paper's gaps).
+TIE_POWER = 0.8
+AT_CHANCE = "at chance"
+
+
+@dataclass
+class Finding:
+    verdict: str  # held | did not hold | not shown
+    here: str  # the numbers, one line
+    evidence: list = field(default_factory=list)  # run names / cell keys used
+    stats: dict = field(default_factory=dict)
+    label: str | None = None  # "at chance"
+
+
+def _fmt(x, d=2) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{d}f}"
+
+
+# --------------------------------------------------------------------------------------------
+# language models: perplexity at the training length
+# --------------------------------------------------------------------------------------------
+def _ppl(tier, label) -> dict:
+    """{W: [(run, ppl)]} of one configuration's finished runs."""
+    out = defaultdict(list)
+    for r in tier.lms:
+        if r.label == label and not math.isnan(r.ppl):
+            out[r.W].append((r.name, r.ppl))
+    return out
+
+
+def _one(a: str, b: str, W, ra, rb, mode: str, rel_gap: float | None) -> tuple[str, dict, str]:
+    """(verdict, stats, line) of one comparison of two samples of (run, ppl)."""
+    xa, xb = [p for _, p in ra], [p for _, p in rb]
+    v = assess(xa, xb, f"{a} {'ties' if mode == 'ties' else 'beats'} {b}")
+    da, db = describe(xa), describe(xb)
+    sigma = pooled_std(xa, xb)
+    pw = None
+    if rel_gap and sigma > 0 and math.isfinite(sigma):
+        pw = plan(rel_gap, db["mean"], sigma, seeds=min(len(xa), len(xb)))
+    stats = {
+        "a": a,
+        "b": b,
+        "W": W,
+        "mean_a": da["mean"],
+        "std_a": da["std"],
+        "n_a": da["n"],
+        "mean_b": db["mean"],
+        "std_b": db["std"],
+        "n_b": db["n"],
+        "gap": v.gap,
+        "margin_sigma": v.margin,
+        "welch_p": v.p,
+        "ci_low": v.ci[0],
+        "ci_high": v.ci[1],
+        "paper_rel_gap": rel_gap,
+        "power": pw.achieved if pw else None,
+        "seeds_needed": pw.needed if pw else None,
+    }
+    if mode == "ties":
+        if v.answer == "no":
+            verdict = "did not hold"
+        elif v.answer == "yes" and pw is not None and (pw.achieved or 0) >= TIE_POWER:
+            verdict = "held"
+        else:
+            verdict = "not shown"
+    elif v.answer == "cannot tell":  # one seed a side: a reversal still contradicts the claim
+        verdict = "did not hold" if v.gap <= 0 else "not shown"
+    else:
+        verdict = {"yes": "held", "no": "did not hold"}.get(v.answer, "not shown")
+    w = "" if W is None else f" at W={W}"
+    line = (
+        f"{a} {_fmt(da['mean'])} ± {_fmt(da['std'])} (n={da['n']}) vs {b} {_fmt(db['mean'])} ± "
+        f"{_fmt(db['std'])} (n={db['n']}){w}: gap {_fmt(v.gap)} = {_fmt(v.margin, 1)}σ, Welch "
+        f"p={_fmt(v.p, 3)}, 95 % CI [{_fmt(v.ci[0])}, {_fmt(v.ci[1])}]"
+    )
+    if pw is not None:
+        line += (
+            f"; power {pw.achieved:.2f} for the paper's {100 * rel_gap:.1f} % gap "
+            f"(needs {pw.needed} seeds a side)"
+            if pw.achieved is not None
+            else ""
+        )
+    elif min(len(xa), len(xb)) < 2:
+        line += "; one seed on a side: no test, no power"
+    return verdict, stats, line
+
+
+def compare(tier, a: str, b: str, mode: str, scope: str, rel_gap=None) -> Finding | None:
+    """``a`` beats / ties ``b`` on held-out perplexity: at the W with the most seeds
+    (``scope="seeds"``) or at every common W (``"every"``: any reversal → did not hold, every W
+    decisive → held, else not shown)."""
+    sa, sb = _ppl(tier, a), _ppl(tier, b)
+    common = sorted((w for w in sa if w in sb), key=lambda w: (w is not None, w or 0))
+    if not common and (a == "dense" or b == "dense") and sa and sb:
+        common = [None]
+        sa, sb = {None: sum(sa.values(), [])}, {None: sum(sb.values(), [])}
+    if not common:
+        return None
+    best = max(common, key=lambda w: (min(len(sa[w]), len(sb[w])), w or 0))
+    ws = [best] if scope == "seeds" else common
+    results = {w: _one(a, b, w, sa[w], sb[w], mode, rel_gap) for w in ws}
+    verdicts = [r[0] for r in results.values()]
+    if "did not hold" in verdicts:
+        verdict = "did not hold"
+    elif all(v == "held" for v in verdicts):
+        verdict = "held"
+    else:
+        verdict = "not shown"
+    others = [f"W={w}: {r[0]}" for w, r in results.items() if w != best]
+    here = results[best][2] + (f" (other W: {', '.join(others)})" if others else "")
+    runs = [n for w in ws for n, _ in sa[w] + sb[w]]
+    return Finding(verdict, here, runs, results[best][1])
+
+
+def _means(tier) -> dict:
+    """{label: (mean ppl over seeds and W, runs)} of the sparse configurations (best W each)."""
+    out = {}
+    for label in {r.label for r in tier.lms}:
+        by_w = _ppl(tier, label)
+        if not by_w:
+            continue
+        w = min(by_w, key=lambda k: float(np.mean([p for _, p in by_w[k]])))
+        out[label] = (float(np.mean([p for _, p in by_w[w]])), [n for n, _ in by_w[w]], w)
+    return out
+
+
+def _extreme(tier, label: str, worst: bool) -> Finding | None:
+    m = {k: v for k, v in _means(tier).items() if k != "dense"}
+    if label not in m or len(m) < 3:
+        return None
+    pick = (max if worst else min)(m, key=lambda k: m[k][0])
+    order = sorted(m, key=lambda k: m[k][0])
+    here = "mean ppl (best W each): " + ", ".join(
+        f"{k}{'' if m[k][2] is None else f' W={m[k][2]}'} {m[k][0]:.2f}" for k in order
+    )
+    runs = [n for k in m for n in m[k][1]]
+    return Finding("held" if pick == label else "did not hold", here, runs)
+
+
+def _dense_best(tier) -> Finding | None:
+    m = _means(tier)
+    if "dense" not in m or len(m) < 2:
+        return None
+    sparse = {k: v for k, v in m.items() if k != "dense"}
+    best = min(sparse, key=lambda k: sparse[k][0])
+    f = compare(tier, "dense", best, "beats", "seeds")
+    held = all(m["dense"][0] < v[0] for v in sparse.values())
+    rel = 100 * (sparse[best][0] / m["dense"][0] - 1)
+    here = (
+        f"dense {m['dense'][0]:.2f} vs best sparse {best} {sparse[best][0]:.2f} "
+        f"(sparse {rel:+.1f} %); " + (f.here if f else "")
+    )
+    verdict = "held" if held else "did not hold"
+    if held and f is not None and f.verdict == "not shown" and f.stats.get("n_a", 0) >= 2:
+        verdict = "not shown"
+    return Finding(verdict, here, [n for v in m.values() for n in v[1]], f.stats if f else {})
+
+
+# --------------------------------------------------------------------------------------------
+# language models: length extrapolation, position bins, learned α
+# --------------------------------------------------------------------------------------------
+def _fmax(tier) -> int | None:
+    return max((f for r in tier.lms for f in r.ext if f > 1), default=None)
+
+
+def _change(tier, fmax) -> dict:
+    """{label: (mean % ppl change from 1× to fmax×, runs)}."""
+    by = defaultdict(list)
+    for r in tier.lms:
+        base = r.ext.get(1, r.ppl)
+        if fmax in r.ext and base and not math.isnan(base):
+            by[r.label].append((r.name, 100.0 * (r.ext[fmax] / base - 1)))
+    return {k: (float(np.mean([c for _, c in v])), [n for n, _ in v]) for k, v in by.items()}
+
+
+def _extrap(tier, rule) -> Finding | None:
+    fmax = _fmax(tier)
+    if fmax is None:
+        return None
+    ch = _change(tier, fmax)
+    got = rule(ch)
+    if got is None:
+        return None
+    verdict, runs = got
+    here = f"ppl change 1× → {fmax}× (rungs recomputed): " + ", ".join(
+        f"{k} {v[0]:+.1f} %" for k, v in sorted(ch.items())
+    )
+    if fmax < 4 and verdict != "did not hold":
+        verdict, here = "not shown", here + f" (only {fmax}× evaluated, the paper's claim is at 4×)"
+    return Finding(verdict, here, runs, {"factor": fmax, **{k: v[0] for k, v in ch.items()}})
+
+
+def _dense_degrades(ch):
+    if "dense" not in ch:
+        return None
+    return ("held" if ch["dense"][0] > DEGRADES else "did not hold"), ch["dense"][1]
+
+
+def _sparse_flat(ch):
+    fib = {k: v for k, v in ch.items() if k.startswith("fib/")}
+    if not fib:
+        return None
+    ok = all(abs(v[0]) < FLAT for v in fib.values())
+    return ("held" if ok else "did not hold"), [n for v in fib.values() for n in v[1]]
+
+
+def _pow2_degrades(ch):
+    fib = {k: v for k, v in ch.items() if k.startswith("fib/")}
+    if "pow2/fixed" not in ch or not fib:
+        return None
+    ok = ch["pow2/fixed"][0] > max(v[0] for v in fib.values())
+    return ("held" if ok else "did not hold"), ch["pow2/fixed"][1] + [
+        n for v in fib.values() for n in v[1]
+    ]
+
+
+def _coprime_less_robust(ch):
+    if "fib/coprime" not in ch or "fib/stagger" not in ch:
+        return None
+    ok = ch["fib/coprime"][0] > ch["fib/stagger"][0]
+    return ("held" if ok else "did not hold"), ch["fib/coprime"][1] + ch["fib/stagger"][1]
+
+
+def _dense_behind_2x(tier) -> Finding | None:
+    ppl2 = defaultdict(list)
+    for r in tier.lms:
+        if 2 in r.ext:
+            ppl2[r.label].append((r.name, r.ext[2]))
+    if "dense" not in ppl2 or len(ppl2) < 2:
+        return None
+    m = {k: float(np.mean([p for _, p in v])) for k, v in ppl2.items()}
+    ok = all(m["dense"] > v for k, v in m.items() if k != "dense")
+    here = "ppl at 2×: " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(m.items()))
+    return Finding("held" if ok else "did not hold", here, [n for v in ppl2.values() for n, _ in v])
+
+
+def _bins_gap(tier):
+    b = defaultdict(list)
+    for r in tier.lms:
+        if r.bins:
+            b[r.label].append(r)
+    if not (b.get("fib/stagger") and b.get("fib/fixed")):
+        return None
+    gap = np.mean([r.bins for r in b["fib/fixed"]], axis=0) - np.mean(
+        [r.bins for r in b["fib/stagger"]], axis=0
+    )
+    return gap, [r.name for r in b["fib/fixed"] + b["fib/stagger"]]
+
+
+def _every_bin(tier) -> Finding | None:
+    got = _bins_gap(tier)
+    if got is None:
+        return None
+    gap, runs = got
+    here = "fixed − stagger NLL per bin (nats): " + ", ".join(f"{g:+.3f}" for g in gap)
+    return Finding("held" if (gap > 0).all() else "did not hold", here, runs, {"gap": list(gap)})
+
+
+def _not_long_range(tier) -> Finding | None:
+    got = _bins_gap(tier)
+    if got is None:
+        return None
+    gap, runs = got
+    late = gap[1:]
+    slope = float(np.polyfit(np.arange(len(late)), late, 1)[0]) if len(late) > 1 else 0.0
+    rise = slope * (len(late) - 1)
+    here = (
+        f"fixed − stagger over bins 1…{len(gap) - 1}: mean {late.mean():+.3f} nats, change "
+        f"along the window {rise:+.3f}"
+    )
+    if late.mean() <= 0:
+        return Finding("not shown", here + " (no gain here to locate)", runs)
+    grows = rise > max(0.01, 0.5 * late.mean())
+    return Finding("did not hold" if grows else "held", here, runs, {"rise": rise})
+
+
+def _lm_inert(tier) -> Finding | None:
+    runs = [r for r in tier.lms if r.drift is not None and not math.isnan(r.drift)]
+    if not runs:
+        return None
+    dev = max(r.drift for r in runs)
+    return Finding(
+        "held" if is_inert(dev) else "did not hold",
+        f"largest |α − α_init| over layers and logged steps: {dev:.3f} (inert: ≤ {INERT_TOL})",
+        [r.name for r in runs],
+        {"drift": dev},
+    )
+
+
+def _same_tokens(tier) -> Finding | None:
+    ec = defaultdict(list)
+    for r in tier.lms:
+        if r.same_tokens is not None:
+            ec[r.label].append(r.same_tokens)
+    sp = {k: float(np.mean(v)) for k, v in ec.items() if k != "dense"}
+    if not sp:
+        return None
+    here = "ppl of the later blocks vs the same tokens alone: " + ", ".join(
+        f"{k} {float(np.mean(v)):+.1f} %" for k, v in sorted(ec.items())
+    )
+    runs = [r.name for r in tier.lms if r.same_tokens is not None]
+    return Finding("held" if all(v < 1.0 for v in sp.values()) else "did not hold", here, runs)
+
+
+def _frozen(tier) -> Finding | None:
+    fg = defaultdict(list)
+    for r in tier.lms:
+        both = [f for f in r.ext if f > 1 and f in r.frozen]
+        if both:
+            f = max(both)
+            fg[r.label].append(100.0 * (r.ext[f] / r.frozen[f] - 1))
+    if not fg:
+        return None
+    m = {k: float(np.mean(v)) for k, v in fg.items()}
+    here = "ppl(recomputed) / ppl(frozen) − 1 at the longest length: " + ", ".join(
+        f"{k} {v:+.2f} %" for k, v in sorted(m.items())
+    )
+    runs = [r.name for r in tier.lms if any(f in r.frozen for f in r.ext if f > 1)]
+    return Finding("held" if all(abs(v) < 1.0 for v in m.values()) else "did not hold", here, runs)
+
+
+def chance_band(chance: float, n: int) -> float:
+    """Three binomial standard errors of an accuracy at ``chance`` over ``n`` items."""
+    return 3 * math.sqrt(chance * (1 - chance) / n)
+
+
+def _battery(task: str):
+    def check(tier) -> Finding | None:
+        rows = [(r.name, r.battery[task]) for r in tier.lms if r.battery and task in r.battery]
+        if not rows:
+            return None
+        ch, n = rows[0][1]["chance"], rows[0][1]["n"]
+        tol = chance_band(ch, n)
+        accs = [b["acc"] for _, b in rows]
+        # the battery's own chance test where the store has one, else 3 standard errors
+        near = all(
+            b["at_chance"] if "at_chance" in b else abs(b["acc"] - ch) <= tol for _, b in rows
+        )
+        here = (
+            f"accuracy {min(accs):.3f}–{max(accs):.3f} over {len(rows)} runs vs chance {ch:.3f} "
+            f"(±{tol:.3f} = 3 standard errors, n={n})"
+        )
+        if near:
+            return Finding("not shown", here, [r for r, _ in rows], label=AT_CHANCE)
+        return Finding("did not hold", here, [r for r, _ in rows])
+
+    return check
+
+
+LM_CHECKS = {
+    "dense-best-at-training-length": _dense_best,
+    "t1-best-is-stagger": lambda t: _extreme(t, "fib/stagger", worst=False),
+    "t1-pow2-fixed-weakest": lambda t: _extreme(t, "pow2/fixed", worst=True),
+    "t3-dense-degrades": lambda t: _extrap(t, _dense_degrades),
+    "t3-sparse-flat": lambda t: _extrap(t, _sparse_flat),
+    "t3-pow2-degrades": lambda t: _extrap(t, _pow2_degrades),
+    "t3-coprime-less-robust": lambda t: _extrap(t, _coprime_less_robust),
+    "t3-dense-behind-at-2x": _dense_behind_2x,
+    "t4-stagger-below-fixed-every-bin": _every_bin,
+    "t4-gain-not-long-range": _not_long_range,
+    "lm-learned-alpha-inert": _lm_inert,
+    "lab-same-tokens-context": _same_tokens,
+    "lab-frozen-rungs": _frozen,
+    "bat-ruler-chance": _battery("ruler_vt"),
+    "bat-lego-chance": _battery("lego"),
+}

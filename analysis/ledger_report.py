@@ -1,0 +1,108 @@
+"""The claims ledger in a report: the summary line (the paper's claims only), one table of
+every paper claim with the paper's numbers beside ours, the seed statistics of each LM
+comparison (mean ± std, margin in pooled σ, Welch's p, bootstrap interval, power) beside the
+paper's, what the evidence here cannot decide (and what would), and the lab's own findings apart.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from analysis.ledger import GRID_HINT, STUDY_HINT, Ledger
+from analysis.report import Report
+
+__all__ = ["ledger_section", "ledger_frame", "stats_frame"]
+
+
+def ledger_frame(entries) -> pd.DataFrame:
+    """One row a claim: id, where, claim, paper, here, verdict, evidence (tier)."""
+    return pd.DataFrame(
+        [
+            {
+                "id": e.id,
+                "where": e.where,
+                "claim": e.claim,
+                "paper": e.paper,
+                "here": e.here or e.why,
+                "verdict": e.shown,
+                "evidence": e.evidence.get("tier") or "—",
+            }
+            for e in entries
+        ],
+        columns=["id", "where", "claim", "paper", "here", "verdict", "evidence"],
+    )
+
+
+def stats_frame(entries) -> pd.DataFrame:
+    """The seed statistics of every decided LM comparison (the claims with ``mean_a``)."""
+    rows = []
+    for e in entries:
+        s = e.stats
+        if "mean_a" not in s:
+            continue
+        rows.append(
+            {
+                "id": e.id,
+                "W": s.get("W"),
+                "a": s["a"],
+                "mean_a": s["mean_a"],
+                "std_a": s["std_a"],
+                "n_a": s["n_a"],
+                "b": s["b"],
+                "mean_b": s["mean_b"],
+                "std_b": s["std_b"],
+                "n_b": s["n_b"],
+                "gap": s["gap"],
+                "margin_sigma": s["margin_sigma"],
+                "welch_p": s["welch_p"],
+                "ci_low": s["ci_low"],
+                "ci_high": s["ci_high"],
+                "power": s.get("power"),
+                "seeds_needed": s.get("seeds_needed"),
+                "paper": e.paper,
+                "verdict": e.shown,
+            }
+        )
+    df = pd.DataFrame(rows)
+    for c in ("W", "n_a", "n_b", "seeds_needed"):
+        if c in df:
+            df[c] = df[c].astype("Int64")
+    return df
+
+
+def ledger_section(report: Report, led: Ledger, title: str = "The paper's claims") -> None:
+    """The ledger's blocks (tables ``ledger``, ``claims_stats``, ``lab_findings``)."""
+    report.heading(title)
+    report.text(
+        f"**{led.summary()}.** Each claim is decided by the strongest evidence here (a "
+        "paper-scale probe grid over the reduced probe, study runs over the demo's short runs); "
+        "*not shown* means tested but not decisive (the statistics and the power the test had "
+        "for the paper's gap are beside it), *at chance* marks a result that cannot support "
+        "anything. Sources: " + (", ".join(led.sources) or "none") + "."
+    )
+    report.table(ledger_frame(led.paper()), name="ledger", decimals=2)
+    st = stats_frame(led.paper())
+    if not st.empty:
+        report.table(
+            st,
+            name="claims_stats",
+            decimals=3,
+            caption="the LM comparisons over seeds: mean ± sample std, gap = mean(b) − "
+            "mean(a) (positive: a better), margin in pooled σ, Welch's two-sided p, 95 % "
+            "bootstrap interval of the gap, power for the paper's relative gap and the seeds "
+            "a side 80 % power needs",
+        )
+    undecided = led.cannot_decide()
+    if undecided:
+        report.heading("What the evidence here cannot decide", level=3)
+        report.bullets(
+            f"`{e.id}` — {e.why or 'not tested'}; would be tested by: {e.decides}"
+            for e in undecided
+        )
+        report.text(
+            f"The language-model claims need runs at a scale that uses long context: "
+            f"{STUDY_HINT}. The probe claims are decided at the paper's scale by {GRID_HINT}."
+        )
+    if led.lab():
+        report.heading("The lab's own findings (beyond the paper; not counted above)", level=3)
+        report.table(ledger_frame(led.lab()), name="lab_findings", decimals=2)
