@@ -206,7 +206,13 @@ def _saved_plan(path: str, key: dict) -> dict | None:
 
 def _comparison(r: _Runner, sc, steps: int, spent: float, plan_path: str) -> dict:
     first = sc.first_seeds
-    cost = sum(r.times.run_s(s, steps) for s in ("stagger", "fixed") for _ in range(first))
+    new = [  # the calibration's runs at this rung are counted (and reused) already
+        s
+        for s in ("stagger", "fixed")
+        for seed in range(1, first + 1)
+        if run_name(r.prefix, s, seed, steps, sc.seq_len) not in r.results
+    ]
+    cost = sum(r.times.run_s(s, steps) for s in new)
     _budget_line(
         r.log, f"first batch ({first} seeds each of stagger and fixed)", cost, spent, sc.budget_s
     )
@@ -291,6 +297,13 @@ def run_study(
     os.makedirs(runs_dir, exist_ok=True)
     r = _Runner(sc, scale, runs_dir, store_path, quiet, log)
     t_all = time.perf_counter()
+    est = SP.study_estimate(r.times, sc)
+    log(
+        f"study {scale}: ≈ {est['total'] / 60:.0f} min if stage 2 runs at the largest rung "
+        f"(calibration {est['calibration'] / 60:.0f}, first batch {est['first_batch'] / 60:.0f}, "
+        f"others {est['others'] / 60:.0f}; at {r.times.s_per_step('stagger'):.2f} s/step) of "
+        f"the {sc.budget_s / 60:.0f} min budget; extra seeds fill what is left"
+    )
     log(
         f"\n== 1. calibration of length extrapolation: T={sc.seq_len}, rungs {list(sc.ladder)} steps"
     )

@@ -43,6 +43,7 @@ __all__ = [
     "StepTimes",
     "seeds_plan",
     "extra_seeds",
+    "study_estimate",
 ]
 
 #: stagger's relative gap below fixed in the paper (Table 5, W = 12: 42.08 vs 43.18 → 2.5 %).
@@ -74,7 +75,7 @@ class StudyScale:
     seq_len: int = 128
     window: int = 12  # the paper's W of the seed table (Table 5)
     tokens_per_step: int = 4096
-    ladder: tuple = (250, 500, 1000, 2000)  # calibration step counts, increasing
+    ladder: tuple = (250, 500, 1000, 1500)  # calibration steps; worst case fits 3 h at the prior
     calib_seeds: dict = field(
         default_factory=lambda: {"dense": (1, 2), "fixed": (1,), "stagger": (1,)}
     )
@@ -221,3 +222,26 @@ def extra_seeds(needed: int | None, have: int, most: int, pair_s: float, left_s:
         return 0
     fits = int(left_s // pair_s) if pair_s > 0 else want
     return max(0, min(want, fits))
+
+
+def study_estimate(times: StepTimes, sc: StudyScale, steps: int | None = None) -> dict:
+    """Estimated seconds of each stage with stage 2 at ``steps`` (default the largest rung, the
+    worst case): calibration (every line to the top rung, an evaluation a rung), the first
+    batch's runs the calibration does not already hold, and the others; no extra seeds."""
+    top, steps = max(sc.ladder), steps or max(sc.ladder)
+    lines = [(s, seed) for s, seeds in sc.calib_seeds.items() for seed in seeds]
+    calib = sum(times.run_s(s, top) + (len(sc.ladder) - 1) * times.eval_cost() for s, _ in lines)
+    have = {(s, seed) for s, seed in lines} if steps in sc.ladder else set()
+    first = sum(
+        times.run_s(s, steps)
+        for s in ("stagger", "fixed")
+        for seed in range(1, sc.first_seeds + 1)
+        if (s, seed) not in have
+    )
+    others = sum(times.run_s(s, steps) * sc.other_seeds for s in sc.others)
+    return {
+        "calibration": calib,
+        "first_batch": first,
+        "others": others,
+        "total": calib + first + others,
+    }

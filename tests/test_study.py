@@ -188,3 +188,22 @@ def test_cli_accepts_the_study_scales_and_keeps_the_default():
     assert full.lm_steps == 200 and len(full.lm_runs) == 6 and full.factors == (1, 2, 4)
     with pytest.raises(ValueError, match="ladder"):
         SP.StudyScale(ladder=(500, 250))
+
+
+def test_whole_study_estimate_by_hand():
+    sc = SP.STUDY_SCALES["study"]
+    t = SP.StepTimes(sc.tokens_per_step, 0.5, 10.0)
+    est = SP.study_estimate(t, sc)
+    top, rungs = max(sc.ladder), len(sc.ladder)
+    run = top * 0.5 + 10.0
+    assert est["calibration"] == pytest.approx(4 * run + 4 * (rungs - 1) * 10.0)
+    assert est["first_batch"] == pytest.approx(2 * (sc.first_seeds - 1) * run)  # seed 1 reused
+    learned = top * 0.5 * 1.5 + 10.0  # interpolated columns: 1.5× until measured
+    assert est["others"] == pytest.approx(2 * (learned + 2 * run))
+    assert est["total"] == pytest.approx(
+        sum(est[k] for k in ("calibration", "first_batch", "others"))
+    )
+    prior = SP.StepTimes(sc.tokens_per_step, sc.prior_s_per_step, sc.eval_s)
+    assert SP.study_estimate(prior, sc)["total"] <= sc.budget_s  # the worst case fits 3 h
+    t.add("learned", 2.0)
+    assert t.s_per_step("learned") == 2.0 and t.s_per_step("dense") == 2.0
