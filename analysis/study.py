@@ -86,6 +86,11 @@ class _Runner:
         if len(tps):
             self.times.add(scheme, self.sc.tokens_per_step / float(tps.median()))
 
+    def done(self, scheme: str, seed: int, steps: int) -> bool:
+        """Whether that run is trained already (the demo's rule, `demo_reuse.finished`)."""
+        name = run_name(self.prefix, scheme, seed, steps, self.sc.seq_len)
+        return demo_reuse.finished(os.path.join(self.runs_dir, name), name, steps, self.store_path)
+
     def run(self, scheme: str, seed: int, steps: int, below: int | None = None) -> dict:
         """Train (or reuse) and evaluate one run; ``below``: the lower rung to continue from."""
         from lab.train import load_data, train
@@ -230,9 +235,7 @@ def _comparison(r: _Runner, sc, steps: int, spent: float, plan_path: str) -> dic
         extra = int(saved["extra"])
     else:
         left = sc.budget_s - spent - others_s
-        extra = SP.extra_seeds(pl.needed if pl else None, first, sc.max_seeds, pair_s, left)
-        if pl is not None and pl.needed is not None and pl.needed <= first:
-            extra = 0
+        extra = SP.extra_seeds(pl.needed, first, sc.max_seeds, pair_s, left) if pl else 0
         with open(plan_path, "w") as f:
             jsonio.dump({"key": key, "extra": extra}, f)
     r.log(
@@ -256,7 +259,8 @@ def _comparison(r: _Runner, sc, steps: int, spent: float, plan_path: str) -> dic
     others, skipped = {}, []
     for s in sc.others:
         one = r.times.run_s(s, steps) * sc.other_seeds
-        if spent + one > sc.budget_s:
+        done = all(r.done(s, seed, steps) for seed in range(1, sc.other_seeds + 1))
+        if spent + one > sc.budget_s and not done:  # runs already there cost nothing
             skipped.append(s)
             continue
         others[s] = [r.run(s, seed, steps) for seed in range(1, sc.other_seeds + 1)]

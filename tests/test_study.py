@@ -155,6 +155,9 @@ def test_a_small_budget_runs_fewer_seeds_and_reports_power(smoke, tmp_path):
     runs = str(tmp_path / "runs")
     shutil.copytree(smoke["runs"], runs)
     os.remove(os.path.join(runs, f"study-smoke-{PLAN_FILE}"))  # decide the plan again
+    for d in os.listdir(runs):  # learned not trained yet (a finished one would be reused)
+        if d.startswith("study-smoke-learned-"):
+            shutil.rmtree(os.path.join(runs, d))
     sc = replace(SP.STUDY_SCALES["study-smoke"], budget_s=0.001)
     res = run_study(
         "study-smoke",
