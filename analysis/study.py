@@ -166,7 +166,23 @@ class _Runner:
             if c["policy"] == "recompute" and not c.get("skipped") and c.get("ppl") is not None
         }
         top = max(sc.factors)
-        return {"ppl": ppl, "degradation": SP.degradation(ppl, top), "alphas": ev.get("alphas")}
+        return {
+            "ppl": ppl,
+            "degradation": SP.degradation(ppl, top),
+            "block_change": _block_change(ds, top),
+            "alphas": ev.get("alphas"),
+        }
+
+
+def _block_change(ds: dict, factor: int) -> float | None:
+    """The last block of the factor× windows against the same tokens in training-length windows
+    (ppl ratio − 1): extrapolation without the window-averaging confound (SPEC §10.2)."""
+    for c in ds.get("cells", []):
+        if c["factor"] == factor and c["policy"] == "recompute" and not c.get("skipped"):
+            b, t = c.get("blocks") or [], c.get("same_tokens") or []
+            if len(b) > 1 and len(t) == len(b) and b[-1].get("ppl") and t[-1].get("ppl"):
+                return b[-1]["ppl"] / t[-1]["ppl"] - 1
+    return None
 
 
 def _budget_line(log, what: str, cost_s: float, spent_s: float, budget_s: float) -> None:
