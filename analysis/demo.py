@@ -2,6 +2,7 @@
 
     fiblab demo                      # ≈ 6–8 min on 2 CPU cores; report in reports/demo/
     fiblab demo --scale smoke        # seconds; what the test suite runs
+    fiblab demo --scale study        # hours: the CPU study of the LM claims (`analysis.study`)
 
 Stages (each prints a header, long ones a progress bar; every stage is resumable: a second run
 reuses finished training runs, probe cells and evaluations):
@@ -316,14 +317,23 @@ def store_battery(
 # --------------------------------------------------------------------------------------------
 def run_demo(
     scale: str | DemoScale = "full",
-    out_dir: str = "reports/demo",
+    out_dir: str | None = None,
     runs_dir: str = "runs",
     store_path: str | None = "runs/fiblab.db",
     quiet: bool = False,
     log=print,
 ) -> dict:
-    """Run every stage and write the report; returns the paths written and the claims."""
+    """Run every stage and write the report; returns the paths written and the claims.
+    ``out_dir`` defaults to reports/demo (reports/study for the study scales, which run
+    `analysis.study.run_study` instead)."""
     from analysis.demo_report import demo_report
+    from analysis.study_plan import STUDY_SCALES
+
+    if isinstance(scale, str) and scale in STUDY_SCALES:
+        from analysis.study import run_study
+
+        return run_study(scale, out_dir or "reports/study", runs_dir, store_path, quiet, log)
+    out_dir = out_dir or "reports/demo"
 
     sc = SCALES[scale] if isinstance(scale, str) else scale
     if isinstance(scale, str) and scale not in SCALES:

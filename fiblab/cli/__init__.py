@@ -1,6 +1,6 @@
 """`fiblab` command line.
 
-fiblab demo [--scale full|smoke] [--out reports/demo]    the main job (see README)
+fiblab demo [--scale full|smoke|study|study-smoke] [--out DIR]    the main job (see README)
 fiblab report [RUN ...] --out reports/NAME [--json]     tables + figures of runs in the store
 fiblab eval RUN_DIR [--factors 1 2 4 8]                 perplexity, extrapolation, position bins
 fiblab battery RUN [RUN ...] [--n 100] [--seed 0]       RULER / LEGO battery of runs, into the store
@@ -70,11 +70,14 @@ def build_parser() -> FibParser:
     s = sub.add_parser("demo", help="the main job: a lab-scale reproduction ending in a report")
     s.add_argument(
         "--scale",
-        choices=["full", "smoke"],
+        choices=["full", "smoke", "study", "study-smoke"],
         default="full",
-        help="full (≈6–8 min on 2 cores) or smoke (seconds)",
+        help="full (≈6–10 min on 2 cores), smoke (seconds), study (the CPU study of the LM "
+        "claims, ≤ 3 h, resumable) or study-smoke (the study's stages in a minute)",
     )
-    s.add_argument("--out", default="reports/demo", help="report folder")
+    s.add_argument(
+        "--out", default=None, help="report folder (default reports/demo; reports/study for study)"
+    )
     s.add_argument("--runs", default=paths.runs_dir(), help=RUNS_HELP)
     s.add_argument("--store", default=paths.store_path(), help=STORE_HELP)
     s.add_argument("--quiet", action="store_true", help="no progress bars")

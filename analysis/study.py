@@ -1,0 +1,372 @@
+"""`fiblab demo --scale study`: a CPU study that can decide the paper's two headline LM claims
+(dense degrades at 4× the training length; stagger beats fixed by 2.5 %). Settings, the rung rule
+and the seeds plan: `analysis.study_plan`; the report: `analysis.study_report`.
+
+Every stage reuses finished work under the demo's rules (`analysis.demo_reuse`): a run trained to
+its steps (intact checkpoint, store status done) is not trained again, its evaluations are reused
+under the same key, and a calibration rung starts from the rung below's final checkpoint (exact:
+no LR decay, batches a pure function of (seed, step)). A killed study resumes where it stopped.
+Every study run's stored config carries ``"scale": "study"`` (`StudyStore`), so evidence from
+it can be told from the demo's short runs; its name starts with the scale (``study-…``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+
+from analysis import demo_reuse
+from analysis import study_plan as SP
+from lab import jsonio
+from lab.store import Store
+
+__all__ = ["StudyStore", "run_name", "study_config", "run_study", "PLAN_FILE"]
+
+#: The stage-2 seed decision, kept beside the runs so a resumed study keeps its plan.
+PLAN_FILE = "plan.json"
+
+
+class StudyStore(Store):
+    """The store, marking every run it starts with ``"scale": "study"`` in its config."""
+
+    def start_run(self, name, config, *args, **kwargs):
+        return super().start_run(name, {**dict(config), "scale": "study"}, *args, **kwargs)
+
+
+def run_name(prefix: str, scheme: str, seed: int, steps: int, seq_len: int) -> str:
+    return f"{prefix}-{scheme}-s{seed}-T{seq_len}-{steps}"
+
+
+def study_config(sc: SP.StudyScale, prefix: str, scheme: str, seed: int, steps: int, runs_dir):
+    """The TrainConfig of one study run (see `analysis.study_plan` for the recipe)."""
+    from lab.trainconfig import make_config
+
+    if scheme not in SP.SCHEMES:
+        raise ValueError(f"scheme {scheme!r} is unknown: use one of {sorted(SP.SCHEMES)}")
+    preset = sc.preset or ("cpu-stagger" if scheme == "pow2-stagger" else f"cpu-{scheme}")
+    over = {
+        **SP.SCHEMES[scheme],
+        "model.seq_len": sc.seq_len,
+        "tokens_per_step": sc.tokens_per_step,
+        "micro_batch": min(32, sc.tokens_per_step // sc.seq_len),
+        "steps": steps,
+        "seed": seed,
+        "min_lr_frac": 1.0,  # no decay: a rung continues the one below exactly
+        "eval_every": 0,
+        "ckpt_every": max(1, min(250, steps)),
+        "keep_ckpts": 1,
+        "run_dir": runs_dir,
+        "name": run_name(prefix, scheme, seed, steps, sc.seq_len),
+        **sc.overrides,
+    }
+    if scheme != "dense":
+        over["model.window"] = sc.window
+    return make_config(preset, over)
+
+
+class _Runner:
+    """Trains and evaluates study runs, reusing finished ones; keeps the step-time estimates."""
+
+    def __init__(self, sc, prefix, runs_dir, store_path, quiet, log):
+        self.sc, self.prefix, self.runs_dir = sc, prefix, runs_dir
+        self.store_path, self.quiet, self.log = store_path, quiet, log
+        self.times = SP.StepTimes(sc.tokens_per_step, sc.prior_s_per_step, sc.eval_s)
+        self.data = None
+        self.trained, self.reused, self.evaluated = [], [], []
+        self.results = {}  # name -> row
+
+    def _measure(self, scheme: str, name: str) -> None:
+        if not self.store_path:
+            return
+        with Store(self.store_path) as st:
+            m = st.metrics(name)
+        tps = m[m["name"] == "tokens_per_s"]["value"].dropna()
+        if len(tps):
+            self.times.add(scheme, self.sc.tokens_per_step / float(tps.median()))
+
+    def done(self, scheme: str, seed: int, steps: int) -> bool:
+        """Whether that run is trained already (the demo's rule, `demo_reuse.finished`)."""
+        name = run_name(self.prefix, scheme, seed, steps, self.sc.seq_len)
+        return demo_reuse.finished(os.path.join(self.runs_dir, name), name, steps, self.store_path)
+
+    def run(self, scheme: str, seed: int, steps: int, below: int | None = None) -> dict:
+        """Train (or reuse) and evaluate one run; ``below``: the lower rung to continue from."""
+        from lab.train import load_data, train
+
+        cfg = study_config(self.sc, self.prefix, scheme, seed, steps, self.runs_dir)
+        if cfg.name in self.results:
+            return self.results[cfg.name]
+        run_dir = os.path.join(self.runs_dir, cfg.name)
+        if demo_reuse.finished(run_dir, cfg.name, steps, self.store_path):
+            self.reused.append(cfg.name)
+        else:
+            if below is not None and not os.path.isdir(run_dir):
+                self._start_from(below, cfg, run_dir, scheme, seed)
+            if self.data is None:
+                self.data = load_data(cfg)  # one tokenised corpus for every run
+            store = StudyStore(self.store_path) if self.store_path else None
+            train(cfg, resume=True, quiet=self.quiet, data=self.data, store=store)
+            self.trained.append(cfg.name)
+        self._measure(scheme, cfg.name)
+        row = {"name": cfg.name, "scheme": scheme, "seed": seed, "steps": steps}
+        row.update(self._evaluate(run_dir, cfg))
+        self.results[cfg.name] = row
+        ppl = row["ppl"].get(1)
+        self.log(
+            f"   {cfg.name}: ppl {ppl:.2f}" if ppl is not None else f"   {cfg.name}: no perplexity"
+        )
+        return row
+
+    def _start_from(self, below: int, cfg, run_dir: str, scheme: str, seed: int) -> None:
+        """Copy the lower rung's final checkpoint (and tokenizer) into a new rung's folder."""
+        low = os.path.join(
+            self.runs_dir, run_name(self.prefix, scheme, seed, below, self.sc.seq_len)
+        )
+        ck = demo_reuse.checkpoint_id(low)
+        if ck is None or ck["step"] != below:
+            return
+        os.makedirs(run_dir, exist_ok=True)
+        for f in (ck["file"], ck["file"] + ".json", "tokenizer.json"):
+            if os.path.exists(os.path.join(low, f)):
+                shutil.copy2(os.path.join(low, f), os.path.join(run_dir, f))
+
+    def _evaluate(self, run_dir: str, cfg) -> dict:
+        from lab.evalrun import evaluate_run
+
+        sc = self.sc
+        key = {
+            **demo_reuse.evaluation_key(run_dir, sc.factors, sc.eval_limit, 0),
+            "policies": ["recompute"],
+        }
+        lengths = [f * cfg.model.seq_len for f in sc.factors]
+        saved = demo_reuse.cached(run_dir, key, cfg.name, lengths, self.store_path)
+        if saved is None:
+            t0 = time.perf_counter()
+            ev = evaluate_run(
+                run_dir,
+                factors=sc.factors,
+                policies=("recompute",),
+                store_path=self.store_path,
+                limit_windows=sc.eval_limit,
+                log=(lambda *a: None),
+            )
+            ev["eval_s"] = time.perf_counter() - t0
+            demo_reuse.save(run_dir, key, ev, {"skipped": "the study runs no battery"})
+            self.evaluated.append(cfg.name)
+        else:
+            ev = saved[0]
+        if ev.get("eval_s"):
+            self.times.evals.append(float(ev["eval_s"]))
+        ds = next(iter(ev["datasets"].values()))
+        ppl = {
+            int(c["factor"]): c["ppl"]
+            for c in ds.get("cells", [])
+            if c["policy"] == "recompute" and not c.get("skipped") and c.get("ppl") is not None
+        }
+        top = max(sc.factors)
+        return {
+            "ppl": ppl,
+            "degradation": SP.degradation(ppl, top),
+            "block_change": _block_change(ds, top),
+            "alphas": ev.get("alphas"),
+        }
+
+
+def _block_change(ds: dict, factor: int) -> float | None:
+    """The last block of the factor× windows against the same tokens in training-length windows
+    (ppl ratio − 1): extrapolation without the window-averaging confound (SPEC §10.2)."""
+    for c in ds.get("cells", []):
+        if c["factor"] == factor and c["policy"] == "recompute" and not c.get("skipped"):
+            b, t = c.get("blocks") or [], c.get("same_tokens") or []
+            if len(b) > 1 and len(t) == len(b) and b[-1].get("ppl") and t[-1].get("ppl"):
+                return b[-1]["ppl"] / t[-1]["ppl"] - 1
+    return None
+
+
+def _budget_line(log, what: str, cost_s: float, spent_s: float, budget_s: float) -> None:
+    log(
+        f"   budget: {what} ≈ {cost_s / 60:.1f} min; the study ≈ {(spent_s + cost_s) / 60:.1f} "
+        f"of {budget_s / 60:.0f} min"
+    )
+
+
+def _calibration(r: _Runner, sc) -> tuple[dict, float]:
+    lines = [(s, seed) for s, seeds in sc.calib_seeds.items() for seed in seeds]
+    top = max(sc.ladder)
+    cost = sum(r.times.run_s(s, top) + (len(sc.ladder) - 1) * r.times.eval_cost() for s, _ in lines)
+    _budget_line(
+        r.log, f"calibration ({len(lines)} lines × {len(sc.ladder)} rungs)", cost, 0, sc.budget_s
+    )
+    rows = []
+    for s, seed in lines:
+        below = None
+        for steps in sc.ladder:
+            rows.append(r.run(s, seed, steps, below))
+            below = steps
+    curve = {}
+    for row in rows:
+        if row["scheme"] == "dense":
+            curve.setdefault(row["steps"], []).append(row["degradation"])
+    steps, degrades = SP.chosen_rung(curve, sc.min_rise, sc.spread_k)
+    spent = sum(
+        r.times.run_s(s, top) + (len(sc.ladder) - 1) * r.times.eval_cost() for s, _ in lines
+    )
+    return {"rows": rows, "curve": curve, "chosen": steps, "degrades": degrades}, spent
+
+
+def _saved_plan(path: str, key: dict) -> dict | None:
+    try:
+        with open(path) as f:
+            saved = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return saved if isinstance(saved, dict) and saved.get("key") == key else None
+
+
+def _comparison(r: _Runner, sc, steps: int, spent: float, plan_path: str) -> dict:
+    first = sc.first_seeds
+    new = [  # the calibration's runs at this rung are counted (and reused) already
+        s
+        for s in ("stagger", "fixed")
+        for seed in range(1, first + 1)
+        if run_name(r.prefix, s, seed, steps, sc.seq_len) not in r.results
+    ]
+    cost = sum(r.times.run_s(s, steps) for s in new)
+    _budget_line(
+        r.log, f"first batch ({first} seeds each of stagger and fixed)", cost, spent, sc.budget_s
+    )
+    side = {
+        s: [r.run(s, seed, steps) for seed in range(1, first + 1)] for s in ("stagger", "fixed")
+    }
+    spent += cost
+    ppl = {s: [row["ppl"][1] for row in rows] for s, rows in side.items()}
+    pl = SP.seeds_plan(ppl["stagger"], ppl["fixed"])
+    others_s = sum(r.times.run_s(s, steps) for s in sc.others for _ in range(sc.other_seeds))
+    pair_s = r.times.run_s("stagger", steps) + r.times.run_s("fixed", steps)
+    key = {"steps": steps, "first": [round(v, 6) for v in ppl["stagger"] + ppl["fixed"]]}
+    saved = _saved_plan(plan_path, key)
+    if saved is not None:
+        extra = int(saved["extra"])
+    else:
+        left = sc.budget_s - spent - others_s
+        extra = SP.extra_seeds(pl.needed, first, sc.max_seeds, pair_s, left) if pl else 0
+        with open(plan_path, "w") as f:
+            jsonio.dump({"key": key, "extra": extra}, f)
+    r.log(
+        f"   seed-to-seed σ {pl.sigma:.3f} (pooled, n={first} a side): d = {pl.d:.2f}, "
+        f"{pl.needed} seeds a side for 80 % power; running {first + extra}"
+        if pl
+        else "   σ is zero or undefined: no power plan; running the first batch only"
+    )
+    _budget_line(r.log, f"{extra} more seeds each", extra * pair_s, spent, sc.budget_s)
+    for seed in range(first + 1, first + extra + 1):
+        for s in ("stagger", "fixed"):
+            side[s].append(r.run(s, seed, steps))
+    spent += extra * pair_s
+    _budget_line(
+        r.log,
+        f"others ({', '.join(sc.others)}, {sc.other_seeds} seeds)",
+        others_s,
+        spent,
+        sc.budget_s,
+    )
+    others, skipped = {}, []
+    for s in sc.others:
+        one = r.times.run_s(s, steps) * sc.other_seeds
+        done = all(r.done(s, seed, steps) for seed in range(1, sc.other_seeds + 1))
+        if spent + one > sc.budget_s and not done:  # runs already there cost nothing
+            skipped.append(s)
+            continue
+        others[s] = [r.run(s, seed, steps) for seed in range(1, sc.other_seeds + 1)]
+        spent += one
+    n = min(len(side["stagger"]), len(side["fixed"]))
+    final = SP.seeds_plan(
+        [row["ppl"][1] for row in side["stagger"]], [row["ppl"][1] for row in side["fixed"]], n
+    )
+    return {
+        "runs": {**side, **others},
+        "first_plan": pl.to_json() if pl else None,
+        "plan": final.to_json() if final else None,
+        "extra": extra,
+        "skipped": skipped,
+        "estimated_s": spent,
+    }
+
+
+def run_study(
+    scale: str = "study",
+    out_dir: str = "reports/study",
+    runs_dir: str = "runs",
+    store_path: str | None = "runs/fiblab.db",
+    quiet: bool = False,
+    log=print,
+    settings: SP.StudyScale | None = None,
+) -> dict:
+    """Both stages and the report; returns the results (also ``out_dir/study.json``), with the
+    runs trained, reused and evaluated in this invocation."""
+    from analysis.study_report import study_report, verdicts
+
+    if scale not in SP.STUDY_SCALES:
+        raise ValueError(
+            f"scale {scale!r} is not a study scale: use one of {sorted(SP.STUDY_SCALES)}"
+        )
+    sc = settings or SP.STUDY_SCALES[scale]
+    os.makedirs(out_dir, exist_ok=True)
+    os.makedirs(runs_dir, exist_ok=True)
+    r = _Runner(sc, scale, runs_dir, store_path, quiet, log)
+    t_all = time.perf_counter()
+    est = SP.study_estimate(r.times, sc)
+    log(
+        f"study {scale}: ≈ {est['total'] / 60:.0f} min if stage 2 runs at the largest rung "
+        f"(calibration {est['calibration'] / 60:.0f}, first batch {est['first_batch'] / 60:.0f}, "
+        f"others {est['others'] / 60:.0f}; at {r.times.s_per_step('stagger'):.2f} s/step) of "
+        f"the {sc.budget_s / 60:.0f} min budget; extra seeds fill what is left"
+    )
+    log(
+        f"\n== 1. calibration of length extrapolation: T={sc.seq_len}, rungs {list(sc.ladder)} steps"
+    )
+    t0 = time.perf_counter()
+    cal, spent = _calibration(r, sc)
+    rule = f"mean ≥ +{sc.min_rise:.0%} and > {sc.spread_k:g} std of its seeds above 0"
+    log(
+        f"   chosen: {cal['chosen']} steps — dense "
+        + ("degrades measurably" if cal["degrades"] else "did not degrade measurably at any rung")
+        + f" ({rule})"
+    )
+    t_cal = time.perf_counter() - t0
+    log(
+        f"\n== 2. stagger vs fixed (and {', '.join(sc.others)}) at {cal['chosen']} steps, W={sc.window}"
+    )
+    t0 = time.perf_counter()
+    plan_path = os.path.join(runs_dir, f"{scale}-{PLAN_FILE}")
+    cmp_ = _comparison(r, sc, cal["chosen"], spent, plan_path)
+    t_cmp = time.perf_counter() - t0
+    results = {
+        "scale": "study",
+        "size": scale,
+        "settings": {k: getattr(sc, k) for k in sc.__dataclass_fields__},
+        "rule": rule,
+        "calibration": cal,
+        "comparison": cmp_,
+        "verdicts": verdicts(cal, cmp_, sc),
+        "step_times": r.times.to_json(),
+        "timings_s": {"calibration": t_cal, "comparison": t_cmp},
+        "estimated_s": cmp_["estimated_s"],
+        "trained": r.trained,
+        "reused": r.reused,
+        "evaluated": r.evaluated,
+    }
+    results["calibration"]["curve"] = {str(k): v for k, v in cal["curve"].items()}
+    rep = study_report(results)
+    results["paths"] = rep.write(out_dir)
+    with open(os.path.join(out_dir, "study.json"), "w") as f:
+        jsonio.dump(results, f, indent=1, default=str)
+    for v in results["verdicts"]:
+        log(f"   [{v['answer']}] {v['claim']}: {v['line']}")
+    log(
+        f"\nstudy report: {results['paths'].get('report.md')}; {len(r.trained)} runs trained, "
+        f"{len(r.reused)} reused; {(time.perf_counter() - t_all) / 60:.1f} min"
+    )
+    return results

@@ -1,0 +1,212 @@
+"""`fiblab demo --scale study`: every stage at smoke scale, reuse on a second run, the exact
+continuation of a rung, the rung rule, the seeds plan and the budget cap (analysis.study*)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from dataclasses import replace
+
+import pytest
+import torch
+
+from analysis import power as P
+from analysis import study_plan as SP
+
+
+def _strict(text: str):
+    def bad(c):
+        raise ValueError(f"non-JSON constant {c}")
+
+    return json.loads(text, parse_constant=bad)
+
+
+def _ckpt_mtimes(runs: str) -> dict:
+    out = {}
+    for d in os.listdir(runs):
+        p = os.path.join(runs, d)
+        if d.startswith("study-smoke-") and os.path.isdir(p):
+            for f in os.listdir(p):
+                if f.startswith("ckpt_") or f == "demo-eval.json":
+                    out[os.path.join(d, f)] = os.path.getmtime(os.path.join(p, f))
+    return out
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    from analysis.demo import run_demo
+
+    root = tmp_path_factory.mktemp("study")
+    runs, out = str(root / "runs"), str(root / "report")
+    store = os.path.join(runs, "fiblab.db")
+    lines = []
+    first = run_demo("study-smoke", out, runs, store, quiet=True, log=lines.append)
+    mtimes = _ckpt_mtimes(runs)
+    second = run_demo("study-smoke", out, runs, store, quiet=True, log=lambda *a: None)
+    return {
+        "root": root,
+        "runs": runs,
+        "out": out,
+        "store": store,
+        "first": first,
+        "second": second,
+        "mtimes": mtimes,
+        "log": lines,
+    }
+
+
+def test_every_stage_runs(smoke):
+    sc = SP.STUDY_SCALES["study-smoke"]
+    res = smoke["first"]
+    rows = res["calibration"]["rows"]
+    lines = sum(len(v) for v in sc.calib_seeds.values())
+    assert len(rows) == lines * len(sc.ladder)
+    assert {r["steps"] for r in rows} == set(sc.ladder)
+    for r in rows:  # every rung evaluated at every factor
+        assert sorted(r["ppl"]) == list(sc.factors)
+    cmp_ = res["comparison"]
+    assert len(cmp_["runs"]["stagger"]) == len(cmp_["runs"]["fixed"]) >= sc.first_seeds
+    assert len(cmp_["runs"]["learned"]) == sc.other_seeds
+    assert res["calibration"]["chosen"] in sc.ladder
+    claims = [v["claim"] for v in res["verdicts"]]
+    assert "stagger beats fixed" in claims and len(claims) == len(set(claims))
+    for f in ("report.md", "report.html", "study.json", "calibration.png"):
+        assert os.path.exists(os.path.join(smoke["out"], f)), f
+    assert any("budget:" in line for line in smoke["log"])  # printed before each stage
+
+
+def test_second_run_reuses_everything(smoke):
+    second = smoke["second"]
+    assert second["trained"] == [] and second["evaluated"] == []
+    assert len(second["reused"]) == len(smoke["first"]["trained"])
+    assert _ckpt_mtimes(smoke["runs"]) == smoke["mtimes"]  # nothing rewritten
+    assert second["comparison"]["plan"] == smoke["first"]["comparison"]["plan"]
+
+
+def test_rungs_continue_exactly_and_runs_are_marked(smoke, tmp_path):
+    """The 4-step rung was resumed from the 2-step one, and equals a run trained from scratch."""
+    from analysis.study import study_config
+    from lab.checkpoint import latest_good_checkpoint
+    from lab.store import Store
+    from lab.train import train
+
+    sc = SP.STUDY_SCALES["study-smoke"]
+    name = "study-smoke-dense-s1-T32-4"
+    with Store(smoke["store"]) as st:
+        ev = st.events(name)
+        assert "resume" in set(ev["kind"]) and "step 2" in set(ev["message"])
+        for n in smoke["first"]["trained"]:
+            assert st.config(n)["scale"] == "study"
+    cfg = study_config(sc, "study-smoke", "dense", 1, 4, str(tmp_path))
+    train(cfg, quiet=True)
+    fresh = latest_good_checkpoint(os.path.join(str(tmp_path), name))["model"]
+    cont = latest_good_checkpoint(os.path.join(smoke["runs"], name))["model"]
+    assert fresh.keys() == cont.keys()
+    for k in fresh:
+        assert torch.equal(fresh[k], cont[k]), k
+
+
+def test_results_json_is_strict(smoke):
+    with open(os.path.join(smoke["out"], "study.json")) as f:
+        data = _strict(f.read())
+    assert data["scale"] == "study"
+    assert data["comparison"]["plan"] is None or data["comparison"]["plan"]["seeds"] >= 2
+
+
+def test_chosen_rung_rule_on_hand_built_curves():
+    # 250: below +10 %; 500: mean 0.21 ≥ 0.10 but 0.21 − 2·0.127 < 0; 1000: 0.155 − 2·0.007 > 0
+    curve = {250: [0.02, 0.03], 500: [0.12, 0.30], 1000: [0.15, 0.16], 2000: [0.5, 0.6]}
+    assert SP.chosen_rung(curve, 0.10, 2.0) == (1000, True)
+    assert SP.chosen_rung({250: [0.01], 500: [0.05, 0.07]}, 0.10, 2.0) == (500, False)
+    assert SP.chosen_rung({100: [0.11]}, 0.10, 2.0) == (100, True)  # one seed: threshold only
+    assert SP.chosen_rung({100: [0.11, float("nan")]}, 0.10, 2.0) == (100, True)
+    assert not SP.rung_degrades([], 0.1, 2.0)
+    with pytest.raises(ValueError, match="empty"):
+        SP.chosen_rung({})
+    assert SP.degradation({1: 100.0, 4: 130.0}, 4) == pytest.approx(0.30)
+    assert math.isnan(SP.degradation({1: 100.0}, 4))
+
+
+def test_seeds_plan_against_power_on_a_hand_sigma():
+    stagger, fixed = [100.0, 102.0], [104.0, 106.0]
+    sigma = math.sqrt((2.0 + 2.0) / 2)  # pooled: each side's squared deviations sum to 2
+    d = 0.025 * 105.0 / sigma
+    pl = SP.seeds_plan(stagger, fixed, seeds=2)
+    assert pl.sigma == pytest.approx(sigma) and pl.d == pytest.approx(d)
+    assert pl.needed == P.seeds_needed(d, 0.8, 0.05)
+    assert pl.achieved == pytest.approx(P.power(d, 2, 2, 0.05))
+    assert SP.seeds_plan([1.0, 1.0], [2.0, 2.0]) is None  # σ = 0: no plan
+
+
+def test_extra_seeds_budget_arithmetic():
+    assert SP.extra_seeds(needed=6, have=3, most=10, pair_s=100, left_s=1000) == 3
+    assert SP.extra_seeds(needed=6, have=3, most=10, pair_s=100, left_s=250) == 2
+    assert SP.extra_seeds(needed=6, have=3, most=4, pair_s=100, left_s=1000) == 1
+    assert SP.extra_seeds(needed=None, have=3, most=5, pair_s=100, left_s=1000) == 2
+    assert SP.extra_seeds(needed=2, have=3, most=10, pair_s=100, left_s=1000) == 0
+    assert SP.extra_seeds(needed=6, have=3, most=10, pair_s=100, left_s=-5) == 0
+
+
+def test_a_small_budget_runs_fewer_seeds_and_reports_power(smoke, tmp_path):
+    from analysis.study import PLAN_FILE, run_study
+
+    runs = str(tmp_path / "runs")
+    shutil.copytree(smoke["runs"], runs)
+    os.remove(os.path.join(runs, f"study-smoke-{PLAN_FILE}"))  # decide the plan again
+    for d in os.listdir(runs):  # learned not trained yet (a finished one would be reused)
+        if d.startswith("study-smoke-learned-"):
+            shutil.rmtree(os.path.join(runs, d))
+    sc = replace(SP.STUDY_SCALES["study-smoke"], budget_s=0.001)
+    res = run_study(
+        "study-smoke",
+        str(tmp_path / "rep"),
+        runs,
+        os.path.join(runs, "fiblab.db"),
+        quiet=True,
+        log=lambda *a: None,
+        settings=sc,
+    )
+    cmp_ = res["comparison"]
+    assert cmp_["extra"] == 0 and cmp_["skipped"] == ["learned"]
+    assert len(cmp_["runs"]["stagger"]) == sc.first_seeds and "learned" not in cmp_["runs"]
+    pl = cmp_["plan"]
+    if pl is not None:  # σ > 0: the power those seeds had for the paper's gap
+        assert pl["seeds"] == sc.first_seeds
+        assert pl["achieved"] == pytest.approx(P.power(pl["d"], 2, 2, 0.05))
+    v = {x["claim"]: x for x in res["verdicts"]}
+    assert v["stagger beats learned"]["answer"] == "not tested"
+    assert res["trained"] == []  # everything it ran was already there
+
+
+def test_cli_accepts_the_study_scales_and_keeps_the_default():
+    from analysis.demo import SCALES
+    from fiblab.cli import build_parser
+
+    a = build_parser().parse_args(["demo", "--scale", "study"])
+    assert a.scale == "study" and a.out is None
+    assert build_parser().parse_args(["demo"]).scale == "full"
+    full = SCALES["full"]  # the default demo's runs are unchanged
+    assert full.lm_steps == 200 and len(full.lm_runs) == 6 and full.factors == (1, 2, 4)
+    with pytest.raises(ValueError, match="ladder"):
+        SP.StudyScale(ladder=(500, 250))
+
+
+def test_whole_study_estimate_by_hand():
+    sc = SP.STUDY_SCALES["study"]
+    t = SP.StepTimes(sc.tokens_per_step, 0.5, 10.0)
+    est = SP.study_estimate(t, sc)
+    top, rungs = max(sc.ladder), len(sc.ladder)
+    run = top * 0.5 + 10.0
+    assert est["calibration"] == pytest.approx(4 * run + 4 * (rungs - 1) * 10.0)
+    assert est["first_batch"] == pytest.approx(2 * (sc.first_seeds - 1) * run)  # seed 1 reused
+    learned = top * 0.5 * 1.5 + 10.0  # interpolated columns: 1.5× until measured
+    assert est["others"] == pytest.approx(2 * (learned + 2 * run))
+    assert est["total"] == pytest.approx(
+        sum(est[k] for k in ("calibration", "first_batch", "others"))
+    )
+    prior = SP.StepTimes(sc.tokens_per_step, sc.prior_s_per_step, sc.eval_s)
+    assert SP.study_estimate(prior, sc)["total"] <= sc.budget_s  # the worst case fits 3 h
+    t.add("learned", 2.0)
+    assert t.s_per_step("learned") == 2.0 and t.s_per_step("dense") == 2.0
