@@ -16,7 +16,6 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis import (
-    paper,
     plots,
     tables_length,
     tables_paper,
@@ -49,6 +48,13 @@ def __getattr__(name: str):
 
         return getattr(analysis.demo_report, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+#: How a table says the paper's numbers sit beside ours (`tables_paper.with_paper`).
+PAPER_BESIDE = (
+    "`_paper`: the paper's {table} beside each row (FineWeb-Edu and the other published "
+    "corpora: compare orderings and changes, not absolute values; — where the paper has no row)"
+)
 
 
 def _try(report: Report, what: str, fn) -> None:
@@ -102,11 +108,16 @@ def lm_sections(report: Report, store, runs=None, dataset: str | None = None) ->
         "seed statistics",
         lambda: _table(
             report,
-            tables_seeds.table5_from_store(store, dataset, runs=runs),
+            tables_paper.with_paper(
+                tables_seeds.table5_from_store(store, dataset, runs=runs),
+                tables_paper.for_report(5),
+                on=["config"],
+                diff=False,
+            ),
             "table5",
             decimals=3,
             caption="per configuration over seeds (Table 5's layout; std = sample std, std_pop = "
-            "the paper's population std)",
+            "the paper's population std); " + PAPER_BESIDE.format(table="Table 5 (W = 12)"),
         ),
     )
     _try(
@@ -114,10 +125,17 @@ def lm_sections(report: Report, store, runs=None, dataset: str | None = None) ->
         "Table 1 layout",
         lambda: _table(
             report,
-            tables_ppl.table1_from_store(store, runs=runs),
+            tables_paper.with_paper(
+                tables_ppl.table1_from_store(store, runs=runs),
+                tables_paper.for_report(1),
+                on=["base", "schedule", "W"],
+                diff=False,
+                rest=True,
+            ),
             "table1",
             decimals=2,
-            caption="Table 1's layout (sparse runs; seeds of one variant averaged)",
+            caption="Table 1's layout (sparse runs; seeds of one variant averaged); "
+            + PAPER_BESIDE.format(table="Table 1"),
         ),
     )
 
@@ -127,12 +145,15 @@ def lm_sections(report: Report, store, runs=None, dataset: str | None = None) ->
         t3 = tables_length.table3_from_store(store, dataset, runs=runs, blocks=False)
         _table(
             report,
-            t3,
+            tables_paper.with_paper(
+                t3, tables_paper.for_report(3), on=["model", "W"], diff=False, rest=True
+            ),
             "table3",
             decimals=2,
             caption="perplexity at each evaluation length; ppl_T{L}: "
             "rung set recomputed for L (the paper's policy), "
-            "frozen_ppl_T{L}: the training-length rung set",
+            "frozen_ppl_T{L}: the training-length rung set; "
+            + PAPER_BESIDE.format(table="Table 3 (T = 1024 training)"),
         )
         report.figure(
             plots.extrapolation(t3, title="perplexity vs evaluation length"),
@@ -153,12 +174,6 @@ def lm_sections(report: Report, store, runs=None, dataset: str | None = None) ->
             )
 
     _try(report, "extrapolation", extrap)
-    report.table(
-        paper.length_extrapolation(),
-        decimals=2,
-        caption="the paper's Table 3 (T=1024 training, FineWeb-Edu)",
-        name="paper_table3",
-    )
 
     report.heading("Position-resolved loss")
 
@@ -166,19 +181,18 @@ def lm_sections(report: Report, store, runs=None, dataset: str | None = None) ->
         t4 = tables_position.table4_from_store(store, dataset, runs=runs)
         _table(
             report,
-            t4,
+            tables_paper.with_paper(
+                t4, tables_paper.for_report(4), on=["schedule", "W"], diff=False
+            ),
             "table4",
             decimals=3,
             caption="mean NLL (nats) in the paper's 8 position bins "
             "of the training window; the last row is fixed − "
-            "stagger",
+            "stagger; " + PAPER_BESIDE.format(table="Table 4 (W = 8)"),
         )
         report.figure(plots.position_bins(t4, title="NLL per position bin"), "position-bins")
 
     _try(report, "position bins", bins)
-    report.table(
-        paper.position_nll(), decimals=3, caption="the paper's Table 4", name="paper_table4"
-    )
 
     def alphas():
         tr = trajectories.from_store(store, runs=runs, kinds=("lm",))
@@ -224,18 +238,19 @@ def probe_section(
         report,
         "Table 2",
         lambda: report.table(
-            tables_probe.table2(cells),
+            tables_paper.with_paper(
+                tables_probe.table2(cells),
+                tables_paper.for_report(2),
+                on=["depth", "init"],
+                diff=False,
+                rest=True,
+            ),
             decimals=3,
             caption="ours: α range over layers and seeds at the end, accuracy per distance "
-            "(mean over seeds)",
+            "(mean over seeds); `_paper`: the paper's Table 2 beside each row (T = 512, "
+            "distances 200 and 350, 2,500 steps)",
             name="table2",
         ),
-    )
-    report.table(
-        paper.retrieval_probe(),
-        decimals=2,
-        caption="the paper's Table 2 (T=512, distances 200 and 350, 2,500 steps)",
-        name="paper_table2",
     )
     per = cells.pivot_table(
         index=["run", "depth", "init", "seed"],

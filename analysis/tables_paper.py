@@ -15,7 +15,7 @@ import pandas as pd
 
 from . import paper as _paper
 
-__all__ = ["with_paper", "published"]
+__all__ = ["with_paper", "published", "for_report"]
 
 
 def with_paper(
@@ -26,14 +26,18 @@ def with_paper(
     how: str = "left",
     suffix: str = "_paper",
     diff_suffix: str = "_diff",
+    diff: bool = True,
+    rest: bool = False,
 ) -> pd.DataFrame:
     """``ours`` with the published value next to each of its numbers.
 
     Rows are matched on the key columns ``on``; by default the columns both frames share that are
     not floating point (for Table 1: ``base``, ``schedule``, ``W``). Every other shared column
-    ``c`` becomes three adjacent columns: ``c`` (ours), ``c_paper`` (published) and ``c_diff``
-    (ours − published). Columns only in ``ours`` are kept after them; columns only in ``paper``
-    are dropped. ``how`` is the merge: ``"left"`` keeps exactly ``ours``' rows (a value the paper
+    ``c`` becomes three adjacent columns, where ours stood: ``c`` (ours), ``c_paper`` (published) and ``c_diff``
+    (ours − published; ``diff=False`` leaves it out, for numbers measured on other data). Columns
+    only in ``ours`` are kept after them; columns only in ``paper`` are dropped, or with
+    ``rest=True`` kept last as ``c_paper`` (the paper's datasets when ours are others, its
+    accuracies at distances we did not evaluate). ``how`` is the merge: ``"left"`` keeps exactly ``ours``' rows (a value the paper
     lacks is ``NaN``), ``"outer"`` adds the paper's rows we lack.
 
     >>> t = with_paper(table1(df).round(2), analysis.paper.perplexity())   # doctest: +SKIP
@@ -59,12 +63,13 @@ def with_paper(
                 f"on= columns both have ({shared})"
             )
     values = [c for c in shared if c not in on]
-    if not values:
+    only_paper = [c for c in paper.columns if c not in ours.columns] if rest else []
+    if not values and not only_paper:
         raise ValueError(
             f"matching a table with the paper's: they share no value column beside the keys "
             f"{on}; compare tables of the same layout"
         )
-    left, right = ours.copy(), paper[on + values].copy()
+    left, right = ours.copy(), paper[on + values + only_paper].copy()
     for c in on:  # e.g. W as int64 on one side and Int64 on the other
         if left[c].dtype != right[c].dtype:
             try:
@@ -76,14 +81,20 @@ def with_paper(
             f"matching a table with the paper's: the published table repeats keys {on}; pass "
             f"on= columns that identify its rows"
         )
-    right = right.rename(columns={c: c + suffix for c in values})
+    right = right.rename(columns={c: c + suffix for c in values + only_paper})
     merged = left.merge(right, on=on, how=how, sort=False)
-    cols = list(on)
-    for c in values:
-        merged[c + diff_suffix] = merged[c] - merged[c + suffix]
-        cols += [c, c + suffix, c + diff_suffix]
-    cols += [c for c in ours.columns if c not in cols]
-    return merged[cols]
+    cols = []  # ours in our order, each shared value followed by the paper's (and the diff)
+    for c in ours.columns:
+        cols.append(c)
+        if c in values:
+            cols.append(c + suffix)
+            if diff:
+                merged[c + diff_suffix] = merged[c] - merged[c + suffix]
+                cols.append(c + diff_suffix)
+    cols += [c + suffix for c in only_paper]
+    out = merged[cols]
+    out.attrs = dict(ours.attrs)  # our table's notes (duplicates, what is missing) stay with it
+    return out
 
 
 def published(n: int) -> pd.DataFrame:
@@ -93,4 +104,31 @@ def published(n: int) -> pd.DataFrame:
     t = _paper.paper_table(n)
     if n == 5:
         t = t.rename(columns={"std": "std_pop"})
+    return t
+
+
+def for_report(n: int) -> pd.DataFrame:
+    """The paper's Table ``n`` as the reports set it beside ours: :func:`published` plus the
+    derived values our tables carry, so that they line up row for row and column for column —
+    Table 3's ``change_at_2x_percent`` (from its T = 1024 and 2048 perplexities, as ours is
+    computed) and Table 4's ``fib/fixed - fib/stagger`` row (the gap per bin, as
+    `analysis.tables_position.table4` appends it)."""
+    t = published(n)
+    if n == 3:
+        t = t.copy()
+        change = (t["ppl_T2048"] / t["ppl_T1024"] - 1.0) * 100.0
+        t.insert(t.columns.get_loc("change_at_4x_percent"), "change_at_2x_percent", change)
+    if n == 4:
+        a, b = "fib/fixed", "fib/stagger"
+        bins = [c for c in t.columns if c.startswith("b") and c[1:].isdigit()]
+        rows = []
+        for w in t["W"].unique():
+            ra, rb = (
+                t[(t["schedule"] == a) & (t["W"] == w)],
+                t[(t["schedule"] == b) & (t["W"] == w)],
+            )
+            if len(ra) and len(rb):
+                gap = ra[bins].to_numpy(dtype=float)[0] - rb[bins].to_numpy(dtype=float)[0]
+                rows.append({"schedule": f"{a} - {b}", "W": w, **dict(zip(bins, gap))})
+        t = pd.concat([t, pd.DataFrame(rows, columns=t.columns)], ignore_index=True)
     return t
