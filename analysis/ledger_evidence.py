@@ -181,6 +181,14 @@ def stored_grids(root: str | None = None) -> list[str]:
     return sorted(glob.glob(os.path.join(root, "benchmarks", "results", "probe-*.jsonl")))
 
 
+def _shown_path(path: str) -> str:
+    """A grid file as a reader finds it: relative to this checkout when it lies in it
+    (benchmarks/results/…, whatever the working folder), else as given."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    full = os.path.abspath(path)
+    return os.path.relpath(full, root) if full.startswith(root + os.sep) else path
+
+
 def read_grid(path: str) -> list[dict]:
     with open(path, encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
@@ -266,7 +274,7 @@ def _probe_tiers(store_recs, extra, grids) -> tuple[list[Tier], list[str]]:
     recs, where = list(store_recs) + list(extra or []), ["the store"] if store_recs else []
     for path in grids:
         recs += read_grid(path)
-        where.append(os.path.relpath(path))
+        where.append(_shown_path(path))
     return group_probes(recs, ", ".join(where) or "given records"), where
 
 
