@@ -99,6 +99,34 @@ def read_json(path: str) -> dict | None:
         return None
 
 
+def read_handle(top: str, name: str, meta_name: str, cls, what: str):
+    """The handle (``cls(**json)``) of the process ``name`` launched earlier under ``top``
+    (e.g. before a kernel restart); a ValueError naming the folder when there is none."""
+    meta = os.path.join(top, name, meta_name)
+    d = read_json(meta)
+    if d is None:
+        raise ValueError(
+            f"no {what} {name!r} under {top} (no {meta}): launch it, or pass the runs folder it "
+            f"was launched with"
+        )
+    return cls(**d)
+
+
+def list_handles(top: str, meta_name: str, cls) -> list:
+    """Every handle launched under ``top`` (one folder each), the most recently started first;
+    a file another version wrote (fields this ``cls`` does not take) is skipped."""
+    out = []
+    if os.path.isdir(top):
+        for entry in os.scandir(top):
+            d = read_json(os.path.join(entry.path, meta_name))
+            if d is not None:
+                try:
+                    out.append(cls(**d))
+                except TypeError:  # another version's file: not ours to show
+                    continue
+    return sorted(out, key=lambda h: h.started, reverse=True)
+
+
 def refuse_if_running(meta_path: str, what: str) -> None:
     """ValueError if the process recorded in `meta_path` (its ``pid``) still runs."""
     old = read_json(meta_path) or {}

@@ -295,28 +295,12 @@ def launch_grid(
 
 def attach(name: str, runs_dir: str = DEFAULT_RUNS) -> GridHandle:
     """The handle of a grid launched earlier (e.g. before a kernel restart), from grid.json."""
-    meta = os.path.join(grids_dir(runs_dir), name, META_NAME)
-    d = detached.read_json(meta)
-    if d is None:
-        raise ValueError(
-            f"no probe grid {name!r} under {grids_dir(runs_dir)} (no {meta}): launch it, or "
-            f"pass the runs folder it was launched with"
-        )
-    return GridHandle(**d)
+    return detached.read_handle(grids_dir(runs_dir), name, META_NAME, GridHandle, "probe grid")
 
 
 def list_grids(runs_dir: str = DEFAULT_RUNS) -> list[GridHandle]:
     """Every grid launched under ``runs_dir``, the most recently started first."""
-    out, top = [], grids_dir(runs_dir)
-    if os.path.isdir(top):
-        for entry in os.scandir(top):
-            d = detached.read_json(os.path.join(entry.path, META_NAME))
-            if d is not None:
-                try:
-                    out.append(GridHandle(**d))
-                except TypeError:  # a grid.json of another version: not ours to show
-                    continue
-    return sorted(out, key=lambda h: h.started, reverse=True)
+    return detached.list_handles(grids_dir(runs_dir), META_NAME, GridHandle)
 
 
 def _progress(h: GridHandle) -> dict | None:

@@ -204,28 +204,12 @@ def launch_search(
 
 def attach(name: str, runs_dir: str = DEFAULT_RUNS) -> SearchHandle:
     """The handle of a search launched earlier (e.g. before a kernel restart)."""
-    meta = os.path.join(searches_dir(runs_dir), name, META_NAME)
-    d = detached.read_json(meta)
-    if d is None:
-        raise ValueError(
-            f"no search {name!r} under {searches_dir(runs_dir)} (no {meta}): launch it, or pass "
-            f"the runs folder it was launched with"
-        )
-    return SearchHandle(**d)
+    return detached.read_handle(searches_dir(runs_dir), name, META_NAME, SearchHandle, "search")
 
 
 def list_searches(runs_dir: str = DEFAULT_RUNS) -> list[SearchHandle]:
     """Every search launched under ``runs_dir``, the most recently started first."""
-    out, top = [], searches_dir(runs_dir)
-    if os.path.isdir(top):
-        for entry in os.scandir(top):
-            d = detached.read_json(os.path.join(entry.path, META_NAME))
-            if d is not None:
-                try:
-                    out.append(SearchHandle(**d))
-                except TypeError:  # another version's file: not ours to show
-                    continue
-    return sorted(out, key=lambda h: h.started, reverse=True)
+    return detached.list_handles(searches_dir(runs_dir), META_NAME, SearchHandle)
 
 
 def is_alive(h: SearchHandle) -> bool:
