@@ -7,6 +7,10 @@ accuracy, degradation and flatness, the α spread, the chance band), so both jud
 accessors over the main job's LM results (`lm_label`, `lm_ppl`, `lm_cells`, `lm_drift`,
 `extra_context`) are what `analysis.ledger_evidence` reads the job's runs with.
 
+It is over 450 lines because it still holds both the accessors and the old checks. Nothing in
+the project calls `demo_claims` any more (it is kept for outside callers of the old API), so
+its checks are the next thing to remove, leaving the accessors here.
+
 Each claim is a dict ``{"claim", "paper", "ours", "verdict", "evidence", "section"}`` with
 ``verdict`` one of ``held``, ``did not hold``, ``not shown`` (the direction held but the seeds
 cannot separate it from noise) or ``not tested`` (the results needed are absent). The inputs are

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, is_dataclass
 from typing import Any
 
 import numpy as np
 
-__all__ = ["clean", "dumps", "dump"]
+__all__ = ["clean", "dumps", "dump", "append_line"]
 
 
 def _missing(obj) -> bool:
@@ -67,3 +68,19 @@ def dumps(obj: Any, *, default: Callable[[Any], Any] | None = None, **kw) -> str
 def dump(obj: Any, fp, *, default: Callable[[Any], Any] | None = None, **kw) -> None:
     """``json.dump`` of :func:`clean` ``(obj)`` to the open text file ``fp``."""
     json.dump(clean(obj, default), fp, allow_nan=False, **kw)
+
+
+def append_line(path: str, line: str) -> None:
+    """Append one line to a JSON-lines file durably (flushed and fsynced), creating its folder;
+    a torn last line left by a killed writer is closed first, so the new line stands alone.
+    The one writer of the lab's JSONL files: probe records and store journals."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "ab+") as f:
+        f.seek(0, os.SEEK_END)
+        if f.tell():
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b"\n":
+                f.write(b"\n")
+        f.write((line + "\n").encode())
+        f.flush()
+        os.fsync(f.fileno())

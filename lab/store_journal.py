@@ -20,6 +20,8 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from lab.jsonio import append_line
+
 JOURNAL_NAME = "store-journal.jsonl"
 METHODS = ("start_run", "set_status", "log_metrics", "log_eval", "log_alphas", "log_event")
 
@@ -37,20 +39,6 @@ def _plain(x: Any) -> Any:
     return x
 
 
-def _append(path: str, line: str) -> None:
-    """One line appended durably; a torn last line (a killed writer) is closed first."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "ab+") as f:
-        f.seek(0, os.SEEK_END)
-        if f.tell():
-            f.seek(-1, os.SEEK_END)
-            if f.read(1) != b"\n":
-                f.write(b"\n")
-        f.write((line + "\n").encode())
-        f.flush()
-        os.fsync(f.fileno())
-
-
 class StoreJournal:
     """The write methods `lab.train.train` calls on a store, appended to ``path`` as
     ``{"call": method, "args": [...], "kwargs": {...}}`` lines."""
@@ -60,7 +48,7 @@ class StoreJournal:
 
     def _log(self, method: str, *args: Any, **kwargs: Any) -> None:
         line = {"call": method, "args": _plain(list(args)), "kwargs": _plain(kwargs)}
-        _append(self.path, json.dumps(line, default=str))
+        append_line(self.path, json.dumps(line, default=str))
 
     def start_run(self, name: str, config: Mapping[str, Any], **kwargs: Any) -> None:
         self._log("start_run", name, dict(config), **kwargs)

@@ -15,6 +15,7 @@ import time
 
 import torch
 
+from lab.jsonio import append_line
 from lab.progress import bar as progress_bar
 from probes.live import StopRequested
 from probes.runner import run_cell
@@ -36,17 +37,9 @@ def load_records(path: str) -> list[dict]:
 
 
 def append_record(path: str, rec: dict) -> None:
-    """Append one JSON line durably; a torn last line left by a killed run is closed first."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "ab+") as f:
-        f.seek(0, os.SEEK_END)
-        if f.tell():
-            f.seek(-1, os.SEEK_END)
-            if f.read(1) != b"\n":
-                f.write(b"\n")
-        f.write((json.dumps(rec) + "\n").encode())
-        f.flush()
-        os.fsync(f.fileno())
+    """Append one JSON line durably; a torn last line left by a killed run is closed first
+    (`lab.jsonio.append_line`)."""
+    append_line(path, json.dumps(rec))
 
 
 def _cell_worker(cell: Cell, settings: ProbeSettings, threads: int, log_to=None, live=None) -> dict:
