@@ -250,8 +250,27 @@ def _entry(claim: dict, source: str, finding: Finding | None, **kw) -> Entry:
     )
 
 
+def _untested(f: Finding) -> bool:
+    """A comparison with one seed on a side: no test, no power (`ledger_checks.compare`)."""
+    s = f.stats or {}
+    return "n_a" in s and "n_b" in s and min(s["n_a"] or 0, s["n_b"] or 0) < 2
+
+
+def _strongest(found: list) -> int:
+    """Index of the deciding finding in ``found`` (tiers strongest first): the strongest tier
+    whose finding is a test. A study's longer calibration rungs have one seed a scheme, its
+    comparison runs many at a shorter rung; a comparison there is a test, one seed a side at
+    more tokens is not, so it is shown beside (``also``) rather than deciding. With no tested
+    finding among the deciding tiers, the strongest tier decides as before."""
+    for i, (tier, f) in enumerate(found):
+        if tier.decides and not _untested(f):
+            return i
+    return 0
+
+
 def decide(claim: dict, source: str, evidence, cov: dict[str, Finding]) -> Entry:
-    """One claim's entry: the strongest tier with evidence decides; the others go to ``also``."""
+    """One claim's entry: the strongest tier with evidence decides (a tested comparison before
+    an untested one, `_strongest`); the others go to ``also``."""
     if claim["kind"] == "coverage":
         f = cov.get(claim["id"])
         return _entry(
@@ -274,7 +293,7 @@ def decide(claim: dict, source: str, evidence, cov: dict[str, Finding]) -> Entry
             why=f"the evidence here has no {what}",
             evidence={"tier": None, "scale": None, "runs": []},
         )
-    tier, f = found[0]
+    tier, f = found.pop(_strongest(found))
     why = ""
     if not tier.decides:
         raw = f.verdict
@@ -286,7 +305,7 @@ def decide(claim: dict, source: str, evidence, cov: dict[str, Finding]) -> Entry
         )
     also = [
         {"tier": t.label, "scale": t.scale, "verdict": g.verdict, "label": g.label, "here": g.here}
-        for t, g in found[1:]
+        for t, g in found
     ]
     return _entry(
         claim,

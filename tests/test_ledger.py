@@ -177,6 +177,34 @@ def test_study_runs_beat_the_demos_and_demo_runs_alone_cannot_decide():
     assert set(e.evidence["runs"]) == {f"study-{c}{s}" for c in ("st", "fx") for s in range(3)}
 
 
+def test_a_tested_study_comparison_beats_one_seed_a_side_at_more_tokens():
+    # the study's shape: its 1000-step calibration rung has one seed a scheme (stagger behind),
+    # its 500-step comparison four seeds a side (stagger ahead by ~1 ppl, p << 0.05)
+    top = lm_tier(
+        "study",
+        [
+            lm("study-stagger-s1-1000", "fib/stagger", 27.0),
+            lm("study-fixed-s1-1000", "fib/fixed", 26.0),
+        ],
+        steps=1000,
+    )
+    rung = lm_tier(
+        "study",
+        [lm(f"study-stagger-s{s}-500", "fib/stagger", 35.0 + 0.1 * s, seed=s) for s in range(4)]
+        + [lm(f"study-fixed-s{s}-500", "fib/fixed", 36.0 + 0.1 * s, seed=s) for s in range(4)],
+        steps=500,
+    )
+    assert top.rank > rung.rank  # more tokens: the stronger tier by rank alone
+    e = entry(ledger.build(le.Evidence(tiers=[top, rung])), "t5-stagger-beats-fixed")
+    assert e.verdict == "held" and e.stats["n_a"] == e.stats["n_b"] == 4
+    assert all(r.endswith("-500") for r in e.evidence["runs"])
+    # the single-seed reversal is shown beside, not hidden
+    assert [a["verdict"] for a in e.also] == ["did not hold"]
+    # with only the single-seed rung, it decides as before (a reversal contradicts the claim)
+    e1 = entry(ledger.build(le.Evidence(tiers=[top])), "t5-stagger-beats-fixed")
+    assert e1.verdict == "did not hold" and e1.also == []
+
+
 def test_lm_comparison_statistics_against_scipy_and_a_hand_count():
     st = [42.0, 42.1, 41.9]
     fx = [43.1, 43.3, 43.0]
