@@ -29,6 +29,7 @@ from typing import Protocol
 
 from analysis.search_objectives import LMSpec, Objective, ProbeSpec, Pruned, TrialTask, evaluate
 from analysis.search_space import Param, SearchSpace
+from lab.procs import pid_alive
 from lab.wording import plural
 
 RUN_KIND = "search"
@@ -208,16 +209,6 @@ def ask(study):
     return trial
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def fail_abandoned(study, name: str, store=None, log=None) -> list[int]:
     """Tell FAIL to the trials left running by a search process of this host that has ended
     (stopped or killed mid-trial): otherwise they stay "running" in the study and the store for
@@ -227,7 +218,7 @@ def fail_abandoned(study, name: str, store=None, log=None) -> list[int]:
     out = []
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         h, _, pid = str(t.user_attrs.get(DRIVER_ATTR, "")).rpartition(":")
-        if h != host or not pid.isdigit() or _pid_alive(int(pid)):
+        if h != host or not pid.isdigit() or pid_alive(int(pid)):
             continue
         study.tell(t.number, state=optuna.trial.TrialState.FAIL)
         if store is not None:

@@ -22,7 +22,7 @@ from analysis import study_plan as SP
 from lab import jsonio
 from lab.store import Store
 
-__all__ = ["StudyStore", "run_name", "study_config", "run_study", "PLAN_FILE"]
+__all__ = ["StudyStore", "run_name", "study_config", "run_study", "study_ledger", "PLAN_FILE"]
 
 #: The stage-2 seed decision, kept beside the runs so a resumed study keeps its plan.
 PLAN_FILE = "plan.json"
@@ -295,6 +295,18 @@ def _comparison(r: _Runner, sc, steps: int, spent: float, plan_path: str) -> dic
     }
 
 
+def study_ledger(store_path: str) -> list:
+    """The claims ledger's language-model entries (`analysis.ledger`) from every finished run in
+    the store: the study's runs rank above any demo runs there, so the paper's LM claims are
+    decided by the study where it has evidence."""
+    from analysis import ledger
+    from analysis import ledger_evidence as le
+
+    with Store(store_path) as st:
+        led = ledger.build(le.from_store(st))
+    return [e for e in led.paper() if e.kind.startswith("lm") or e.kind == "battery"]
+
+
 def run_study(
     scale: str = "study",
     out_dir: str = "reports/study",
@@ -359,7 +371,10 @@ def run_study(
         "evaluated": r.evaluated,
     }
     results["calibration"]["curve"] = {str(k): v for k, v in cal["curve"].items()}
-    rep = study_report(results)
+    led = study_ledger(store_path) if store_path else None
+    if led is not None:
+        results["ledger"] = [e.to_json() for e in led]
+    rep = study_report(results, led)
     results["paths"] = rep.write(out_dir)
     with open(os.path.join(out_dir, "study.json"), "w") as f:
         jsonio.dump(results, f, indent=1, default=str)

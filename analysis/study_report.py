@@ -133,7 +133,9 @@ def calibration_figure(cal: dict, tokens_per_step: int, top: int):
     return fig
 
 
-def study_report(res: dict) -> Report:
+def study_report(res: dict, ledger_entries=None) -> Report:
+    """The report of `analysis.study.run_study`'s results; ``ledger_entries``: the claims
+    ledger's LM entries on the study's store (`analysis.study.study_ledger`)."""
     sc, cal, cmp_ = res["settings"], res["calibration"], res["comparison"]
     top = max(sc["factors"])
     r = Report("fiblab study: the paper's LM claims at a CPU scale chosen by measurement")
@@ -206,4 +208,22 @@ def study_report(res: dict) -> Report:
         decimals=3,
         name="verdicts",
     )
+    if ledger_entries:
+        from analysis.ledger_report import ledger_frame, stats_frame
+
+        counts = {}
+        for e in ledger_entries:
+            counts[e.verdict] = counts.get(e.verdict, 0) + 1
+        r.heading("The claims ledger's language-model claims on these runs")
+        r.text(
+            f"{len(ledger_entries)} LM claims of the paper: "
+            + ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+            + ". Decided by `analysis.ledger` from every finished run in the store (study runs "
+            "over demo runs; a comparison with seeds on both sides over one seed a side); "
+            "`fiblab report --store` shows the whole ledger."
+        )
+        r.table(ledger_frame(ledger_entries), name="ledger", decimals=2)
+        st = stats_frame(ledger_entries)
+        if not st.empty:
+            r.table(st, name="claims_stats", decimals=3)
     return r

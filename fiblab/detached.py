@@ -15,6 +15,8 @@ import signal
 import subprocess
 import time
 
+from lab.procs import pid_alive
+
 __all__ = [
     "LIVE",
     "TERMINAL",
@@ -34,23 +36,6 @@ LIVE = ("starting", "running", "stopping")
 TERMINAL = ("done", "stopped", "failed")
 
 MARKER = b"fiblab.cli"  # every detached process here runs `python -m fiblab.cli …`
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether process `pid` exists and is not a zombie (exited, not yet reaped)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
 
 
 def cmdline_is_ours(pid: int, marker: bytes = MARKER) -> bool:

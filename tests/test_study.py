@@ -77,6 +77,29 @@ def test_every_stage_runs(smoke):
     assert any("budget:" in line for line in smoke["log"])  # printed before each stage
 
 
+def test_the_ledger_decides_the_lm_claims_from_the_study_store(smoke):
+    """study.json and the report carry the ledger's LM claims, each once, read straight from the
+    claims file; smoke-scale runs decide nothing, so none of them is held or did not hold."""
+    import tomllib
+
+    from analysis import ledger
+
+    with open(ledger.CLAIMS_PATH, "rb") as f:
+        want = [
+            c["id"]
+            for c in tomllib.load(f)["paper"]
+            if c["kind"].startswith("lm") or c["kind"] == "battery"
+        ]
+    got = smoke["first"]["ledger"]
+    assert sorted(e["id"] for e in got) == sorted(want)
+    assert {e["verdict"] for e in got} <= {"not shown", "not tested here"}
+    shown = [e for e in got if e["verdict"] == "not shown"]
+    assert shown and all(e["evidence"]["scale"] == "smoke" for e in shown)
+    with open(os.path.join(smoke["out"], "report.md")) as f:
+        md = f.read()
+    assert "The claims ledger's language-model claims" in md and want[0] in md
+
+
 def test_second_run_reuses_everything(smoke):
     second = smoke["second"]
     assert second["trained"] == [] and second["evaluated"] == []
