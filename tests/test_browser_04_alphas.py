@@ -17,7 +17,7 @@ import browser_support as B
 import pytest
 from fixture_store import smoke_store
 
-pytestmark = B.REQUIRES
+pytestmark = [*B.REQUIRES, pytest.mark.slow]  # ≈ 46 s: the default suite keeps 01's
 NOTEBOOK = "04_alpha_trajectories.ipynb"
 LM = "smoke-learned-s0"
 

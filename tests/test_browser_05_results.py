@@ -16,7 +16,7 @@ import pytest
 from fixture_store import smoke_store
 from test_paperdb import build_fixture
 
-pytestmark = B.REQUIRES
+pytestmark = [*B.REQUIRES, pytest.mark.slow]  # ≈ 40 s: the default suite keeps 01's
 NOTEBOOK = "05_results.ipynb"
 REPORT = "browser05"
 

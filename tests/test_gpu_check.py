@@ -34,6 +34,7 @@ def test_probe_section_dry_run(tmp_path, monkeypatch, capsys):
     assert {r["mechanism"] for r in rec["probe"]["step"]} == {"dense", "blur"}
 
 
+@pytest.mark.slow  # ≈ 19 s (a Ray start); the probe section's dry run stays in the default suite
 def test_gate_and_ray_hook_dry_run(tmp_path, monkeypatch):
     """The gate section on CPU (Triton's interpreter): the first-use check passes the real
     kernel, flex agrees with Triton, and the Ray section (CUDA only) records itself as skipped."""

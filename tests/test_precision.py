@@ -174,6 +174,7 @@ def test_none_inherits_an_enclosing_lab_precision(monkeypatch):
         assert _matmul_dtype() == torch.float32
 
 
+@pytest.mark.slow  # ≈ 18 s: two CLI probes in subprocesses
 def test_cli_probe_keys_by_the_resolved_precision_and_warns_in_one_line(tmp_path):
     """`fiblab probe --precision auto` keys its record by what auto chose on this machine
     (FIBLAB_CPU_BF16 stands in for the hardware); a forced bf16 where it is not native prints

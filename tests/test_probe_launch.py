@@ -312,6 +312,7 @@ def test_a_fresh_process_lists_attaches_and_stops_a_running_grid(tmp_path):
         PL.terminate(h)
 
 
+@pytest.mark.slow  # ≈ 11 s: two detached grids
 def test_with_two_jobs_each_running_cell_is_visible(tmp_path):
     spec = GridSpec(
         scale="tiny",

@@ -15,6 +15,8 @@ import pytest
 
 ray = pytest.importorskip("ray")
 optuna = pytest.importorskip("optuna")
+# ≈ 35 s (a two-node cluster); test_ray_sweep keeps Ray in the default suite
+pytestmark = pytest.mark.slow
 
 from analysis.search import SearchConfig, trial_run_name  # noqa: E402
 from analysis.search_objectives import evaluate, parse_objectives  # noqa: E402

@@ -216,6 +216,7 @@ def test_divergence_stops_keeps_checkpoint_and_marks_failed(runs):
         assert row.status == "failed" and "not finite" in row.message
 
 
+@pytest.mark.slow  # ≈ 15 s: two torchrun ranks
 def test_torchrun_two_ranks_equal_one_process(runs):
     torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
     common = [
