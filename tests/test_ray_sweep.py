@@ -18,6 +18,7 @@ import time
 from dataclasses import replace
 
 import pytest
+from ray_support import two_node_cluster
 
 ray = pytest.importorskip("ray")
 
@@ -29,23 +30,7 @@ TIMING = {"tokens_per_s", "eval_s"}  # metrics that measure the machine, not the
 
 @pytest.fixture(scope="module")
 def cluster():
-    from ray.cluster_utils import Cluster
-
-    for attempt in range(3):  # a raylet may miss Ray's fixed 30 s start-up on a loaded machine
-        c = Cluster()
-        try:
-            c.add_node(num_cpus=1, include_dashboard=False)
-            worker = c.add_node(num_cpus=1)
-            c.wait_for_nodes()
-            break
-        except Exception:
-            c.shutdown()
-            if attempt == 2:
-                raise
-    ray.init(address=c.address, log_to_driver=False)
-    yield c, worker
-    ray.shutdown()
-    c.shutdown()
+    yield from two_node_cluster()
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import json
 import os
 
 import pytest
+from ray_support import two_node_cluster
 
 ray = pytest.importorskip("ray")
 optuna = pytest.importorskip("optuna")
@@ -41,23 +42,8 @@ def linear_alphas(first, last, layers=16):
 
 @pytest.fixture(scope="module")
 def cluster():
-    from ray.cluster_utils import Cluster
-
-    for attempt in range(3):  # a raylet may miss Ray's fixed 30 s start-up on a loaded machine
-        c = Cluster()
-        try:
-            c.add_node(num_cpus=1, include_dashboard=False)
-            c.add_node(num_cpus=1)
-            c.wait_for_nodes()
-            break
-        except Exception:
-            c.shutdown()
-            if attempt == 2:
-                raise
-    ray.init(address=c.address, log_to_driver=False)
-    yield c
-    ray.shutdown()
-    c.shutdown()
+    for c, _worker in two_node_cluster():
+        yield c
 
 
 def study_and_store_agree(study, store, study_name):

@@ -22,6 +22,7 @@ import pandas as pd
 from analysis import plots
 from analysis import trajectories as TJ
 from fiblab.ui.common import (
+    Shown,
     error_widget,
     guarded,
     image_widget,
@@ -90,7 +91,7 @@ def line_count(traj: pd.DataFrame, runs) -> int:
     return int(g.groupby("run")["layer"].nunique().sum()) if len(g) else 0
 
 
-class AlphaExplorer:
+class AlphaExplorer(Shown):
     """Pick runs with α rows; α per layer over steps, the final range, the drift from init and
     the inertness check.  Display the object (or ``.widget``) in a notebook.
 
@@ -188,9 +189,6 @@ class AlphaExplorer:
             ]
         )
         self.widget.add_class("fib-alpha-explorer")
-
-    def _repr_mimebundle_(self, **kwargs):
-        return self.widget._repr_mimebundle_(**kwargs)
 
     @property
     def selected(self) -> list[str]:

@@ -215,3 +215,37 @@ class Watcher:
     @property
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
+
+
+class Shown:
+    """A panel that shows as its ``widget`` when it is a cell's last value."""
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
+
+
+class LaunchPanel(Shown):
+    """A panel with launch / stop / resume buttons over a detached job (training run, probe
+    grid, search): the handlers go through `guarded` to the panel's own ``launch``, ``stop``
+    and ``resume``; ``state`` is the last snapshot's (``self.snap``), "idle" before one."""
+
+    snap = None
+
+    @property
+    def state(self) -> str:
+        s = self.snap
+        if s is None:
+            return "idle"
+        return s["state"] if isinstance(s, dict) else s.state
+
+    @guarded
+    def _on_launch(self, button=None) -> None:
+        self.launch()
+
+    @guarded
+    def _on_stop(self, button=None) -> None:
+        self.stop()
+
+    @guarded
+    def _on_resume(self, button=None) -> None:
+        self.resume()

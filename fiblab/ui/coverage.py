@@ -16,6 +16,7 @@ from contextlib import contextmanager
 import ipywidgets as W
 
 from fiblab.ui.common import (
+    Shown,
     error_widget,
     guarded,
     image_widget,
@@ -63,7 +64,7 @@ ALPHA_STEP = 0.01
 MAX_LAYERS = 48
 
 
-class CoverageExplorer:
+class CoverageExplorer(Shown):
     """Widgets for the coverage explorer; display the object (or ``.widget``) in a notebook.
 
     State for tests and code: ``alphas`` (the sliders), ``result`` (the last `explore` report),
@@ -232,9 +233,6 @@ class CoverageExplorer:
         self.widget.add_class("fib-coverage-explorer")
 
     # -- display -------------------------------------------------------------------------------
-    def _repr_mimebundle_(self, **kwargs):
-        return self.widget._repr_mimebundle_(**kwargs)
-
     # -- state ---------------------------------------------------------------------------------
     @property
     def alphas(self) -> list[float]:

@@ -31,8 +31,8 @@ import ipywidgets as W
 from analysis.probe_table import format_table2, table2_rows
 from fiblab import probe_launch as PL
 from fiblab.ui.common import (
+    LaunchPanel,
     Watcher,
-    guarded,
     image_widget,
     png,
     runs_dir,
@@ -54,7 +54,7 @@ from lab.wording import plural
 __all__ = ["ProbePanel", "default_distances", "trajectory_png", "TASKS"]
 
 
-class ProbePanel(ProbeForm):
+class ProbePanel(ProbeForm, LaunchPanel):
     """One probe grid: the form (`fiblab.ui.probe_form.ProbeForm`), the buttons and the live
     view; display the object (or ``.widget``) in a notebook.
 
@@ -158,25 +158,6 @@ class ProbePanel(ProbeForm):
             ]
         )
         self.widget.add_class("fib-probe-panel")
-
-    def _repr_mimebundle_(self, **kwargs):
-        return self.widget._repr_mimebundle_(**kwargs)
-
-    @property
-    def state(self) -> str:
-        return "idle" if self.snap is None else self.snap.state
-
-    @guarded
-    def _on_launch(self, button=None) -> None:
-        self.launch()
-
-    @guarded
-    def _on_stop(self, button=None) -> None:
-        self.stop()
-
-    @guarded
-    def _on_resume(self, button=None) -> None:
-        self.resume()
 
     # -- actions ---------------------------------------------------------------------------------
     def launch(self, watch: bool | None = None) -> PL.GridHandle:

@@ -38,6 +38,7 @@ from analysis import plots, tables_store
 from fiblab.ui.alphas import RUNS_HINT, AlphaExplorer, inert_sentence
 from fiblab.ui.common import (
     ROOT,
+    Shown,
     error_widget,
     guarded,
     image_widget,
@@ -92,7 +93,7 @@ def _href(path: str) -> str:
     return urllib.parse.quote(Path(rel).as_posix())
 
 
-class ResultsPanel:
+class ResultsPanel(Shown):
     """The paper's tables from the store beside the published ones, the extrapolation and
     position plots, the seed verdict, the authors' database rebuilt, and report export.
 
@@ -214,9 +215,6 @@ class ResultsPanel:
             ]
         )
         self.widget.add_class("fib-results-panel")
-
-    def _repr_mimebundle_(self, **kwargs):
-        return self.widget._repr_mimebundle_(**kwargs)
 
     @property
     def selected(self) -> list[str]:

@@ -28,7 +28,7 @@ from fiblab import detached
 from fiblab import launch as LA
 from fiblab import probe_launch as PL
 from fiblab.train_eta import format_duration
-from fiblab.ui.common import error_widget, guarded, show_error
+from fiblab.ui.common import Shown, error_widget, guarded, show_error
 from lab.wording import plural
 
 LIVE = detached.LIVE
@@ -106,7 +106,7 @@ class ProbeGrids:
         return PL.resume(self.handle(name))
 
 
-class RunList:
+class RunList(Shown):
     """A table of the listed runs of every source, refreshed on demand (``refresh()``, the
     refresh button, or the panel's own timer).  ``rows`` is what is shown; ``error`` the last
     message (also in the widget's ``fib-error`` box)."""
@@ -134,9 +134,6 @@ class RunList:
         )
         self.widget.add_class("fib-runlist")
         self.refresh()
-
-    def _repr_mimebundle_(self, **kwargs):
-        return self.widget._repr_mimebundle_(**kwargs)
 
     @guarded
     def refresh(self) -> list[RunRow]:

@@ -23,9 +23,9 @@ import ipywidgets as W
 from analysis.search_objectives import OBJECTIVES
 from fiblab import search_launch as SL
 from fiblab.ui.common import (
+    LaunchPanel,
     Watcher,
     error_widget,
-    guarded,
     html_table,
     image_widget,
     png,
@@ -79,7 +79,7 @@ class Searches:
         return SL.resume(SL.attach(name, self.runs_dir))
 
 
-class SearchPanel:
+class SearchPanel(LaunchPanel):
     """One search: the form, the buttons and the live view; display the object (or ``.widget``).
 
     State: ``handle`` (the `fiblab.search_launch.SearchHandle` watched), ``snap`` (its last
@@ -185,25 +185,6 @@ class SearchPanel:
             ]
         )
         self.widget.add_class("fib-search-panel")
-
-    def _repr_mimebundle_(self, **kwargs):
-        return self.widget._repr_mimebundle_(**kwargs)
-
-    @property
-    def state(self) -> str:
-        return "idle" if self.snap is None else self.snap.state
-
-    @guarded
-    def _on_launch(self, button=None) -> None:
-        self.launch()
-
-    @guarded
-    def _on_stop(self, button=None) -> None:
-        self.stop()
-
-    @guarded
-    def _on_resume(self, button=None) -> None:
-        self.resume()
 
     # -- actions ---------------------------------------------------------------------------------
     def extra(self) -> list[str]:

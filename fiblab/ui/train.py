@@ -26,6 +26,7 @@ import ipywidgets as W
 
 from fiblab import launch as LA
 from fiblab.ui.common import (
+    LaunchPanel,
     Watcher,
     error_widget,
     guarded,
@@ -51,7 +52,7 @@ from fiblab.ui.train_form import (
 LIST_EVERY = 10.0  # seconds between refreshes of the run list while a run is watched
 
 
-class TrainPanel:
+class TrainPanel(LaunchPanel):
     """Widgets to launch, watch, stop and resume one training run, and the list of runs to pick
     up again.
 
@@ -203,13 +204,6 @@ class TrainPanel:
             ]
         )
         self.widget.add_class("fib-train-panel")
-
-    def _repr_mimebundle_(self, **kwargs):
-        return self.widget._repr_mimebundle_(**kwargs)
-
-    @property
-    def state(self) -> str:
-        return "idle" if self.snap is None else self.snap["state"]
 
     # -- actions ---------------------------------------------------------------------------------
     def config(self):
@@ -407,18 +401,6 @@ class TrainPanel:
             self.image.layout.display = "none"
 
     # -- button handlers (errors are shown, not swallowed) ---------------------------------------
-    @guarded
-    def _on_launch(self, button=None):
-        self.launch()
-
-    @guarded
-    def _on_stop(self, button=None):
-        self.stop()
-
-    @guarded
-    def _on_resume(self, button=None):
-        self.resume()
-
     @guarded
     def _on_refresh(self, button=None):
         self.refresh()
