@@ -307,6 +307,37 @@ def study_ledger(store_path: str) -> list:
     return [e for e in led.paper() if e.kind.startswith("lm") or e.kind == "battery"]
 
 
+def _longer(r: _Runner, sc, steps: int, spent: float) -> dict | None:
+    """Stage 3, when the chosen rung is below the ladder's top and the budget has room: stagger
+    and fixed on the first batch's seeds continued to the top rung (exact continuations of the
+    chosen rung's runs; seed 1's are the calibration's), so the comparison is also made with
+    longer-trained models. Within the study's worst-case estimate (stage 2 at the top rung)."""
+    top = max(sc.ladder)
+    if steps >= top:
+        return None
+    seeds = range(1, sc.first_seeds + 1)
+    todo = [
+        (s, seed)
+        for s in ("stagger", "fixed")
+        for seed in seeds
+        if run_name(r.prefix, s, seed, top, sc.seq_len) not in r.results
+        and not r.done(s, seed, top)
+    ]
+    cost = sum(r.times.run_s(s, top - steps) for s, _ in todo)
+    _budget_line(
+        r.log,
+        f"stagger and fixed continued to {top} steps ({len(todo)} runs)",
+        cost,
+        spent,
+        sc.budget_s,
+    )
+    if spent + cost > sc.budget_s:
+        r.log(f"   not run: over the {sc.budget_s / 60:.0f} min budget")
+        return {"steps": top, "runs": {}, "skipped": True, "estimated_s": spent}
+    side = {s: [r.run(s, seed, top, below=steps) for seed in seeds] for s in ("stagger", "fixed")}
+    return {"steps": top, "runs": side, "skipped": False, "estimated_s": spent + cost}
+
+
 def run_study(
     scale: str = "study",
     out_dir: str = "reports/study",
@@ -355,6 +386,11 @@ def run_study(
     plan_path = os.path.join(runs_dir, f"{scale}-{PLAN_FILE}")
     cmp_ = _comparison(r, sc, cal["chosen"], spent, plan_path)
     t_cmp = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    if cal["chosen"] < max(sc.ladder):
+        log(f"\n== 3. stagger vs fixed with longer training: {max(sc.ladder)} steps")
+    longer = _longer(r, sc, cal["chosen"], cmp_["estimated_s"])
+    t_longer = time.perf_counter() - t0
     results = {
         "scale": "study",
         "size": scale,
@@ -362,10 +398,11 @@ def run_study(
         "rule": rule,
         "calibration": cal,
         "comparison": cmp_,
-        "verdicts": verdicts(cal, cmp_, sc),
+        "longer": longer,
+        "verdicts": verdicts(cal, cmp_, sc, longer),
         "step_times": r.times.to_json(),
-        "timings_s": {"calibration": t_cal, "comparison": t_cmp},
-        "estimated_s": cmp_["estimated_s"],
+        "timings_s": {"calibration": t_cal, "comparison": t_cmp, "longer": t_longer},
+        "estimated_s": (longer or cmp_)["estimated_s"],
         "trained": r.trained,
         "reused": r.reused,
         "evaluated": r.evaluated,

@@ -15,6 +15,10 @@ scale, how many seeds the stagger-vs-fixed comparison needs, and what fits in th
    seeds gives the seed-to-seed σ; `analysis.power` turns the paper's gap (stagger 2.5 % below
    fixed, Table 5 at W = 12) into the seeds needed for 80 % power at α = 0.05; the study runs
    that many when the budget allows, otherwise what fits, and reports the power it had.
+3. *Stagger vs fixed with longer training*, when the chosen rung is below the ladder's top: the
+   first batch's stagger and fixed runs continued (exactly) to the top rung and compared again,
+   so a gap seen at the chosen scale is checked on better-trained models. Its cost is within
+   the worst-case estimate, which puts stage 2 at the top rung.
 
 The rung rule (`chosen_rung`): dense *degrades measurably* at a rung when the mean over its seeds
 of ppl(4T)/ppl(T) − 1 is at least ``min_rise`` (+10 %) and lies more than ``spread_k`` (2)

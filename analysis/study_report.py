@@ -40,9 +40,10 @@ def _mean_std(x) -> str:
     return f"{statistics.fmean(x):.4g} ± {sd:.2g} (n={len(x)})"
 
 
-def verdicts(cal: dict, cmp_: dict, sc) -> list[dict]:
+def verdicts(cal: dict, cmp_: dict, sc, longer: dict | None = None) -> list[dict]:
     """One dict a claim: the rule's verdict on dense's degradation, then each comparison of
-    `PAPER` at the chosen rung (`analysis.stats.assess`); stagger vs fixed carries its power."""
+    `PAPER` at the chosen rung (`analysis.stats.assess`), stagger vs fixed carrying its power;
+    then stagger vs fixed again at the top rung when stage 3 ran (``longer``)."""
     chosen = cal["chosen"]
     rows = {s: list(v) for s, v in cmp_["runs"].items()}
     rows["dense"] = [r for r in cal["rows"] if r["scheme"] == "dense" and r["steps"] == chosen]
@@ -97,6 +98,26 @@ def verdicts(cal: dict, cmp_: dict, sc) -> list[dict]:
         if claim == "stagger beats fixed":
             row["power"] = (cmp_.get("plan") or {}).get("achieved")
         out.append(row)
+    if longer and longer.get("runs"):
+        xa, xb = (_values(longer["runs"].get(s, []), "ppl") for s in ("stagger", "fixed"))
+        if xa and xb:
+            claim = f"stagger beats fixed after {longer['steps']} steps"
+            v = stats.assess(xa, xb, claim)
+            out.append(
+                {
+                    "claim": claim,
+                    "paper": PAPER[0][4],
+                    "answer": v.answer,
+                    "here": f"stagger {_mean_std(xa)}; fixed {_mean_std(xb)}",
+                    "line": v.line,
+                    "gap": v.gap,
+                    "margin": v.margin,
+                    "p": v.p,
+                    "ci": list(v.ci),
+                    "n_a": v.n_a,
+                    "n_b": v.n_b,
+                }
+            )
     return out
 
 

@@ -203,6 +203,51 @@ def test_a_small_budget_runs_fewer_seeds_and_reports_power(smoke, tmp_path):
     assert res["trained"] == []  # everything it ran was already there
 
 
+def test_stage_3_continues_stagger_and_fixed_to_the_top_rung(smoke, tmp_path):
+    """With the chosen rung below the top (a rule every rung meets), stagger and fixed on the
+    first batch's seeds are continued to the top rung and compared again there."""
+    from analysis.study import run_study
+
+    runs = str(tmp_path / "runs")
+    shutil.copytree(smoke["runs"], runs)
+    sc = replace(SP.STUDY_SCALES["study-smoke"], min_rise=-1e9, spread_k=-1e9)
+    top = max(sc.ladder)
+    for s in ("stagger", "fixed"):  # the smoke's own stage 2 may have trained these at the top
+        for seed in range(2, sc.max_seeds + 1):
+            shutil.rmtree(os.path.join(runs, f"study-smoke-{s}-s{seed}-T32-{top}"), True)
+    lines = []
+    res = run_study(
+        "study-smoke",
+        str(tmp_path / "rep"),
+        runs,
+        os.path.join(runs, "fiblab.db"),
+        quiet=True,
+        log=lines.append,
+        settings=sc,
+    )
+    assert res["calibration"]["chosen"] == min(sc.ladder) < top
+    longer = res["longer"]
+    assert longer["steps"] == top and not longer["skipped"]
+    for s in ("stagger", "fixed"):
+        assert [r["seed"] for r in longer["runs"][s]] == list(range(1, sc.first_seeds + 1))
+        assert all(r["steps"] == top for r in longer["runs"][s])
+    # seed 1's top rung is the calibration's (reused); seed 2's continues its chosen-rung run
+    assert "study-smoke-stagger-s2-T32-4" in res["trained"]
+    assert "study-smoke-stagger-s1-T32-4" not in res["trained"]
+    from lab.store import Store
+
+    with Store(os.path.join(runs, "fiblab.db")) as st:
+        ev = st.events("study-smoke-fixed-s2-T32-4")
+    assert "step 2" in set(ev["message"])  # resumed from the chosen rung's checkpoint
+    v = {x["claim"]: x for x in res["verdicts"]}
+    row = v[f"stagger beats fixed after {top} steps"]
+    assert row["n_a"] == row["n_b"] == sc.first_seeds
+    assert any("== 3." in line for line in lines)
+    # the default smoke run's chosen rung is what its own rule gave; stage 3 only below the top
+    first = smoke["first"]
+    assert (first["longer"] is None) == (first["calibration"]["chosen"] == top)
+
+
 def test_cli_accepts_the_study_scales_and_keeps_the_default():
     from analysis.demo import SCALES
     from fiblab.cli import build_parser
