@@ -40,6 +40,25 @@ def _mean_std(x) -> str:
     return f"{statistics.fmean(x):.4g} ± {sd:.2g} (n={len(x)})"
 
 
+def _tested(claim, paper, a, b, xa, xb, k=1, unit="") -> dict:
+    """One comparison's verdict row (`analysis.stats.assess`); values shown ×``k``."""
+    v = stats.assess(xa, xb, claim)
+    return {
+        "claim": claim,
+        "paper": paper,
+        "answer": v.answer,
+        "here": f"{a} {_mean_std([k * x for x in xa])}; {b} {_mean_std([k * x for x in xb])}"
+        + unit,
+        "line": v.line,
+        "gap": v.gap,
+        "margin": v.margin,
+        "p": v.p,
+        "ci": list(v.ci),
+        "n_a": v.n_a,
+        "n_b": v.n_b,
+    }
+
+
 def verdicts(cal: dict, cmp_: dict, sc, longer: dict | None = None) -> list[dict]:
     """One dict a claim: the rule's verdict on dense's degradation, then each comparison of
     `PAPER` at the chosen rung (`analysis.stats.assess`), stagger vs fixed carrying its power;
@@ -79,22 +98,8 @@ def verdicts(cal: dict, cmp_: dict, sc, longer: dict | None = None) -> list[dict
                 }
             )
             continue
-        v = stats.assess(xa, xb, claim)
         k = 100 if measure == "deg" else 1  # degradations shown in %
-        row = {
-            "claim": claim,
-            "paper": paper,
-            "answer": v.answer,
-            "here": f"{a} {_mean_std([k * x for x in xa])}; {b} {_mean_std([k * x for x in xb])}"
-            + (" %" if measure == "deg" else ""),
-            "line": v.line,
-            "gap": v.gap,
-            "margin": v.margin,
-            "p": v.p,
-            "ci": list(v.ci),
-            "n_a": v.n_a,
-            "n_b": v.n_b,
-        }
+        row = _tested(claim, paper, a, b, xa, xb, k, " %" if measure == "deg" else "")
         if claim == "stagger beats fixed":
             row["power"] = (cmp_.get("plan") or {}).get("achieved")
         out.append(row)
@@ -102,22 +107,7 @@ def verdicts(cal: dict, cmp_: dict, sc, longer: dict | None = None) -> list[dict
         xa, xb = (_values(longer["runs"].get(s, []), "ppl") for s in ("stagger", "fixed"))
         if xa and xb:
             claim = f"stagger beats fixed after {longer['steps']} steps"
-            v = stats.assess(xa, xb, claim)
-            out.append(
-                {
-                    "claim": claim,
-                    "paper": PAPER[0][4],
-                    "answer": v.answer,
-                    "here": f"stagger {_mean_std(xa)}; fixed {_mean_std(xb)}",
-                    "line": v.line,
-                    "gap": v.gap,
-                    "margin": v.margin,
-                    "p": v.p,
-                    "ci": list(v.ci),
-                    "n_a": v.n_a,
-                    "n_b": v.n_b,
-                }
-            )
+            out.append(_tested(claim, PAPER[0][4], "stagger", "fixed", xa, xb))
     return out
 
 

@@ -57,6 +57,25 @@ def smoke(tmp_path_factory):
     }
 
 
+def _study_again(smoke, tmp_path, sc, prepare, log=lambda *a: None):
+    """The study under settings ``sc`` on a copy of the smoke's runs (``prepare(runs)`` first)."""
+    from analysis.study import run_study
+
+    runs = str(tmp_path / "runs")
+    shutil.copytree(smoke["runs"], runs)
+    prepare(runs)
+    res = run_study(
+        "study-smoke",
+        str(tmp_path / "rep"),
+        runs,
+        os.path.join(runs, "fiblab.db"),
+        quiet=True,
+        log=log,
+        settings=sc,
+    )
+    return res, runs
+
+
 def test_every_stage_runs(smoke):
     sc = SP.STUDY_SCALES["study-smoke"]
     res = smoke["first"]
@@ -173,24 +192,16 @@ def test_extra_seeds_budget_arithmetic():
 
 
 def test_a_small_budget_runs_fewer_seeds_and_reports_power(smoke, tmp_path):
-    from analysis.study import PLAN_FILE, run_study
+    from analysis.study import PLAN_FILE
 
-    runs = str(tmp_path / "runs")
-    shutil.copytree(smoke["runs"], runs)
-    os.remove(os.path.join(runs, f"study-smoke-{PLAN_FILE}"))  # decide the plan again
-    for d in os.listdir(runs):  # learned not trained yet (a finished one would be reused)
-        if d.startswith("study-smoke-learned-"):
-            shutil.rmtree(os.path.join(runs, d))
+    def prepare(runs):
+        os.remove(os.path.join(runs, f"study-smoke-{PLAN_FILE}"))  # decide the plan again
+        for d in os.listdir(runs):  # learned not trained yet (a finished one would be reused)
+            if d.startswith("study-smoke-learned-"):
+                shutil.rmtree(os.path.join(runs, d))
+
     sc = replace(SP.STUDY_SCALES["study-smoke"], budget_s=0.001)
-    res = run_study(
-        "study-smoke",
-        str(tmp_path / "rep"),
-        runs,
-        os.path.join(runs, "fiblab.db"),
-        quiet=True,
-        log=lambda *a: None,
-        settings=sc,
-    )
+    res, _ = _study_again(smoke, tmp_path, sc, prepare)
     cmp_ = res["comparison"]
     assert cmp_["extra"] == 0 and cmp_["skipped"] == ["learned"]
     assert len(cmp_["runs"]["stagger"]) == sc.first_seeds and "learned" not in cmp_["runs"]
@@ -206,25 +217,16 @@ def test_a_small_budget_runs_fewer_seeds_and_reports_power(smoke, tmp_path):
 def test_stage_3_continues_stagger_and_fixed_to_the_top_rung(smoke, tmp_path):
     """With the chosen rung below the top (a rule every rung meets), stagger and fixed on the
     first batch's seeds are continued to the top rung and compared again there."""
-    from analysis.study import run_study
-
-    runs = str(tmp_path / "runs")
-    shutil.copytree(smoke["runs"], runs)
     sc = replace(SP.STUDY_SCALES["study-smoke"], min_rise=-1e9, spread_k=-1e9)
     top = max(sc.ladder)
-    for s in ("stagger", "fixed"):  # the smoke's own stage 2 may have trained these at the top
-        for seed in range(2, sc.max_seeds + 1):
-            shutil.rmtree(os.path.join(runs, f"study-smoke-{s}-s{seed}-T32-{top}"), True)
+
+    def prepare(runs):  # the smoke's own stage 2 may have trained these at the top rung
+        for s in ("stagger", "fixed"):
+            for seed in range(2, sc.max_seeds + 1):
+                shutil.rmtree(os.path.join(runs, f"study-smoke-{s}-s{seed}-T32-{top}"), True)
+
     lines = []
-    res = run_study(
-        "study-smoke",
-        str(tmp_path / "rep"),
-        runs,
-        os.path.join(runs, "fiblab.db"),
-        quiet=True,
-        log=lines.append,
-        settings=sc,
-    )
+    res, runs = _study_again(smoke, tmp_path, sc, prepare, lines.append)
     assert res["calibration"]["chosen"] == min(sc.ladder) < top
     longer = res["longer"]
     assert longer["steps"] == top and not longer["skipped"]
