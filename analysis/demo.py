@@ -263,16 +263,16 @@ def alpha_trajectory(store_path: str | None, name: str) -> dict | None:
 
 def demo_ledger(cov: dict, records: list, lms: list, store_path: str | None):
     """The claims ledger (`analysis.ledger`) on this job's results, every other run of the
-    store (e.g. study runs) and the lab's stored paper-scale probe grids."""
+    store (e.g. study runs), the lab's stored paper-scale probe grids and attention timings."""
     from analysis import ledger, ledger_evidence
 
-    grids = ledger_evidence.stored_grids()
+    grids, timings = ledger_evidence.stored_grids(), ledger_evidence.stored_timings()
     if not store_path:
-        return ledger.build(ledger_evidence.from_demo(cov, records, lms, None, grids))
+        return ledger.build(ledger_evidence.from_demo(cov, records, lms, None, grids, timings))
     from lab.store import Store
 
     with Store(store_path) as st:
-        return ledger.build(ledger_evidence.from_demo(cov, records, lms, st, grids))
+        return ledger.build(ledger_evidence.from_demo(cov, records, lms, st, grids, timings))
 
 
 #: The seed of the demo's battery (`fiblab battery --seed` scores others).

@@ -1,7 +1,8 @@
 """The claims ledger: every claim the paper makes (analysis/reference/claims.toml), each given
 exactly one verdict from the strongest evidence the store holds.
 
-    led = ledger.build(ledger_evidence.from_store(store, grids=ledger_evidence.stored_grids()))
+    led = ledger.build(ledger_evidence.from_store(
+        store, grids=ledger_evidence.stored_grids(), timings=ledger_evidence.stored_timings()))
     led.summary()            # "paper's claims (35): 4 held, 2 did not hold, … not tested here"
     led.write_json("reports/x/claims.json")
 
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 import tomllib
 
 from analysis.ledger_checks import LM_CHECKS, Finding, compare
+from analysis.ledger_efficiency import EFFICIENCY_CHECKS
 from analysis.ledger_probe import PROBE_CHECKS
 from lab import jsonio
 
@@ -216,7 +218,11 @@ def _check(claim: dict, tier) -> Finding | None:
     cmp = claim.get("compare")
     if cmp and cmp[2] in ("beats", "ties"):
         return compare(tier, cmp[0], cmp[1], cmp[2], cmp[3], claim.get("rel_gap"))
-    fn = LM_CHECKS.get(claim["id"]) or PROBE_CHECKS.get(claim["id"])
+    fn = (
+        LM_CHECKS.get(claim["id"])
+        or PROBE_CHECKS.get(claim["id"])
+        or EFFICIENCY_CHECKS.get(claim["id"])
+    )
     return fn(tier) if fn else None
 
 
@@ -225,6 +231,8 @@ def _tiers_for(kind: str, evidence) -> list:
         return evidence.of("probe")
     if kind.startswith("lm") or kind == "battery":
         return evidence.of("lm")
+    if kind == "efficiency":
+        return evidence.of("efficiency")
     return []
 
 

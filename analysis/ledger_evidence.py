@@ -11,10 +11,12 @@ steps, training length, model size), or probe records of one scale.  Ranks, stro
   claim (``decides=False``): the ledger reports their numbers and says so.
 - probe records: ``paper`` (distances 200 and 350, ≥ 2,500 steps: the paper's Table 2 grid) >
   ``quick`` (the paper's task, fewer steps) > ``reduced`` (the demo's T=256 probe, tiny ones).
+- efficiency: one tier a stored attention benchmark (``benchmark``).
 
 Sources: `from_store` (any store: LM runs with their evaluations, α and battery results; probe
-cells), `from_demo` (the main job's in-memory results) and `stored_grids` (the lab's paper-scale
-Table 2 grids under benchmarks/results, when the checkout has them).
+cells), `from_demo` (the main job's in-memory results), `stored_grids` (the lab's paper-scale
+Table 2 grids under benchmarks/results) and `stored_timings` (its attention timings,
+benchmarks/attention-*.json), when the checkout has them.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ __all__ = [
     "from_store",
     "from_demo",
     "stored_grids",
+    "stored_timings",
+    "timing_tiers",
     "store_battery",
 ]
 
@@ -73,6 +77,7 @@ class Tier:
     decides: bool = True  # False: too small to decide an LM claim (demo / smoke runs)
     lms: tuple = ()
     records: tuple = ()
+    timings: tuple = ()  # efficiency tiers: rows of a stored attention benchmark
 
     @property
     def label(self) -> str:
@@ -181,6 +186,33 @@ def stored_grids(root: str | None = None) -> list[str]:
     return sorted(glob.glob(os.path.join(root, "benchmarks", "results", "probe-*.jsonl")))
 
 
+def stored_timings(root: str | None = None) -> list[str]:
+    """The lab's stored attention timings (benchmarks/attention-*.json of this checkout, written
+    by ``benchmarks/attention.py --json``; none in an installed copy)."""
+    root = root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return sorted(glob.glob(os.path.join(root, "benchmarks", "attention-*.json")))
+
+
+def timing_tiers(paths) -> list[Tier]:
+    """One efficiency tier a stored timing file (its rows: T, row, fwd_ms, …)."""
+    out = []
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            rows = json.load(f)
+        rows = rows.get("rows", []) if isinstance(rows, dict) else rows
+        where = _shown_path(path)
+        out.append(
+            Tier(
+                "efficiency",
+                "benchmark",
+                (1, len(rows)),
+                f"attention timings, {where}",
+                timings=tuple({**r, "source": where} for r in rows),
+            )
+        )
+    return out
+
+
 def _shown_path(path: str) -> str:
     """A grid file as a reader finds it: relative to this checkout when it lies in it
     (benchmarks/results/…, whatever the working folder), else as given."""
@@ -278,10 +310,12 @@ def _probe_tiers(store_recs, extra, grids) -> tuple[list[Tier], list[str]]:
     return group_probes(recs, ", ".join(where) or "given records"), where
 
 
-def from_store(store, probe_records: list[dict] | None = None, grids=(), runs=None) -> Evidence:
+def from_store(
+    store, probe_records: list[dict] | None = None, grids=(), runs=None, timings=()
+) -> Evidence:
     """Every tier a store can give: its LM runs (grouped by setup) and its probe cells (plus
-    ``probe_records`` from JSONL files and the ``grids`` files); ``runs`` names the LM runs
-    to use (default: every finished one)."""
+    ``probe_records`` from JSONL files and the ``grids`` files), and the ``timings`` files'
+    efficiency tiers; ``runs`` names the LM runs to use (default: every finished one)."""
     from probes.record import records_from_store
 
     ev = Evidence(sources=[f"store {store.path}"])
@@ -290,7 +324,14 @@ def from_store(store, probe_records: list[dict] | None = None, grids=(), runs=No
     tiers, where = _probe_tiers(recs, probe_records, grids)
     ev.tiers += tiers
     ev.sources += [w for w in where if w != "the store"]
+    _add_timings(ev, timings)
     return ev
+
+
+def _add_timings(ev: Evidence, timings) -> None:
+    for t in timing_tiers(timings):
+        ev.tiers.append(t)
+        ev.sources.append(t.timings[0]["source"] if t.timings else t.setup)
 
 
 def demo_run(lm: dict) -> LMRun:
@@ -317,14 +358,14 @@ def demo_run(lm: dict) -> LMRun:
 
 
 def from_demo(
-    cov: dict | None, records: list[dict], lms: list[dict], store=None, grids=()
+    cov: dict | None, records: list[dict], lms: list[dict], store=None, grids=(), timings=()
 ) -> Evidence:
     """The main job's evidence: with a store, every run it holds (the job's own LMs read back
     with their configs, plus e.g. study runs), the job's same-token and battery numbers added
     to its runs; without one, the job's results alone. Plus the stored grids."""
     by_name = {lm["name"]: demo_run(lm) for lm in lms}
     if store is not None:
-        ev = from_store(store, records, grids)
+        ev = from_store(store, records, grids, timings=timings)
         tiers = []
         for t in ev.tiers:
             if t.kind == "lm":
@@ -358,5 +399,6 @@ def from_demo(
                     lms=tuple(by_name.values()),
                 )
             )
+        _add_timings(ev, timings)
     ev.coverage = cov
     return ev

@@ -115,8 +115,9 @@ def build_parser() -> FibParser:
     s.add_argument(
         "--no-grids",
         action="store_true",
-        help="leave the lab's stored paper-scale probe grids (benchmarks/results) out of the "
-        "claims ledger (default: use them when the checkout has them)",
+        help="leave the lab's stored results — the paper-scale probe grids "
+        "(benchmarks/results) and the attention timings (benchmarks/attention-*.json) — out of "
+        "the claims ledger (default: use them when the checkout has them)",
     )
     s.set_defaults(fn=cmd_report)
 

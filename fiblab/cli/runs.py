@@ -361,8 +361,12 @@ def cmd_report(args) -> int:
                 f"--paper-db {args.paper_db!r} does not exist (the authors' "
                 f"database; a copy ships at ../shared/reference/fib.db)"
             )
-        grids = [] if getattr(args, "no_grids", False) else ledger_evidence.stored_grids()
-        led = ledger.build(ledger_evidence.from_store(st, records, grids, args.runs or None))
+        stored = not getattr(args, "no_grids", False)
+        grids = ledger_evidence.stored_grids() if stored else []
+        timings = ledger_evidence.stored_timings() if stored else []
+        led = ledger.build(
+            ledger_evidence.from_store(st, records, grids, args.runs or None, timings)
+        )
         rep = build_report(
             st,
             args.runs or None,
