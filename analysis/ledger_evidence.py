@@ -39,6 +39,7 @@ __all__ = [
     "from_demo",
     "stored_grids",
     "stored_timings",
+    "run_label",
     "timing_tiers",
     "store_battery",
 ]
@@ -251,6 +252,19 @@ def _pick(datasets) -> str | None:
     return "fineweb_edu" if "fineweb_edu" in have else (have[0] if have else None)
 
 
+def run_label(label: str, model: dict) -> str:
+    """The paper label a run is compared under: a coprime run whose α are exactly the stagger's
+    at its depth (`lab.schedules.coprime_is_stagger`, e.g. 4 layers) is ``…/coprime=stagger``,
+    which no claim compares: it would tie the stagger by being the same model."""
+    from lab.schedules import coprime_is_stagger
+
+    L = model.get("n_layers")
+    if label.endswith("/coprime") and isinstance(L, int) and L > 0:
+        if coprime_is_stagger(model.get("schedule"), L, model.get("coprime_stride")):
+            return label + "=stagger"
+    return label
+
+
 def _store_lms(store, runs=None) -> list[tuple[LMRun, str, dict]]:
     from analysis import trajectories
     from analysis.tables_store import final_step_rows, lm_evals
@@ -272,12 +286,12 @@ def _store_lms(store, runs=None) -> list[tuple[LMRun, str, dict]]:
         frz = last[last["kind"] == "frozen"].set_index("context_len")["perplexity"]
         bins = last[last["kind"].str.startswith("bin") & (last["context_len"] == T)]
         bins = bins.assign(b=bins["kind"].str[3:].astype(int)).sort_values("b")
-        label = str(g["config"].iloc[0])
+        model = config.get("model") or {}
+        label = run_label(str(g["config"].iloc[0]), model)
         drift = None
         if label.endswith("learned") and (tr["run"] == name).any():
             pts = trajectories.run_points(tr, name)
             drift = alpha_drift(pts["points"], pts["init"])
-        model = config.get("model") or {}
         run = LMRun(
             name=name,
             label=label,

@@ -20,6 +20,7 @@ import time
 from analysis import demo_reuse
 from analysis import study_plan as SP
 from lab import jsonio
+from lab.schedules import coprime_is_stagger
 from lab.store import Store
 
 __all__ = ["StudyStore", "run_name", "study_config", "run_study", "study_ledger", "PLAN_FILE"]
@@ -272,8 +273,16 @@ def _comparison(r: _Runner, sc, steps: int, spent: float, plan_path: str) -> dic
         spent,
         sc.budget_s,
     )
-    others, skipped = {}, []
+    others, skipped, same = {}, [], {}
     for s in sc.others:
+        m = study_config(sc, r.prefix, s, 1, steps, r.runs_dir).model
+        if coprime_is_stagger(m.schedule, m.n_layers, m.coprime_stride):
+            same[s] = (
+                f"at L={m.n_layers} the coprime schedule is the linear stagger (no stride in "
+                f"2..L/2 is coprime with L): its runs would repeat the stagger's"
+            )
+            r.log(f"   {s}: not run — {same[s]}")
+            continue
         one = r.times.run_s(s, steps) * sc.other_seeds
         done = all(r.done(s, seed, steps) for seed in range(1, sc.other_seeds + 1))
         if spent + one > sc.budget_s and not done:  # runs already there cost nothing
@@ -291,6 +300,7 @@ def _comparison(r: _Runner, sc, steps: int, spent: float, plan_path: str) -> dic
         "plan": final.to_json() if final else None,
         "extra": extra,
         "skipped": skipped,
+        "same": same,
         "estimated_s": spent,
     }
 

@@ -85,7 +85,9 @@ def verdicts(cal: dict, cmp_: dict, sc, longer: dict | None = None) -> list[dict
             claim = claim.replace("4×", f"{top}×")
         xa, xb = _values(rows.get(a, []), measure), _values(rows.get(b, []), measure)
         if not xa or not xb:
-            why = f"not run ({a if not xa else b}: budget or scale)"
+            missing = a if not xa else b
+            why = (cmp_.get("same") or {}).get(missing) or "budget or scale"
+            why = f"not run ({missing}: {why})"
             out.append(
                 {
                     "claim": claim,
@@ -208,6 +210,8 @@ def study_report(res: dict, ledger_entries=None) -> Report:
         r.text("The first batch's σ was zero or undefined: no power plan.")
     if cmp_.get("skipped"):
         r.text("Not run (budget): " + ", ".join(cmp_["skipped"]) + ".")
+    for s, why in (cmp_.get("same") or {}).items():
+        r.text(f"Not run: {s} — {why}.")
     r.heading("Verdicts")
     r.table(
         pd.DataFrame(

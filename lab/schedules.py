@@ -135,3 +135,12 @@ def layer_alphas(
     raise ValueError(
         f"schedule={schedule!r} is unknown: use one of {SCHEDULES} or a list of {n_layers} alphas"
     )
+
+
+def coprime_is_stagger(schedule, n_layers: int, stride: int | None = None) -> bool:
+    """Whether ``schedule`` is the coprime one and gives exactly the linear stagger's α at this
+    depth (no stride in 2..L/2 is coprime with L: L ≤ 4 and L = 6, or stride 1). Such runs are
+    the stagger under another name: a comparison of the two would compare a run with itself."""
+    if schedule not in ("coprime", "hdc"):
+        return False
+    return layer_alphas(schedule, n_layers, stride=stride) == layer_alphas("stagger", n_layers)

@@ -481,3 +481,19 @@ def test_the_efficiency_claim_from_a_stored_timing_by_hand(tmp_path):
         "not tested here"
     )
     assert any(p.endswith("attention-cpu.json") for p in le.stored_timings())
+
+
+def test_a_coprime_run_that_is_the_stagger_is_not_compared_as_coprime():
+    four = {"n_layers": 4, "schedule": "coprime", "coprime_stride": None}
+    assert le.run_label("fib/coprime", four) == "fib/coprime=stagger"
+    assert le.run_label("fib/coprime", {**four, "n_layers": 16}) == "fib/coprime"
+    assert le.run_label("fib/coprime", {**four, "coprime_stride": 3}) == "fib/coprime"
+    assert le.run_label("fib/stagger", {**four, "schedule": "stagger"}) == "fib/stagger"
+    assert le.run_label("fib/coprime", {}) == "fib/coprime"  # depth unknown: as stored
+    # runs under that label give "coprime ties stagger" no evidence
+    st = [lm(f"st{s}", "fib/stagger", 35.0 + 0.1 * s, seed=s) for s in range(3)]
+    same = [lm(f"cp{s}", "fib/coprime=stagger", 35.0 + 0.1 * s, seed=s) for s in range(3)]
+    e = entry(
+        ledger.build(le.Evidence(tiers=[lm_tier("study", st + same)])), "t5-coprime-ties-stagger"
+    )
+    assert e.verdict == "not tested here"

@@ -82,3 +82,13 @@ def test_custom_lists_validated():
         layer_alphas("zigzag", 3)
     with pytest.raises(ValueError, match="n_layers=0"):
         layer_alphas("fixed", 0)
+
+
+def test_coprime_is_the_stagger_exactly_where_no_stride_is_coprime():
+    from lab.schedules import coprime_is_stagger
+
+    # by hand: L=4 → strides 2 (gcd 2) only, so S = 1; L=6 → 2, 3 share factors; L=5 → S = 2
+    assert [L for L in range(1, 11) if coprime_is_stagger("coprime", L)] == [1, 2, 3, 4, 6]
+    assert not coprime_is_stagger("coprime", 16) and not coprime_is_stagger("stagger", 4)
+    assert not coprime_is_stagger("coprime", 4, stride=3)  # ℓ ↦ 3ℓ mod 4: the reversed ramp
+    assert not coprime_is_stagger([0.5, 1.5], 2)

@@ -250,6 +250,19 @@ def test_stage_3_continues_stagger_and_fixed_to_the_top_rung(smoke, tmp_path):
     assert (first["longer"] is None) == (first["calibration"]["chosen"] == top)
 
 
+def test_coprime_that_is_the_stagger_at_this_depth_is_not_run(smoke, tmp_path):
+    """The smoke's 2-layer model: coprime's α are the stagger's, so the study says so and runs
+    nothing for it; its verdict is "not tested" with that reason."""
+    sc = replace(SP.STUDY_SCALES["study-smoke"], others=("coprime",))
+    res, runs = _study_again(smoke, tmp_path, sc, lambda runs: None)
+    cmp_ = res["comparison"]
+    assert "coprime" in cmp_["same"] and "coprime" not in cmp_["runs"]
+    assert not any(d.startswith("study-smoke-coprime-") for d in os.listdir(runs))
+    v = {x["claim"]: x for x in res["verdicts"]}
+    assert v["coprime ties stagger"]["answer"] == "not tested"
+    assert "is the linear stagger" in v["coprime ties stagger"]["here"]
+
+
 def test_cli_accepts_the_study_scales_and_keeps_the_default():
     from analysis.demo import SCALES
     from fiblab.cli import build_parser
