@@ -226,6 +226,19 @@ def _saved_plan(path: str, key: dict) -> dict | None:
     return saved if isinstance(saved, dict) and saved.get("key") == key else None
 
 
+def _same_as_stagger(r: _Runner, sc, steps: int) -> dict[str, str]:
+    """{scheme: why} of the other schemes whose α are the stagger's at the study's depth."""
+    out = {}
+    for s in sc.others:
+        m = study_config(sc, r.prefix, s, 1, steps, r.runs_dir).model
+        if coprime_is_stagger(m.schedule, m.n_layers, m.coprime_stride):
+            out[s] = (
+                f"at L={m.n_layers} the coprime schedule is the linear stagger (no stride in "
+                f"2..L/2 is coprime with L): its runs would repeat the stagger's"
+            )
+    return out
+
+
 def _comparison(r: _Runner, sc, steps: int, spent: float, plan_path: str) -> dict:
     first = sc.first_seeds
     new = [  # the calibration's runs at this rung are counted (and reused) already
@@ -244,7 +257,10 @@ def _comparison(r: _Runner, sc, steps: int, spent: float, plan_path: str) -> dic
     spent += cost
     ppl = {s: [row["ppl"][1] for row in rows] for s, rows in side.items()}
     pl = SP.seeds_plan(ppl["stagger"], ppl["fixed"])
-    others_s = sum(r.times.run_s(s, steps) for s in sc.others for _ in range(sc.other_seeds))
+    same = _same_as_stagger(r, sc, steps)
+    others_s = sum(
+        r.times.run_s(s, steps) for s in sc.others if s not in same for _ in range(sc.other_seeds)
+    )
     pair_s = r.times.run_s("stagger", steps) + r.times.run_s("fixed", steps)
     key = {"steps": steps, "first": [round(v, 6) for v in ppl["stagger"] + ppl["fixed"]]}
     saved = _saved_plan(plan_path, key)
@@ -273,14 +289,9 @@ def _comparison(r: _Runner, sc, steps: int, spent: float, plan_path: str) -> dic
         spent,
         sc.budget_s,
     )
-    others, skipped, same = {}, [], {}
+    others, skipped = {}, []
     for s in sc.others:
-        m = study_config(sc, r.prefix, s, 1, steps, r.runs_dir).model
-        if coprime_is_stagger(m.schedule, m.n_layers, m.coprime_stride):
-            same[s] = (
-                f"at L={m.n_layers} the coprime schedule is the linear stagger (no stride in "
-                f"2..L/2 is coprime with L): its runs would repeat the stagger's"
-            )
+        if s in same:
             r.log(f"   {s}: not run — {same[s]}")
             continue
         one = r.times.run_s(s, steps) * sc.other_seeds
