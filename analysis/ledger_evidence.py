@@ -267,7 +267,7 @@ def run_label(label: str, model: dict) -> str:
 
 def _store_lms(store, runs=None) -> list[tuple[LMRun, str, dict]]:
     from analysis import trajectories
-    from analysis.tables_store import final_step_rows, lm_evals
+    from analysis.tables_store import final_step_rows, lm_evals, same_tokens_basis
     from lab.drift import alpha_drift
 
     ev = lm_evals(store, runs=runs)
@@ -281,7 +281,11 @@ def _store_lms(store, runs=None) -> list[tuple[LMRun, str, dict]]:
         ds = _pick(g["dataset"])
         g = g[g["dataset"] == ds]
         T = int(g["seq_len"].iloc[0])
-        last = final_step_rows(g, lambda k: k in ("full", "frozen") or k.startswith("bin"))
+        last = final_step_rows(
+            g, lambda k: k in ("full", "frozen", "full:block0", "frozen:block0") or k[:3] == "bin"
+        )
+        at_T = last[(last["kind"] == "full") & (last["context_len"] == T)]["perplexity"]
+        last = same_tokens_basis(last)  # ppl(cT)/ppl(T) on the same text (tables_store)
         full = last[last["kind"] == "full"].set_index("context_len")["perplexity"]
         frz = last[last["kind"] == "frozen"].set_index("context_len")["perplexity"]
         bins = last[last["kind"].str.startswith("bin") & (last["context_len"] == T)]
@@ -297,7 +301,7 @@ def _store_lms(store, runs=None) -> list[tuple[LMRun, str, dict]]:
             label=label,
             W=None if g["W"].isna().iloc[0] else int(g["W"].iloc[0]),
             seed=None if g["seed"].isna().iloc[0] else int(g["seed"].iloc[0]),
-            ppl=float(full.get(T, math.nan)),
+            ppl=float(at_T.iloc[0]) if len(at_T) else math.nan,  # the fullest evaluation at T
             ext={int(c // T): float(p) for c, p in full.items() if c % T == 0},
             frozen={int(c // T): float(p) for c, p in frz.items() if c % T == 0},
             bins=tuple(float(x) for x in bins["loss"]) if len(bins) else None,

@@ -11,7 +11,13 @@ from lab.evalkind import EvalKind
 
 from .comparable import TableUnavailable
 from .tables_rows import comparable_rows, config_label, finish_table, paper_order, rounded
-from .tables_store import final_step_rows, lm_evals_and_variants, pick_dataset, unavailable
+from .tables_store import (
+    final_step_rows,
+    lm_evals_and_variants,
+    pick_dataset,
+    same_tokens_basis,
+    unavailable,
+)
 
 __all__ = ["table3", "table3_from_store", "table3_from_lenextrap"]
 
@@ -146,7 +152,7 @@ def table3_from_store(
     other variants are rows of their own (see :func:`analysis.tables_ppl.table1_from_store` for
     ``variant``, ``duplicates`` and ``attrs["notes"]``). ``runs`` restricts it to those names."""
     ev, variants = lm_evals_and_variants(store, status, runs)
-    ev = final_step_rows(ev, lambda k: _policy_kind(k) is not None)
+    ev = same_tokens_basis(final_step_rows(ev, lambda k: _policy_kind(k) is not None))
     ds = pick_dataset(ev, dataset, "Table 3")
     ev = ev[ev["dataset"] == ds]
     longer = set(ev.loc[ev["context_len"] > ev["seq_len"], "run"])

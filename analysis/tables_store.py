@@ -163,6 +163,33 @@ def final_step_rows(evals: pd.DataFrame, kinds) -> pd.DataFrame:
     return df[df["step"] == last].copy()
 
 
+def same_tokens_basis(evals: pd.DataFrame) -> pd.DataFrame:
+    """Length-extrapolation rows on one token basis: where a run's whole-window row at its
+    training length (``full`` / ``frozen``) was scored on more tokens than its rows at longer
+    lengths (training's final evaluation of the whole held-out stream, then ``fiblab eval
+    --limit N`` or the study's limited evaluation beyond it), that row is replaced by the
+    limited evaluation's one-block row at the training length (``…:block0``: the same windows,
+    so the same tokens as the longer rows). Otherwise ppl(4T)/ppl(T) would compare different
+    text. Rows already on one basis are returned unchanged."""
+    if evals.empty or "tokens" not in evals:
+        return evals
+    out = evals.copy()
+    keys = ["run", "dataset", "step"]
+    for _, g in out.groupby(keys, sort=False):
+        T = int(g["seq_len"].iloc[0])
+        for kind in ("full", "frozen"):
+            longer = g[(g["kind"] == kind) & (g["context_len"] > T)]
+            base = g[(g["kind"] == kind) & (g["context_len"] == T)]
+            block = g[(g["kind"] == f"{kind}:block0") & (g["context_len"] == T)]
+            if longer.empty or base.empty or block.empty:
+                continue
+            n = int(longer["tokens"].min())
+            if int(base["tokens"].iloc[0]) != n and int(block["tokens"].iloc[0]) == n:
+                cols = ["loss", "perplexity", "tokens"]
+                out.loc[base.index, cols] = block[cols].to_numpy()
+    return out
+
+
 # what each table of our store needs, and the command that produces it
 _TRAIN = "train a run to the end (`fiblab train --preset cpu-stagger`): it ends with one"
 _EVAL = (

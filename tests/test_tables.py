@@ -562,3 +562,44 @@ def test_table2_agrees_with_the_probe_runner_on_measured_cells():
         assert (mine["acc_at_200"], mine["acc_at_350"]) == pytest.approx(
             (row["acc"]["200"], row["acc"]["350"])
         )
+
+
+def test_extrapolation_rows_on_one_token_basis_by_hand():
+    """Training's final evaluation scores the whole held-out stream at T (more tokens); a limited
+    evaluation beyond T scores fewer: ppl(4T)/ppl(T) must use the limited run's one-block row at
+    T, the same text as the longer rows. A run already on one basis is left alone."""
+    import math
+
+    import pandas as pd
+
+    from analysis.tables_store import same_tokens_basis
+
+    def row(run, kind, ctx, loss, tokens):
+        return {
+            "run": run,
+            "dataset": "d",
+            "step": 500,
+            "seq_len": 128,
+            "kind": kind,
+            "context_len": ctx,
+            "loss": loss,
+            "perplexity": math.exp(loss),
+            "tokens": tokens,
+        }
+
+    ev = pd.DataFrame(
+        [
+            row("a", "full", 128, 3.70, 49920),  # the whole stream (training's evaluation)
+            row("a", "full:block0", 128, 3.58, 25600),  # the limited evaluation at T
+            row("a", "full", 512, 3.60, 25600),
+            row("b", "full", 128, 3.50, 25600),  # one basis already
+            row("b", "full:block0", 128, 3.50, 25600),
+            row("b", "full", 512, 3.55, 25600),
+        ]
+    )
+    got = same_tokens_basis(ev)
+    a = got[(got["run"] == "a") & (got["kind"] == "full") & (got["context_len"] == 128)].iloc[0]
+    assert a["loss"] == 3.58 and a["tokens"] == 25600
+    assert a["perplexity"] == pytest.approx(math.exp(3.58))
+    pd.testing.assert_frame_equal(got[got["run"] == "b"], ev[ev["run"] == "b"])
+    assert len(got) == len(ev) and (got["kind"] == ev["kind"]).all()
