@@ -194,6 +194,30 @@ def study_report(res: dict, ledger_entries=None) -> Report:
         name="calibration",
     )
     r.figure(calibration_figure(cal, sc["tokens_per_step"], top), "calibration")
+    runs = [x for rows in cmp_["runs"].values() for x in rows]
+    runs += [x for rows in ((res.get("longer") or {}).get("runs") or {}).values() for x in rows]
+    if runs:
+        r.heading("The comparisons' runs")
+        r.table(
+            pd.DataFrame(
+                [
+                    {
+                        "scheme": x["scheme"],
+                        "seed": x["seed"],
+                        "steps": x["steps"],
+                        "ppl_1x": x["ppl"].get(1, x["ppl"].get("1")),
+                        f"change_{top}x_percent": 100 * x["degradation"]
+                        if x["degradation"] is not None
+                        else None,
+                    }
+                    for x in runs
+                ]
+            ),
+            caption="every run of the comparisons: stage 2 at the chosen rung, stage 3 (when "
+            "it ran) at the top rung",
+            decimals=3,
+            name="comparison_runs",
+        )
     r.heading("Seeds and power")
     fp, pl = cmp_.get("first_plan"), cmp_.get("plan")
     if fp:

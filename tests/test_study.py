@@ -117,6 +117,7 @@ def test_the_ledger_decides_the_lm_claims_from_the_study_store(smoke):
     with open(os.path.join(smoke["out"], "report.md")) as f:
         md = f.read()
     assert "The claims ledger's language-model claims" in md and want[0] in md
+    assert "The comparisons' runs" in md  # every stage-2 run, one row each
 
 
 def test_second_run_reuses_everything(smoke):
