@@ -104,6 +104,23 @@ def same_token_table(lms: list[dict], policy: str = "recompute") -> pd.DataFrame
     return pd.DataFrame(rows)
 
 
+def precision_line(lms: list[dict], records: list[dict]) -> str:
+    """What the job computed in: each precision its language models were evaluated in (their
+    training's: `lab.evalrun.evaluate_run`) and its probe cells ran in."""
+
+    def named(ps) -> str:
+        found = sorted({p or "not recorded" for p in ps})
+        return " and ".join(found) if found else "none run"
+
+    lm = named(lm["eval"].get("precision") for lm in lms)
+    probe = named(rec.get("settings", {}).get("precision") for rec in records)
+    return (
+        f"Precision: language models trained and evaluated in {lm}; probe cells in {probe} "
+        f"(`--precision auto` is fp32 on every CPU, so this report reads the same on either "
+        f"of the lab's CPUs)."
+    )
+
+
 def demo_report(
     cov: dict,
     records: list[dict],
@@ -128,6 +145,7 @@ def demo_report(
         "can, and the probe claims are decided on the lab's stored paper-scale Table 2 grids "
         "(`benchmarks/results`) where the checkout has them."
     )
+    r.text(precision_line(lms, records))
     claims_section(r, claims)
     coverage_section(r, cov)
     if records:

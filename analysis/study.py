@@ -8,6 +8,11 @@ under the same key, and a calibration rung starts from the rung below's final ch
 no LR decay, batches a pure function of (seed, step)). A killed study resumes where it stopped.
 Every study run's stored config carries ``"scale": "study"`` (`StudyStore`), so evidence from
 it can be told from the demo's short runs; its name starts with the scale (``study-…``).
+
+One precision for the whole study (`study_precision`): resolved when it starts, recorded beside
+its runs (``<scale>-precision.json``), and kept when it is continued on a machine whose
+``auto`` answers otherwise — as ``--resume`` keeps a run's — so no comparison mixes fp32 and
+bf16 runs.  The report states it.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ __all__ = ["StudyStore", "run_name", "study_config", "run_study", "study_ledger"
 
 #: The stage-2 seed decision, kept beside the runs so a resumed study keeps its plan.
 PLAN_FILE = "plan.json"
+#: The precision the study started in, kept beside the runs so a continued study keeps it.
+PRECISION_FILE = "precision.json"
 
 
 class StudyStore(Store):
@@ -40,8 +47,53 @@ def run_name(prefix: str, scheme: str, seed: int, steps: int, seq_len: int) -> s
     return f"{prefix}-{scheme}-s{seed}-T{seq_len}-{steps}"
 
 
-def study_config(sc: SP.StudyScale, prefix: str, scheme: str, seed: int, steps: int, runs_dir):
-    """The TrainConfig of one study run (see `analysis.study_plan` for the recipe)."""
+def study_precision(runs_dir: str, prefix: str, asked: str = "auto", log=print) -> str:
+    """The precision every run of study `prefix` computes in: the one recorded when it started
+    (``<prefix>-precision.json`` in runs_dir), else that of a run it already trained (a study
+    from before the record), else `asked` resolved on this machine — then recorded."""
+    from lab.checkpoint import latest_good_checkpoint
+    from lab.hardware import machine
+    from lab.precision import resolve_precision
+
+    path = os.path.join(runs_dir, f"{prefix}-{PRECISION_FILE}")
+    here = resolve_precision(asked, "cpu")
+    try:
+        with open(path) as f:
+            was = json.load(f)
+    except (OSError, ValueError):
+        was = None
+    if was is None:
+        for name in sorted(os.listdir(runs_dir)) if os.path.isdir(runs_dir) else []:
+            if name.startswith(f"{prefix}-") and os.path.isdir(os.path.join(runs_dir, name)):
+                ck = latest_good_checkpoint(os.path.join(runs_dir, name), lambda *a: None)
+                if ck is not None and ck.get("precision"):
+                    was = {"precision": ck["precision"], "machine": f"its run {name}"}
+                    break
+    if was is None:
+        was = {"precision": here, "machine": machine().line()}
+    elif was["precision"] != here:
+        log(
+            f"   precision: continuing in {was['precision']}, the precision this study started "
+            f"in ({was['machine']}); --precision {asked} would be {here} here, and one study "
+            f"never mixes precisions"
+        )
+    os.makedirs(runs_dir, exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(was, f)
+    return was["precision"]
+
+
+def study_config(
+    sc: SP.StudyScale,
+    prefix: str,
+    scheme: str,
+    seed: int,
+    steps: int,
+    runs_dir,
+    precision: str = "auto",
+):
+    """The TrainConfig of one study run (see `analysis.study_plan` for the recipe), in the
+    study's `precision` (`study_precision`)."""
     from lab.trainconfig import make_config
 
     if scheme not in SP.SCHEMES:
@@ -60,6 +112,7 @@ def study_config(sc: SP.StudyScale, prefix: str, scheme: str, seed: int, steps: 
         "keep_ckpts": 1,
         "run_dir": runs_dir,
         "name": run_name(prefix, scheme, seed, steps, sc.seq_len),
+        "precision": precision,
         **sc.overrides,
     }
     if scheme != "dense":
@@ -70,8 +123,9 @@ def study_config(sc: SP.StudyScale, prefix: str, scheme: str, seed: int, steps: 
 class _Runner:
     """Trains and evaluates study runs, reusing finished ones; keeps the step-time estimates."""
 
-    def __init__(self, sc, prefix, runs_dir, store_path, quiet, log):
+    def __init__(self, sc, prefix, runs_dir, store_path, quiet, log, precision="auto"):
         self.sc, self.prefix, self.runs_dir = sc, prefix, runs_dir
+        self.precision = precision
         self.store_path, self.quiet, self.log = store_path, quiet, log
         self.times = SP.StepTimes(sc.tokens_per_step, sc.prior_s_per_step, sc.eval_s)
         self.data = None
@@ -96,7 +150,7 @@ class _Runner:
         """Train (or reuse) and evaluate one run; ``below``: the lower rung to continue from."""
         from lab.train import load_data, train
 
-        cfg = study_config(self.sc, self.prefix, scheme, seed, steps, self.runs_dir)
+        cfg = study_config(self.sc, self.prefix, scheme, seed, steps, self.runs_dir, self.precision)
         if cfg.name in self.results:
             return self.results[cfg.name]
         run_dir = os.path.join(self.runs_dir, cfg.name)
@@ -379,7 +433,8 @@ def run_study(
     sc = settings or SP.STUDY_SCALES[scale]
     os.makedirs(out_dir, exist_ok=True)
     os.makedirs(runs_dir, exist_ok=True)
-    r = _Runner(sc, scale, runs_dir, store_path, quiet, log)
+    precision = study_precision(runs_dir, scale, sc.overrides.get("precision", "auto"), log)
+    r = _Runner(sc, scale, runs_dir, store_path, quiet, log, precision)
     t_all = time.perf_counter()
     est = SP.study_estimate(r.times, sc)
     log(
@@ -415,6 +470,7 @@ def run_study(
     results = {
         "scale": "study",
         "size": scale,
+        "precision": precision,
         "settings": {k: getattr(sc, k) for k in sc.__dataclass_fields__},
         "rule": rule,
         "calibration": cal,

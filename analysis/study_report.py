@@ -155,6 +155,7 @@ def study_report(res: dict, ledger_entries=None) -> Report:
     r.text(
         f'`fiblab demo --scale {res["size"]}`. Runs marked `"scale": "study"` in the store. '
         f"T={sc['seq_len']}, W={sc['window']} (sparse), {sc['tokens_per_step']} tokens a step, "
+        f"every run trained and evaluated in {res.get('precision', 'the precision not recorded')}, "
         f"no LR decay (each rung continues the one below exactly). Estimated "
         f"{res['estimated_s'] / 60:.1f} of {sc['budget_s'] / 60:.0f} min budget; this invocation "
         f"trained {len(res['trained'])} runs and reused {len(res['reused'])}."

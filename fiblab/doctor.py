@@ -11,10 +11,16 @@ whether the main job takes minutes or hours here.
 
 What it runs (≈ 10–30 s on a 2-core CPU once the C++ kernel is built; the first build adds
 ≈ 30–60 s): a bf16-vs-fp32 matmul, a few training steps of the main job's language model
-(``cpu-stagger``: forward, backward, AdamW on one synthetic batch), and a few training steps of
-the retrieval probe at the demo's scale (depths 2 and 4) and the paper's (depths 2, 4, 8).  The
-attention and blur choices are made (or read from the cache) by those steps themselves, so
-what is printed is what a real run does.
+(``cpu-stagger``: forward, backward, AdamW on one synthetic batch) in fp32 and in bf16, and a
+few training steps of the retrieval probe at the demo's scale (depths 2 and 4) and the paper's
+(depths 2, 4, 8).  The attention and blur choices are made (or read from the cache) by those
+steps themselves, so what is printed is what a real run does.
+
+A busy machine: each step is timed ``reps`` times and the *fastest* counts (load only ever
+adds time), with its spread shown; the CPU other processes took meanwhile is measured
+(`lab.contention`) and a busy machine is said so in the first lines, with the estimates
+marked as likely high.  A cached implementation choice that was measured while the machine
+was busy is measured again when doctor finds the machine quiet, and marked otherwise.
 
 The estimates are step time × steps, stage by stage, in the demo's own plan (`analysis.demo`)
 and the paper's Table 2 grid (12 blur cells × 2,500 steps, depths 2/4/8, each measured), one job
@@ -30,8 +36,9 @@ import time
 
 import torch
 
+from lab import contention
 from lab.hardware import machine
-from lab.measure import time_fn
+from lab.measure import Timing, time_fn
 from lab.precision import autocast, default_precision, slow_bf16_reason
 from lab.wording import plural
 
@@ -62,8 +69,8 @@ def _matmul_ms() -> dict:
     return out
 
 
-def _lm_step_s(precision: str, reps: int) -> float:
-    """Seconds of one training step of the demo's language model (cpu-stagger) on this CPU."""
+def _lm_step_s(precision: str, reps: int) -> Timing:
+    """One training step of the demo's language model (cpu-stagger) on this CPU, timed."""
     from lab.model import FibLM
     from lab.trainconfig import make_config
 
@@ -85,11 +92,11 @@ def _lm_step_s(precision: str, reps: int) -> float:
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    return time_fn(step, warmup=1, reps=reps).median_s
+    return time_fn(step, warmup=1, reps=reps)
 
 
-def _probe_step_s(scale: str, depth: int, precision: str, reps: int) -> float:
-    """Seconds of one training step of a blur probe cell at `scale` and `depth`."""
+def _probe_step_s(scale: str, depth: int, precision: str, reps: int) -> Timing:
+    """One training step of a blur probe cell at `scale` and `depth`, timed."""
     from probes.runner import build_probe_model, train_step
     from probes.settings import SCALES, Cell
 
@@ -101,7 +108,7 @@ def _probe_step_s(scale: str, depth: int, precision: str, reps: int) -> float:
     g = torch.Generator().manual_seed(0)
     return time_fn(
         lambda: train_step(model, opt, cell, settings, g, precision), warmup=1, reps=reps
-    ).median_s
+    )
 
 
 def _choices() -> list[dict]:
@@ -160,14 +167,22 @@ def diagnose(reps: int = 3, retune: bool = False) -> dict:
     from lab import autotune
 
     t0 = time.perf_counter()
+    before = contention.probe(0.5)  # busy now?  then a busy-made choice is not re-measured
     forgotten = autotune.forget() if retune else 0
+    remeasured = 0 if retune or before.busy else autotune.forget(only_busy=True)
     m = machine()
     kernels = _kernels()
     precision = default_precision("cpu")
-    matmul = _matmul_ms()
-    lm = _lm_step_s(precision, reps)
-    probe = {("demo", d): _probe_step_s("demo", d, precision, reps) for d in (2, 4)}
-    probe.update({("paper", d): _probe_step_s("paper", d, precision, reps) for d in TABLE2_DEPTHS})
+    with contention.watch() as load:
+        matmul = _matmul_ms()
+        timed = {"lm_cpu_stagger": _lm_step_s(precision, reps)}
+        timed["lm_cpu_stagger_bf16"] = _lm_step_s("bf16", reps)
+        for scale, depths in (("demo", (2, 4)), ("paper", TABLE2_DEPTHS)):
+            for d in depths:
+                timed[f"probe_{scale}_d{d}"] = _probe_step_s(scale, d, precision, reps)
+    steps = {k: t.min_s for k, t in timed.items()}  # load only adds time: the fastest counts
+    lm = steps["lm_cpu_stagger"]
+    probe = {(k.split("_")[1], int(k[-1])): v for k, v in steps.items() if k.startswith("probe")}
     return {
         "machine": m.to_dict(),
         "kernels": kernels,
@@ -182,11 +197,12 @@ def diagnose(reps: int = 3, retune: bool = False) -> dict:
             "enabled": autotune.enabled(),
             "cache": str(autotune.cache_path()),
             "forgotten": forgotten,
+            "remeasured_busy": remeasured,
         },
-        "steps_s": {
-            "lm_cpu_stagger": lm,
-            **{f"probe_{scale}_d{d}": s for (scale, d), s in probe.items()},
-        },
+        "load": {"before": before.to_dict(), "timing": load.result.to_dict()},
+        "busy": before.busy or load.result.busy,
+        "steps_s": steps,
+        "steps_spread": {k: max(t.times_s) / t.min_s for k, t in timed.items()},
         "estimates": estimates(lm, probe),
         "seconds": time.perf_counter() - t0,
     }
@@ -201,7 +217,13 @@ def _choice_line(c: dict) -> str:
     shown = ", ".join(f"{k} {v:.1f} ms" for k, v in times.items())
     errors = c.get("errors") or {}
     broken = "".join(f"; {k} failed: {v}" for k, v in errors.items())
-    return f"{c.get('op')}: {c.get('choice')} for {c.get('shape_class')} ({shown}{broken})"
+    other = c.get("other_cores")
+    busy = (
+        f" — measured while busy ({other:.1f} cores used by others): --retune on a quiet machine"
+        if other is not None and other >= contention.BUSY_CORES
+        else ""
+    )
+    return f"{c.get('op')}: {c.get('choice')} for {c.get('shape_class')} ({shown}{broken}){busy}"
 
 
 def format_doctor(r: dict) -> str:
@@ -221,8 +243,19 @@ def format_doctor(r: dict) -> str:
         prec += " (no native bf16 units: bf16 is emulated here)"
     if p["auto_cuda"]:
         prec += f", {p['auto_cuda']} on CUDA"
+    timing = contention.Contention(**{k: v for k, v in r["load"]["timing"].items() if k != "busy"})
+    if r["busy"]:
+        load = (
+            f"BUSY — {timing.line().removeprefix('busy: ')} while doctor timed: the step times "
+            f"and estimates below are likely high; run fiblab doctor again on a quiet machine"
+        )
+    else:
+        load = timing.line() + " while doctor timed"
+    spread = max(r["steps_spread"].values())
+    lm16 = st["lm_cpu_stagger_bf16"] / st["lm_cpu_stagger"]
     lines = [
         "fiblab doctor — this machine and what the lab does on it",
+        f"  load        {load}",
         f"  machine     {m['cpu_model']} · PyTorch CPU capability {m['capability']}"
         f" · AVX512-BF16 {'yes' if m['avx512_bf16'] else 'no'} · AMX {'yes' if m['amx'] else 'no'}",
         f"  threads     {plural(m['cores'], 'core')}, torch uses {plural(m['threads'], 'thread')}"
@@ -231,20 +264,24 @@ def format_doctor(r: dict) -> str:
         f"  C++ kernel  {cpp_line}",
         f"  Triton      {tri}",
         f"  precision   {prec}; linear layer fp32 {mm['fp32']:.1f} ms, bf16 {mm['bf16']:.1f} ms"
-        f" ({mm['bf16'] / mm['fp32']:.1f}×)",
+        f" ({mm['bf16'] / mm['fp32']:.1f}×); the demo LM's step under bf16 takes "
+        f"{lm16:.2f}× its fp32 step (--precision bf16 opts in)",
     ]
     lines += [
         ("  choices     " if i == 0 else " " * 14) + _choice_line(c)
         for i, c in enumerate(r["choices"])
     ] or ["  choices     none measured (FIBLAB_AUTOTUNE=0, or every implementation forced)"]
+    again = r["autotune"].get("remeasured_busy") or 0
     lines.append(
         f"              cached in {r['autotune']['cache']} (fiblab doctor --retune: measure again)"
+        + (f"; {plural(again, 'choice')} made while busy measured again now" if again else "")
     )
     lines += [
         f"  steps       demo LM (cpu-stagger) {st['lm_cpu_stagger']:.2f} s · probe demo d2 "
         f"{st['probe_demo_d2']:.3f} s, d4 {st['probe_demo_d4']:.3f} s · probe paper d2 "
         f"{st['probe_paper_d2']:.3f} s, d4 {st['probe_paper_d4']:.3f} s, d8 "
-        f"{st['probe_paper_d8']:.3f} s",
+        f"{st['probe_paper_d8']:.3f} s (fastest of each step's repeats; the slowest was "
+        f"{spread:.2f}× the fastest)",
         f"  expected    fiblab demo ≈ {_minutes(est['demo_s'])} (probe "
         f"{_minutes(est['demo_stages_s']['probe'])}, language models with evaluations "
         f"{_minutes(est['demo_stages_s']['language_models'])})",
@@ -252,7 +289,7 @@ def format_doctor(r: dict) -> str:
         f"{_minutes(est['table2_grid_s'])} ("
         + ", ".join(f"depth {d} {_minutes(s)}" for d, s in est["table2_by_depth_s"].items())
         + ")",
-        f"  (doctor took {r['seconds']:.0f} s; estimates are step time × steps, a busy machine "
-        f"is slower)",
+        f"  (doctor took {r['seconds']:.0f} s; estimates are step time × steps on this machine "
+        f"as it was{' (busy)' if r['busy'] else ''})",
     ]
     return "\n".join(lines)

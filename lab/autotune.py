@@ -44,6 +44,7 @@ from pathlib import Path
 import torch
 from torch._subclasses.fake_tensor import FakeTensor  # private, but the one way to ask
 
+from lab.contention import BUSY_CORES, watch
 from lab.hardware import machine
 from lab.measure import time_fn
 
@@ -71,6 +72,13 @@ class Decision:
     cost_ms: float = 0.0  # wall time the whole measurement took (warm-ups included)
     machine_key: str = ""  # `lab.hardware.Machine.key` it was measured on
     measured_at: str = ""  # ISO time, UTC
+    other_cores: float | None = None  # other processes' CPU use meanwhile (`lab.contention`)
+
+    @property
+    def busy(self) -> bool:
+        """Measured while other processes took ≥ BUSY_CORES of the machine: the race may have
+        been decided by the load (`fiblab doctor` re-measures it on a quiet machine)."""
+        return self.other_cores is not None and self.other_cores >= BUSY_CORES
 
     def to_dict(self) -> dict:
         return {**asdict(self), "candidates": list(self.candidates)}
@@ -87,6 +95,7 @@ class Decision:
             cost_ms=float(d.get("cost_ms", 0.0)),
             machine_key=str(d.get("machine_key", "")),
             measured_at=str(d.get("measured_at", "")),
+            other_cores=None if d.get("other_cores") is None else float(d["other_cores"]),
         )
 
 
@@ -258,6 +267,28 @@ def _measure(
     errors: dict[str, str] = {}
     done: set[str] = set()  # candidates cut after their first call
     t0 = time.perf_counter()
+    with watch() as load:
+        _race(candidates, device, best, errors, done)
+    timings = {name: t * 1e3 for name, t in best.items()}
+    cost_ms = (time.perf_counter() - t0) * 1e3
+    names = tuple(candidates)
+    choice = min(timings, key=timings.__getitem__) if timings else names[0]
+    return Decision(
+        op=op,
+        shape_class=cls,
+        choice=choice,
+        candidates=names,
+        timings_ms=timings,
+        errors=errors,
+        cost_ms=cost_ms,
+        machine_key=key,
+        measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        other_cores=round(load.result.other_cores, 3),
+    )
+
+
+def _race(candidates, device: str, best: dict, errors: dict, done: set) -> None:
+    """Time the candidates in turns into `best` (seconds), `errors` and `done` (cut)."""
     for rnd in range(PASSES):  # in turns, so that a burst of load hits every candidate
         for name, run in candidates.items():
             if name in errors or name in done:
@@ -276,21 +307,6 @@ def _measure(
             except Exception as err:  # a broken implementation: recorded, never chosen
                 errors[name] = f"{type(err).__name__}: {err}"[:_ERROR_CHARS]
                 best.pop(name, None)
-    timings = {name: t * 1e3 for name, t in best.items()}
-    cost_ms = (time.perf_counter() - t0) * 1e3
-    names = tuple(candidates)
-    choice = min(timings, key=timings.__getitem__) if timings else names[0]
-    return Decision(
-        op=op,
-        shape_class=cls,
-        choice=choice,
-        candidates=names,
-        timings_ms=timings,
-        errors=errors,
-        cost_ms=cost_ms,
-        machine_key=key,
-        measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    )
 
 
 def choose(op: str, shape_class: str, candidates: Mapping[str, Callable[[], object]]) -> str:
@@ -341,14 +357,31 @@ def decisions(machine_key: str | None = None) -> list[Decision]:
     return [found[k] for k in sorted(found)]
 
 
-def forget(machine_key: str | None = None) -> int:
+def _busy_entry(entry) -> bool:
+    """A file entry measured under load, or one that no longer reads (measure it again)."""
+    try:
+        return Decision.from_dict(entry).busy
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return True
+
+
+def forget(machine_key: str | None = None, *, only_busy: bool = False) -> int:
     """Drop this machine's (or `machine_key`'s) decisions from memory and from the file, so
-    the next use measures again (`fiblab doctor --retune`: after a choice made under load).
+    the next use measures again (`fiblab doctor --retune`: after a choice made under load);
+    ``only_busy``: just those measured while the machine was busy (`Decision.busy`).
     Returns how many the file held."""
     key = machine().key if machine_key is None else machine_key
-    for k in [k for k, d in _MEMORY.items() if d.machine_key == key]:
+
+    def drop(d: Decision) -> bool:
+        return d.machine_key == key and (d.busy or not only_busy)
+
+    for k in [k for k, d in _MEMORY.items() if drop(d)]:
         del _MEMORY[k]
-    dropped = [k for k in _read(cache_path()) if k.startswith(f"{key}|")]
+    dropped = [
+        k
+        for k, entry in _read(cache_path()).items()
+        if k.startswith(f"{key}|") and (not only_busy or _busy_entry(entry))
+    ]
     if dropped:
         _update(lambda entries: {k: v for k, v in entries.items() if k not in dropped})
     return len(dropped)

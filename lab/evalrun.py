@@ -36,6 +36,7 @@ from lab.evaluate import (
     train_len,
 )
 from lab.model import RUNG_POLICIES, FibLM
+from lab.precision import autocast, resolve_precision
 
 
 # --------------------------------------------------------------------------------------------
@@ -102,6 +103,7 @@ class LoadedRun:
     step: int
     name: str
     run_dir: str
+    precision: str | None = None  # what it trained in; its evaluations compute in the same
 
 
 def open_run(
@@ -142,7 +144,7 @@ def open_run(
                 f"pass the run's data cache as data_dir"
             )
     name = cfg.name or os.path.basename(os.path.abspath(run_dir))
-    return LoadedRun(model, cfg, data, step, name, run_dir)
+    return LoadedRun(model, cfg, data, step, name, run_dir, r.precision)
 
 
 def load_run(run_dir: str, data_dir: str | None = None, device="cpu"):
@@ -184,14 +186,40 @@ def evaluate_run(
     device="cpu",
     data_dir: str | None = None,
     log: Callable[[str], None] = print,
+    precision: str | None = None,
 ) -> dict:
     """Every evaluation of a trained run, per held-out domain: perplexity at the training length,
     length extrapolation (factors × policies, position-matched blocks, new rungs) and position
     bins; logged to the store at `store_path` under the run's name and checkpoint step.
-    Returns a JSON-ready dict."""
+    Returns a JSON-ready dict.
+
+    ``precision`` None: the precision the run trained in (its checkpoint's), so a run trained
+    in fp32 on an AVX2 machine is not evaluated in bf16 on an AMX one (`auto` answers
+    differently there) and its numbers stay comparable with its training's; a checkpoint that
+    predates the field is evaluated in this machine's `auto`."""
+    r = open_run(run_dir, data_dir, device, log)
+    prec = resolve_precision(precision or r.precision, device)
+    with autocast(device, prec):
+        out, results = _evaluate_loaded(
+            r, factors, policies, bins, limit_windows, batch_size, device
+        )
+    out["precision"] = prec
+    if store_path:
+        from lab.store import Store
+
+        with Store(store_path) as st:
+            _ensure_run(st, r)
+            for ds, (ext, pb) in results.items():
+                log_extrapolation(st, r.name, r.step, ds, ext)
+                if pb is not None:
+                    log_position_bins(st, r.name, r.step, ds, pb)
+    return out
+
+
+def _evaluate_loaded(r: LoadedRun, factors, policies, bins, limit_windows, batch_size, device):
+    """(the JSON-ready dict, {dataset: (extrapolation, bins)}) of `evaluate_run`."""
     from lab.train import dataset_name
 
-    r = open_run(run_dir, data_dir, device, log)
     T = train_len(r.model)
     factors = list(factors)
     out = {
@@ -226,16 +254,7 @@ def evaluate_run(
             "bins": pb.to_dict() if pb else None,
         }
         results[ds] = (ext, pb)
-    if store_path:
-        from lab.store import Store
-
-        with Store(store_path) as st:
-            _ensure_run(st, r)
-            for ds, (ext, pb) in results.items():
-                log_extrapolation(st, r.name, r.step, ds, ext)
-                if pb is not None:
-                    log_position_bins(st, r.name, r.step, ds, pb)
-    return out
+    return out, results
 
 
 def _jsonable(x):

@@ -29,6 +29,7 @@ class RunModel:
     step: int
     name: str
     run_dir: str
+    precision: str | None = None  # what it trained in (its checkpoint's); None: not recorded
 
     @property
     def tokenizer_file(self) -> str | None:
@@ -83,7 +84,7 @@ def run_model(run_dir: str, device="cpu", log: Callable[[str], None] = print) ->
         ) from None
     model.to(device).eval()
     name = cfg.name or os.path.basename(os.path.abspath(run_dir))
-    return RunModel(model, cfg, int(ckpt["step"]), name, run_dir)
+    return RunModel(model, cfg, int(ckpt["step"]), name, run_dir, ckpt.get("precision"))
 
 
 def resolve_run(run: str, runs_dir: str = "runs") -> str:

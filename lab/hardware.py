@@ -6,10 +6,11 @@
 
 Why it matters: on a CPU without bfloat16 matrix units PyTorch emulates bf16 matmuls, and the
 probe step under bf16 autocast is measured ≈ 20× *slower* than in float32 on such a CPU (an
-AVX2 AMD EPYC: benchmarks/RESULTS.md), while on AMX / AVX512-BF16 CPUs and on CUDA it is the
-fast route.  So `lab.precision`'s ``auto`` reads `native_bf16`, the measured implementation
-choices (`lab.autotune`) are cached under `Machine.key`, and every benchmark table names the
-machine it was measured on (`Machine.line`).
+AVX2 AMD EPYC: benchmarks/RESULTS.md), so a forced ``--precision bf16`` there warns
+(`lab.precision.slow_bf16_reason` reads `native_bf16`); the measured implementation choices
+(`lab.autotune`) are cached under `Machine.key`, and every benchmark table names the machine it
+was measured on (`Machine.line`).  (``auto`` is fp32 on every CPU, native bf16 or not: see
+`lab.precision`.)
 
 The CPU's features come from PyTorch's own probes (`torch.backends.cpu.get_cpu_capability`,
 ``torch.cpu._is_avx512_bf16_supported`` / ``_is_amx_tile_supported``, which read CPUID) and, for
@@ -144,8 +145,8 @@ def machine() -> Machine:
 
 
 def native_bf16(device: torch.device | str = "cpu") -> bool:
-    """True where bfloat16 autocast is the fast route on `device`: CUDA, or a CPU with native
-    bfloat16 matrix instructions (AVX512-BF16, AMX, ARM BF16)."""
+    """True where bfloat16 runs on native units on `device`: CUDA, or a CPU with bfloat16
+    instructions (AVX512-BF16, AMX, ARM BF16) — where a forced bf16 is not emulated."""
     kind = torch.device(device).type
     if kind == "cuda":
         return True

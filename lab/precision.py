@@ -1,17 +1,24 @@
-"""Compute precision: the names, the choice that follows the hardware, and the autocast context.
+"""Compute precision: the names, the choice that follows the device, and the autocast context.
 
     PRECISIONS = ("fp32", "bf16")            # what a run computes in (stored with its results)
     PRECISION_CHOICES = ("auto", "fp32", "bf16")   # what a user may ask for
-    resolve_precision("auto", device)        # "bf16" where bf16 is native, else "fp32"
+    resolve_precision("auto", device)        # "bf16" on CUDA, "fp32" on every CPU
     with autocast(device, precision): ...
 
 ``"bf16"``   bfloat16 autocast on the device's type (weights and optimizer stay float32)
 ``"fp32"``   autocast switched *off* on the device's type: float32 even inside an outer autocast
-``"auto"``   `resolve_precision`: bf16 where the hardware computes it natively — CUDA, and CPUs
-             with AVX512-BF16, AMX or ARM BF16 (`lab.hardware.native_bf16`) — else fp32.  On a
-             CPU without those units PyTorch emulates bf16 matmuls and a probe step is measured
-             ≈ 20× *slower* than in fp32 (benchmarks/RESULTS.md), so ``auto`` never picks it
-             there, and a forced ``bf16`` there runs with one warning saying so.
+``"auto"``   `resolve_precision`: bf16 on CUDA, fp32 on every CPU.  Why not bf16 on CPUs with
+             native bf16 units (AVX512-BF16, AMX)?  Measured, it is slower there for every
+             workload of the lab: on a Xeon with AVX512-BF16 the training step of the CPU
+             models is 1.5–2.0× and of the paper's 60M model 1.2–1.6× *slower* under bf16
+             autocast, the probe step 1.3–1.5×, the evaluation 2.1× (the models are small, so
+             the casts cost more than the faster matmuls save, and the fused C++ attention
+             kernel is float32 / float64) — benchmarks/precision_speed.py, RESULTS.md "One lab
+             on every CPU".  On an AVX2 CPU bf16 is emulated, ≈ 20× slower.  And bf16 changes
+             the numbers: with fp32 on every CPU the same command gives the same results on
+             the AVX2 and the AVX512-BF16 machines the lab runs on.  ``--precision bf16``
+             opts in (it warns once where the CPU has no bf16 units:
+             `lab.hardware.native_bf16`).
 ``None``     inherit: inside an enclosing `autocast(device, p)` of the lab nothing is entered (so
              a run's evaluation computes in the precision its training chose); elsewhere the
              device's default, `default_precision(device)` (= ``auto``), and where that is fp32
@@ -46,9 +53,9 @@ def check_precision(precision: str) -> str:
 
 
 def default_precision(device: torch.device | str) -> str:
-    """The precision `auto` picks on `device`: "bf16" where bf16 is native (CUDA, CPUs with
-    AVX512-BF16 / AMX / ARM BF16), else "fp32"."""
-    return "bf16" if native_bf16(device) else "fp32"
+    """The precision `auto` picks on `device`: "bf16" on CUDA, "fp32" on every CPU, native
+    bf16 units or not (measured slower there for the lab's models: the module docstring)."""
+    return "bf16" if torch.device(device).type == "cuda" else "fp32"
 
 
 def slow_bf16_reason(device: torch.device | str) -> str | None:
@@ -59,7 +66,7 @@ def slow_bf16_reason(device: torch.device | str) -> str | None:
     return (
         f"this CPU ({m.cpu_model}, PyTorch capability {m.capability}) has no native bfloat16 "
         f"matrix units (AVX512-BF16 / AMX), so PyTorch emulates bf16 and a probe step is "
-        f"expected to be ≈ 20× slower than in fp32; use --precision auto (fp32 here)"
+        f"expected to be ≈ 20× slower than in fp32; use --precision auto (fp32 on a CPU)"
     )
 
 

@@ -40,7 +40,7 @@ class TrainConfig:
     run_dir: str = "runs"
     name: str = ""
     preset: str = ""  # the training preset this config was built from (make_config)
-    precision: str = "auto"  # auto | fp32 | bf16 (lab.precision; auto: bf16 where native)
+    precision: str = "auto"  # auto | fp32 | bf16 (lab.precision; auto: bf16 on CUDA, fp32 on CPU)
 
     @property
     def accum(self) -> int:

@@ -40,8 +40,8 @@ class ProbeSettings:
     sampler: str = "coverage"  # kv: training-distance sampler
     eval_batches: int = 1  # kv: evaluation batches per distance
     precision: str = "auto"  # "bf16": forward and loss under bfloat16 autocast (the paper's
-    #   probes ran so on GPU); fp32 weights and optimizer either way; "auto": bf16 where the
-    #   hardware has it natively, else fp32 (lab.precision) — resolved before any key is made
+    #   probes ran so on GPU); fp32 weights and optimizer either way; "auto": bf16 on CUDA,
+    #   fp32 on every CPU (lab.precision) — resolved before any key is made
 
     def resolved(self, device="cpu") -> ProbeSettings:
         """These settings with `precision` resolved for `device` (what the cell computes in and

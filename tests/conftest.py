@@ -7,11 +7,22 @@
   load.  tests/test_autotune.py turns measuring back on where it tests it.
 
 Set in ``os.environ``, so child processes (notebook kernels, ``run_child``) inherit them.
+
+The lab runs on two CPUs (an AVX2 AMD EPYC without bf16 units, an Intel Xeon with
+AVX512-BF16 / AMX), and CI on whichever the session has.  A test whose outcome could depend on
+which asks for the ``cpu_profile`` fixture: it then runs twice, as on each CPU
+(``FIBLAB_CPU_BF16=0`` and ``=1``, which `lab.hardware` reads in place of the CPU's own
+answer), is marked ``hardware`` (``pytest -m hardware`` runs just those), and so either
+machine catches what the other would hit.
 """
 
 from __future__ import annotations
 
 import pytest
+
+from lab.hardware import BF16_ENV
+
+CPU_PROFILES = {"avx2": "0", "bf16cpu": "1"}  # id → FIBLAB_CPU_BF16
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -20,3 +31,16 @@ def fiblab_session_env(tmp_path_factory):
         mp.setenv("FIBLAB_CACHE_DIR", str(tmp_path_factory.mktemp("fiblab-cache")))
         mp.setenv("FIBLAB_AUTOTUNE", "0")
         yield
+
+
+@pytest.fixture(params=list(CPU_PROFILES.values()), ids=list(CPU_PROFILES))
+def cpu_profile(request, monkeypatch) -> bool:
+    """Run the test as on each of the lab's CPUs; True on the one with native bf16."""
+    monkeypatch.setenv(BF16_ENV, request.param)
+    return request.param == "1"
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:  # the marker follows the fixture, so `-m hardware` finds every such test
+        if "cpu_profile" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.hardware)

@@ -49,6 +49,7 @@ def test_demo_writes_a_report_with_tables_figures_and_claims(demo):
     d, _ = demo
     rep = d / "report"
     md = (rep / "report.md").read_text()
+    assert "Precision: language models trained and evaluated in fp32; probe cells in fp32" in md
     tables = _tables(md)
     assert len(tables) >= 8
     assert all(len(t) >= 3 for t in tables)  # header, rule and at least a row

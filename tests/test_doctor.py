@@ -33,7 +33,7 @@ def _doctor(*args, env=None, timeout=120):
     )
 
 
-def test_doctor_json_has_every_field_and_runs_under_a_minute(tmp_path):
+def test_doctor_json_has_every_field_and_runs_under_a_minute(tmp_path, cpu_profile):
     env = {autotune.ENABLE_ENV: "1", autotune.CACHE_ENV: str(tmp_path)}
     before, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
     done = _doctor("--json", "--reps", "1", env=env)
@@ -58,26 +58,36 @@ def test_doctor_json_has_every_field_and_runs_under_a_minute(tmp_path):
     assert "-fopenmp" in (cpp["flags"] or ["-fopenmp"])
     assert "ok" in r["kernels"]["triton"]
     p = r["precision"]
-    assert p["auto_cpu"] == ("bf16" if here.cpu_bf16 else "fp32")
+    assert m["cpu_bf16"] is cpu_profile and here.cpu_bf16 is cpu_profile
+    assert p["auto_cpu"] == "fp32"  # on either CPU
     assert p["matmul_ms"]["fp32"] > 0 and p["matmul_ms"]["bf16"] > 0
-    assert (p["slow_bf16_reason"] is None) == here.cpu_bf16
+    assert (p["slow_bf16_reason"] is None) is cpu_profile
     ops = {c["op"] for c in r["choices"]}
-    if cpp["ok"]:  # both the attention kernel and the blur's band kernel raced their fallback
+    if cpp["ok"]:  # the fp32 steps raced the attention kernel and the blur's band kernel
         assert ops == {"columns_attention", "blur_attention"}
         for c in r["choices"]:
             assert c["choice"] in c["timings_ms"] and set(c["timings_ms"]) <= set(c["candidates"])
     cached = json.loads((tmp_path / autotune.FILE).read_text())["decisions"]
     assert len(cached) == len(r["choices"])  # what doctor shows is what later runs reuse
     steps = r["steps_s"]
-    assert set(steps) == {
-        "lm_cpu_stagger",
-        "probe_demo_d2",
-        "probe_demo_d4",
-        "probe_paper_d2",
-        "probe_paper_d4",
-        "probe_paper_d8",
-    }
-    assert all(v > 0 for v in steps.values())
+    assert (
+        set(steps)
+        == set(r["steps_spread"])
+        == {
+            "lm_cpu_stagger",
+            "lm_cpu_stagger_bf16",
+            "probe_demo_d2",
+            "probe_demo_d4",
+            "probe_paper_d2",
+            "probe_paper_d4",
+            "probe_paper_d8",
+        }
+    )
+    assert all(v > 0 for v in steps.values()) and all(v >= 1 for v in r["steps_spread"].values())
+    timing = r["load"]["timing"]
+    assert timing["exact"] and timing["cores"] == os.cpu_count() and timing["other_cores"] >= 0
+    assert r["busy"] == (r["load"]["before"]["busy"] or timing["busy"])
+    assert all("other_cores" in c for c in r["choices"])
     est = r["estimates"]
     assert est["demo_s"] > 0 and est["table2_grid_s"] > est["table2_by_depth_s"]["8"] > 0
     assert r["seconds"] <= wall
@@ -96,7 +106,14 @@ def test_estimates_are_step_time_times_steps():
     assert e["table2_grid_s"] == pytest.approx(4 * 2500 * (0.2 + 0.4 + 0.8))
 
 
-def test_format_names_the_machine_choices_and_times():
+def _load(other: float) -> dict:
+    c = {"other_cores": other, "cores": 2, "wall_s": 9.0, "load1": 2.5, "exact": True}
+    return {**c, "busy": other >= 0.5}
+
+
+@pytest.mark.parametrize("other", [0.1, 1.6])
+def test_format_names_the_machine_choices_and_times(other):
+    busy = other >= 0.5
     r = {
         "machine": {**machine().to_dict(), "gpu": None},
         "kernels": {
@@ -116,11 +133,16 @@ def test_format_names_the_machine_choices_and_times():
                 "choice": "fft",
                 "timings_ms": {"fft": 3.0},
                 "errors": {"band": "RuntimeError: boom"},
+                "other_cores": 1.2,
             }
         ],
         "autotune": {"enabled": True, "cache": "/x/choices.json", "forgotten": 0},
+        "load": {"before": _load(0.0), "timing": _load(other)},
+        "busy": busy,
+        "steps_spread": {"lm_cpu_stagger": 1.1, "probe_paper_d8": 1.4},
         "steps_s": {
             "lm_cpu_stagger": 0.5,
+            "lm_cpu_stagger_bf16": 0.75,
             "probe_demo_d2": 0.1,
             "probe_demo_d4": 0.2,
             "probe_paper_d2": 0.2,
@@ -138,7 +160,19 @@ def test_format_names_the_machine_choices_and_times():
     assert machine().cpu_model in text and "unavailable: no compiler" in text
     assert "fp32 2.0 ms, bf16 40.0 ms (20.0×)" in text
     assert "blur_attention: fft for T512 (fft 3.0 ms; band failed: RuntimeError: boom)" in text
+    assert "measured while busy (1.2 cores used by others)" in text
     assert "Table 2 grid" in text and "≈ 233 min" in text  # 14,000 s
+    assert "under bf16 takes 1.50× its fp32 step" in text and "was 1.40× the fastest" in text
+    load = text.splitlines()[1]
+    if busy:
+        assert load.startswith("  load        BUSY — other processes used 1.6 of 2 cores")
+        assert "likely high" in load and text.rstrip().endswith("as it was (busy))")
+    else:
+        assert load == (
+            "  load        quiet: other processes used 0.1 of 2 cores (load average 2.5)"
+            " while doctor timed"
+        )
+        assert "BUSY" not in text and "(busy)" not in text
 
 
 def test_retune_forgets_only_this_machines_choices(tmp_path, monkeypatch):
@@ -155,6 +189,25 @@ def test_retune_forgets_only_this_machines_choices(tmp_path, monkeypatch):
     assert autotune.decisions() == []
     left = json.loads((tmp_path / autotune.FILE).read_text())["decisions"]
     assert list(left) == ["another-one|op|cls"]
+
+
+def test_only_choices_made_while_busy_are_forgotten_for_remeasuring(tmp_path, monkeypatch):
+    monkeypatch.setenv(autotune.CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv(autotune.ENABLE_ENV, "1")
+    monkeypatch.setattr(autotune, "_MEMORY", {})
+    here = machine().key
+    for cls, other in (("quiet", 0.1), ("busy", 1.5), ("edge", 0.5), ("old", None)):
+        autotune._write(
+            autotune.Decision(
+                "op", cls, "a", ("a",), {"a": 1.0}, machine_key=here, other_cores=other
+            )
+        )
+    autotune._write(
+        autotune.Decision("op", "busy", "a", ("a",), {"a": 1.0}, machine_key="x", other_cores=2.0)
+    )
+    assert autotune.forget(only_busy=True) == 2  # 1.5 and the 0.5 boundary; not another machine's
+    assert [d.shape_class for d in autotune.decisions()] == ["old", "quiet"]
+    assert len(json.loads((tmp_path / autotune.FILE).read_text())["decisions"]) == 3
 
 
 def test_bad_reps_is_one_line_exit_2():

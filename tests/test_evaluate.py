@@ -31,6 +31,7 @@ from lab.evaluate import (
     position_resolved,
 )
 from lab.model import build_model
+from lab.precision import autocast
 from lab.store import Store
 from lab.train import make_config, train
 
@@ -52,6 +53,14 @@ def _stream(n, vocab, seed=0):
     """A learnable-ish token stream: a stride pattern plus noise."""
     rng = np.random.default_rng(seed)
     return ((np.arange(n) * 7 + rng.integers(0, 3, n)) % vocab).astype(np.int64)
+
+
+@pytest.fixture
+def in_fp32():
+    """Pin the evaluation's precision: the direct computations it is checked against are
+    float32 at rtol 1e-5, which bf16 (8-bit mantissa, ≈ 4e-3 relative) would not meet."""
+    with autocast("cpu", "fp32"):
+        yield
 
 
 def _direct_window_nll(model, toks, T, starts):
@@ -218,7 +227,7 @@ def test_learned_alpha_frozen_forward_reads_trained_rows_only(learned, policy):
     assert (max(got) == 50 + 61) == (policy == "freeze")  # 49 + 1 and 60 + 1: the trained reach
 
 
-def test_position_matched_blocks_against_training_length_windows(stagger):
+def test_position_matched_blocks_against_training_length_windows(stagger, in_fp32, cpu_profile):
     T = 64
     toks = _stream(2 * 4 * T + 50, 64, seed=5)  # two 4T windows + tail
     res = length_extrapolation(stagger, toks, factors=(1, 4), batch_size=8)
@@ -289,7 +298,7 @@ def test_binning_reproduces_the_papers_own_dump():
     )
 
 
-def test_bins_match_a_direct_per_position_computation(stagger):
+def test_bins_match_a_direct_per_position_computation(stagger, in_fp32, cpu_profile):
     T = 64
     toks = _stream(7 * T + 20, 64, seed=9)
     bins = position_resolved(stagger, toks, batch_size=3)
@@ -394,6 +403,33 @@ def test_evaluate_run_logs_every_kind(trained):
     with Store(trained["store"]) as st:
         ev = st.evals("ev")
     assert ev[(ev["kind"] == "full") & (ev["context_len"] == 64)]["tokens"].item() == 17 * 64
+
+
+def test_a_run_is_evaluated_in_the_precision_it_trained_in(trained, tmp_path, cpu_profile):
+    """`evaluate_run` computes in the run's checkpoint precision, whatever this machine's
+    `auto`: an fp32 run in fp32 (same numbers on both CPUs); the same weights marked as
+    trained in bf16 are evaluated under bf16 autocast — the oracle is a direct evaluation in
+    each precision, and the two differ (so the test sees which one ran)."""
+    d = tmp_path / "as-bf16"
+    shutil.copytree(trained["dir"], d)
+    (ckpt,) = list(d.glob("ckpt_*.pt"))
+    from lab.checkpoint import save_checkpoint
+
+    state = torch.load(ckpt, weights_only=False)
+    assert state["precision"] == "fp32"
+    state["precision"] = "bf16"
+    save_checkpoint(str(d), state["step"], state, keep=1)  # over it, with its checksum
+    model, _, data = load_run(trained["dir"])
+    toks = data.tokens("val")
+    want = {}
+    for prec in ("fp32", "bf16"):
+        with autocast("cpu", prec):
+            want[prec] = heldout_perplexity(model, toks).loss
+    assert abs(want["bf16"] - want["fp32"]) > 1e-5 * want["fp32"]  # ≫ the 1e-6 compared at
+    for run_dir, prec in ((trained["dir"], "fp32"), (str(d), "bf16")):
+        res = evaluate_run(run_dir, factors=(1,), bins=False, log=lambda s: None)
+        assert res["precision"] == prec
+        assert res["datasets"]["toks"]["perplexity"]["loss"] == pytest.approx(want[prec], rel=1e-6)
 
 
 def test_missing_or_corrupt_run_gives_clear_errors(trained, tmp_path):

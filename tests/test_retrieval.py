@@ -168,7 +168,7 @@ def test_precision_bf16_autocasts_and_keys_the_record():
     settings = replace(TINY, steps=20, log_every=10, precision="bf16")
     cell = Cell("blur", 2, "staggered", 0)
     assert cell.key(settings).endswith("/w2/bf16")
-    assert cell.key(TINY).endswith("/w2")  # fp32 keys unchanged
+    assert cell.key(replace(TINY, precision="fp32")).endswith("/w2")  # fp32 keys unchanged
     seen = []
     model = build_probe_model(cell, settings)
     model.blocks[0].attn.register_forward_hook(
@@ -185,6 +185,17 @@ def test_precision_bf16_autocasts_and_keys_the_record():
     with pytest.raises(ValueError, match="precision='fp16'"):
         run_cell(cell, replace(settings, precision="fp16"), progress=False)
     assert ProbeSettings().precision == "auto"  # resolved per machine: tests/test_precision.py
+
+
+def test_auto_keys_a_cell_as_fp32_on_either_cpu(cpu_profile):
+    """`auto` resolves to fp32 on both CPUs, so a grid's records from the two machines share
+    keys (and resume each other) instead of splitting into fp32 and bf16 cells."""
+    from dataclasses import replace
+
+    cell = Cell("blur", 2, "staggered", 0)
+    assert TINY.precision == "auto" and TINY.resolved().precision == "fp32"
+    assert cell.key(TINY) == cell.key(replace(TINY, precision="fp32"))
+    assert cell.key(TINY).endswith("/w2")
 
 
 def test_grid_jobs_match_one_process(tmp_path):

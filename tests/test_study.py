@@ -154,7 +154,9 @@ def test_rungs_continue_exactly_and_runs_are_marked(smoke, tmp_path):
 def test_results_json_is_strict(smoke):
     with open(os.path.join(smoke["out"], "study.json")) as f:
         data = _strict(f.read())
-    assert data["scale"] == "study"
+    assert data["scale"] == "study" and data["precision"] == "fp32"
+    with open(os.path.join(smoke["out"], "report.md")) as f:
+        assert "every run trained and evaluated in fp32" in f.read()
     assert data["comparison"]["plan"] is None or data["comparison"]["plan"]["seeds"] >= 2
 
 
@@ -294,3 +296,28 @@ def test_whole_study_estimate_by_hand():
     assert SP.study_estimate(prior, sc)["total"] <= sc.budget_s  # the worst case fits 3 h
     t.add("learned", 2.0)
     assert t.s_per_step("learned") == 2.0 and t.s_per_step("dense") == 2.0
+
+
+def test_the_study_keeps_the_precision_it_started_in(tmp_path, cpu_profile):
+    """A study resolves its precision once and records it; continued on a machine whose `auto`
+    answers otherwise, it keeps the recorded one (and says so), so no comparison mixes
+    precisions.  A study from before the record takes its runs' checkpoint precision."""
+    from analysis.study import PRECISION_FILE, study_config, study_precision
+    from lab.checkpoint import save_checkpoint
+
+    runs, said = tmp_path / "runs", []
+    assert study_precision(str(runs), "study", "auto", said.append) == "fp32"  # either CPU
+    rec = json.loads((runs / f"study-{PRECISION_FILE}").read_text())
+    assert rec["precision"] == "fp32" and "cores" in rec["machine"] and said == []
+    (runs / f"study-{PRECISION_FILE}").write_text(json.dumps({"precision": "bf16", "machine": "M"}))
+    assert study_precision(str(runs), "study", "auto", said.append) == "bf16"
+    assert len(said) == 1 and "continuing in bf16" in said[0] and "(M)" in said[0]
+    old = tmp_path / "old"
+    save_checkpoint(
+        str(old / "study-fixed-s1-T128-250"), 250, {"step": 250, "precision": "bf16"}, 1
+    )
+    assert study_precision(str(old), "study", "fp32", said.append) == "bf16"
+    assert json.loads((old / f"study-{PRECISION_FILE}").read_text())["precision"] == "bf16"
+    assert study_precision(str(old), "other", "fp32", said.append) == "fp32"  # not its runs
+    sc = SP.STUDY_SCALES["study-smoke"]
+    assert study_config(sc, "study", "fixed", 1, 4, str(runs), "bf16").precision == "bf16"

@@ -109,7 +109,7 @@ def test_fields_without_effect_and_missing_fields():
         variant_of(["fib"])
 
 
-def test_provenance_data_hash_and_precision():
+def test_provenance_data_hash_and_precision(cpu_profile):
     class Prepared:
         def __init__(self, key):
             self.meta = {"key": key}
@@ -474,7 +474,8 @@ def test_store_resume_keeps_started_at(tmp_path):
         assert s.runs().iloc[0]["started_at"] > first
 
 
-def test_training_fills_preset_and_provenance_and_resume_keeps_started_at(tmp_path):
+def test_training_fills_preset_and_provenance_and_resume_keeps_started_at(tmp_path, cpu_profile):
+    """A run records its preset, seed and provenance — precision fp32 on either CPU (`auto`)."""
     words = [f"w{i % 97} v{(i * 7) % 31}" for i in range(6000)]
     text = tmp_path / "corpus.txt"
     text.write_text(" ".join(words) + "\n")

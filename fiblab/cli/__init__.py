@@ -264,9 +264,9 @@ def build_parser() -> FibParser:
         "--precision",
         choices=["auto", "fp32", "bf16"],
         default=None,
-        help="auto (default): bf16 where this machine computes it natively (CUDA, AMX / "
-        "AVX512-BF16 CPUs), else fp32; bf16: forward under bfloat16 autocast, as the paper's "
-        "GPU probes (≈ 20× slower on CPUs without native bf16)",
+        help="auto (default): bf16 on CUDA, fp32 on every CPU (bf16 measured slower on the "
+        "lab's CPUs, and results then match across them); bf16: forward under bfloat16 "
+        "autocast, as the paper's GPU probes (≈ 20× slower on CPUs without native bf16)",
     )
     s.add_argument(
         "--jobs",
@@ -347,8 +347,9 @@ def build_parser() -> FibParser:
         "--precision",
         choices=["auto", "fp32", "bf16"],
         default=None,
-        help="auto (default): bf16 autocast where this machine has it natively (CUDA, AMX / "
-        "AVX512-BF16 CPUs), else fp32",
+        help="auto (default): bf16 autocast on CUDA, fp32 on every CPU (bf16 measured slower "
+        "on the lab's CPUs, and results then match across them; `fiblab doctor` shows the "
+        "ratio here)",
     )
     s.add_argument("--resume", action="store_true", help="continue from the last good checkpoint")
     s.add_argument(

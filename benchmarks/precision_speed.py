@@ -1,0 +1,140 @@
+"""What bf16 buys on this CPU: step times in fp32 and under bf16 autocast, in one process.
+
+    python benchmarks/precision_speed.py               # every workload below, 5 rounds
+    python benchmarks/precision_speed.py --reps 3 --only lm-cpu-small probe-demo-d2
+
+Why: ``--precision auto`` follows the hardware (`lab.precision`): bf16 on CPUs with AMX /
+AVX512-BF16, fp32 elsewhere.  Whether bf16 is *faster* there depends on the workload: the
+lab's CPU models are small (d = 128), where the casts autocast adds can outweigh faster
+matmuls, and the fused C++ attention kernel runs in float32 / float64 only, so under bf16
+the sparse models take the PyTorch path.  Each workload's fp32 and bf16 callables are timed in
+turns (`lab.measure.time_round_robin`: background load hits both alike) and the table gives
+the minimum and median of each and bf16 / fp32 of the minima (< 1: bf16 faster).
+
+Workloads: the training step (forward, backward, AdamW) of the CPU presets' model
+(cpu-small, T = 256, 16 windows: stagger and dense) and of the paper's model (paper-60m,
+T = 1024, one window: stagger and dense); the retrieval probe's step (blur cell, staggered
+init) at the demo's and the paper's scale, depth 2; the evaluation's forward (cpu-small
+stagger, 8 windows, no grad).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from benchmarks.header import machine_header  # noqa: E402
+from lab.measure import time_round_robin  # noqa: E402
+from lab.model import FibLM, config_for  # noqa: E402
+from lab.precision import autocast  # noqa: E402
+from lab.train import param_groups  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# name: (model preset, model overrides, batch, T)
+LM = {
+    "lm-cpu-small-stagger": ("cpu-small", {"schedule": "stagger"}, 16, 256),
+    "lm-cpu-small-dense": ("cpu-small", {"attention": "dense"}, 16, 256),
+    "lm-paper-60m-stagger": ("paper-60m", {"schedule": "stagger"}, 1, 1024),
+    "lm-paper-60m-dense": ("paper-60m", {"attention": "dense"}, 1, 1024),
+}
+PROBES = {"probe-demo-d2": ("demo", 2), "probe-paper-d2": ("paper", 2)}
+EVAL = {"eval-cpu-small-stagger": ("cpu-small", {"schedule": "stagger"}, 8, 256)}
+
+
+def lm_step(spec: tuple, precision: str):
+    """One training step of a fresh model of `spec` on random ids (drawn before timing)."""
+    preset, over, batch, T = spec
+    torch.manual_seed(0)
+    model = FibLM(config_for(preset, seq_len=T, **over))
+    opt = torch.optim.AdamW(param_groups(model, 0.1), lr=1e-4)
+    ids = torch.randint(0, model.cfg.vocab_size, (batch, T + 1), generator=torch.Generator())
+
+    def step():
+        with autocast("cpu", precision):
+            _, loss = model(ids[:, :-1], ids[:, 1:])
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
+def eval_forward(spec: tuple, precision: str):
+    preset, over, batch, T = spec
+    torch.manual_seed(0)
+    model = FibLM(config_for(preset, seq_len=T, **over)).eval()
+    ids = torch.randint(0, model.cfg.vocab_size, (batch, T), generator=torch.Generator())
+
+    def fwd():
+        with torch.no_grad(), autocast("cpu", precision):
+            model(ids)
+
+    return fwd
+
+
+def probe_step(spec: tuple, precision: str):
+    from probes.runner import build_probe_model, train_step
+    from probes.settings import SCALES, Cell
+
+    scale, depth = spec
+    settings = dataclasses.replace(SCALES[scale], precision=precision)
+    cell = Cell("blur", depth, "staggered", 0)
+    torch.manual_seed(0)
+    model = build_probe_model(cell, settings)
+    opt = torch.optim.AdamW(model.parameters(), lr=settings.lr)
+    g = torch.Generator().manual_seed(0)
+    return lambda: train_step(model, opt, cell, settings, g, precision)
+
+
+WORKLOADS = {
+    **{k: (lm_step, v) for k, v in LM.items()},
+    **{k: (probe_step, v) for k, v in PROBES.items()},
+    **{k: (eval_forward, v) for k, v in EVAL.items()},
+}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", nargs="+", choices=sorted(WORKLOADS), default=list(WORKLOADS))
+    ap.add_argument("--reps", type=int, default=5, help="timed rounds (default 5)")
+    ap.add_argument("--out", default=os.path.join(HERE, "results", "precision-speed.json"))
+    a = ap.parse_args(argv)
+    info = machine_header()
+    load = os.getloadavg()[0]
+    print(f"load average (1 min) at start: {load:.2f}; {a.reps} rounds after one warm-up")
+    print(
+        f"{'workload':<24} {'fp32 min':>9} {'med':>7} {'bf16 min':>9} {'med':>7} {'bf16/fp32':>9}"
+    )
+    rows = []
+    for name in a.only:
+        make, spec = WORKLOADS[name]
+        t = time_round_robin({p: make(spec, p) for p in ("fp32", "bf16")}, reps=a.reps)
+        f, b = t["fp32"], t["bf16"]
+        rows.append(
+            {
+                "workload": name,
+                "fp32_s": list(f.times_s),
+                "bf16_s": list(b.times_s),
+                "ratio_min": b.min_s / f.min_s,
+            }
+        )
+        print(
+            f"{name:<24} {f.min_s * 1e3:>7.0f}ms {f.median_s * 1e3:>5.0f}ms "
+            f"{b.min_s * 1e3:>7.0f}ms {b.median_s * 1e3:>5.0f}ms {b.min_s / f.min_s:>8.2f}×",
+            flush=True,
+        )
+    load_end = os.getloadavg()[0]
+    print(f"load average (1 min) at end: {load_end:.2f}")
+    with open(a.out, "w") as fh:
+        json.dump({"machine": info, "load": [load, load_end], "rows": rows}, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
