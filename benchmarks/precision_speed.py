@@ -30,6 +30,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from benchmarks.header import machine_header  # noqa: E402
+from lab import contention  # noqa: E402
 from lab.measure import time_round_robin  # noqa: E402
 from lab.model import FibLM, config_for  # noqa: E402
 from lab.precision import autocast  # noqa: E402
@@ -106,34 +107,34 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=os.path.join(HERE, "results", "precision-speed.json"))
     a = ap.parse_args(argv)
     info = machine_header()
-    load = os.getloadavg()[0]
-    print(f"load average (1 min) at start: {load:.2f}; {a.reps} rounds after one warm-up")
+    print(f"{a.reps} rounds after one warm-up; minimum and median of each")
     print(
         f"{'workload':<24} {'fp32 min':>9} {'med':>7} {'bf16 min':>9} {'med':>7} {'bf16/fp32':>9}"
     )
-    rows = []
-    for name in a.only:
-        make, spec = WORKLOADS[name]
-        t = time_round_robin({p: make(spec, p) for p in ("fp32", "bf16")}, reps=a.reps)
-        f, b = t["fp32"], t["bf16"]
-        rows.append(
-            {
-                "workload": name,
-                "fp32_s": list(f.times_s),
-                "bf16_s": list(b.times_s),
-                "ratio_min": b.min_s / f.min_s,
-            }
-        )
-        print(
-            f"{name:<24} {f.min_s * 1e3:>7.0f}ms {f.median_s * 1e3:>5.0f}ms "
-            f"{b.min_s * 1e3:>7.0f}ms {b.median_s * 1e3:>5.0f}ms {b.min_s / f.min_s:>8.2f}×",
-            flush=True,
-        )
-    load_end = os.getloadavg()[0]
-    print(f"load average (1 min) at end: {load_end:.2f}")
+    with contention.watch() as load:
+        rows = [_row(name, a.reps) for name in a.only]
+    print(load.result.line() + " while this ran")
     with open(a.out, "w") as fh:
-        json.dump({"machine": info, "load": [load, load_end], "rows": rows}, fh, indent=1)
+        json.dump({"machine": info, "load": load.result.to_dict(), "rows": rows}, fh, indent=1)
     return 0
+
+
+def _row(name: str, reps: int) -> dict:
+    """Time one workload's fp32 and bf16 callables in turns; print and return its row."""
+    make, spec = WORKLOADS[name]
+    t = time_round_robin({p: make(spec, p) for p in ("fp32", "bf16")}, reps=reps)
+    f, b = t["fp32"], t["bf16"]
+    print(
+        f"{name:<24} {f.min_s * 1e3:>7.0f}ms {f.median_s * 1e3:>5.0f}ms "
+        f"{b.min_s * 1e3:>7.0f}ms {b.median_s * 1e3:>5.0f}ms {b.min_s / f.min_s:>8.2f}×",
+        flush=True,
+    )
+    return {
+        "workload": name,
+        "fp32_s": list(f.times_s),
+        "bf16_s": list(b.times_s),
+        "ratio_min": b.min_s / f.min_s,
+    }
 
 
 if __name__ == "__main__":

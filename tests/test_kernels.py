@@ -14,6 +14,7 @@ The C++ build happens once per machine (cached on disk) and once per session in 
 """
 
 import math
+import os
 import random
 import shutil
 import warnings
@@ -25,6 +26,7 @@ from lab import kernels
 from lab.attention import sparse_attention
 from lab.kernels import cpu
 from lab.kernels.oracle import oracle_attention
+from lab.measure import ROOT
 from lab.model import build_model
 from lab.offsets import attended_distances, fibonacci, powers_of_two
 
@@ -366,6 +368,41 @@ def test_model_same_loss_and_grads_cpp_and_torch(built, monkeypatch, schedule, d
     if schedule == "learned":
         thetas = [n for n in g_ref if n.endswith("theta")]
         assert thetas and all(g_ref[n].abs() > 0 for n in thetas)
+
+
+def test_cpu_extension_cache_name_is_per_cpu(monkeypatch):
+    """A checkout moved between the lab's machines rebuilds: the AVX2 EPYC's and the AVX-512
+    Xeon's builds never share an entry (their -march=native code differs)."""
+    from lab.kernels import cpu
+
+    epyc = "AuthenticAMD AMD EPYC fpu sse2 avx avx2 fma"
+    xeon = "GenuineIntel Intel(R) Xeon(R) Processor fpu sse2 avx avx2 fma avx512f avx512_bf16"
+    monkeypatch.setattr(cpu, "cpu_signature", lambda: epyc)
+    amd = cpu.extension_name(["-O3", "-march=native"])
+    monkeypatch.setattr(cpu, "cpu_signature", lambda: xeon)
+    assert cpu.extension_name(["-O3", "-march=native"]) != amd
+
+
+@pytest.mark.slow  # ≈ 1 min: a second build of the extension, in a subprocess
+def test_the_avx2_build_matches_the_oracle_on_any_x86_cpu(tmp_path):
+    """The kernel built for AVX2 (x86-64-v3, what the AMD EPYC's -march=native gives) passes the
+    float64-oracle tests on this machine too, so an AVX-512 machine checks both builds."""
+    import subprocess
+    import sys
+
+    from lab.kernels import cpu
+
+    env = {**os.environ, cpu.MARCH_ENV: "x86-64-v3", "TORCH_EXTENSIONS_DIR": str(tmp_path)}
+    env["PYTHONPATH"] = str(ROOT)
+    show = "from lab.kernels import cpu; print(cpu.build_info()['flags'])"
+    flags = subprocess.run([sys.executable, "-c", show], env=env, capture_output=True, text=True)
+    assert "-march=x86-64-v3" in flags.stdout, flags.stderr[-2000:]
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__]
+    cmd += ["-k", "matches_oracle or gradcheck or low_level", "-m", "not slow"]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "passed" in done.stdout and "failed" not in done.stdout
+    assert any(p.name.startswith("fiblab_cpu_") for p in tmp_path.iterdir())  # a second build
 
 
 def test_cpu_extension_cache_name_is_per_checkout(monkeypatch):

@@ -15,6 +15,9 @@ and cached under TORCH_EXTENSIONS_DIR (default ~/.cache/torch_extensions).  The 
 name carries a hash of the source, the flags, the torch version and this CPU's model and
 feature flags, so a build made for one CPU is never loaded on another.  Compilation failures
 are remembered for the process: `load()` raises `KernelUnavailable` with the reason.
+``FIBLAB_CPU_MARCH=x86-64-v3`` (any gcc ``-march``) builds for that instruction set instead of
+this CPU's: one build for a cluster of mixed CPUs, and how the suite checks the AVX2 build
+against the float64 oracle on an AVX-512 machine (tests/test_kernels.py).
 
 Autograd: two `torch.library.custom_op`s (``fiblab::cpu_columns_fwd`` / ``_bwd``, wrapping the
 extension's ``torch.ops.fiblab_cpu.forward`` / ``backward``) with `register_autograd` and fake
@@ -46,6 +49,7 @@ SOURCES = (
 )  # the blur probe's band kernels
 _NATIVE_FLAGS = ["-O3", "-march=native", "-fopenmp"]
 _PORTABLE_FLAGS = ["-O3", "-fopenmp"]
+MARCH_ENV = "FIBLAB_CPU_MARCH"  # build for this -march instead of native (e.g. x86-64-v3: AVX2)
 DTYPES = (torch.float32, torch.float64)
 
 
@@ -127,6 +131,11 @@ def _compile(flags: Sequence[str]):
 def _build():
     """The extension's operators: native flags first, then portable ones if the compiler
     refuses them."""
+    march = os.environ.get(MARCH_ENV, "").strip()
+    if march:  # asked for: no fallback, a failure says so
+        flags = ["-O3", f"-march={march}", "-fopenmp"]
+        ops, _STATE["flags"] = _compile(flags), tuple(flags)
+        return ops
     try:
         ops, _STATE["flags"] = _compile(_NATIVE_FLAGS), tuple(_NATIVE_FLAGS)
     except Exception as native_err:  # e.g. a compiler without -march=native
