@@ -6,9 +6,13 @@ exactly one verdict from the strongest evidence the store holds.
     led.summary()            # "paper's claims (35): 4 held, 2 did not hold, … not tested here"
     led.write_json("reports/x/claims.json")
 
-Verdicts: ``held``, ``did not hold``, ``not shown`` (tested, not decisive: the effect size,
-Welch's p and the power the test had for the paper's gap; a result at chance level is labelled
-"at chance") and ``not tested here`` (with why, and what would test it).  Each claim is decided
+Verdicts: ``held``, ``did not hold`` (for a comparison also "magnitude not reproduced": the
+paper's effect outside the interval), ``not shown`` (tested, not decisive: the effect size, the
+p-values and the smallest gap the seeds could detect; a result at chance level is labelled "at
+chance") and ``not tested here`` (with why, and what would test it).  The comparisons over
+seeds (`analysis.ledger_compare`) are tested as claims.toml registers them, and their p-values
+are Holm-adjusted per family once every claim is evaluated (`adjust`, `analysis.decide`);
+claims.json carries the protocol and its SHA-256 beside the verdicts.  Each claim is decided
 by the strongest tier that has evidence for it (`analysis.ledger_evidence`: a paper-scale probe
 grid beats the reduced probe, a study run beats the demo's short runs); weaker tiers' verdicts
 are listed beside it (``also``).  A tier too small to decide an LM claim (the demo's runs)
@@ -18,13 +22,17 @@ list) get verdicts too, but the summary counts the paper's claims only.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
 
 import tomllib
 
-from analysis.ledger_checks import LM_CHECKS, Finding, compare
+from analysis import ledger_compare
+from analysis.decide import settle
+from analysis.ledger_checks import LM_CHECKS, Finding
 from analysis.ledger_efficiency import EFFICIENCY_CHECKS
 from analysis.ledger_probe import PROBE_CHECKS
 from lab import jsonio
@@ -100,6 +108,7 @@ class Entry:
 class Ledger:
     entries: list
     sources: list = field(default_factory=list)
+    protocol: dict = field(default_factory=dict)  # {claim id: registered test} (`protocol`)
 
     def paper(self) -> list[Entry]:
         return [e for e in self.entries if e.source == "paper"]
@@ -131,13 +140,25 @@ class Ledger:
         return [e for e in self.paper() if e.verdict == "not tested here" or e.why]
 
     def to_json(self) -> list[dict]:
+        """Every entry as a dict (NaN as None): the ``claims`` of `document`."""
         return [e.to_json() for e in self.entries]
 
+    def document(self) -> dict:
+        """claims.json: the registered protocol of every comparison claim, its hash, and the
+        entries (a decided comparison's ``stats`` carry p_raw, p_adjusted, family, test, ci,
+        direction, magnitude, mde, n_a, n_b)."""
+        return {
+            "protocol": jsonio.clean(self.protocol),
+            "protocol_sha256": protocol_sha256(self.protocol),
+            "claims": self.to_json(),
+        }
+
     def write_json(self, path: str) -> str:
+        """`document` as strict JSON (null for NaN) at ``path``."""
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         tmp = path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
-            f.write(jsonio.dumps(self.to_json(), indent=1))
+            f.write(jsonio.dumps(self.document(), indent=1))
         os.replace(tmp, path)
         return path
 
@@ -215,9 +236,8 @@ def coverage_findings(cov: dict | None = None) -> dict[str, Finding]:
 # verdicts
 # --------------------------------------------------------------------------------------------
 def _check(claim: dict, tier) -> Finding | None:
-    cmp = claim.get("compare")
-    if cmp and cmp[2] in ("beats", "ties"):
-        return compare(tier, cmp[0], cmp[1], cmp[2], cmp[3], claim.get("rel_gap"))
+    if ledger_compare.protocol(claim) is not None:
+        return ledger_compare.comparison_check(claim, tier)
     fn = (
         LM_CHECKS.get(claim["id"])
         or PROBE_CHECKS.get(claim["id"])
@@ -259,9 +279,8 @@ def _entry(claim: dict, source: str, finding: Finding | None, **kw) -> Entry:
 
 
 def _untested(f: Finding) -> bool:
-    """A comparison with one seed on a side: no test, no power (`ledger_checks.compare`)."""
-    s = f.stats or {}
-    return "n_a" in s and "n_b" in s and min(s["n_a"] or 0, s["n_b"] or 0) < 2
+    """A comparison with one seed on a side: no test, no power (`ledger_compare`)."""
+    return bool(f.tests) and not any(p.comparison.tested for p in f.tests)
 
 
 def _strongest(found: list) -> int:
@@ -269,16 +288,52 @@ def _strongest(found: list) -> int:
     whose finding is a test. A study's longer calibration rungs have one seed a scheme, its
     comparison runs many at a shorter rung; a comparison there is a test, one seed a side at
     more tokens is not, so it is shown beside (``also``) rather than deciding. With no tested
-    finding among the deciding tiers, the strongest tier decides as before."""
+    finding among the deciding tiers, the strongest tier decides as before. The choice never
+    reads a p-value or a verdict."""
     for i, (tier, f) in enumerate(found):
         if tier.decides and not _untested(f):
             return i
     return 0
 
 
-def decide(claim: dict, source: str, evidence, cov: dict[str, Finding]) -> Entry:
-    """One claim's entry: the strongest tier with evidence decides (a tested comparison before
-    an untested one, `_strongest`); the others go to ``also``."""
+def findings(claim: dict, evidence) -> list[tuple]:
+    """(tier, finding) of every tier with evidence for ``claim``, the deciding one first (a
+    comparison's finding is decided as a family of its own until `adjust`)."""
+    if claim["kind"] == "coverage":
+        return []
+    found = []
+    for tier in _tiers_for(claim["kind"], evidence):
+        f = _check(claim, tier)
+        if f is not None:
+            found.append((tier, f))
+    if found:
+        found.insert(0, found.pop(_strongest(found)))
+    return found
+
+
+def adjust(found: dict[str, list]) -> None:
+    """Re-decide every comparison finding with its family (in place): Holm over the p-values of
+    all the pairs of a family's deciding findings together (`analysis.decide.settle`), once,
+    after every claim is evaluated; the weaker tiers' findings shown beside (``also``) are
+    adjusted with the same family's findings of their own tier."""
+    groups: dict[tuple, list] = {}
+    for cid, fs in found.items():
+        for i, (tier, f) in enumerate(fs):
+            if f.tests:
+                fam = f.tests[0].comparison.protocol.family
+                key = (fam, None) if i == 0 else (fam, tier.label)
+                groups.setdefault(key, []).append((cid, i))
+    for members in groups.values():
+        decided = iter(settle([p.comparison for cid, i in members for p in found[cid][i][1].tests]))
+        for cid, i in members:
+            tier, f = found[cid][i]
+            found[cid][i] = (tier, ledger_compare.finish(f, [next(decided) for _ in f.tests]))
+
+
+def decide(claim: dict, source: str, found: list, cov: dict[str, Finding]) -> Entry:
+    """One claim's entry from its findings (`findings`, deciding first; after `adjust`): the
+    first decides, the others go to ``also``. A tier too small to decide (demo runs) reports
+    its numbers as ``not shown``, with its verdict as measured (``raw_verdict``)."""
     if claim["kind"] == "coverage":
         f = cov.get(claim["id"])
         return _entry(
@@ -287,11 +342,6 @@ def decide(claim: dict, source: str, evidence, cov: dict[str, Finding]) -> Entry
             f,
             evidence={"tier": "computed", "scale": "exact", "runs": f.evidence if f else []},
         )
-    found = []
-    for tier in _tiers_for(claim["kind"], evidence):
-        f = _check(claim, tier)
-        if f is not None:
-            found.append((tier, f))
     if not found:
         what = _KIND_WORDS.get(claim["kind"], "evidence of this kind")
         return _entry(
@@ -301,7 +351,7 @@ def decide(claim: dict, source: str, evidence, cov: dict[str, Finding]) -> Entry
             why=f"the evidence here has no {what}",
             evidence={"tier": None, "scale": None, "runs": []},
         )
-    tier, f = found.pop(_strongest(found))
+    (tier, f), rest = found[0], found[1:]
     why = ""
     if not tier.decides:
         raw = f.verdict
@@ -313,7 +363,7 @@ def decide(claim: dict, source: str, evidence, cov: dict[str, Finding]) -> Entry
         )
     also = [
         {"tier": t.label, "scale": t.scale, "verdict": g.verdict, "label": g.label, "here": g.here}
-        for t, g in found
+        for t, g in rest
     ]
     return _entry(
         claim,
@@ -325,10 +375,31 @@ def decide(claim: dict, source: str, evidence, cov: dict[str, Finding]) -> Entry
     )
 
 
+def protocol(claims: list[dict]) -> dict:
+    """The registered tests of the comparison claims, {id: protocol}, in file order."""
+    out = {}
+    for c in claims:
+        pr = ledger_compare.protocol(c)
+        if pr is not None:
+            out[c["id"]] = pr.to_json()
+    return out
+
+
+def protocol_sha256(proto: dict) -> str:
+    """The SHA-256 of the protocol's canonical JSON (sorted keys, no spaces): a protocol changed
+    after the results changes it."""
+    text = json.dumps(jsonio.clean(proto), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def build(evidence, claims_path: str = CLAIMS_PATH) -> Ledger:
-    """Every claim of the toml, decided on ``evidence`` (`analysis.ledger_evidence.Evidence`)."""
+    """Every claim of the toml, decided on ``evidence`` (`analysis.ledger_evidence.Evidence`):
+    each claim's findings first, then the comparisons' families adjusted together, then the
+    verdicts."""
     paper, lab = load_claims(claims_path)
     cov = coverage_findings(evidence.coverage)
-    entries = [decide(c, "paper", evidence, cov) for c in paper]
-    entries += [decide(c, "lab", evidence, cov) for c in lab]
-    return Ledger(entries, list(evidence.sources))
+    claims = [(c, "paper") for c in paper] + [(c, "lab") for c in lab]
+    found = {c["id"]: findings(c, evidence) for c, _ in claims}
+    adjust(found)
+    entries = [decide(c, source, found[c["id"]], cov) for c, source in claims]
+    return Ledger(entries, list(evidence.sources), protocol(paper + lab))

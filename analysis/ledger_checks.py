@@ -1,10 +1,10 @@
-"""The claims ledger's checks of language-model claims (the probe's are `analysis.ledger_probe`):
-one function a claim (by its id in claims.toml), each deciding the claim on one tier of evidence
-(`analysis.ledger_evidence.Tier`).
+"""The claims ledger's checks of language-model claims (the probe's are `analysis.ledger_probe`,
+the comparisons over seeds `analysis.ledger_compare`): one function a claim (by its id in
+claims.toml), each deciding the claim on one tier of evidence (`analysis.ledger_evidence.Tier`).
 
 A check returns a `Finding` — ``held``, ``did not hold`` or ``not shown`` (tested, not
-decisive: with the effect size, Welch's p and the power the test had for the paper's gap) with
-the numbers and the runs / cells it used — or None when the tier holds nothing the claim reads.
+decisive) with the numbers and the runs / cells it used — or None when the tier holds nothing
+the claim reads.
 A result at chance level carries ``label="at chance"`` and is never ``held``: a probe grid in
 which no cell retrieves cannot show that an init fails, and a battery at chance cannot show a
 capacity limit of the paper's models.  The thresholds below are the one definition the main
@@ -19,8 +19,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from analysis.power import plan
-from analysis.stats import assess, describe, pooled_std
 from lab.drift import INERT_TOL, is_inert
 
 __all__ = [
@@ -33,7 +31,6 @@ __all__ = [
     "FLAT",
     "SPREAD",
     "chance_band",
-    "compare",
 ]
 
 #: A probe distance counts as retrieved at this accuracy (chance is 1/n_payload ≈ 0.01) …
@@ -46,8 +43,6 @@ DEGRADES = 10.0
 FLAT = 10.0
 #: A staggered probe's final α range at least this wide "stays spread" ([0.55, 1.45] is 0.9).
 SPREAD = 0.7
-#: Power below which a tie is not shown (the test could not have seen the paper's gaps).
-TIE_POWER = 0.8
 AT_CHANCE = "at chance"
 
 
@@ -58,150 +53,11 @@ class Finding:
     evidence: list = field(default_factory=list)  # run names / cell keys used
     stats: dict = field(default_factory=dict)
     label: str | None = None  # "at chance"
-
-
-def _fmt(x, d=2) -> str:
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{d}f}"
-
-
-# --------------------------------------------------------------------------------------------
-# language models: perplexity at the training length
-# --------------------------------------------------------------------------------------------
-def _ppl(tier, label) -> dict:
-    """{W: [(run, ppl)]} of one configuration's finished runs."""
-    out = defaultdict(list)
-    for r in tier.lms:
-        if r.label == label and not math.isnan(r.ppl):
-            out[r.W].append((r.name, r.ppl))
-    return out
-
-
-def _one(a: str, b: str, W, ra, rb, mode: str, rel_gap: float | None) -> tuple[str, dict, str]:
-    """(verdict, stats, line) of one comparison of two samples of (run, ppl)."""
-    xa, xb = [p for _, p in ra], [p for _, p in rb]
-    v = assess(xa, xb, f"{a} {'ties' if mode == 'ties' else 'beats'} {b}")
-    da, db = describe(xa), describe(xb)
-    sigma = pooled_std(xa, xb)
-    pw = None
-    if rel_gap and sigma > 0 and math.isfinite(sigma):
-        pw = plan(rel_gap, db["mean"], sigma, seeds=min(len(xa), len(xb)))
-    stats = {
-        "a": a,
-        "b": b,
-        "W": W,
-        "mean_a": da["mean"],
-        "std_a": da["std"],
-        "n_a": da["n"],
-        "mean_b": db["mean"],
-        "std_b": db["std"],
-        "n_b": db["n"],
-        "gap": v.gap,
-        "margin_sigma": v.margin,
-        "welch_p": v.p,
-        "ci_low": v.ci[0],
-        "ci_high": v.ci[1],
-        "paper_rel_gap": rel_gap,
-        "power": pw.achieved if pw else None,
-        "seeds_needed": pw.needed if pw else None,
-    }
-    if mode == "ties":
-        if v.answer == "no":
-            verdict = "did not hold"
-        elif v.answer == "yes" and pw is not None and (pw.achieved or 0) >= TIE_POWER:
-            verdict = "held"
-        else:
-            verdict = "not shown"
-    elif v.answer == "cannot tell":  # one seed a side: a reversal still contradicts the claim
-        verdict = "did not hold" if v.gap <= 0 else "not shown"
-    else:
-        verdict = {"yes": "held", "no": "did not hold"}.get(v.answer, "not shown")
-    w = "" if W is None else f" at W={W}"
-    line = (
-        f"{a} {_fmt(da['mean'])} ± {_fmt(da['std'])} (n={da['n']}) vs {b} {_fmt(db['mean'])} ± "
-        f"{_fmt(db['std'])} (n={db['n']}){w}: gap {_fmt(v.gap)} = {_fmt(v.margin, 1)}σ, Welch "
-        f"p={_fmt(v.p, 3)}, 95 % CI [{_fmt(v.ci[0])}, {_fmt(v.ci[1])}]"
-    )
-    if pw is not None:
-        line += (
-            f"; power {pw.achieved:.2f} for the paper's {100 * rel_gap:.1f} % gap "
-            f"(needs {pw.needed} seeds a side)"
-            if pw.achieved is not None
-            else ""
-        )
-    elif min(len(xa), len(xb)) < 2:
-        line += "; one seed on a side: no test, no power"
-    return verdict, stats, line
-
-
-def compare(tier, a: str, b: str, mode: str, scope: str, rel_gap=None) -> Finding | None:
-    """``a`` beats / ties ``b`` on held-out perplexity: at the W with the most seeds
-    (``scope="seeds"``) or at every common W (``"every"``: any reversal → did not hold, every W
-    decisive → held, else not shown)."""
-    sa, sb = _ppl(tier, a), _ppl(tier, b)
-    common = sorted((w for w in sa if w in sb), key=lambda w: (w is not None, w or 0))
-    if not common and (a == "dense" or b == "dense") and sa and sb:
-        common = [None]
-        sa, sb = {None: sum(sa.values(), [])}, {None: sum(sb.values(), [])}
-    if not common:
-        return None
-    best = max(common, key=lambda w: (min(len(sa[w]), len(sb[w])), w or 0))
-    ws = [best] if scope == "seeds" else common
-    results = {w: _one(a, b, w, sa[w], sb[w], mode, rel_gap) for w in ws}
-    verdicts = [r[0] for r in results.values()]
-    if "did not hold" in verdicts:
-        verdict = "did not hold"
-    elif all(v == "held" for v in verdicts):
-        verdict = "held"
-    else:
-        verdict = "not shown"
-    others = [f"W={w}: {r[0]}" for w, r in results.items() if w != best]
-    here = results[best][2] + (f" (other W: {', '.join(others)})" if others else "")
-    runs = [n for w in ws for n, _ in sa[w] + sb[w]]
-    return Finding(verdict, here, runs, results[best][1])
-
-
-def _means(tier) -> dict:
-    """{label: (mean ppl over seeds and W, runs)} of the sparse configurations (best W each)."""
-    out = {}
-    for label in {r.label for r in tier.lms}:
-        by_w = _ppl(tier, label)
-        if not by_w:
-            continue
-        w = min(by_w, key=lambda k: float(np.mean([p for _, p in by_w[k]])))
-        out[label] = (float(np.mean([p for _, p in by_w[w]])), [n for n, _ in by_w[w]], w)
-    return out
-
-
-def _extreme(tier, label: str, worst: bool) -> Finding | None:
-    m = {k: v for k, v in _means(tier).items() if k != "dense"}
-    if label not in m or len(m) < 3:
-        return None
-    pick = (max if worst else min)(m, key=lambda k: m[k][0])
-    order = sorted(m, key=lambda k: m[k][0])
-    here = "mean ppl (best W each): " + ", ".join(
-        f"{k}{'' if m[k][2] is None else f' W={m[k][2]}'} {m[k][0]:.2f}" for k in order
-    )
-    runs = [n for k in m for n in m[k][1]]
-    return Finding("held" if pick == label else "did not hold", here, runs)
-
-
-def _dense_best(tier) -> Finding | None:
-    m = _means(tier)
-    if "dense" not in m or len(m) < 2:
-        return None
-    sparse = {k: v for k, v in m.items() if k != "dense"}
-    best = min(sparse, key=lambda k: sparse[k][0])
-    f = compare(tier, "dense", best, "beats", "seeds")
-    held = all(m["dense"][0] < v[0] for v in sparse.values())
-    rel = 100 * (sparse[best][0] / m["dense"][0] - 1)
-    here = (
-        f"dense {m['dense'][0]:.2f} vs best sparse {best} {sparse[best][0]:.2f} "
-        f"(sparse {rel:+.1f} %); " + (f.here if f else "")
-    )
-    verdict = "held" if held else "did not hold"
-    if held and f is not None and f.verdict == "not shown" and f.stats.get("n_a", 0) >= 2:
-        verdict = "not shown"
-    return Finding(verdict, here, [n for v in m.values() for n in v[1]], f.stats if f else {})
+    # a comparison claim's pairs (`analysis.ledger_compare.Pair`), which the ledger re-decides
+    # with the rest of their family; the text before their line, and the paper's relative gap
+    tests: list = field(default_factory=list)
+    head: str = ""
+    rel_gap: float | None = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -396,9 +252,6 @@ def _battery(task: str):
 
 
 LM_CHECKS = {
-    "dense-best-at-training-length": _dense_best,
-    "t1-best-is-stagger": lambda t: _extreme(t, "fib/stagger", worst=False),
-    "t1-pow2-fixed-weakest": lambda t: _extreme(t, "pow2/fixed", worst=True),
     "t3-dense-degrades": lambda t: _extrap(t, _dense_degrades),
     "t3-sparse-flat": lambda t: _extrap(t, _sparse_flat),
     "t3-pow2-degrades": lambda t: _extrap(t, _pow2_degrades),

@@ -1,6 +1,7 @@
 """The claims ledger in a report: the summary line (the paper's claims only), one table of
 every paper claim with the paper's numbers beside ours, the seed statistics of each LM
-comparison (mean ± std, margin in pooled σ, Welch's p, bootstrap interval, power) beside the
+comparison (mean ± std, margin in pooled σ, the registered test's raw and Holm-adjusted p,
+Welch t-interval, the paper's effect inside or outside it, the detectable gap, power) beside the
 paper's, what the evidence here cannot decide (and what would), and the lab's own findings apart.
 """
 
@@ -34,12 +35,16 @@ def ledger_frame(entries) -> pd.DataFrame:
 
 
 def stats_frame(entries) -> pd.DataFrame:
-    """The seed statistics of every decided LM comparison (the claims with ``mean_a``)."""
+    """The seed statistics of every decided LM comparison (the claims with ``mean_a``): the
+    means in ppl, the tested gap (``effect``), its Welch t-interval, the paper's gap and the
+    smallest gap the seeds detect (``mde``) in the protocol's metric (nats of ln ppl), the raw
+    and Holm-adjusted p of the registered test, and the verdict."""
     rows = []
     for e in entries:
         s = e.stats
         if "mean_a" not in s:
             continue
+        ci = s.get("ci") or [None, None]
         rows.append(
             {
                 "id": e.id,
@@ -54,9 +59,17 @@ def stats_frame(entries) -> pd.DataFrame:
                 "n_b": s["n_b"],
                 "gap": s["gap"],
                 "margin_sigma": s["margin_sigma"],
-                "welch_p": s["welch_p"],
-                "ci_low": s["ci_low"],
-                "ci_high": s["ci_high"],
+                "test": s.get("test"),
+                "effect": s.get("effect"),
+                "ci_low": ci[0],
+                "ci_high": ci[1],
+                "paper_effect": s.get("paper_effect"),
+                "magnitude": s.get("magnitude"),
+                "p_raw": s.get("p_raw"),
+                "p_adjusted": s.get("p_adjusted"),
+                "family": s.get("family"),
+                "direction": s.get("direction"),
+                "mde": s.get("mde"),
                 "power": s.get("power"),
                 "seeds_needed": s.get("seeds_needed"),
                 "paper": e.paper,
@@ -76,9 +89,14 @@ def ledger_section(report: Report, led: Ledger, title: str = "The paper's claims
     report.text(
         f"**{led.summary()}.** Each claim is decided by the strongest evidence here (a "
         "paper-scale probe grid over the reduced probe, study runs over the demo's short runs); "
-        "*not shown* means tested but not decisive (the statistics and the power the test had "
-        "for the paper's gap are beside it), *at chance* marks a result that cannot support "
-        "anything. Sources: " + (", ".join(led.sources) or "none") + "."
+        "*not shown* means tested but not decisive (the statistics, the smallest gap the seeds "
+        "could detect and the power the test had for the paper's gap are beside it), *at "
+        "chance* marks a result that cannot support anything. The comparisons over seeds are "
+        "tested as registered in claims.toml (protocol hashed in claims.json), their p-values "
+        "Holm-adjusted within each family; *did not hold (magnitude not reproduced)* means "
+        "the paper's effect lies outside the 95 % interval. Sources: "
+        + (", ".join(led.sources) or "none")
+        + "."
     )
     report.table(ledger_frame(led.paper()), name="ledger", decimals=2)
     st = stats_frame(led.paper())
@@ -87,10 +105,12 @@ def ledger_section(report: Report, led: Ledger, title: str = "The paper's claims
             st,
             name="claims_stats",
             decimals=3,
-            caption="the LM comparisons over seeds: mean ± sample std, gap = mean(b) − "
-            "mean(a) (positive: a better), margin in pooled σ, Welch's two-sided p, 95 % "
-            "bootstrap interval of the gap, power for the paper's relative gap and the seeds "
-            "a side 80 % power needs",
+            caption="the LM comparisons over seeds: mean ± sample std (ppl), gap = mean(b) − "
+            "mean(a) (positive: a better) and in pooled σ; the registered test (Welch "
+            "two-sided, or TOST for a tie) on ln ppl: effect, its 95 % Welch t-interval, the "
+            "paper's effect (magnitude: inside / outside the interval) and mde (the gap these "
+            "seeds detect with 80 % power) in nats; p raw and Holm-adjusted within the "
+            "family; power for the paper's relative gap and the seeds a side 80 % power needs",
         )
     undecided = led.cannot_decide()
     if undecided:

@@ -12,8 +12,9 @@ equal-variance calculation statsmodels' ``TTestIndPower`` makes; with equal seed
 similar variances Welch's test has the same power to within a seed. The tests check it against
 statsmodels and against a simulation of the t-test itself.
 
-A "not shown" verdict reports the power its comparison had for the paper's effect, so a reader
-can tell "no effect" from "too few seeds to see one".
+A "not shown" verdict reports the power its comparison had for the paper's effect, and the
+smallest effect its seeds could have detected (`detectable_effect`, the minimum detectable
+effect), so a reader can tell "no effect" from "too few seeds to see one".
 """
 
 from __future__ import annotations
@@ -21,9 +22,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from scipy import stats
+from scipy import optimize, stats
 
-__all__ = ["effect_size", "power", "seeds_needed", "PowerPlan", "plan", "ALTERNATIVES"]
+__all__ = [
+    "effect_size",
+    "power",
+    "seeds_needed",
+    "detectable_effect",
+    "PowerPlan",
+    "plan",
+    "ALTERNATIVES",
+]
 
 #: ``two-sided``: a difference either way; ``larger``: the first mean above the second.
 ALTERNATIVES = ("two-sided", "larger")
@@ -90,6 +99,29 @@ def seeds_needed(
         else:
             lo = mid
     return hi
+
+
+def detectable_effect(
+    n_a: int,
+    n_b: int | None = None,
+    target: float = 0.8,
+    alpha: float = 0.05,
+    alternative: str = "two-sided",
+) -> float:
+    """The minimum detectable effect: the smallest standardised gap d (in σ) that a test with
+    ``n_a`` and ``n_b`` seeds rejects with probability ``target`` (the inverse of `power` in
+    d). Multiply by the seed-to-seed σ for the gap in the measured units: a "not shown" with a
+    detectable effect of 0.9σ says gaps much below 0.9σ were out of these seeds' reach."""
+    n_b = n_a if n_b is None else n_b
+    _check(n_a, n_b, alpha, alternative)
+    if not alpha < target < 1:  # at d = 0 the power is the test's size, alpha
+        raise ValueError(f"target={target!r} must lie in (alpha={alpha}, 1), e.g. 0.8")
+    hi = 1.0
+    while power(hi, n_a, n_b, alpha, alternative) < target:  # power rises with d: bracket it
+        hi *= 2
+    return float(
+        optimize.brentq(lambda d: power(d, n_a, n_b, alpha, alternative) - target, 0.0, hi)
+    )
 
 
 @dataclass(frozen=True)

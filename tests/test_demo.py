@@ -65,7 +65,9 @@ def test_demo_writes_a_report_with_tables_figures_and_claims(demo):
     for png in re.findall(r"\]\(([^)]+\.png)\)", md):
         assert (rep / png).stat().st_size > 2000
     assert "<table" in (rep / "report.html").read_text()
-    claims = json.loads((rep / "claims.json").read_text())
+    doc = json.loads((rep / "claims.json").read_text())
+    assert doc["protocol"] and len(doc["protocol_sha256"]) == 64  # the registered tests
+    claims = doc["claims"]
     assert len(claims) >= 6
     assert {c["verdict"] for c in claims} <= VERDICTS
     # the two smoke LMs are evaluated at 1× and 2× under both rung policies

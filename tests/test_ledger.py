@@ -2,6 +2,7 @@
 decides, no evidence is "not tested here", the lab's findings never count for the paper, at-chance
 results are labelled, and claims.json / `fiblab report --json` are strict JSON."""
 
+import hashlib
 import json
 import math
 
@@ -151,13 +152,14 @@ def lm_tier(scale, runs, steps=200):
 
 
 def test_study_runs_beat_the_demos_and_demo_runs_alone_cannot_decide():
+    # the demo: stagger 2.6 % ahead, the paper's gap (ln 123.3/120.1 = 0.026 nats)
     demo = lm_tier(
         "demo",
         [
             lm("demo-st", "fib/stagger", 120.0),
-            lm("demo-fx", "fib/fixed", 130.0),
-            lm("demo-st2", "fib/stagger", 121.0, seed=1),
-            lm("demo-fx2", "fib/fixed", 131.0, seed=1),
+            lm("demo-fx", "fib/fixed", 123.2),
+            lm("demo-st2", "fib/stagger", 120.2, seed=1),
+            lm("demo-fx2", "fib/fixed", 123.4, seed=1),
         ],
     )
     study = lm_tier(
@@ -173,7 +175,9 @@ def test_study_runs_beat_the_demos_and_demo_runs_alone_cannot_decide():
     assert "--scale study" in e.why
     ev = le.Evidence(tiers=[demo, study])
     e = entry(ledger.build(ev), "t5-stagger-beats-fixed")
+    # the study: stagger 1 ppl behind at σ 0.1, a significant reversal
     assert e.verdict == "did not hold" and e.evidence["scale"] == "study"
+    assert e.stats["direction"] == "b better" and e.stats["p_adjusted"] < 0.05
     assert set(e.evidence["runs"]) == {f"study-{c}{s}" for c in ("st", "fx") for s in range(3)}
 
 
@@ -198,11 +202,13 @@ def test_a_tested_study_comparison_beats_one_seed_a_side_at_more_tokens():
     e = entry(ledger.build(le.Evidence(tiers=[top, rung])), "t5-stagger-beats-fixed")
     assert e.verdict == "held" and e.stats["n_a"] == e.stats["n_b"] == 4
     assert all(r.endswith("-500") for r in e.evidence["runs"])
-    # the single-seed reversal is shown beside, not hidden
-    assert [a["verdict"] for a in e.also] == ["did not hold"]
-    # with only the single-seed rung, it decides as before (a reversal contradicts the claim)
+    # the single-seed reversal is shown beside, not hidden; one seed a side is no test, so
+    # it is not shown (a reversal by one seed is no evidence against the claim)
+    assert [a["verdict"] for a in e.also] == ["not shown"]
+    assert "fewer than 2 seeds on a side, no test" in e.also[0]["here"]
+    # with only the single-seed rung, it decides, and shows nothing
     e1 = entry(ledger.build(le.Evidence(tiers=[top])), "t5-stagger-beats-fixed")
-    assert e1.verdict == "did not hold" and e1.also == []
+    assert e1.verdict == "not shown" and e1.also == [] and e1.stats["direction"] == "not tested"
 
 
 def test_lm_comparison_statistics_against_scipy_and_a_hand_count():
@@ -220,8 +226,17 @@ def test_lm_comparison_statistics_against_scipy_and_a_hand_count():
     m = sum(fx) / 3
     var_fx = sum((x - m) ** 2 for x in fx) / 2
     assert s["margin_sigma"] == pytest.approx(s["gap"] / math.sqrt((0.01 + var_fx) / 2))
-    assert s["welch_p"] == pytest.approx(sst.ttest_ind(st, fx, equal_var=False).pvalue)
-    assert s["ci_low"] <= s["gap"] <= s["ci_high"]
+    # the registered test: Welch two-sided on ln ppl; the only tested claim of its family here
+    # (the other Table 5 claims have no runs), so Holm leaves its p as it is
+    ls, lf = [math.log(x) for x in st], [math.log(x) for x in fx]
+    tt = sst.ttest_ind(ls, lf, equal_var=False)
+    assert s["p_raw"] == pytest.approx(tt.pvalue) and s["p_adjusted"] == s["p_raw"]
+    assert (s["family"], s["test"], s["metric"]) == ("table5", "welch", "log_ppl")
+    lo, hi = tt.confidence_interval(0.95)  # of mean(a) − mean(b): the gap is its negative
+    assert s["ci"] == pytest.approx([-hi, -lo])
+    assert s["effect"] == pytest.approx(sum(lf) / 3 - sum(ls) / 3)
+    assert s["ci"][0] <= s["paper_effect"] <= s["ci"][1] and s["magnitude"] == "inside"
+    assert s["direction"] == "a better" and s["mde"] > 0
     assert 0 < s["power"] <= 1 and s["seeds_needed"] >= 2
     # a noisy pair: direction right, p large → not shown, with the power it had
     noisy = [
@@ -232,17 +247,21 @@ def test_lm_comparison_statistics_against_scipy_and_a_hand_count():
     ]
     e = entry(ledger.build(le.Evidence(tiers=[lm_tier("other", noisy)])), "t5-stagger-beats-fixed")
     assert e.verdict == "not shown" and e.stats["power"] < 0.8 and "power" in e.here
-    # the issue's case: learned ahead of the stagger (one seed) → did not hold
+    assert e.stats["direction"] == "undetermined" and e.stats["magnitude"] == "inside"
+    assert f"detect a gap of {e.stats['mde']:.3g}" in e.here
+    # learned ahead of the stagger by one seed: no test, not shown (a gap ≤ 0 is not a "no")
     rev = [
         lm("l", "fib/learned", 122.8),
         lm("s0", "fib/stagger", 128.0),
         lm("s1", "fib/stagger", 128.6, seed=1),
     ]
     e = entry(ledger.build(le.Evidence(tiers=[lm_tier("other", rev)])), "t1-stagger-beats-learned")
-    assert e.verdict == "did not hold"
+    assert e.verdict == "not shown" and e.stats["gap"] < 0
 
 
-def test_a_tie_the_test_had_no_power_for_is_not_shown():
+def test_a_tie_is_shown_only_by_an_equivalence_test_at_its_margin():
+    """Wide seeds and a gap of 1: TOST at the registered ±0.013 nats cannot show a tie (the old
+    rule read its large Welch p as one); tight seeds 0.005 apart: it can."""
     wide = [
         lm("c0", "fib/coprime", 40.0),
         lm("c1", "fib/coprime", 44.0, seed=1),
@@ -255,6 +274,11 @@ def test_a_tie_the_test_had_no_power_for_is_not_shown():
     tight += [lm(f"s{i}", "fib/stagger", 42.005 + 0.01 * i, seed=i) for i in range(3)]
     e = entry(ledger.build(le.Evidence(tiers=[lm_tier("other", tight)])), "t5-coprime-ties-stagger")
     assert e.verdict == "held" and e.stats["power"] >= 0.8
+    assert (e.stats["test"], e.stats["margin"], e.stats["direction"]) == (
+        "tost",
+        0.013,
+        "within margin",
+    )
 
 
 # ------------------------------------------------------------------------------ chance, lab
@@ -300,7 +324,20 @@ def test_claims_json_and_report_json_are_strict(tmp_path, capsys):
     with Store(path) as st:
         led = ledger.build(le.from_store(st, grids=le.stored_grids()))
     out = led.write_json(str(tmp_path / "c" / "claims.json"))
-    claims = strict(open(out).read())
+    doc = strict(open(out).read())
+    claims = doc["claims"]
+    # the registered protocol and its hash, so a protocol changed after results is a diff
+    assert doc["protocol"]["t5-coprime-ties-stagger"] == {
+        "family": "table5",
+        "test": "tost",
+        "sided": "two",
+        "margin": 0.013,
+        "paper_effect": -0.0024,
+        "metric": "log_ppl",
+        "alpha": 0.05,
+    }
+    canon = json.dumps(doc["protocol"], sort_keys=True, separators=(",", ":"))
+    assert doc["protocol_sha256"] == hashlib.sha256(canon.encode()).hexdigest()
     for c in claims:
         assert {"id", "source", "claim", "verdict", "paper", "here", "evidence"} <= set(c)
         assert c["source"] in ("paper", "lab") and c["verdict"] in FOUR
@@ -309,10 +346,14 @@ def test_claims_json_and_report_json_are_strict(tmp_path, capsys):
     t1 = [c for c in claims if c["id"] == "t1-stagger-beats-fixed"][0]
     assert t1["evidence"]["runs"] and t1["verdict"] in ("held", "not shown")
     assert t1["stats"]["mean_a"] < t1["stats"]["mean_b"]
+    for k in ("p_raw", "p_adjusted", "family", "test", "ci", "direction", "magnitude", "mde"):
+        assert k in t1["stats"], k
+    assert (t1["stats"]["n_a"], t1["stats"]["n_b"]) == (2, 2)
 
     assert main(["report", "--store", path, "--json", "--out", str(tmp_path / "rep")]) == 0
     got = strict(capsys.readouterr().out)
     assert [c["id"] for c in got["claims"]] == [c["id"] for c in claims]
+    assert got["claims_protocol_sha256"] == doc["protocol_sha256"]
     assert sum(r["paper_claims"] for r in got["claims_summary"]) == len(paper_ids())
     assert "ledger" in got and "claims_stats" in got
     strict((tmp_path / "rep" / "claims.json").read_text())
@@ -365,7 +406,7 @@ def test_the_demos_report_says_what_its_scale_cannot_decide():
 
     lms = [
         demo_lm(f"demo-{s}-s{k}-200", s, p + k * 0.1, k)
-        for s, p in (("stagger", 120.0), ("fixed", 130.0))
+        for s, p in (("stagger", 120.0), ("fixed", 123.2))  # the paper's 2.6 %
         for k in (0, 1)
     ]
     led = ledger.build(le.from_demo(None, [], lms))

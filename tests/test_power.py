@@ -80,3 +80,22 @@ def test_the_papers_gap_with_a_measured_sigma():
 def test_bad_input_is_one_line(call, says):
     with pytest.raises(ValueError, match=says.replace("(", r"\(")):
         call()
+
+
+@pytest.mark.parametrize("n_a,n_b,alternative", [(3, 3, "two-sided"), (2, 5, "larger")])
+def test_detectable_effect_inverts_power(n_a, n_b, alternative):
+    """The minimum detectable effect: the d at which `power` reaches the target, as
+    statsmodels' solver finds it."""
+    from statsmodels.stats.power import TTestIndPower
+
+    from analysis.power import detectable_effect
+
+    d = detectable_effect(n_a, n_b, 0.8, 0.05, alternative)
+    assert power(d, n_a, n_b, 0.05, alternative) == pytest.approx(0.8, abs=1e-9)
+    want = TTestIndPower().solve_power(
+        nobs1=n_a, ratio=n_b / n_a, alpha=0.05, power=0.8, alternative=alternative
+    )
+    assert d == pytest.approx(want, rel=1e-5)
+    assert detectable_effect(n_a, n_b, 0.9, 0.05, alternative) > d  # more power: larger d
+    with pytest.raises(ValueError, match="target"):
+        detectable_effect(3, 3, target=0.01)

@@ -1,6 +1,7 @@
 """Seed statistics against hand computation: means and spreads, the pooled std, Welch's t-test by
 its formula (and a closed-form t tail at 2 degrees of freedom), the bootstrap interval against the
-exact bootstrap distribution enumerated by brute force, and the plain-English verdicts."""
+exact bootstrap distribution enumerated by brute force, and the plain-English verdicts (decided by
+`analysis.decide`, whose rules tests/test_decide.py checks at their boundaries)."""
 
 import itertools
 import math
@@ -10,6 +11,7 @@ import pandas as pd
 import pytest
 from scipy import stats as st
 
+from analysis.power import detectable_effect
 from analysis.stats import (
     assess,
     bootstrap_ci,
@@ -161,21 +163,34 @@ def test_verdict_beats_yes_with_numbers():
     p = welch(a, b).p
     assert line.startswith("stagger beats fixed: yes, gap 2.00 = 20.0σ")
     assert f"Welch p={p:.1e}" in line and "n=3 vs 3" in line
-    lo, hi = bootstrap_ci(a, b)
-    assert f"95% CI of the gap [{lo:.2f}, {hi:.2f}]" in line
+    lo, hi = st.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)  # of mean a − mean b
+    assert f"95% CI of the gap [{-hi:.2f}, {-lo:.2f}]" in line
 
 
 def test_verdict_not_shown_no_and_ties():
     # dof = 2 example: gap 3, pooled σ √2 → 2.1σ, p = 0.168 → not significant
     line = verdict([0.0, 2.0], [3.0, 5.0], "a beats b")
     assert line.startswith("a beats b: not shown, gap 3.00 = 2.1σ (Welch p=0.17")
-    assert verdict([3.0, 5.0], [0.0, 2.0], "a beats b").startswith("a beats b: no, gap -3.00")
+    # the gap these seeds detect with 80 % power: d (in σ) at 2 + 2 seeds × the pooled σ √2
+    mde = detectable_effect(2, 2) * math.sqrt(2)
+    assert line.endswith(f"; detectable with 80 % power: {mde:.2f}") and 7.9 < mde < 8.1
+    # a reversal that is not significant is not shown, not "no"
+    assert verdict([3.0, 5.0], [0.0, 2.0], "a beats b").startswith("a beats b: not shown, gap -3")
+    # a significant one is
+    assert verdict([3.0, 3.1, 3.2], [1.0, 1.1, 1.2], "a beats b").startswith(
+        "a beats b: no, a significant reversal, gap -2.00"
+    )
     # higher is better: the same numbers now favour a
     assert verdict([3.0, 5.1, 4.0], [0.0, 0.1, 0.2], "a beats b", lower_is_better=False).startswith(
         "a beats b: yes"
     )
-    assert verdict([1.0, 1.3, 1.1], [1.05, 1.25, 1.2], "a ties b").startswith("a ties b: yes")
-    assert verdict([1.0, 1.1, 1.2], [3.0, 3.1, 3.2], "a ties b").startswith("a ties b: no")
+    # a tie is shown by an equivalence test at a margin, never by a large p
+    near = ([1.0, 1.3, 1.1], [1.05, 1.25, 1.2])
+    assert verdict(*near, "a ties b").startswith("a ties b: not shown")
+    assert verdict(*near, "a ties b", tie_margin=0.5).startswith("a ties b: yes")
+    far = ([1.0, 1.1, 1.2], [3.0, 3.1, 3.2])
+    assert verdict(*far, "a ties b").startswith("a ties b: no, outside the margin")
+    assert verdict(*far, "a ties b", tie_margin=0.5).startswith("a ties b: no, outside the margin")
     assert "σ (given)" in verdict(A, B, "a beats b", sigma=1.0)
 
 
@@ -193,7 +208,9 @@ def test_assess_carries_the_numbers_of_the_line():
     assert (v.answer, v.kind, v.n_a, v.n_b) == ("not shown", "beats", 2, 2)
     assert v.gap == 3.0 and v.margin == pytest.approx(3 / math.sqrt(2))
     assert v.p == pytest.approx(welch([0.0, 2.0], [3.0, 5.0]).p)
-    assert v.ci == bootstrap_ci([0.0, 2.0], [3.0, 5.0])
+    lo, hi = st.ttest_ind([0.0, 2.0], [3.0, 5.0], equal_var=False).confidence_interval(0.95)
+    assert v.ci == pytest.approx((-hi, -lo))
+    assert v.decision.verdict == "not shown" and v.decision.p_adjusted == v.p
     assert str(v) == v.line == verdict([0.0, 2.0], [3.0, 5.0], "a beats b")
     few = assess([1.0], [2.0, 3.0], "a beats b")
     assert few.answer == "cannot tell" and math.isnan(few.p) and few.gap == 1.5

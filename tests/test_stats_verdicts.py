@@ -2,7 +2,8 @@
 
 ``verdict`` / ``assess`` against hand-made samples whose gap, σ and Welch p are known by hand
 (zero-spread samples, the closed-form 2-dof tail), the decision rules at their exact boundaries
-(p = α, |margin| = 1), every keyword reaching the line, the "no data" and "cannot tell" records,
+(p = α either way, a tie's margin; `analysis.decide` has its own tests in tests/test_decide.py),
+every keyword reaching the line, the "no data" and "cannot tell" records,
 the p-value's printed form; ``describe`` on 0, 1 and 2 values (no numpy warnings for a config with
 one seed); ``gap`` / ``margin`` edge cases and the names the error messages give.
 """
@@ -12,9 +13,10 @@ import re
 import warnings
 
 import pytest
+from scipy import stats as sst
 
-from analysis import stats
-from analysis.stats import WelchResult, assess, bootstrap_ci, describe, gap, margin, verdict, welch
+from analysis import decide
+from analysis.stats import WelchResult, assess, describe, gap, margin, verdict, welch
 
 NAN = float("nan")
 A = [1.0, 2.0, 3.0]  # mean 2, s² = 1
@@ -24,9 +26,7 @@ P2_A, P2_B = [0.0, 2.0], [3.0, 5.0]
 P2 = 1 - (3 / math.sqrt(2)) / math.sqrt(4.5 + 2)  # 0.16795
 # a small gap, well inside the seed noise (margin ≈ 0.3σ, p ≈ 0.6)
 NEAR_A, NEAR_B = [1.0, 1.3, 1.1], [1.05, 1.25, 1.2]
-# five seeds a side with four irregular decimals: the bootstrap distribution is near-continuous
-# (with two decimals its means sit on a 0.002 grid and two seeds can give the same interval), so
-# its interval moves with any change of resample count or seed
+# five seeds a side with four irregular decimals
 FIVE_A = [41.9637, 42.0171, 42.2614, 42.1083, 41.8942]
 FIVE_B = [43.1215, 43.1577, 43.0496, 43.3128, 42.9681]
 
@@ -113,22 +113,31 @@ def test_margin_follows_the_direction_and_zero_noise():
 @pytest.mark.parametrize(
     "a, b, claim, kw, line",
     [
-        # zero spread, equal means: Welch has no p, the gap is 0 = 0σ
+        # zero spread, equal means: no test at all (Welch has no p), so nothing is shown
         (
             [1.0, 1.0],
             [1.0, 1.0],
             "a ties b",
             {},
-            "a ties b: yes, gap 0.00 = 0.0σ (Welch p=n/a, 95% CI of the gap [0.00, 0.00]; "
-            "n=2 vs 2)",
+            "a ties b: not shown, gap 0.00 = 0.0σ (no margin to test a tie at; Welch p=n/a, 95% "
+            "CI of the gap [0.00, 0.00]; n=2 vs 2); detectable with 80 % power: 0.00",
         ),
         (
             [1.0, 1.0],
             [1.0, 1.0],
             "a beats b",
             {},
-            "a beats b: no, gap 0.00 = 0.0σ (Welch p=n/a, 95% CI of the gap [0.00, 0.00]; "
-            "n=2 vs 2)",
+            "a beats b: not shown, gap 0.00 = 0.0σ (Welch p=n/a, 95% CI of the gap [0.00, 0.00]; "
+            "n=2 vs 2); detectable with 80 % power: 0.00",
+        ),
+        # … and with a margin the exact difference 0 lies inside it: a tie
+        (
+            [1.0, 1.0],
+            [1.0, 1.0],
+            "a ties b",
+            {"tie_margin": 0.1},
+            "a ties b: yes, gap 0.00 = 0.0σ (TOST p=0.0e+00 at ±0.10, 95% CI of the gap "
+            "[0.00, 0.00]; n=2 vs 2)",
         ),
         # zero spread, a lower by 1: certain (p = 0), infinitely many σ
         (
@@ -144,8 +153,8 @@ def test_margin_follows_the_direction_and_zero_noise():
             [2.0, 2.0],
             "a ties b",
             {},
-            "a ties b: no, gap 1.00 = infσ (Welch p=0.0e+00, 95% CI of the gap [1.00, 1.00]; "
-            "n=2 vs 2)",
+            "a ties b: no, outside the margin, gap 1.00 = infσ (no margin to test a tie at; Welch "
+            "p=0.0e+00, 95% CI of the gap [1.00, 1.00]; n=2 vs 2)",
         ),
         # a given σ of 2: 3 / 2 = 1.5σ, and the line says the σ was given
         (
@@ -153,15 +162,17 @@ def test_margin_follows_the_direction_and_zero_noise():
             P2_B,
             "a ties b",
             {"sigma": 2.0},
-            "a ties b: no, gap 3.00 = 1.5σ (given) (Welch p=0.17, 95% CI of the gap [",
+            "a ties b: not shown, gap 3.00 = 1.5σ (given) (no margin to test a tie at; Welch "
+            "p=0.17, 95% CI of the gap [",
         ),
-        # a given σ that is undefined (NaN): no margin to print, and no tie can be shown
+        # a given σ that is undefined (NaN): no margin to print
         (
             P2_A,
             P2_B,
             "a ties b",
             {"sigma": NAN},
-            "a ties b: no, gap 3.00 = n/a (Welch p=0.17, 95% CI of the gap [",
+            "a ties b: not shown, gap 3.00 = n/a (no margin to test a tie at; Welch p=0.17, 95% "
+            "CI of the gap [",
         ),
         (
             P2_A,
@@ -173,9 +184,9 @@ def test_margin_follows_the_direction_and_zero_noise():
     ],
 )
 def test_verdict_line_by_hand(a, b, claim, kw, line):
-    # a line ending in ")" is the whole sentence; otherwise its head up to the bootstrap interval
+    # a line ending in ")" or a number is the whole sentence; otherwise its head up to the interval
     got = verdict(a, b, claim, **kw)
-    if line.endswith(")"):
+    if line.endswith((")", "0")):
         assert got == line
     else:
         assert got.startswith(line), got
@@ -197,7 +208,7 @@ def test_verdict_line_by_hand(a, b, claim, kw, line):
 )
 def test_the_p_value_prints_two_digits_then_scientific_below_a_thousandth(monkeypatch, p, text):
     # pin Welch's answer to exact p-values (a sample pair with p exactly 0.001 is not to be had)
-    monkeypatch.setattr(stats, "welch", lambda a, b: WelchResult(-3.0, 4.0, p))
+    monkeypatch.setattr(decide, "welch", lambda a, b, alt="two-sided": WelchResult(-3.0, 4.0, p))
     v = assess(P2_A, P2_B, "a beats b")
     assert f"(Welch p={text}, " in v.line, v.line
     assert v.p == p or (math.isnan(p) and math.isnan(v.p))
@@ -206,37 +217,48 @@ def test_the_p_value_prints_two_digits_then_scientific_below_a_thousandth(monkey
 # -------------------------------------------------------------------- the rules at the edges
 
 
-def test_beats_needs_a_positive_gap_and_p_below_alpha():
+def test_beats_is_decided_at_alpha_either_way():
     p = welch(P2_A, P2_B).p
     assert p == pytest.approx(P2)
     assert assess(P2_A, P2_B, "a beats b", alpha=p).answer == "not shown"  # p < α is strict
     assert assess(P2_A, P2_B, "a beats b", alpha=p * 1.0001).answer == "yes"
+    # the reversed pair: "no" only once the reversal itself is significant
+    assert assess(P2_B, P2_A, "a beats b", alpha=p).answer == "not shown"
+    rev = assess(P2_B, P2_A, "a beats b", alpha=p * 1.0001)
+    assert rev.answer == "no" and rev.decision.reason == "reversal"
     # through verdict's own alpha keyword
     assert verdict(P2_A, P2_B, "a beats b", alpha=0.2).startswith("a beats b: yes, gap 3.00")
-    # a gap of zero is not a win, however the spreads fall
-    assert assess([1.0, 2.0, 3.0], [0.0, 2.0, 4.0], "a beats b").answer == "no"
+    # a gap of zero is no win and no loss: not shown
+    assert assess([1.0, 2.0, 3.0], [0.0, 2.0, 4.0], "a beats b").answer == "not shown"
     # a significant gap smaller than one unit is a win (gap 0.5, s = 0.01)
     small = assess([1.0, 1.01, 1.02], [1.5, 1.51, 1.52], "a beats b")
     assert small.answer == "yes" and small.gap == pytest.approx(0.5)
 
 
-def test_ties_needs_p_at_least_alpha_and_the_gap_within_one_sigma():
+def test_beats_with_the_papers_effect_outside_the_interval_did_not_hold():
+    small = ([1.0, 1.01, 1.02], [1.5, 1.51, 1.52])  # gap 0.5, t-interval ≈ [0.475, 0.525]
+    lo, hi = assess(*small, "a beats b").ci
+    inside = assess(*small, "a beats b", paper_effect=hi * 0.999)
+    assert inside.answer == "yes" and inside.decision.magnitude == "inside"
+    for pe in (hi * 1.001, lo * 0.999):  # a larger or a smaller effect than measured
+        v = assess(*small, "a beats b", paper_effect=pe)
+        assert v.answer == "no" and v.decision.magnitude == "outside"
+        assert v.line.startswith("a beats b: no, magnitude not reproduced, gap 0.50")
+
+
+def test_ties_need_an_equivalence_test_at_a_margin():
     v = assess(NEAR_A, NEAR_B, "a ties b")
-    g = sum(NEAR_B) / 3 - sum(NEAR_A) / 3  # 0.0333
-    assert v.answer == "yes" and v.gap == pytest.approx(g) and abs(v.margin) < 1
-    assert assess(NEAR_A, NEAR_B, "a ties b", alpha=v.p).answer == "yes"  # p = α still ties
-    assert assess(NEAR_A, NEAR_B, "a ties b", alpha=v.p * 1.0001).answer == "no"
-    # |margin| = 1 exactly is not within one σ; just under it is
-    assert assess(NEAR_A, NEAR_B, "a ties b", sigma=v.gap).margin == 1.0
-    assert assess(NEAR_A, NEAR_B, "a ties b", sigma=v.gap).answer == "no"
-    assert assess(NEAR_A, NEAR_B, "a ties b", sigma=v.gap * 1.001).answer == "yes"
-    # p ≥ α but 2.1σ apart: no tie; 1.5σ (σ given) neither
-    assert assess(P2_A, P2_B, "a ties b").answer == "no"
-    given = assess(P2_A, P2_B, "a ties b", sigma=2.0)
-    assert (given.answer, given.margin) == ("no", 1.5)
-    # within one (given) σ but significantly apart: no tie
-    sig = assess([1.0, 1.2, 1.1], [3.0, 3.2, 3.1], "a ties b", sigma=10.0)
-    assert sig.margin == pytest.approx(0.2) and sig.p < 0.05 and sig.answer == "no"
+    g = sum(NEAR_B) / 3 - sum(NEAR_A) / 3  # 0.0333, p ≈ 0.77: absence of evidence
+    assert v.answer == "not shown" and v.gap == pytest.approx(g) and abs(v.margin) < 1
+    # TOST at ±0.5 shows it; its p is the larger one-sided p (statsmodels' ttost_ind)
+    t = assess(NEAR_A, NEAR_B, "a ties b", tie_margin=0.5)
+    assert t.answer == "yes" and t.p == pytest.approx(decide.tost(NEAR_A, NEAR_B, -0.5, 0.5).p)
+    # a margin the data cannot show: not shown
+    assert assess(NEAR_A, NEAR_B, "a ties b", tie_margin=0.05).answer == "not shown"
+    # significantly apart, with or without a margin: no tie
+    assert assess(P2_A, P2_B, "a ties b", alpha=0.2).answer == "no"
+    sig = assess([1.0, 1.2, 1.1], [3.0, 3.2, 3.1], "a ties b", tie_margin=1.0)
+    assert sig.answer == "no" and sig.decision.reason == "outside margin"
 
 
 # ------------------------------------------------------------- the records behind the lines
@@ -286,7 +308,9 @@ def test_cannot_tell_record_names_the_short_sides(a, b, few, g, n_a, n_b):
 def test_full_record_carries_claim_kind_and_given_sigma():
     v = assess(P2_A, P2_B, "stagger matches fixed", sigma=2.0)
     assert (v.claim, v.kind, v.n_a, v.n_b) == ("stagger matches fixed", "ties", 2, 2)
-    assert v.margin == 1.5 and v.p == pytest.approx(P2)
+    # no margin: no equivalence test (p NaN); the test against the tie is Welch's
+    assert v.margin == 1.5 and math.isnan(v.p)
+    assert v.decision.comparison.p_against == pytest.approx(P2)
 
 
 @pytest.mark.parametrize(
@@ -304,35 +328,26 @@ def test_assess_and_verdict_name_the_bad_side(a, b, text):
             f(a, b, "a beats b")
 
 
-# -------------------------------------------------- the bootstrap interval the line reports
+# ------------------------------------------------- the Welch t-interval the line reports
 
 
-def test_the_interval_is_the_documented_bootstrap():
-    # defaults: 10 000 resamples, seed 0, 95 %
+def test_the_interval_is_welchs_t_interval():
     v = assess(FIVE_A, FIVE_B, "a beats b")
-    assert v.ci == bootstrap_ci(FIVE_A, FIVE_B, n=10_000, level=0.95, seed=0)
+    lo, hi = sst.ttest_ind(FIVE_A, FIVE_B, equal_var=False).confidence_interval(0.95)
+    assert v.ci == pytest.approx((-hi, -lo))  # the gap is mean(b) − mean(a)
     assert verdict(FIVE_A, FIVE_B, "a beats b") == v.line
-    # the seed, the count, the level and the direction reach the interval
-    assert assess(FIVE_A, FIVE_B, "a beats b", seed=5).ci == bootstrap_ci(FIVE_A, FIVE_B, seed=5)
-    assert assess(FIVE_A, FIVE_B, "a beats b", n_boot=500).ci == bootstrap_ci(FIVE_A, FIVE_B, n=500)
     up = assess(FIVE_A, FIVE_B, "a beats b", lower_is_better=False)
-    assert up.ci == bootstrap_ci(FIVE_A, FIVE_B, lower_is_better=False)
-    assert up.ci[0] < up.gap < up.ci[1] < 0 and up.answer == "no"
+    assert up.ci == pytest.approx((lo, hi))
+    assert up.ci[0] < up.gap < up.ci[1] < 0 and up.answer == "no"  # a significant reversal
 
 
-@pytest.mark.parametrize(
-    "kw, ci_kw",
-    [
-        ({}, {}),
-        ({"seed": 5}, {"seed": 5}),
-        ({"n_boot": 500}, {"n": 500}),
-        ({"level": 0.8}, {"level": 0.8}),
-        ({"lower_is_better": False}, {"lower_is_better": False}),
-    ],
-)
-def test_verdict_passes_every_setting_to_the_line(kw, ci_kw):
-    lo, hi = bootstrap_ci(FIVE_A, FIVE_B, **ci_kw)
+@pytest.mark.parametrize("kw", [{}, {"level": 0.8}, {"lower_is_better": False}, {"level": 0.99}])
+def test_verdict_passes_every_setting_to_the_line(kw):
     level = kw.get("level", 0.95)
+    sign = -1 if kw.get("lower_is_better", True) else 1
+    lo, hi = sorted(
+        sign * x for x in sst.ttest_ind(FIVE_A, FIVE_B, equal_var=False).confidence_interval(level)
+    )
     line = verdict(FIVE_A, FIVE_B, "a beats b", digits=6, **kw)
     assert f"{level:.0%} CI of the gap [{lo:.6f}, {hi:.6f}]" in line, line
     g = gap(FIVE_A, FIVE_B, kw.get("lower_is_better", True))

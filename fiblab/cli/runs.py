@@ -387,6 +387,9 @@ def cmd_report(args) -> int:
     if args.json:
         tables = rep.records()
         tables["claims"] = led.to_json()
+        doc = led.document()
+        tables["claims_protocol"] = doc["protocol"]
+        tables["claims_protocol_sha256"] = doc["protocol_sha256"]
         tables["claims_summary"] = [
             {"verdict": v, "paper_claims": n} for v, n in led.counts().items()
         ]
