@@ -28,7 +28,16 @@ from lab import jsonio
 from lab.schedules import coprime_is_stagger
 from lab.store import Store
 
-__all__ = ["StudyStore", "run_name", "study_config", "run_study", "study_ledger", "PLAN_FILE"]
+__all__ = [
+    "StudyStore",
+    "run_name",
+    "study_config",
+    "study_precision",
+    "run_study",
+    "report_again",
+    "study_ledger",
+    "PLAN_FILE",
+]
 
 #: The stage-2 seed decision, kept beside the runs so a resumed study keeps its plan.
 PLAN_FILE = "plan.json"
@@ -499,3 +508,32 @@ def run_study(
         f"{len(r.reused)} reused; {(time.perf_counter() - t_all) / 60:.1f} min"
     )
     return results
+
+
+def report_again(out_dir: str, store_path: str | None = None) -> dict:
+    """Decide a finished study's verdicts again from its ``study.json`` (every run's numbers are
+    in it) under today's rules, and rewrite study.json and the report — after a change of the
+    decision rules, without training anything.  The ledger section needs the study's store
+    (``store_path``); without it the report leaves the ledger out and says so."""
+    from analysis.study_report import study_report, verdicts
+
+    path = os.path.join(out_dir, "study.json")
+    with open(path) as f:
+        res = json.load(f)
+    sc = SP.StudyScale(**res["settings"])
+    cal = res["calibration"]
+    cal["curve"] = {int(k): v for k, v in cal["curve"].items()}
+    res["verdicts"] = verdicts(cal, res["comparison"], sc, res.get("longer"))
+    led = study_ledger(store_path) if store_path else None
+    res["ledger"] = [e.to_json() for e in led] if led is not None else None
+    rep = study_report(res, led)
+    if led is None:
+        rep.text(
+            "The claims ledger's section is left out: these verdicts were decided again from "
+            "study.json alone (`analysis.study.report_again`), without the study's store."
+        )
+    res["calibration"]["curve"] = {str(k): v for k, v in cal["curve"].items()}
+    res["paths"] = rep.write(out_dir)
+    with open(path, "w") as f:
+        jsonio.dump(res, f, indent=1, default=str)
+    return res

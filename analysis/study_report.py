@@ -1,35 +1,50 @@
-"""The study's verdicts on the paper's LM claims (statistics from `analysis.stats`) and its report:
-the chosen configuration, the calibration curve (a figure in `analysis.style`'s one style), the
-seeds and their power, every verdict with mean ± std, Welch's p and a bootstrap interval."""
+"""The study's verdicts on the paper's LM claims and its report: the chosen configuration, the
+calibration curve (a figure in `analysis.style`'s one style), the seeds and their power, and
+every verdict decided by the ledger's rules (`analysis.decide`: the claim's registered test on
+ln perplexity, Holm across the study's comparisons, Welch t-intervals, the paper's effect inside
+or outside them) with mean ± std beside it."""
 
 from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import replace
 
 import pandas as pd
 
-from analysis import stats
+from analysis.decide import Decision, Protocol, compare, settle
 from analysis.report import Report
 
 __all__ = ["verdicts", "calibration_figure", "study_report", "PAPER"]
 
-#: (claim, a, b, measure, the paper's numbers). measure "ppl": perplexity at T (lower is better);
-#: "deg": ppl(4T)/ppl(T) − 1 (lower is better). Paper: Table 5 (W = 12, 3 seeds) and Table 3.
+#: (claim, a, b, measure, the paper's numbers, the claims.toml id whose registered protocol
+#: decides it). measure "ppl": perplexity at T (lower is better), compared as ln ppl like the
+#: ledger; "deg": ppl(4T)/ppl(T) − 1 (lower is better). Paper: Table 5 (W = 12, 3 seeds) and
+#: Table 3.
 PAPER = (
-    ("stagger beats fixed", "stagger", "fixed", "ppl", "42.08 vs 43.18 (−2.5 %)"),
-    ("coprime ties stagger", "coprime", "stagger", "ppl", "42.18 vs 42.08"),
-    ("stagger beats pow2-stagger", "stagger", "pow2-stagger", "ppl", "42.08 vs 42.84"),
-    ("stagger beats learned", "stagger", "learned", "ppl", "42.08 vs 42.85"),
-    ("learned beats fixed", "learned", "fixed", "ppl", "42.85 vs 43.18"),
-    ("pow2-stagger beats fixed", "pow2-stagger", "fixed", "ppl", "42.84 vs 43.18"),
-    ("stagger beats dense at 4× length", "stagger", "dense", "deg", "−1.3 % vs +201 %"),
-    ("fixed beats dense at 4× length", "fixed", "dense", "deg", "−1.2 % (W=8) vs +201 %"),
-)
+    ("stagger beats fixed", "stagger", "fixed", "ppl", "42.08 vs 43.18 (−2.5 %)",
+     "t5-stagger-beats-fixed"),
+    ("coprime ties stagger", "coprime", "stagger", "ppl", "42.18 vs 42.08",
+     "t5-coprime-ties-stagger"),
+    ("stagger beats pow2-stagger", "stagger", "pow2-stagger", "ppl", "42.08 vs 42.84",
+     "t5-stagger-beats-pow2-stagger"),
+    ("stagger beats learned", "stagger", "learned", "ppl", "42.08 vs 42.85",
+     "t5-stagger-beats-learned"),
+    ("learned beats fixed", "learned", "fixed", "ppl", "42.85 vs 43.18",
+     "t1-learned-beats-fixed"),
+    ("pow2-stagger beats fixed", "pow2-stagger", "fixed", "ppl", "42.84 vs 43.18",
+     "t5-pow2-stagger-beats-fixed"),
+    ("stagger beats dense at 4× length", "stagger", "dense", "deg", "−1.3 % vs +201 %", None),
+    ("fixed beats dense at 4× length", "fixed", "dense", "deg", "−1.2 % (W=8) vs +201 %", None),
+)  # fmt: skip
+#: The Holm family of the study's comparisons at its chosen rung (declared here, before runs).
+FAMILY = "study"
 
 
 def _values(rows, measure: str) -> list[float]:
-    out = [r["ppl"].get(1) if measure == "ppl" else r["degradation"] for r in rows]
+    out = [
+        r["ppl"].get(1, r["ppl"].get("1")) if measure == "ppl" else r["degradation"] for r in rows
+    ]
     return [float(v) for v in out if v is not None and math.isfinite(v)]
 
 
@@ -40,29 +55,48 @@ def _mean_std(x) -> str:
     return f"{statistics.fmean(x):.4g} ± {sd:.2g} (n={len(x)})"
 
 
-def _tested(claim, paper, a, b, xa, xb, k=1, unit="") -> dict:
-    """One comparison's verdict row (`analysis.stats.assess`); values shown ×``k``."""
-    v = stats.assess(xa, xb, claim)
+def _protocol(claim_id: str | None) -> Protocol:
+    """The registered protocol of `claim_id` (claims.toml), in the study's family; a
+    degradation comparison (no claim of its own) a two-sided Welch test with no paper size."""
+    if claim_id is None:
+        return Protocol(FAMILY, "welch", "two", metric="degradation")
+    from analysis.ledger import load_claims
+    from analysis.ledger_compare import protocol
+
+    (claim,) = [c for c in load_claims()[0] if c["id"] == claim_id]
+    return replace(protocol(claim), family=FAMILY)
+
+
+def _row(claim, paper, a, b, xa, xb, d: Decision, k=1, unit="") -> dict:
+    """One comparison's verdict row, its numbers from the `Decision`."""
+    c = d.comparison
+    answer = {"held": "yes", "did not hold": "no"}.get(d.verdict, d.verdict)
+    if d.reason == "magnitude not reproduced":
+        answer = "no (magnitude not reproduced)"
+    pe = c.protocol.paper_effect
+    line = (
+        f"{c.protocol.test} p={c.p_raw:.3g}, Holm p={d.p_adjusted:.3g} ({FAMILY} family); gap "
+        f"{c.gap:+.4f} {c.protocol.metric}, 95 % Welch CI [{c.ci[0]:+.4f}, {c.ci[1]:+.4f}]"
+        + ("" if pe is None else f", the paper's {pe:+.4f} {d.magnitude}")
+        + (f"; detectable with 80 % power: {c.mde:.4f}" if d.verdict == "not shown" else "")
+    )
     return {
         "claim": claim,
         "paper": paper,
-        "answer": v.answer,
+        "answer": answer,
         "here": f"{a} {_mean_std([k * x for x in xa])}; {b} {_mean_std([k * x for x in xb])}"
         + unit,
-        "line": v.line,
-        "gap": v.gap,
-        "margin": v.margin,
-        "p": v.p,
-        "ci": list(v.ci),
-        "n_a": v.n_a,
-        "n_b": v.n_b,
+        "line": line,
+        **d.stats(),
     }
 
 
 def verdicts(cal: dict, cmp_: dict, sc, longer: dict | None = None) -> list[dict]:
-    """One dict a claim: the rule's verdict on dense's degradation, then each comparison of
-    `PAPER` at the chosen rung (`analysis.stats.assess`), stagger vs fixed carrying its power;
-    then stagger vs fixed again at the top rung when stage 3 ran (``longer``)."""
+    """One dict a claim: the rung rule's verdict on dense's degradation, then each comparison
+    of `PAPER` at the chosen rung, tested as claims.toml registers it (perplexities as ln ppl)
+    and Holm-adjusted together (`analysis.decide.settle`, family `FAMILY`), stagger vs fixed
+    carrying its planned power; then stagger vs fixed at the top rung when stage 3 ran
+    (``longer``) — shown as *exploratory*: a second look at the same claim is not its verdict."""
     chosen = cal["chosen"]
     rows = {s: list(v) for s, v in cmp_["runs"].items()}
     rows["dense"] = [r for r in cal["rows"] if r["scheme"] == "dense" and r["steps"] == chosen]
@@ -80,7 +114,8 @@ def verdicts(cal: dict, cmp_: dict, sc, longer: dict | None = None) -> list[dict
             "n_b": 0,
         }
     ]
-    for claim, a, b, measure, paper in PAPER:
+    tested = []  # (index in out, claim, paper, a, b, xa, xb, comparison, k, unit)
+    for claim, a, b, measure, paper, claim_id in PAPER:
         if measure == "deg" and top != 4:
             claim = claim.replace("4×", f"{top}×")
         xa, xb = _values(rows.get(a, []), measure), _values(rows.get(b, []), measure)
@@ -100,16 +135,25 @@ def verdicts(cal: dict, cmp_: dict, sc, longer: dict | None = None) -> list[dict
                 }
             )
             continue
-        k = 100 if measure == "deg" else 1  # degradations shown in %
-        row = _tested(claim, paper, a, b, xa, xb, k, " %" if measure == "deg" else "")
+        to = math.log if measure == "ppl" else float
+        c = compare([to(x) for x in xa], [to(x) for x in xb], _protocol(claim_id))
+        k, unit = (100, " %") if measure == "deg" else (1, "")
+        tested.append((len(out), claim, paper, a, b, xa, xb, c, k, unit))
+        out.append({})
+    decisions = settle([t[7] for t in tested])
+    for (i, claim, paper, a, b, xa, xb, _, k, unit), d in zip(tested, decisions):
+        out[i] = _row(claim, paper, a, b, xa, xb, d, k, unit)
         if claim == "stagger beats fixed":
-            row["power"] = (cmp_.get("plan") or {}).get("achieved")
-        out.append(row)
+            out[i]["power"] = (cmp_.get("plan") or {}).get("achieved")
     if longer and longer.get("runs"):
         xa, xb = (_values(longer["runs"].get(s, []), "ppl") for s in ("stagger", "fixed"))
-        if xa and xb:
-            claim = f"stagger beats fixed after {longer['steps']} steps"
-            out.append(_tested(claim, PAPER[0][4], "stagger", "fixed", xa, xb))
+        if len(xa) > 1 and len(xb) > 1:
+            pr = replace(_protocol("t5-stagger-beats-fixed"), family="exploratory")
+            (d,) = settle([compare([math.log(x) for x in xa], [math.log(x) for x in xb], pr)])
+            claim = f"stagger beats fixed after {longer['steps']} steps (exploratory)"
+            row = _row(claim, PAPER[0][4], "stagger", "fixed", xa, xb, d)
+            row["line"] = row["line"].replace(f"({FAMILY} family)", "(alone)")
+            out.append({**row, "answer": f"exploratory: {row['answer']}"})
     return out
 
 

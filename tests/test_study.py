@@ -245,8 +245,18 @@ def test_stage_3_continues_stagger_and_fixed_to_the_top_rung(smoke, tmp_path):
         ev = st.events("study-smoke-fixed-s2-T32-4")
     assert "step 2" in set(ev["message"])  # resumed from the chosen rung's checkpoint
     v = {x["claim"]: x for x in res["verdicts"]}
-    row = v[f"stagger beats fixed after {top} steps"]
+    row = v[f"stagger beats fixed after {top} steps (exploratory)"]
     assert row["n_a"] == row["n_b"] == sc.first_seeds
+    assert row["answer"].startswith("exploratory: ") and row["family"] == "exploratory"
+    # the registered comparisons form one Holm family, the exploratory one stays out of it
+    fam = [x for x in res["verdicts"] if x.get("family") == "study"]
+    tested = [x for x in fam if x["p_raw"] == x["p_raw"]]  # NaN: untested, not in the family
+    assert tested and all(x["p_adjusted"] >= x["p_raw"] for x in tested)
+    from statsmodels.stats.multitest import multipletests
+
+    extra = [x["p_against"] for x in tested if x["p_against"] is not None]  # ties' 2nd tests
+    want = multipletests([x["p_raw"] for x in tested] + extra, method="holm")[1]
+    assert [x["p_adjusted"] for x in tested] == pytest.approx(list(want[: len(tested)]))
     assert any("== 3." in line for line in lines)
     # the default smoke run's chosen rung is what its own rule gave; stage 3 only below the top
     first = smoke["first"]
