@@ -3,7 +3,7 @@ exactly one verdict from the strongest evidence the store holds.
 
     led = ledger.build(ledger_evidence.from_store(
         store, grids=ledger_evidence.stored_grids(), timings=ledger_evidence.stored_timings()))
-    led.summary()            # "paper's claims (35): 4 held, 2 did not hold, … not tested here"
+    led.summary()            # "paper's claims (48): 2 held, 5 did not hold, … not tested here"
     led.write_json("reports/x/claims.json")
 
 Verdicts: ``held``, ``did not hold`` (for a comparison also "magnitude not reproduced": the
@@ -18,6 +18,14 @@ grid beats the reduced probe, a study run beats the demo's short runs); weaker t
 are listed beside it (``also``).  A tier too small to decide an LM claim (the demo's runs)
 reports its numbers with the verdict ``not shown``.  The lab's own findings (the toml's ``lab``
 list) get verdicts too, but the summary counts the paper's claims only.
+
+Claims computed from the lab's code with no runs (kinds ``coverage``, ``computed``) are decided
+by `analysis.ledger_exact`; the 2×2 of base × schedule, the seed-noise level and the battery's
+separation of schemes by `analysis.ledger_across`.  A claim the paper's own numbers contradict
+carries the toml's ``paper_contradicts`` (in claims.json, the report and the summary's count):
+the flag is the paper against itself, the verdict is still the lab's test.  Table 1's claims
+that repeat a Table 5 comparison (``seeds_claim``) are decided on the windows Table 5's twin
+does not use, so one set of runs is never one test counted twice.
 """
 
 from __future__ import annotations
@@ -32,8 +40,10 @@ import tomllib
 
 from analysis import ledger_compare
 from analysis.decide import settle
+from analysis.ledger_across import ACROSS_CHECKS
 from analysis.ledger_checks import LM_CHECKS, Finding
 from analysis.ledger_efficiency import EFFICIENCY_CHECKS
+from analysis.ledger_exact import exact_findings
 from analysis.ledger_probe import PROBE_CHECKS
 from lab import jsonio
 
@@ -44,7 +54,6 @@ __all__ = [
     "Entry",
     "Ledger",
     "build",
-    "coverage_findings",
 ]
 
 VERDICTS = ("held", "did not hold", "not shown", "not tested here")
@@ -62,7 +71,10 @@ _KIND_WORDS = {
     "probe": "marked retrieval-probe cells of the depths and inits it needs",
     "battery": "battery results",
     "efficiency": "timings of the attention paths",
+    "method": "record of how the paper's runs were made",
 }
+#: Kinds decided by computation from the lab's code, no runs (`analysis.ledger_exact`).
+COMPUTED = ("coverage", "computed")
 
 
 def load_claims(path: str = CLAIMS_PATH) -> tuple[list[dict], list[dict]]:
@@ -95,6 +107,7 @@ class Entry:
     why: str = ""  # why not tested / why not decisive
     decides: str = ""  # what would test it
     also: list = field(default_factory=list)  # weaker tiers' verdicts
+    paper_contradicts: str = ""  # where the paper's own numbers contradict the claim
 
     @property
     def shown(self) -> str:
@@ -128,11 +141,17 @@ class Ledger:
             f"{n} {v}" + (f" ({chance} at chance)" if v == "not shown" and chance else "")
             for v, n in c.items()
         ]
+        flagged = len(self.contradicted())
         return (
             f"the paper's claims ({len(self.paper())}): "
             + ", ".join(parts)
+            + (f"; {flagged} contradicted by the paper's own numbers" if flagged else "")
             + f"; the lab's own findings ({len(self.lab())}) are not counted"
         )
+
+    def contradicted(self) -> list[Entry]:
+        """Paper claims its own numbers contradict (claims.toml ``paper_contradicts``)."""
+        return [e for e in self.paper() if e.paper_contradicts]
 
     def cannot_decide(self) -> list[Entry]:
         """Paper claims the evidence here cannot decide: not tested, or tested only by a tier
@@ -164,75 +183,6 @@ class Ledger:
 
 
 # --------------------------------------------------------------------------------------------
-# coverage: computed from the schedules, no runs needed
-# --------------------------------------------------------------------------------------------
-def _union(schedule: str, layers: int, rungs: int, window=8, seq_len=1024) -> dict:
-    from lab.schedules import layer_alphas
-    from probes.coverage import coverage
-
-    return coverage(layer_alphas(schedule, layers), window, seq_len, "fib", rungs)
-
-
-def coverage_findings(cov: dict | None = None) -> dict[str, Finding]:
-    """The coverage claims' findings (the demo's coverage stage ``cov`` gives the receptive
-    field the lab's finding reads; without it that one is computed)."""
-    src = ["computed: probes.coverage, W=8, T=1024, α·f rounded half-to-even"]
-    f16, s16 = _union("fixed", 16, 15), _union("stagger", 16, 15)
-    f8, s8 = _union("fixed", 8, 25), _union("stagger", 8, 25)
-    out = {
-        "cov-fixed-19": Finding(
-            "held" if f16["union"] == 19 else "did not hold",
-            f"{f16['union']} distinct distances at α = 1 (16 layers, K=15, window counted; "
-            f"{f16['union_beyond_window']} beyond the window)",
-            src,
-        )
-    }
-    ratio = s8["union"] / f8["union"]
-    out["cov-stagger-4x"] = Finding(
-        "held" if 3.5 <= ratio <= 4.5 else "did not hold",
-        f"8 layers, K=25 (the paper's counting setup): {f8['union']} → {s8['union']} "
-        f"({ratio:.2f}×); the trained 16 layers, K=15: {f16['union']} → {s16['union']} "
-        f"({s16['union'] / f16['union']:.1f}×)",
-        src,
-    )
-    diff = max(abs(a - b) for a, b in zip(s16["per_layer"], f16["per_layer"]))
-    out["cov-same-sparsity"] = Finding(
-        "held" if diff <= 1 else "did not hold",
-        f"distances per layer: fixed {min(f16['per_layer'])}–{max(f16['per_layer'])}, stagger "
-        f"{min(s16['per_layer'])}–{max(s16['per_layer'])} (16 layers; at most {diff} apart)",
-        src,
-    )
-    if cov is None:
-        from probes.receptive_field import reachable_fraction, scheme_sets
-
-        fr = {
-            s: reachable_fraction(scheme_sets(s, 16, 8, 1024, 15), 1024)
-            for s in ("fixed", "stagger", "coprime")
-        }
-        rf = src
-    else:
-        fr = cov["fractions"]
-        rf = [
-            f"the coverage stage: {cov['layers']} layers, W={cov['window']}, "
-            f"K={cov['rungs']}, T={cov['seq_len']}"
-        ]
-
-    def first_full(s):
-        return next((i + 1 for i, f in enumerate(fr[s]) if f >= 1.0), None)
-
-    ls, lc = first_full("stagger"), first_full("coprime")
-    ok = lc is not None and ls is not None and lc <= ls and fr["coprime"][-1] == fr["stagger"][-1]
-    out["lab-coprime-fewer-layers"] = Finding(
-        "held" if ok else "did not hold",
-        f"layers until every distance is reachable: fixed {first_full('fixed')}, linear "
-        f"stagger {ls}, coprime {lc}; share after all layers: coprime {fr['coprime'][-1]:.3f}, "
-        f"linear {fr['stagger'][-1]:.3f}",
-        rf,
-    )
-    return out
-
-
-# --------------------------------------------------------------------------------------------
 # verdicts
 # --------------------------------------------------------------------------------------------
 def _check(claim: dict, tier) -> Finding | None:
@@ -240,6 +190,7 @@ def _check(claim: dict, tier) -> Finding | None:
         return ledger_compare.comparison_check(claim, tier)
     fn = (
         LM_CHECKS.get(claim["id"])
+        or ACROSS_CHECKS.get(claim["id"])
         or PROBE_CHECKS.get(claim["id"])
         or EFFICIENCY_CHECKS.get(claim["id"])
     )
@@ -265,6 +216,7 @@ def _entry(claim: dict, source: str, finding: Finding | None, **kw) -> Entry:
         where=claim["where"],
         kind=claim["kind"],
         decides=claim.get("decides", ""),
+        paper_contradicts=claim.get("paper_contradicts", ""),
     )
     if finding is None:
         return Entry(**base, verdict="not tested here", here="", **kw)
@@ -299,7 +251,7 @@ def _strongest(found: list) -> int:
 def findings(claim: dict, evidence) -> list[tuple]:
     """(tier, finding) of every tier with evidence for ``claim``, the deciding one first (a
     comparison's finding is decided as a family of its own until `adjust`)."""
-    if claim["kind"] == "coverage":
+    if claim["kind"] in COMPUTED:
         return []
     found = []
     for tier in _tiers_for(claim["kind"], evidence):
@@ -330,11 +282,29 @@ def adjust(found: dict[str, list]) -> None:
             found[cid][i] = (tier, ledger_compare.finish(f, [next(decided) for _ in f.tests]))
 
 
-def decide(claim: dict, source: str, found: list, cov: dict[str, Finding]) -> Entry:
+def _why_untested(claim: dict, found: dict) -> str:
+    """Why a claim has no finding: the toml's ``why_untested`` (what the lab cannot measure),
+    a Table 1 claim whose only W is its Table 5 twin's (``seeds_claim``: the same runs are
+    one test, counted once), else the evidence kind it lacks."""
+    if claim.get("why_untested"):
+        return claim["why_untested"]
+    twin = claim.get("seeds_claim")
+    if twin and found.get(twin):
+        return (
+            f"its runs are at one W only, which `{twin}` decides over seeds; Table 1's claim "
+            f"is decided on the other windows, so that one test is counted once"
+        )
+    return f"the evidence here has no {_KIND_WORDS.get(claim['kind'], 'evidence of this kind')}"
+
+
+def decide(
+    claim: dict, source: str, found: list, cov: dict[str, Finding], why_untested: str = ""
+) -> Entry:
     """One claim's entry from its findings (`findings`, deciding first; after `adjust`): the
     first decides, the others go to ``also``. A tier too small to decide (demo runs) reports
-    its numbers as ``not shown``, with its verdict as measured (``raw_verdict``)."""
-    if claim["kind"] == "coverage":
+    its numbers as ``not shown``, with its verdict as measured (``raw_verdict``). ``cov``: the
+    computed claims' findings (`analysis.ledger_exact.exact_findings`)."""
+    if claim["kind"] in COMPUTED:
         f = cov.get(claim["id"])
         return _entry(
             claim,
@@ -343,12 +313,11 @@ def decide(claim: dict, source: str, found: list, cov: dict[str, Finding]) -> En
             evidence={"tier": "computed", "scale": "exact", "runs": f.evidence if f else []},
         )
     if not found:
-        what = _KIND_WORDS.get(claim["kind"], "evidence of this kind")
         return _entry(
             claim,
             source,
             None,
-            why=f"the evidence here has no {what}",
+            why=why_untested or _why_untested(claim, {}),
             evidence={"tier": None, "scale": None, "runs": []},
         )
     (tier, f), rest = found[0], found[1:]
@@ -397,9 +366,11 @@ def build(evidence, claims_path: str = CLAIMS_PATH) -> Ledger:
     each claim's findings first, then the comparisons' families adjusted together, then the
     verdicts."""
     paper, lab = load_claims(claims_path)
-    cov = coverage_findings(evidence.coverage)
+    cov = exact_findings(evidence.coverage, evidence.of("efficiency"))
     claims = [(c, "paper") for c in paper] + [(c, "lab") for c in lab]
     found = {c["id"]: findings(c, evidence) for c, _ in claims}
     adjust(found)
-    entries = [decide(c, source, found[c["id"]], cov) for c, source in claims]
+    entries = [
+        decide(c, source, found[c["id"]], cov, _why_untested(c, found)) for c, source in claims
+    ]
     return Ledger(entries, list(evidence.sources), protocol(paper + lab))

@@ -6,9 +6,14 @@ A claim's protocol (`protocol`) comes from its toml entry: ``metric`` (``log_ppl
 compared are ln perplexity, nats per token, so a gap is ≈ a relative gap and the paper's gap
 carries to runs of another scale), ``sided``, ``margin`` (a tie's), ``paper_effect`` and
 ``family``. A check returns a `Finding` whose ``tests`` are its `Pair` s — one comparison per
-window W (``scope="every"``), the W with the most seeds (``"seeds"``), or one per rival of a
-ranking — decided first as a family of their own; `analysis.ledger.build` then re-decides every
-family's pairs together (`finish` on `analysis.decide.settle`'s Holm-adjusted decisions).
+window W (``scope="every"``), the W with the most seeds (``"seeds"``), every W but that one
+(``"grid"``: Table 1's claim whose W with the most seeds its Table 5 twin decides, so the same
+runs are never one test counted twice), or one per rival of a ranking — decided first as a
+family of their own; `analysis.ledger.build` then re-decides every family's pairs together
+(`finish` on `analysis.decide.settle`'s Holm-adjusted decisions). A ranking's ``paper_effect``
+is the paper's gap to its nearest rival (dense against the best sparse model: the 26 %), so it
+applies to that pair only; the other pairs test the order. The ``additive`` mode (the 2×2 of
+base × schedule) is `analysis.ledger_across.additive`, decided there as a family of its own.
 
 A claim of several pairs holds when every pair holds (each W, each rival: an intersection–union
 test, which needs no correction across its own pairs — the family's Holm makes it conservative),
@@ -42,7 +47,7 @@ __all__ = [
 ]
 
 #: compare modes of claims.toml tested by this module: pairwise, and rankings.
-MODES = ("beats", "ties", "best", "worst", "best-vs-sparse")
+MODES = ("beats", "ties", "best", "worst", "best-vs-sparse", "additive")
 #: The label of a comparison that did not hold because the paper's effect lies outside the
 #: interval: the verdict reads "did not hold (magnitude not reproduced)".
 MAGNITUDE = "magnitude not reproduced"
@@ -61,7 +66,7 @@ def protocol(claim: dict) -> Protocol | None:
         )
     return Protocol(
         family=claim["family"],
-        test="tost" if cmp[2] == "ties" else "welch",
+        test="tost" if cmp[2] in ("ties", "additive") else "welch",
         sided=claim.get("sided", "two"),
         margin=claim.get("margin"),
         paper_effect=claim.get("paper_effect"),
@@ -191,7 +196,8 @@ def _settled(pairs: list[Pair], runs: list[str], rel_gap=None, head: str = "") -
 
 def pairwise(tier, a: str, b: str, scope: str, pr: Protocol, rel_gap=None) -> Finding | None:
     """``a`` beats / ties ``b`` on held-out perplexity: at the W with the most seeds
-    (``scope="seeds"``) or at every common W (``"every"``, the best-seeded W first)."""
+    (``scope="seeds"``), at every common W (``"every"``, the best-seeded W first) or at every
+    common W but the best-seeded one (``"grid"``; None when there is no other)."""
     sa, sb = _ppl(tier, a), _ppl(tier, b)
     common = sorted((w for w in sa if w in sb), key=lambda w: (w is not None, w or 0))
     if not common and (a == "dense" or b == "dense") and sa and sb:
@@ -200,7 +206,10 @@ def pairwise(tier, a: str, b: str, scope: str, pr: Protocol, rel_gap=None) -> Fi
     if not common:
         return None
     best = max(common, key=lambda w: (min(len(sa[w]), len(sb[w])), w or 0))
-    ws = [best] + ([w for w in common if w != best] if scope == "every" else [])
+    others = [w for w in common if w != best]
+    ws = {"every": [best] + others, "grid": others}.get(scope, [best])
+    if not ws:
+        return None
     pairs = [_pair(a, b, w, sa[w], sb[w], pr) for w in ws]
     runs = [n for w in ws for n, _ in sa[w] + sb[w]]
     return _settled(pairs, runs, rel_gap)
@@ -234,12 +243,15 @@ def ranking(tier, target: str, mode: str, pr: Protocol) -> Finding | None:
         if target not in sparse or len(sparse) < 3:
             return None
     rivals.sort(key=lambda k: abs(m[k][2] - m[target][2]))
+    # the paper's effect is its gap to the nearest rival (dense: to the best sparse model)
+    near = min(rivals, key=lambda k: m[k][2]) if mode == "best-vs-sparse" else rivals[0]
     pairs = []
     for k in rivals:
+        pk = pr if k == near else replace(pr, paper_effect=None)
         if mode == "worst":  # the claim: every rival beats the target
-            pairs.append(_pair(k, target, None, m[k][1], m[target][1], pr))
+            pairs.append(_pair(k, target, None, m[k][1], m[target][1], pk))
         else:
-            pairs.append(_pair(target, k, None, m[target][1], m[k][1], pr))
+            pairs.append(_pair(target, k, None, m[target][1], m[k][1], pk))
     shown = sorted([target, *rivals], key=lambda k: m[k][2])
     head = (
         "mean ppl (best W each): "
@@ -257,6 +269,10 @@ def comparison_check(claim: dict, tier) -> Finding | None:
     if pr is None:
         return None
     a, b, mode, scope = claim["compare"]
+    if mode == "additive":
+        from analysis.ledger_across import additive
+
+        return additive(tier, a, b, pr)
     if mode in ("beats", "ties"):
         return pairwise(tier, a, b, scope, pr, claim.get("rel_gap"))
     return ranking(tier, a, mode, pr)

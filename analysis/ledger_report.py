@@ -1,5 +1,6 @@
 """The claims ledger in a report: the summary line (the paper's claims only), one table of
-every paper claim with the paper's numbers beside ours, the seed statistics of each LM
+every paper claim with the paper's numbers beside ours, the claims the paper's own numbers
+contradict (and how), the seed statistics of each LM
 comparison (mean ± std, margin in pooled σ, the registered test's raw and Holm-adjusted p,
 Welch t-interval, the paper's effect inside or outside it, the detectable gap, power) beside the
 paper's, what the evidence here cannot decide (and what would), and the lab's own findings apart.
@@ -16,7 +17,10 @@ __all__ = ["ledger_section", "ledger_frame", "stats_frame"]
 
 
 def ledger_frame(entries) -> pd.DataFrame:
-    """One row a claim: id, where, claim, paper, here, verdict, evidence (tier)."""
+    """One row a claim: id, where, claim, paper, here, verdict, evidence (tier), and
+    ``paper contradicts`` ("yes" where the paper's own numbers contradict the claim; the
+    report lists how below the table)."""
+    cols = ["id", "where", "claim", "paper", "here", "verdict", "evidence", "paper contradicts"]
     return pd.DataFrame(
         [
             {
@@ -27,10 +31,11 @@ def ledger_frame(entries) -> pd.DataFrame:
                 "here": e.here or e.why,
                 "verdict": e.shown,
                 "evidence": e.evidence.get("tier") or "—",
+                "paper contradicts": "yes" if e.paper_contradicts else "",
             }
             for e in entries
         ],
-        columns=["id", "where", "claim", "paper", "here", "verdict", "evidence"],
+        columns=cols,
     )
 
 
@@ -99,6 +104,14 @@ def ledger_section(report: Report, led: Ledger, title: str = "The paper's claims
         + "."
     )
     report.table(ledger_frame(led.paper()), name="ledger", decimals=2)
+    flagged = led.contradicted()
+    if flagged:
+        report.heading("Where the paper's own numbers contradict it", level=3)
+        report.text(
+            "These claims are contradicted by numbers the paper itself gives (its tables, or "
+            "parameters it states); the verdict above is still the lab's own test."
+        )
+        report.bullets(f"`{e.id}` ({e.where}) — {e.paper_contradicts}" for e in flagged)
     st = stats_frame(led.paper())
     if not st.empty:
         report.table(
