@@ -36,7 +36,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from benchmarks.header import machine_header  # noqa: E402
-from lab import kernels  # noqa: E402
+from lab import contention, kernels  # noqa: E402
 from lab.attention import sparse_attention  # noqa: E402
 from lab.measure import CLOCKS, peak_growth, run_child, time_fn  # noqa: E402
 
@@ -185,6 +185,7 @@ def main() -> None:
         f"{'×mask':>7} {'peak MiB':>9} {'mem/dense':>9}"
     )
     out_rows = []
+    load = contention.watch().__enter__()  # how busy other processes kept the machine
     for T in args.lengths:
         reps = args.reps if T <= 4096 else min(args.reps, 2) if T <= 16384 else 1
         times: dict[str, tuple[float, float, float | None]] = {}
@@ -229,9 +230,13 @@ def main() -> None:
                         f"fwd+bwd {a[1] / b[1]:.2f}",
                         flush=True,
                     )
+    load.__exit__(None, None, None)
+    print(load.result.line() + " while this ran")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"machine": info, "rows": out_rows}, f, indent=1)
+            json.dump(
+                {"machine": info, "load": load.result.to_dict(), "rows": out_rows}, f, indent=1
+            )
 
 
 if __name__ == "__main__":

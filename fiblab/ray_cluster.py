@@ -15,7 +15,9 @@ use one thread better than two (as `probes.grid.run_grid`'s ``jobs`` found), so 
 runs 16 cells at once; give LM runs more threads (``--ray-threads 4``) when cores are many.
 The same seeds give the same numbers whatever the number of nodes (each task is a pure
 function of its cell or config; torch's CPU kernels give the same result for the same number
-of threads, which is why the threads are fixed per task, not per node).
+of threads, which is why the threads are fixed per task, not per node).  A task registers
+with its node's lab jobs pinned at its threads (`lab.cpu_share.pin`): lab jobs outside Ray on
+that node share what the tasks leave.
 """
 
 from __future__ import annotations

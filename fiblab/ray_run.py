@@ -52,12 +52,11 @@ def probe_cell_task(cell, settings, threads: int, log_to=None, live=None, starte
     ``live`` / ``log_to``, the worker reports into the grid's live folder and the cell's log
     folder, which must be on storage the nodes share, and checks the stop request itself;
     ``started``: the driver's queue for the start line, `fiblab.ray_progress`)."""
-    import torch
-
+    from lab.cpu_share import pin
     from probes.runner import run_cell
 
     node = report_start(started, cell.key(settings))
-    torch.set_num_threads(threads)
+    pin(threads)  # Ray reserved them: fixed, and counted by the node's other lab jobs
     rec = run_cell(cell, settings, progress=False, log_to=log_to, live=live)
     return {"record": rec, "node": node}
 
@@ -72,12 +71,11 @@ def train_task(cfg, threads: int, started=None) -> dict:
     journaled in its run folder; returns the summary, its node and the whole journal (every
     attempt's).  It always resumes: a retried task continues its first attempt's checkpoints
     (a driver that must not resume a run refuses one with checkpoints before it starts)."""
-    import torch
-
+    from lab.cpu_share import pin
     from lab.train import train
 
     node = report_start(started, cfg.name)
-    torch.set_num_threads(threads)
+    pin(threads)  # Ray reserved them: fixed, and counted by the node's other lab jobs
     t0 = time.perf_counter()
     path = journal_path(cfg)
     out = train(cfg, resume=True, quiet=True, store=StoreJournal(path))

@@ -34,9 +34,9 @@ def trial_task(fn: Callable | None, task, threads: int) -> dict:
     from analysis.search_objectives import OBJECTIVES, evaluate
 
     if any(OBJECTIVES[n].trained for n in task.objectives):
-        import torch
+        from lab.cpu_share import pin
 
-        torch.set_num_threads(threads)
+        pin(threads)  # Ray reserved them: fixed, and counted by the node's other lab jobs
     return (fn or evaluate)(task)
 
 

@@ -14,6 +14,10 @@ launcher asks `launch_estimate` first and warns when the answer is long.
 
 A small model runs at a lower FLOP rate than a large one, so the estimate errs long — the right
 side for a warning.  Evaluations are left out (they add a few per cent at the presets' cadence).
+
+Beside other lab jobs a run gets its share of the cores (`lab.cpu_share`), so `shared_slowdown`
+scales a recorded speed by cores ÷ its threads (long again: one thread is more efficient per
+core than two).  A speed timed here now ran beside the same jobs and is not scaled.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ __all__ = [
     "machine_speed",
     "may_be_long",
     "run_seconds",
+    "shared_slowdown",
 ]
 
 WARN_S = 3600.0  # longer than this on a machine without GPUs: ask before launching
@@ -47,6 +52,7 @@ class Speed:
     flops_per_s: float
     basis: str
     ref_flops_per_token: float  # of the model it was measured on
+    timed_now: bool = False  # timed here just now, beside whatever else runs
 
 
 def train_flops_per_token(model_cfg) -> float:
@@ -126,7 +132,7 @@ def measured_speed(steps: int = 3) -> Speed:
     rate = x.numel() / statistics.median(times)
     fpt = train_flops_per_token(cfg)
     return Speed(
-        fpt * rate, f"a dense cpu-small model timed here trained {rate:,.0f} tokens/s", fpt
+        fpt * rate, f"a dense cpu-small model timed here trained {rate:,.0f} tokens/s", fpt, True
     )
 
 
@@ -148,6 +154,23 @@ def may_be_long(cfg) -> bool:
     timing, no store)."""
     total = cfg.steps * cfg.tokens_per_step * train_flops_per_token(cfg.model)
     return total > WARN_S * SLOWEST_FLOPS
+
+
+def shared_slowdown(speed: Speed, jobs=None, n_cores: int | None = None) -> tuple[float, str]:
+    """How much longer a run launched now takes beside the machine's other lab jobs (``jobs``:
+    `lab.cpu_share.live_jobs`), and a few words saying why ('' when 1): cores ÷ the threads
+    its share gives it, for a speed not timed beside them."""
+    from lab import cpu_share
+
+    n = cpu_share.cores() if n_cores is None else n_cores
+    jobs = cpu_share.live_jobs() if jobs is None else jobs
+    t = cpu_share.threads_for_new_job(jobs, n)
+    if speed.timed_now or not jobs or t >= n:
+        return 1.0, ""
+    return n / t, (
+        f"sharing the {n} cores with {len(jobs)} other lab job{'s' * (len(jobs) != 1)} "
+        f"({t} thread{'s' * (t != 1)} of {n} while they run)"
+    )
 
 
 def run_seconds(cfg, speed: Speed) -> float:

@@ -24,6 +24,10 @@ For a launcher's progress line and ETA, rank 0 writes what it is doing to ``<run
 (`lab.runphase`) and logs ``tokens_per_s`` over the steps since the last log (evaluations left
 out) and ``eval_s`` (the seconds each light evaluation took).
 
+A run on the CPU registers with the machine's other lab jobs for the loop's duration and sets its
+torch threads to its share of the cores at step boundaries (`lab.cpu_share`: side by side, jobs
+that each took every core ran 5–17× slower; ``FIBLAB_THREADS=N`` pins a run's threads).
+
 Near 500 lines on purpose: the loop, its evaluation, its stop protocol and its store logging
 share the run's state step by step; the config and checkpoints are already modules of their own.
 """
@@ -51,6 +55,7 @@ from lab.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
+from lab.cpu_share import Share
 from lab.evalkind import EvalKind
 from lab.model import FibLM
 from lab.precision import autocast, resolve_precision
@@ -359,8 +364,14 @@ def train(
     model.train()
     status = "failed"
     stopped_at = None
+    # the machine's cores shared with the other lab jobs, step by step (lab.cpu_share)
+    rank = f" rank {di.rank}" if di.world > 1 else ""
+    share = Share("train", cfg.name + rank, log=bar.write if bar else log)
     try:
+        if di.device.type == "cpu":
+            share.join()
         for step in range(start + 1, cfg.steps + 1):
+            share.step()
             lr = lr_at(step, cfg)
             for group in opt.param_groups:
                 group["lr"] = lr
@@ -473,6 +484,7 @@ def train(
                 store.set_status(cfg.name, "failed", f"{kind}: {e}")
         raise
     finally:
+        share.leave()
         if bar:
             bar.close()
         if sink:

@@ -43,9 +43,10 @@ def append_record(path: str, rec: dict) -> None:
 
 
 def _cell_worker(cell: Cell, settings: ProbeSettings, threads: int, log_to=None, live=None) -> dict:
-    """One cell in a worker process of `run_grid(jobs > 1)`, on `threads` intra-op threads
-    (with ``log_to``, the worker opens its own sink for its cell's folder; with ``live``, it
-    writes its cell's live file and checks the stop request itself)."""
+    """One cell in a worker process of `run_grid(jobs > 1)`, on at most `threads` intra-op
+    threads (its cap in `lab.cpu_share`: fewer while other lab jobs need the cores; with
+    ``log_to``, the worker opens its own sink for its cell's folder; with ``live``, it writes its
+    cell's live file and checks the stop request itself)."""
     torch.set_num_threads(threads)
     return run_cell(cell, settings, progress=False, log_to=log_to, live=live)
 
@@ -65,12 +66,16 @@ def run_grid(
 
     jobs > 1 runs that many cells at once in worker processes, each on cores // jobs threads
     (at least 1): on a small CPU the many small ops of a probe step use one thread better than
-    two, so two 1-thread cells finish sooner than two 2-thread cells in turn.  Records are
-    appended (and `on_record` called) as cells finish; `on_step` and the per-step progress bar
-    need jobs = 1 (with jobs > 1 a bar counts the finished cells, with a line for each).  The result is in `cells`
-    order either way.  If a cell fails, no further cell starts, the cells already running are
-    finished and recorded, and the first error is raised.  ``log_to`` (a `lab.runlog.LogSpec`)
-    also logs each cell that runs live, into its own folder (skipped cells log nothing).
+    two, so two 1-thread cells finish sooner than two 2-thread cells in turn.  Each worker
+    registers its cell with the machine's lab jobs (`lab.cpu_share`) with cores // jobs as its
+    cap — alone, the grid runs as before; beside other jobs its workers take their share.
+    Records are appended (and
+    `on_record` called) as cells finish; `on_step` and the per-step progress bar need jobs = 1
+    (with jobs > 1 a bar counts the finished cells, with a line for each).  The result is in
+    `cells` order either way.  If a cell fails, no further cell starts, the cells already
+    running are finished and recorded, and the first error is raised.  ``log_to`` (a
+    `lab.runlog.LogSpec`) also logs each cell that runs live, into its own folder (skipped cells
+    log nothing).
     ``live`` (a `probes.live.LiveSpec`): every running cell reports into its live file and
     checks the stop request between steps; a stop raises `probes.live.StopRequested` once the
     running cells are abandoned — the cells finished before it are in `out_path`, and running
@@ -111,7 +116,10 @@ def run_grid(
         cells_bar = progress_bar(progress, desc="probe cells", total=len(todo), unit="cell")
         with (
             cells_bar,
-            ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as pool,
+            ProcessPoolExecutor(
+                max_workers=min(jobs, len(todo)),
+                mp_context=ctx,
+            ) as pool,
         ):
             futures = [pool.submit(_cell_worker, c, settings, threads, log_to, live) for c in todo]
             try:

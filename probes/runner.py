@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from lab.blur import blur_width
+from lab.cpu_share import Share
 from lab.model import build_model
 from lab.precision import autocast
 from lab.progress import bar as progress_bar
@@ -87,6 +88,8 @@ def run_cell(
     every step — `probes.live.StopRequested` abandons the cell (no record, its live file gone).
     Live reporting changes no number of the record (the live accuracy uses the final
     evaluation's own seeded batch, in eval mode, without gradients).
+    On the CPU the cell registers with the machine's other lab jobs while it trains and takes its
+    share of the cores at step boundaries (`lab.cpu_share`; its threads at the start are its cap).
     ``model``: a model the caller built (e.g. a searched α schedule, `analysis.search_objectives`)
     trained instead of the cell's mechanism; the cell still names the record."""
     if live is not None and live.stop_requested():
@@ -97,19 +100,23 @@ def run_cell(
     settings = settings.resolved(device)  # "auto" → what this device computes in: the record says
     sink = open_sink(log_to, cell.key(settings))
     watch = live.open(cell, cell.key(settings), settings.steps) if live is not None else None
+    share = Share("probe", cell.key(settings))  # the cores shared with other lab jobs
     try:
-        return _train_cell(model, cell, settings, progress, on_step, sink, watch)
+        if device.type == "cpu":
+            share.join()
+        return _train_cell(model, cell, settings, progress, on_step, sink, watch, share)
     except BaseException:
         if watch is not None:
             watch.abandon()
         raise
     finally:
+        share.leave()
         if sink:
             sink.close()
 
 
 def _train_cell(
-    model, cell: Cell, settings: ProbeSettings, progress, on_step, sink, watch=None
+    model, cell: Cell, settings: ProbeSettings, progress, on_step, sink, watch=None, share=None
 ) -> dict:
     device = next(model.parameters()).device
     opt = torch.optim.AdamW(model.parameters(), lr=settings.lr)
@@ -123,6 +130,8 @@ def _train_cell(
         progress, desc=cell_label(cell), total=settings.steps, unit="step", mininterval=0.5
     )
     for step in range(settings.steps):
+        if share is not None:
+            share.step()
         if watch is not None and watch.spec.stop_requested():
             raise StopRequested(f"stop requested at step {step} of {watch.key}")
         if is_blur:

@@ -5,6 +5,8 @@
 * ``FIBLAB_AUTOTUNE=0`` → ``impl="auto"`` keeps its static order (cpp on CPU, band where it can
   run): results and call counts that never depend on which implementation won a race under
   load.  tests/test_autotune.py turns measuring back on where it tests it.
+* ``FIBLAB_JOBS_DIR`` → a per-session registry of lab jobs (`lab.cpu_share`), so the suite's
+  jobs share the cores among themselves, not with lab jobs outside it.
 
 Set in ``os.environ``, so child processes (notebook kernels, ``run_child``) inherit them.
 
@@ -30,6 +32,9 @@ def fiblab_session_env(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("FIBLAB_CACHE_DIR", str(tmp_path_factory.mktemp("fiblab-cache")))
         mp.setenv("FIBLAB_AUTOTUNE", "0")
+        # the suite's lab jobs share the cores among themselves only (lab.cpu_share): a bit-exact
+        # test's thread count never depends on lab jobs running outside the suite
+        mp.setenv("FIBLAB_JOBS_DIR", str(tmp_path_factory.mktemp("fiblab-jobs")))
         yield
 
 

@@ -198,12 +198,15 @@ def test_auto_keys_a_cell_as_fp32_on_either_cpu(cpu_profile):
     assert cell.key(TINY).endswith("/w2")
 
 
-def test_grid_jobs_match_one_process(tmp_path):
+def test_grid_jobs_match_one_process(tmp_path, monkeypatch):
     """Two cells in two worker processes give the records a single process gives with the
-    workers' thread count, appended to the file, in cell order, and resume like jobs=1."""
+    workers' thread count, appended to the file, in cell order, and resume like jobs=1.
+    (The threads are pinned, `lab.cpu_share`: other lab jobs on the machine would otherwise
+    lower the workers' share, and with it the records' last bits.)"""
     import os
     from dataclasses import replace
 
+    monkeypatch.setenv("FIBLAB_THREADS", str(max(1, len(os.sched_getaffinity(0)) // 2)))
     settings = replace(TINY, steps=12, log_every=6)
     cells = [Cell("blur", 2, "staggered", 0), Cell("fib-fixed", 2, "-", 1)]
     out = tmp_path / "jobs.jsonl"

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import ipywidgets as W
 
-from lab import paths
+from lab import cpu_share, paths
 
 ROOT: Path = paths.work_dir()  # the checkout, or the working directory of an installed fiblab
 
@@ -227,9 +227,12 @@ class Shown:
 class LaunchPanel(Shown):
     """A panel with launch / stop / resume buttons over a detached job (training run, probe
     grid, search): the handlers go through `guarded` to the panel's own ``launch``, ``stop``
-    and ``resume``; ``state`` is the last snapshot's (``self.snap``), "idle" before one."""
+    and ``resume``; ``state`` is the last snapshot's (``self.snap``), "idle" before one.
+    ``share_box`` (made by `share_widget`, redrawn by `show_share`) says what shares this
+    machine's cores."""
 
     snap = None
+    share_box = None
 
     @property
     def state(self) -> str:
@@ -237,6 +240,27 @@ class LaunchPanel(Shown):
         if s is None:
             return "idle"
         return s["state"] if isinstance(s, dict) else s.state
+
+    def share_widget(self) -> W.HTML:
+        """The line (CSS class ``fib-cpu-share``) naming the other lab jobs live on this
+        machine and the threads a new job would get — or, while this panel's job runs, the
+        threads it uses (`lab.cpu_share`: jobs side by side share the cores)."""
+        self.share_box = W.HTML()
+        self.share_box.add_class("fib-cpu-share")
+        self.show_share()
+        return self.share_box
+
+    def show_share(self) -> None:
+        """Redraw the `share_widget` line from the machine's job registry."""
+        if self.share_box is None:
+            return
+        handle = getattr(self, "handle", None)
+        live = handle is not None and self.state in ("starting", "running", "stopping")
+        # a launched job leads its own process group: its workers and ranks are in it too
+        line = cpu_share.describe(
+            cpu_share.live_jobs(), cpu_share.cores(), handle.pid if live else None
+        )
+        self.share_box.value = f"<span style='color:#555'>this machine: {html.escape(line)}</span>"
 
     @guarded
     def _on_launch(self, button=None) -> None:

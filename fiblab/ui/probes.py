@@ -147,6 +147,7 @@ class ProbePanel(ProbeForm, LaunchPanel):
                 self.form,
                 self.error_box,
                 W.HBox([self.launch_button, self.stop_button, self.resume_button]),
+                self.share_widget(),
                 self.status,
                 W.HBox([self.progress, self.progress_label]),
                 self.live,
@@ -261,6 +262,7 @@ class ProbePanel(ProbeForm, LaunchPanel):
         self.stop_button.button_style = "" if self.stop_button.disabled else "warning"
         self.resume_button.disabled = s.state not in ("stopped", "failed")
         self.status.value = status_html(s)
+        self.show_share()
         self.progress.max = max(1, s.steps_total)
         self.progress.value = min(self.progress.max, s.steps_done)
         self.progress_steps = s.steps_done

@@ -174,6 +174,7 @@ class SearchPanel(LaunchPanel):
                 form,
                 self.error_box,
                 W.HBox([self.launch_button, self.stop_button, self.resume_button]),
+                self.share_widget(),
                 self.status,
                 self.count,
                 self.best,
@@ -314,6 +315,7 @@ class SearchPanel(LaunchPanel):
             + (f" — {html.escape(note)}" if note else "")
         )
         self.count.value = f"trials <b class='fib-search-done'>{s.done} / {s.total}</b>"
+        self.show_share()
         self.log.value = f"<pre>{html.escape(s.message)}</pre>" if s.message else ""
         v = self.view
         if v is None or not v.points:

@@ -195,6 +195,7 @@ class TrainPanel(LaunchPanel):
                 W.HBox(
                     [self.launch_button, self.stop_button, self.resume_button, self.refresh_button]
                 ),
+                self.share_widget(),
                 self.warning_box,
                 self.error_box,
                 self.status,
@@ -389,6 +390,7 @@ class TrainPanel(LaunchPanel):
         if not alive and self._armed is not None:
             self.launch_button.button_style = "danger"
         self.stats.value = stats_html(s)
+        self.show_share()
         if st == "failed":
             self.log.value = f"<pre>{html.escape(LA.log_tail(self.handle, 15))}</pre>"
         else:

@@ -117,16 +117,18 @@ def long_run_warning(cfg, store: str, gpus: int) -> str | None:
     if gpus or not TE.may_be_long(cfg):
         return None
     speed = TE.machine_speed(store, TE.train_flops_per_token(cfg.model))
-    secs = TE.run_seconds(cfg, speed)
+    slower, why = TE.shared_slowdown(speed)  # beside the other lab jobs live now
+    secs = TE.run_seconds(cfg, speed) * slower
     if secs <= TE.WARN_S:
         return None
     tokens = cfg.steps * cfg.tokens_per_step
     return (
         f"{cfg.name} would train for about {format_duration(secs)} on this machine (no GPU is "
         f"visible): {cfg.steps:,} steps × {cfg.tokens_per_step:,} tokens = {tokens:,} tokens, "
-        f"at the speed {speed.basis}, scaled to this model's size (a rough estimate; "
-        f"evaluations not counted). Press “launch anyway” to start it, or choose a cpu-* "
-        f"preset or fewer steps."
+        f"at the speed {speed.basis}, scaled to this model's size"
+        + (f" and {slower:.1f}× for {why}" if why else "")
+        + " (a rough estimate; evaluations not counted). Press “launch anyway” to start it, "
+        "or choose a cpu-* preset or fewer steps."
     )
 
 
