@@ -10,8 +10,8 @@
 ``"auto"``   `resolve_precision`: bf16 on CUDA, fp32 on every CPU.  Why not bf16 on CPUs with
              native bf16 units (AVX512-BF16, AMX)?  Measured, it is slower there for every
              workload of the lab: on a Xeon with AVX512-BF16 the training step of the CPU
-             models is 1.5–2.0× and of the paper's 60M model 1.2–1.6× *slower* under bf16
-             autocast, the probe step 1.3–1.5×, the evaluation 2.1× (the models are small, so
+             models is 1.5–2.0× and of the paper's 60M model 1.1–1.6× *slower* under bf16
+             autocast, the probe step 1.3–1.5×, the evaluation 2.1–2.5× (the models are small, so
              the casts cost more than the faster matmuls save, and the fused C++ attention
              kernel is float32 / float64) — benchmarks/precision_speed.py, RESULTS.md "One lab
              on every CPU".  On an AVX2 CPU bf16 is emulated, ≈ 20× slower.  And bf16 changes
