@@ -47,7 +47,7 @@ import numpy as np
 from scipy import stats as _st
 
 from analysis.power import detectable_effect
-from analysis.stats import as_sample, welch
+from analysis.stats import as_sample, welch, welch_parts
 
 __all__ = [
     "TESTS",
@@ -74,20 +74,6 @@ SIDES = ("two", "one")
 POWER = 0.8
 
 
-def _parts(a, b) -> tuple[float, float, float, int, int]:
-    """(mean(a) − mean(b), its standard error, Welch–Satterthwaite dof, n_a, n_b)."""
-    xa, xb = as_sample(a, "a"), as_sample(b, "b")
-    if len(xa) < 2 or len(xb) < 2:
-        raise ValueError(
-            f"a Welch interval or test needs at least 2 values per side, got n={len(xa)} and "
-            f"n={len(xb)}: add seeds"
-        )
-    va, vb = xa.var(ddof=1) / len(xa), xb.var(ddof=1) / len(xb)
-    se2 = va + vb
-    dof = se2**2 / (va**2 / (len(xa) - 1) + vb**2 / (len(xb) - 1)) if se2 > 0 else math.inf
-    return float(xa.mean() - xb.mean()), math.sqrt(se2), float(dof), len(xa), len(xb)
-
-
 def welch_interval(a, b, level: float = 0.95) -> tuple[float, float]:
     """Welch's t-interval of mean(a) − mean(b): d ± t_{(1+level)/2, ν}·se, with
     se = √(s_a²/n_a + s_b²/n_b) and ν the Welch–Satterthwaite degrees of freedom (the interval
@@ -95,7 +81,7 @@ def welch_interval(a, b, level: float = 0.95) -> tuple[float, float]:
     both sides gives the point (d, d)."""
     if not 0 < level < 1:
         raise ValueError(f"level={level!r} must be in (0, 1), e.g. 0.95")
-    d, se, dof, _, _ = _parts(a, b)
+    d, se, dof, _, _ = welch_parts(a, b)
     if se == 0:
         return d, d
     h = float(_st.t.ppf((1 + level) / 2, dof)) * se
@@ -124,7 +110,7 @@ def tost(a, b, low: float, upp: float) -> TostResult:
     the difference lies outside the interval (`TostResult`)."""
     if not low < upp:
         raise ValueError(f"the equivalence interval [{low}, {upp}] must have low < upp")
-    d, se, dof, _, _ = _parts(a, b)
+    d, se, dof, _, _ = welch_parts(a, b)
     if se == 0:  # no spread: the difference is known exactly
         p_low, p_upp = float(d <= low), float(d >= upp)
     else:

@@ -51,6 +51,7 @@ __all__ = [
     "pooled_std",
     "gap",
     "margin",
+    "welch_parts",
     "welch",
     "bootstrap_ci",
     "claim_kind",
@@ -181,6 +182,23 @@ class WelchResult:
     alternative: str = "two-sided"
 
 
+def welch_parts(a, b) -> tuple[float, float, float, int, int]:
+    """(mean(a) − mean(b), its standard error √(s_a²/n_a + s_b²/n_b), the Welch–Satterthwaite
+    degrees of freedom (inf with zero spread on both sides), n_a, n_b): what Welch's test and
+    its t-interval (`analysis.decide.welch_interval`) share.  ``ValueError`` with fewer than two
+    values on a side."""
+    xa, xb = as_sample(a, "a"), as_sample(b, "b")
+    if len(xa) < 2 or len(xb) < 2:
+        raise ValueError(
+            f"Welch's t-test needs at least 2 values per side, got n={len(xa)} and "
+            f"n={len(xb)}: add seeds"
+        )
+    va, vb = xa.var(ddof=1) / len(xa), xb.var(ddof=1) / len(xb)
+    se2 = va + vb
+    dof = se2**2 / (va**2 / (len(xa) - 1) + vb**2 / (len(xb) - 1)) if se2 > 0 else math.inf
+    return float(xa.mean() - xb.mean()), math.sqrt(se2), float(dof), len(xa), len(xb)
+
+
 def welch(a, b, alternative: str = "two-sided") -> WelchResult:
     """Welch's unequal-variance t-test of the means of ``a`` and ``b``.
 
@@ -193,15 +211,8 @@ def welch(a, b, alternative: str = "two-sided") -> WelchResult:
     """
     if alternative not in ("two-sided", "less", "greater"):
         raise ValueError(f"alternative={alternative!r} must be 'two-sided', 'less' or 'greater'")
-    xa, xb = as_sample(a, "a"), as_sample(b, "b")
-    if len(xa) < 2 or len(xb) < 2:
-        raise ValueError(
-            f"Welch's t-test needs at least 2 values per side, got n={len(xa)} and "
-            f"n={len(xb)}: add seeds"
-        )
-    va, vb = xa.var(ddof=1) / len(xa), xb.var(ddof=1) / len(xb)
-    diff = float(xa.mean() - xb.mean())
-    se2 = va + vb
+    diff, se, dof, _, _ = welch_parts(a, b)
+    se2 = se**2
     if se2 == 0:
         if diff == 0:
             return WelchResult(float("nan"), float("nan"), float("nan"), alternative)
@@ -211,8 +222,7 @@ def welch(a, b, alternative: str = "two-sided") -> WelchResult:
         else:
             p = 0.0 if (t < 0) == (alternative == "less") else 1.0
         return WelchResult(t, float("nan"), p, alternative)
-    t = diff / math.sqrt(se2)
-    dof = se2**2 / (va**2 / (len(xa) - 1) + vb**2 / (len(xb) - 1))
+    t = diff / se
     if alternative == "two-sided":
         p = 2.0 * _st.t.sf(abs(t), dof)
     elif alternative == "less":

@@ -21,7 +21,6 @@ stagger, 8 windows, no grad).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -80,17 +79,9 @@ def eval_forward(spec: tuple, precision: str):
 
 
 def probe_step(spec: tuple, precision: str):
-    from probes.runner import build_probe_model, train_step
-    from probes.settings import SCALES, Cell
+    from probes.runner import blur_step
 
-    scale, depth = spec
-    settings = dataclasses.replace(SCALES[scale], precision=precision)
-    cell = Cell("blur", depth, "staggered", 0)
-    torch.manual_seed(0)
-    model = build_probe_model(cell, settings)
-    opt = torch.optim.AdamW(model.parameters(), lr=settings.lr)
-    g = torch.Generator().manual_seed(0)
-    return lambda: train_step(model, opt, cell, settings, g, precision)
+    return blur_step(*spec, precision)
 
 
 WORKLOADS = {

@@ -97,18 +97,9 @@ def _lm_step_s(precision: str, reps: int) -> Timing:
 
 def _probe_step_s(scale: str, depth: int, precision: str, reps: int) -> Timing:
     """One training step of a blur probe cell at `scale` and `depth`, timed."""
-    from probes.runner import build_probe_model, train_step
-    from probes.settings import SCALES, Cell
+    from probes.runner import blur_step
 
-    settings = dataclasses.replace(SCALES[scale], precision=precision)
-    cell = Cell("blur", depth, "staggered", 0)
-    torch.manual_seed(0)
-    model = build_probe_model(cell, settings)
-    opt = torch.optim.AdamW(model.parameters(), lr=settings.lr)
-    g = torch.Generator().manual_seed(0)
-    return time_fn(
-        lambda: train_step(model, opt, cell, settings, g, precision), warmup=1, reps=reps
-    )
+    return time_fn(blur_step(scale, depth, precision), warmup=1, reps=reps)
 
 
 def _choices() -> list[dict]:

@@ -66,6 +66,23 @@ def train_step(model, opt, cell: Cell, settings: ProbeSettings, gen, precision: 
     return loss
 
 
+def blur_step(scale: str, depth: int, precision: str):
+    """A fresh blur cell (staggered init, seed 0) at `scale` and `depth` and a zero-argument
+    callable running one `train_step` of it in `precision`: what `fiblab doctor` and
+    benchmarks/precision_speed.py time as "the probe step"."""
+    from dataclasses import replace
+
+    from probes.settings import SCALES
+
+    settings = replace(SCALES[scale], precision=precision)
+    cell = Cell("blur", depth, "staggered", 0)
+    torch.manual_seed(0)
+    model = build_probe_model(cell, settings)
+    opt = torch.optim.AdamW(model.parameters(), lr=settings.lr)
+    g = torch.Generator().manual_seed(0)
+    return lambda: train_step(model, opt, cell, settings, g, precision)
+
+
 def run_cell(
     cell: Cell,
     settings: ProbeSettings,
