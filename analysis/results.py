@@ -225,15 +225,29 @@ def probe_section(
     traj: pd.DataFrame | None = None,
     title: str = "Retrieval probe",
     note: str = "",
+    mechanism: str = "blur",
 ) -> None:
-    """Table 2 of probe cells (``tables_probe.probe_cells_from_records`` / ``…_from_store``: the
-    blur mechanism on the marked task) and their α trajectories."""
-    cells = cells[(cells["task"] == "marked") & (cells["mechanism"] == "blur")]
-    if cells.empty:
+    """Table 2 of probe cells (``tables_probe.probe_cells_from_records`` / ``…_from_store``:
+    the marked task, one ``mechanism`` — the paper's table used ``blur``) and their α
+    trajectories.  Never silent: cells of the marked task under other mechanisms, or none of
+    the chosen one, are named in the report with how to show them."""
+    marked = cells[cells["task"] == "marked"]
+    others = sorted(set(marked["mechanism"]) - {mechanism})
+    cells = marked[marked["mechanism"] == mechanism]
+    if marked.empty:
         return
     report.heading(title)
     if note:
         report.text(note)
+    if others:
+        report.text(
+            f"Table 2 below shows the {mechanism!r} mechanism; this store also holds marked-task "
+            f"cells of {', '.join(repr(m) for m in others)}, left out here (choose the mechanism "
+            f"in notebook 05's panel, or `build_report(..., mechanism=…)`)."
+        )
+    if cells.empty:
+        report.text(f"No marked-task cells of the {mechanism!r} mechanism: no Table 2.")
+        return
     _try(
         report,
         "Table 2",
@@ -346,11 +360,12 @@ def build_report(
     dataset: str | None = None,
     paper_db: str | None = None,
     claims=None,
+    mechanism: str = "blur",
 ) -> Report:
     """Every table and figure for the chosen LM runs (default: all finished) and probe records
-    (default: the probe cells in the store); with ``paper_db`` (the authors' fib.db) also the
-    paper's tables rebuilt from it; with ``claims`` (an `analysis.ledger.Ledger`) the claims
-    ledger first."""
+    (default: the probe cells in the store), Table 2 for probe ``mechanism``; with ``paper_db``
+    (the authors' fib.db) also the paper's tables rebuilt from it; with ``claims`` (an
+    `analysis.ledger.Ledger`) the claims ledger first."""
     r = Report(title)
     if claims is not None:
         from analysis.ledger_report import ledger_section
@@ -358,7 +373,7 @@ def build_report(
         ledger_section(r, claims)
     lm_sections(r, store, runs, dataset)
     if probe_records is not None:
-        probe_section_from_records(r, probe_records)
+        probe_section_from_records(r, probe_records, mechanism=mechanism)
     else:
         probes = store.probes()
         if len(probes):
@@ -366,6 +381,7 @@ def build_report(
                 r,
                 tables_probe.probe_cells_from_store(probes),
                 trajectories.from_store(store, kinds=("probe",)),
+                mechanism=mechanism,
             )
     if paper_db:
         paper_db_section(r, paper_db)

@@ -395,6 +395,41 @@ def test_export_writes_the_tables(panel, tmp_path):
     assert "report name" in panel.error and not (tmp_path / "escape").exists()
 
 
+def test_export_writes_the_mechanism_the_panel_shows_and_names_the_rest(tmp_path):
+    """Issue 28: with the Table 2 mechanism set to `learned`, the export held no Table 2 and no
+    word why.  Now the report holds the chosen mechanism's Table 2, and names the cells of
+    other mechanisms it leaves out."""
+    path = write_store(tmp_path / "fiblab.db")
+    with Store(path) as s:
+        s.log_probe(
+            {
+                "key": "marked/learned/d2/uniform/s0/n100",
+                "task": "marked",
+                "mechanism": "learned",
+                "depth": 2,
+                "init": "uniform",
+                "seed": 0,
+                "steps": 100,
+                "acc": {"200": 0.625, "350": 0.375},
+                "alphas": [1.0, 1.0],
+                "git_rev": "test",
+                "trajectory": [{"step": 0, "alphas": [1.0, 1.0]}],
+            }
+        )
+    p = ResultsPanel(path, render=False, paper_db="", reports_dir=str(tmp_path / "r"), name="m")
+    assert list(p.mechanism.options) == ["blur", "learned"]
+    p.mechanism.value = "learned"
+    p.export_button.click()
+    assert p.error is None, p.error
+    text = Path(p.report_path).read_text(encoding="utf-8")
+    assert "## Retrieval probe" in text and "0.625" in text and "0.375" in text
+    assert "also holds marked-task cells of 'blur', left out here" in text
+    p.mechanism.value = "blur"
+    p.export_button.click()
+    text = Path(p.report_path).read_text(encoding="utf-8")
+    assert "0.625" not in text and "cells of 'learned', left out here" in text
+
+
 def test_paper_db_rebuilt_beside_the_published_tables(panel, tmp_path):
     assert panel.paper_db_path is None and "no database given" in panel.paper_box.value
     panel.paper_db.value = str(tmp_path / "nothing.db")

@@ -376,6 +376,7 @@ class ResultsPanel(Shown):
                 title=f"fiblab results: {name}",
                 dataset=self.dataset.value,
                 paper_db=self.paper_db_path,
+                mechanism=self.mechanism.value or "blur",  # what the panel shows
             )
             paths = report.write(out)
         self.report_paths = paths
