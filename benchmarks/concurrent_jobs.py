@@ -88,6 +88,22 @@ def job_command(kind: str, i: int, a, work: str) -> list[str]:
     ]
 
 
+def _launched(i: int, a, work: str, env: dict):
+    """A train job started through `fiblab.launch.launch` (the notebook launchers' path): its
+    Popen, which the launcher keeps on the handle."""
+    from fiblab.launch import launch
+
+    h = launch(
+        a.preset,
+        name=f"job{i}",
+        steps=a.steps,
+        store="",
+        runs_dir=os.path.join(work, "runs"),
+        env={k: v for k, v in env.items() if k.startswith(("FIBLAB_", "OMP_"))},
+    )
+    return h.proc
+
+
 def run_together(kind: str, n: int, a, share: bool) -> dict:
     """Start ``n`` jobs of ``kind`` at once; their wall times and the most threads seen."""
     with tempfile.TemporaryDirectory(prefix="fiblab-concurrent-") as work:
@@ -100,16 +116,19 @@ def run_together(kind: str, n: int, a, share: bool) -> dict:
             env[cpu_share.ENV_SHARE] = "0"
         logs = [open(os.path.join(work, f"job{i}.log"), "w+") for i in range(n)]
         t0 = time.perf_counter()
-        procs = [
-            subprocess.Popen(
-                job_command(kind, i, a, work),
-                cwd=ROOT,
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=logs[i],
-            )
-            for i in range(n)
-        ]
+        if a.via == "launcher":  # as notebook 03's panel starts a run (`fiblab.launch`)
+            procs = [_launched(i, a, work, env) for i in range(n)]
+        else:
+            procs = [
+                subprocess.Popen(
+                    job_command(kind, i, a, work),
+                    cwd=ROOT,
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=logs[i],
+                )
+                for i in range(n)
+            ]
         walls: list[float | None] = [None] * n
         most = 0
         while any(w is None for w in walls):
@@ -124,7 +143,14 @@ def run_together(kind: str, n: int, a, share: bool) -> dict:
             log.close()
             if p.returncode != 0:
                 raise SystemExit(f"a {kind} job failed ({p.returncode}):\n{err[-2000:]}")
-    return {"kind": kind, "jobs": n, "share": share, "wall_s": walls, "max_threads": most}
+    return {
+        "kind": kind,
+        "via": a.via,
+        "jobs": n,
+        "share": share,
+        "wall_s": walls,
+        "max_threads": most,
+    }
 
 
 def main(argv=None) -> int:
@@ -138,8 +164,16 @@ def main(argv=None) -> int:
     ap.add_argument("--share", choices=["on", "off", "both"], default="on")
     ap.add_argument("--passive", action="store_true", help="OMP_WAIT_POLICY=PASSIVE for all")
     ap.add_argument("--smoke", action="store_true", help="tiny jobs, 1 and 2 at once")
+    ap.add_argument(
+        "--via",
+        choices=["cli", "launcher"],
+        default="cli",
+        help="start train jobs as the command line does, or as the notebooks' launcher does",
+    )
     ap.add_argument("--out", default=None, help="JSON here (default results/concurrent-jobs.json)")
     a = ap.parse_args(argv)
+    if a.via == "launcher":
+        a.kinds = ["train"]  # the launcher starts training runs
     if a.smoke:
         a.preset, a.steps, a.probe_scale, a.probe_steps = "tiny", 2, "tiny", 4
         a.counts = [c for c in a.counts if c <= 2]
@@ -151,7 +185,8 @@ def main(argv=None) -> int:
     print(
         f"{cpu_share.cores()} cores; train: --preset {a.preset} --steps {a.steps}; probe: "
         f"--scale {a.probe_scale} --steps {a.probe_steps} (one blur cell, depth 2)"
-        + ("; OMP_WAIT_POLICY=PASSIVE for every job" if a.passive else ""),
+        + ("; OMP_WAIT_POLICY=PASSIVE for every job" if a.passive else "")
+        + f"; started through the {'notebooks launcher' if a.via == 'launcher' else 'command'}",
         flush=True,
     )
     print(f"{'kind':<6} {'share':<5} {'jobs':>4}  {'wall each (s)':<22} {'×solo':>6} {'ratio':>6}")
