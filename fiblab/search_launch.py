@@ -242,11 +242,15 @@ def _study_created(path: str, name: str) -> bool:
 
 def load_study(h: SearchHandle, storage=None):
     """The search's Optuna study from its storage (``storage``: an Optuna storage object to
-    reuse, e.g. a panel's, else the URL), or None before the process created it."""
+    reuse, e.g. a panel's, else the URL), or None before the process created it.  A caller
+    holding a storage object has seen the study already (a panel opens one only then): the
+    read-only check for its creation is skipped, since a database locked for a moment by the
+    process writing its last trial as it stops would read as "not created" — a stopped
+    search's panel then showed 0 trials done."""
     from analysis.search import require_optuna
 
     optuna = require_optuna()
-    if not _study_created(os.path.join(h.folder, STUDY_DB), h.name):
+    if storage is None and not _study_created(os.path.join(h.folder, STUDY_DB), h.name):
         return None
     try:
         return optuna.load_study(study_name=h.name, storage=storage or h.storage)
