@@ -92,6 +92,11 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
             "--deselect=tests/test_records.py::test_table2_rows_put_the_paper_beside_ours_only_where_it_applies",
         ],
     ),
+    # issue 27: the decision rules of every verdict
+    "verdicts": (
+        ["analysis/decide.py"],
+        ["tests/test_decide.py", "tests/test_ledger_decide.py", "tests/test_stats_verdicts.py"],
+    ),
 }
 CAUGHT = {"killed", "timeout", "segfault", "caught by type check"}
 SOURCES = ["lab", "probes", "analysis", "fiblab"]
