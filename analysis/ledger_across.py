@@ -30,6 +30,7 @@ from scipy import stats as _st
 
 from analysis.decide import POWER, Comparison, Protocol, settle
 from analysis.ledger_checks import AT_CHANCE, Finding, chance_band
+from analysis.ledger_compare import runs_by_window
 
 __all__ = [
     "ACROSS_CHECKS",
@@ -43,15 +44,6 @@ __all__ = [
 
 #: The seed noise "is" the paper's level when our interval lies within this factor of it.
 FACTOR = 2.0
-
-
-def _runs(tier, label) -> dict:
-    """{W: [(run, ppl)]} of one configuration's finished runs."""
-    out = defaultdict(list)
-    for r in tier.lms:
-        if r.label == label and not math.isnan(r.ppl):
-            out[r.W].append((r.name, r.ppl))
-    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -92,7 +84,7 @@ def additive(tier, a: str, b: str, pr: Protocol) -> Finding | None:
     """The 2×2 of bases ``a``, ``b`` × fixed / stagger at the W where all four cells have the
     most seeds (module docstring); None without all four."""
     names = {"aF": f"{a}/fixed", "aS": f"{a}/stagger", "bF": f"{b}/fixed", "bS": f"{b}/stagger"}
-    by = {k: _runs(tier, v) for k, v in names.items()}
+    by = {k: runs_by_window(tier, v) for k, v in names.items()}
     common = set.intersection(*(set(v) for v in by.values()))
     if not common:
         return None
@@ -146,7 +138,7 @@ def seed_noise(tier) -> Finding | None:
     paper's (module docstring)."""
     groups, runs, per = [], [], {}
     for label in sorted({r.label for r in tier.lms if r.label != "dense" and "=" not in r.label}):
-        for W, rs in _runs(tier, label).items():
+        for W, rs in runs_by_window(tier, label).items():
             if len(rs) >= 2:
                 v = [math.log(p) for _, p in rs]
                 groups.append(v)

@@ -39,6 +39,7 @@ __all__ = [
     "MODES",
     "MAGNITUDE",
     "protocol",
+    "runs_by_window",
     "Pair",
     "pairwise",
     "ranking",
@@ -102,8 +103,9 @@ def _fmt(x, d=2) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{d}f}"
 
 
-def _ppl(tier, label) -> dict:
-    """{W: [(run, ppl)]} of one configuration's finished runs."""
+def runs_by_window(tier, label) -> dict:
+    """{W: [(run, ppl)]} of one configuration's finished runs (with a perplexity): what every
+    comparison over seeds reads, pairwise here and across configurations in `ledger_across`."""
     out = defaultdict(list)
     for r in tier.lms:
         if r.label == label and not math.isnan(r.ppl):
@@ -198,7 +200,7 @@ def pairwise(tier, a: str, b: str, scope: str, pr: Protocol, rel_gap=None) -> Fi
     """``a`` beats / ties ``b`` on held-out perplexity: at the W with the most seeds
     (``scope="seeds"``), at every common W (``"every"``, the best-seeded W first) or at every
     common W but the best-seeded one (``"grid"``; None when there is no other)."""
-    sa, sb = _ppl(tier, a), _ppl(tier, b)
+    sa, sb = runs_by_window(tier, a), runs_by_window(tier, b)
     common = sorted((w for w in sa if w in sb), key=lambda w: (w is not None, w or 0))
     if not common and (a == "dense" or b == "dense") and sa and sb:
         common = [None]
@@ -220,7 +222,7 @@ def _best_w(tier) -> dict:
     perplexity); ``…=stagger`` labels (a model under another's name) left out."""
     out = {}
     for label in sorted({r.label for r in tier.lms if "=" not in r.label}):
-        by_w = _ppl(tier, label)
+        by_w = runs_by_window(tier, label)
         if by_w:
             w = min(by_w, key=lambda k: float(np.mean([p for _, p in by_w[k]])))
             out[label] = (w, by_w[w], float(np.mean([p for _, p in by_w[w]])))

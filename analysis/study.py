@@ -9,10 +9,12 @@ no LR decay, batches a pure function of (seed, step)). A killed study resumes wh
 Every study run's stored config carries ``"scale": "study"`` (`StudyStore`), so evidence from
 it can be told from the demo's short runs; its name starts with the scale (``study-…``).
 
-One precision for the whole study (`study_precision`): resolved when it starts, recorded beside
-its runs (``<scale>-precision.json``), and kept when it is continued on a machine whose
-``auto`` answers otherwise — as ``--resume`` keeps a run's — so no comparison mixes fp32 and
-bf16 runs.  The report states it.
+One precision for the whole study (`analysis.study_precision`), kept when it is continued on a
+machine whose ``auto`` answers otherwise; the report states it.
+
+Past 450 lines on purpose: the runner, the three stages and the re-decision of a finished study
+(`report_again`) share the runs' naming and reuse rules; the plan, the report and the precision
+are modules of their own.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import time
 
 from analysis import demo_reuse
 from analysis import study_plan as SP
+from analysis.study_precision import study_precision
 from lab import jsonio
 from lab.schedules import coprime_is_stagger
 from lab.store import Store
@@ -32,7 +35,6 @@ __all__ = [
     "StudyStore",
     "run_name",
     "study_config",
-    "study_precision",
     "run_study",
     "report_again",
     "study_ledger",
@@ -41,8 +43,6 @@ __all__ = [
 
 #: The stage-2 seed decision, kept beside the runs so a resumed study keeps its plan.
 PLAN_FILE = "plan.json"
-#: The precision the study started in, kept beside the runs so a continued study keeps it.
-PRECISION_FILE = "precision.json"
 
 
 class StudyStore(Store):
@@ -54,42 +54,6 @@ class StudyStore(Store):
 
 def run_name(prefix: str, scheme: str, seed: int, steps: int, seq_len: int) -> str:
     return f"{prefix}-{scheme}-s{seed}-T{seq_len}-{steps}"
-
-
-def study_precision(runs_dir: str, prefix: str, asked: str = "auto", log=print) -> str:
-    """The precision every run of study `prefix` computes in: the one recorded when it started
-    (``<prefix>-precision.json`` in runs_dir), else that of a run it already trained (a study
-    from before the record), else `asked` resolved on this machine — then recorded."""
-    from lab.checkpoint import latest_good_checkpoint
-    from lab.hardware import machine
-    from lab.precision import resolve_precision
-
-    path = os.path.join(runs_dir, f"{prefix}-{PRECISION_FILE}")
-    here = resolve_precision(asked, "cpu")
-    try:
-        with open(path) as f:
-            was = json.load(f)
-    except (OSError, ValueError):
-        was = None
-    if was is None:
-        for name in sorted(os.listdir(runs_dir)) if os.path.isdir(runs_dir) else []:
-            if name.startswith(f"{prefix}-") and os.path.isdir(os.path.join(runs_dir, name)):
-                ck = latest_good_checkpoint(os.path.join(runs_dir, name), lambda *a: None)
-                if ck is not None and ck.get("precision"):
-                    was = {"precision": ck["precision"], "machine": f"its run {name}"}
-                    break
-    if was is None:
-        was = {"precision": here, "machine": machine().line()}
-    elif was["precision"] != here:
-        log(
-            f"   precision: continuing in {was['precision']}, the precision this study started "
-            f"in ({was['machine']}); --precision {asked} would be {here} here, and one study "
-            f"never mixes precisions"
-        )
-    os.makedirs(runs_dir, exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(was, f)
-    return was["precision"]
 
 
 def study_config(

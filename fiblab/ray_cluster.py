@@ -29,6 +29,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab.cpu_share import cores
+
 RAY_MISSING = "Ray is not installed: pip install 'fiblab[ray]' (or pip install ray)"
 ADDRESS_HELP = (
     "run the tasks on Ray: local (a cluster for this command on this machine), auto (the "
@@ -86,7 +88,7 @@ def connect(address: str, num_cpus: int | None = None) -> Iterator[object]:
         path = os.pathsep.join(p for p in (_code_root(), os.environ.get("PYTHONPATH")) if p)
         ray.init(
             address="local",  # a new instance, even where another cluster runs on this machine
-            num_cpus=num_cpus or _cores(),
+            num_cpus=num_cpus or cores(),
             include_dashboard=False,
             log_to_driver=False,
             runtime_env={"env_vars": {"PYTHONPATH": path}},
@@ -97,12 +99,6 @@ def connect(address: str, num_cpus: int | None = None) -> Iterator[object]:
         yield ray
     finally:
         ray.shutdown()
-
-
-def _cores() -> int:
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 @dataclass(frozen=True)

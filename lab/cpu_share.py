@@ -74,7 +74,9 @@ _pinned: int | None = None  # `pin`: this process's jobs' threads, fixed
 
 
 def cores() -> int:
-    """The CPUs this process may run on (its affinity, as `probes.grid` and Ray see it)."""
+    """The CPUs this process may run on (its affinity): the one count the lab's machine record
+    (`lab.hardware`), the job share, ``--jobs`` grids, Ray's local instance and the probe
+    form all use."""
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1

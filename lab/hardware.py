@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from lab.cpu_share import cores
+
 BF16_ENV = "FIBLAB_CPU_BF16"
 
 
@@ -117,13 +119,6 @@ def _cpu_facts() -> tuple[str, str, bool, bool, bool]:
     return model, capability, avx512_bf16, amx, arm_bf16
 
 
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 def machine() -> Machine:
     """This machine now (threads are read each call: a worker may have set its own)."""
     model, capability, avx512_bf16, amx, arm_bf16 = _cpu_facts()
@@ -136,7 +131,7 @@ def machine() -> Machine:
         avx512_bf16=avx512_bf16,
         amx=amx,
         arm_bf16=arm_bf16,
-        cores=_cores(),
+        cores=cores(),
         threads=torch.get_num_threads(),
         torch=torch.__version__,
         cuda=cuda,

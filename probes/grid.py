@@ -15,6 +15,7 @@ import time
 
 import torch
 
+from lab import cpu_share
 from lab.jsonio import append_line
 from lab.progress import bar as progress_bar
 from probes.live import StopRequested
@@ -104,12 +105,7 @@ def run_grid(
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
-        cores = (
-            len(os.sched_getaffinity(0))
-            if hasattr(os, "sched_getaffinity")
-            else os.cpu_count() or 1
-        )  # the cores this process may use
-        threads = max(1, cores // jobs)
+        threads = max(1, cpu_share.cores() // jobs)  # the cores this process may use
         ctx = multiprocessing.get_context("spawn")
         t0 = time.perf_counter()
         errors: list[BaseException] = []

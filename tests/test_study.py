@@ -312,7 +312,8 @@ def test_the_study_keeps_the_precision_it_started_in(tmp_path, cpu_profile):
     """A study resolves its precision once and records it; continued on a machine whose `auto`
     answers otherwise, it keeps the recorded one (and says so), so no comparison mixes
     precisions.  A study from before the record takes its runs' checkpoint precision."""
-    from analysis.study import PRECISION_FILE, study_config, study_precision
+    from analysis.study import study_config
+    from analysis.study_precision import PRECISION_FILE, study_precision
     from lab.checkpoint import save_checkpoint
 
     runs, said = tmp_path / "runs", []

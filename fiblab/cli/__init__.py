@@ -347,9 +347,8 @@ def build_parser() -> FibParser:
         "--precision",
         choices=["auto", "fp32", "bf16"],
         default=None,
-        help="auto (default): bf16 autocast on CUDA, fp32 on every CPU (bf16 measured slower "
-        "on the lab's CPUs, and results then match across them; `fiblab doctor` shows the "
-        "ratio here)",
+        help="auto (default): bf16 autocast on CUDA, fp32 on every CPU (measured faster there, "
+        "and results match across CPUs; `fiblab doctor` shows bf16's ratio here)",
     )
     s.add_argument("--resume", action="store_true", help="continue from the last good checkpoint")
     s.add_argument(

@@ -14,6 +14,7 @@ import ipywidgets as W
 from fiblab import probe_launch as PL
 from fiblab.ray_cluster import check_address
 from fiblab.ui.common import error_widget, guarded, parse_numbers, show_error
+from lab.cpu_share import cores as cores_here
 from lab.precision import PRECISIONS, describe_auto
 from lab.wording import plural
 from probes.gridspec import TASKS, GridSpec
@@ -30,10 +31,6 @@ def default_distances(task: str, scale: str) -> str:
     if task == "shift":
         return "5, 13" if TASK_SCALES["shift"][scale].task.seq_len < 400 else "89, 233, 350"
     return ""
-
-
-def _cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
 class ProbeForm:
@@ -100,7 +97,7 @@ class ProbeForm:
             style=style,
             layout=W.Layout(width="max-content", min_width="360px"),  # "auto (fp32 on this CPU)"
         )
-        cores = _cores() or 1
+        cores = cores_here()
         self.jobs = W.BoundedIntText(
             value=jobs,
             min=1,
