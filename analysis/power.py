@@ -31,6 +31,7 @@ __all__ = [
     "detectable_effect",
     "PowerPlan",
     "plan",
+    "sigma_upper",
     "ALTERNATIVES",
 ]
 
@@ -122,6 +123,18 @@ def detectable_effect(
     return float(
         optimize.brentq(lambda d: power(d, n_a, n_b, alpha, alternative) - target, 0.0, hi)
     )
+
+
+def sigma_upper(sigma: float, df: int, level: float = 0.95) -> float:
+    """The one-sided upper confidence bound of a standard deviation estimated with ``df``
+    degrees of freedom: ``sigma·sqrt(df / χ²_{1−level}(df))``. A seed plan made from the σ of a
+    first batch of 3–5 seeds is optimistic about as often as not; planned from this bound it has
+    its power unless σ is in the worst ``1 − level`` of what such a batch shows."""
+    if df < 1:
+        raise ValueError(f"df={df!r}: a standard deviation needs at least 1 degree of freedom")
+    if not 0 < level < 1:
+        raise ValueError(f"level={level!r} must lie in (0, 1), e.g. 0.95")
+    return float(sigma * math.sqrt(df / stats.chi2.ppf(1 - level, df)))
 
 
 @dataclass(frozen=True)

@@ -253,6 +253,14 @@ def _saved_plan(path: str, key: dict) -> dict | None:
     return saved if isinstance(saved, dict) and saved.get("key") == key else None
 
 
+def _family_alpha() -> float:
+    """Holm's first threshold in the study's family: 0.05 over its number of comparisons
+    (`study_report.PAPER`), the level the seeds are planned for."""
+    from analysis.study_report import PAPER
+
+    return 0.05 / len(PAPER)
+
+
 def _same_as_stagger(r: _Runner, sc, steps: int) -> dict[str, str]:
     """{scheme: why} of the other schemes whose α are the stagger's at the study's depth."""
     out = {}
@@ -283,10 +291,15 @@ def _comparison(r: _Runner, sc, steps: int, spent: float, plan_path: str) -> dic
     }
     spent += cost
     ppl = {s: [row["ppl"][1] for row in rows] for s, rows in side.items()}
-    pl = SP.seeds_plan(ppl["stagger"], ppl["fixed"])
+    alpha = _family_alpha()
+    pl = SP.seeds_plan(ppl["stagger"], ppl["fixed"], alpha=alpha, level=0.95)
     same = _same_as_stagger(r, sc, steps)
     others_s = sum(
-        r.times.run_s(s, steps) for s in sc.others if s not in same for _ in range(sc.other_seeds)
+        r.times.run_s(s, steps)
+        for s in sc.others
+        if s not in same
+        for seed in range(1, sc.other_seeds + 1)
+        if not r.done(s, seed, steps)
     )
     pair_s = r.times.run_s("stagger", steps) + r.times.run_s("fixed", steps)
     key = {"steps": steps, "first": [round(v, 6) for v in ppl["stagger"] + ppl["fixed"]]}
@@ -299,8 +312,9 @@ def _comparison(r: _Runner, sc, steps: int, spent: float, plan_path: str) -> dic
         with open(plan_path, "w") as f:
             jsonio.dump({"key": key, "extra": extra}, f)
     r.log(
-        f"   seed-to-seed σ {pl.sigma:.3f} (pooled, n={first} a side): d = {pl.d:.2f}, "
-        f"{pl.needed} seeds a side for 80 % power; running {first + extra}"
+        f"   seed-to-seed σ ≤ {pl.sigma:.3f} (upper 95 % bound of the pooled σ, n={first} a "
+        f"side): d ≥ {pl.d:.2f}, {pl.needed} seeds a side for 80 % power at α = {alpha:.4f} "
+        f"(Holm's first threshold); running {first + extra}"
         if pl
         else "   σ is zero or undefined: no power plan; running the first batch only"
     )
@@ -321,21 +335,23 @@ def _comparison(r: _Runner, sc, steps: int, spent: float, plan_path: str) -> dic
         if s in same:
             r.log(f"   {s}: not run — {same[s]}")
             continue
-        one = r.times.run_s(s, steps) * sc.other_seeds
-        done = all(r.done(s, seed, steps) for seed in range(1, sc.other_seeds + 1))
+        todo = [seed for seed in range(1, sc.other_seeds + 1) if not r.done(s, seed, steps)]
+        one = r.times.run_s(s, steps) * len(todo)
+        done = not todo
         if spent + one > sc.budget_s and not done:  # runs already there cost nothing
             skipped.append(s)
             continue
         others[s] = [r.run(s, seed, steps) for seed in range(1, sc.other_seeds + 1)]
         spent += one
     n = min(len(side["stagger"]), len(side["fixed"]))
-    final = SP.seeds_plan(
-        [row["ppl"][1] for row in side["stagger"]], [row["ppl"][1] for row in side["fixed"]], n
-    )
+    xs, xf = ([row["ppl"][1] for row in side[s]] for s in ("stagger", "fixed"))
+    final = SP.seeds_plan(xs, xf, n, alpha=alpha)
+    bound = SP.seeds_plan(xs, xf, n, alpha=alpha, level=0.95)
     return {
         "runs": {**side, **others},
         "first_plan": pl.to_json() if pl else None,
         "plan": final.to_json() if final else None,
+        "plan_sigma_upper": bound.to_json() if bound else None,
         "extra": extra,
         "skipped": skipped,
         "same": same,
@@ -409,7 +425,7 @@ def run_study(
     precision = study_precision(runs_dir, scale, sc.overrides.get("precision", "auto"), log)
     r = _Runner(sc, scale, runs_dir, store_path, quiet, log, precision)
     t_all = time.perf_counter()
-    est = SP.study_estimate(r.times, sc)
+    est = SP.study_estimate(r.times, sc, skip=_same_as_stagger(r, sc, max(sc.ladder)))
     log(
         f"study {scale}: ≈ {est['total'] / 60:.0f} min if stage 2 runs at the largest rung "
         f"(calibration {est['calibration'] / 60:.0f}, first batch {est['first_batch'] / 60:.0f}, "

@@ -99,7 +99,8 @@ def verdicts(cal: dict, cmp_: dict, sc, longer: dict | None = None) -> list[dict
     (``longer``) — shown as *exploratory*: a second look at the same claim is not its verdict."""
     chosen = cal["chosen"]
     rows = {s: list(v) for s, v in cmp_["runs"].items()}
-    rows["dense"] = [r for r in cal["rows"] if r["scheme"] == "dense" and r["steps"] == chosen]
+    if not rows.get("dense"):  # a study from before dense had seeds of its own in stage 2
+        rows["dense"] = [r for r in cal["rows"] if r["scheme"] == "dense" and r["steps"] == chosen]
     top = max(sc.factors)
     deg = _values(rows["dense"], "deg")
     out = [
@@ -264,19 +265,26 @@ def study_report(res: dict, ledger_entries=None) -> Report:
             name="comparison_runs",
         )
     r.heading("Seeds and power")
-    fp, pl = cmp_.get("first_plan"), cmp_.get("plan")
+    fp, pl, pu = cmp_.get("first_plan"), cmp_.get("plan"), cmp_.get("plan_sigma_upper")
     if fp:
         r.text(
-            f"First batch σ = {fp['sigma']:.3f} (pooled over stagger and fixed), paper gap "
-            f"{fp['rel_gap']:.1%} of {fp['mean']:.2f} → d = {fp['d']:.2f}; seeds needed a side "
-            f"for {fp['target']:.0%} power at α = {fp['alpha']}: {fp['needed']}. Ran "
-            f"{pl['seeds'] if pl else '—'} a side; achieved power "
-            f"{pl['achieved']:.2f}."
-            if pl and pl.get("achieved") is not None
-            else f"First batch σ = {fp['sigma']:.3f}; needed {fp['needed']} seeds a side."
+            f"First batch: σ's upper 95 % bound {fp['sigma']:.3f} (pooled over stagger and "
+            f"fixed), paper gap {fp['rel_gap']:.1%} of {fp['mean']:.2f} → d ≥ {fp['d']:.2f}; "
+            f"seeds needed a side for {fp['target']:.0%} power at α = {fp['alpha']:.4g}: "
+            f"{fp['needed']}."
         )
     else:
         r.text("The first batch's σ was zero or undefined: no power plan.")
+    if pl and pl.get("achieved") is not None:
+        r.text(
+            f"Ran {pl['seeds']} a side: σ = {pl['sigma']:.3f}, power for the paper's gap at "
+            f"α = {pl['alpha']:.4g}: {pl['achieved']:.2f}"
+            + (
+                f" ({pu['achieved']:.2f} at σ's upper 95 % bound {pu['sigma']:.3f})."
+                if pu and pu.get("achieved") is not None
+                else "."
+            )
+        )
     if cmp_.get("skipped"):
         r.text("Not run (budget): " + ", ".join(cmp_["skipped"]) + ".")
     for s, why in (cmp_.get("same") or {}).items():

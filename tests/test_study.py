@@ -9,6 +9,7 @@ import os
 import shutil
 from dataclasses import replace
 
+import numpy as np
 import pytest
 import torch
 
@@ -185,6 +186,27 @@ def test_seeds_plan_against_power_on_a_hand_sigma():
     assert SP.seeds_plan([1.0, 1.0], [2.0, 2.0]) is None  # σ = 0: no plan
 
 
+def test_sigma_upper_bound_against_a_simulation_and_by_hand():
+    """The bound a plan uses: df = 4 (3 seeds a side) widens σ by sqrt(4 / χ²₀.₀₅(4)) =
+    sqrt(4 / 0.7107) = 2.372 (χ² table); and in a simulation of normal samples with 4 df the
+    true σ lies above the bound in ≈ 5 % of them."""
+    assert P.sigma_upper(1.0, 4) == pytest.approx(math.sqrt(4 / 0.710723), rel=1e-5)
+    rng = np.random.default_rng(0)
+    x = rng.normal(0.0, 1.0, size=(40_000, 5))
+    s = x.std(axis=1, ddof=1)
+    bounds = np.array([P.sigma_upper(v, 4) for v in s[:4000]])
+    assert abs(float(np.mean(bounds < 1.0)) - 0.05) < 0.012
+    with pytest.raises(ValueError, match="df=0"):
+        P.sigma_upper(1.0, 0)
+    # the plan from the bound at the Holm threshold asks for more seeds than the plain one
+    stagger, fixed = [100.0, 101.0, 102.0], [103.0, 104.0, 105.0]
+    plain = SP.seeds_plan(stagger, fixed)
+    strict = SP.seeds_plan(stagger, fixed, alpha=0.05 / 7, level=0.95)
+    assert strict.sigma == pytest.approx(plain.sigma * math.sqrt(4 / 0.710723), rel=1e-5)
+    assert strict.alpha == pytest.approx(0.05 / 7)
+    assert strict.needed == P.seeds_needed(strict.d, 0.8, 0.05 / 7) > plain.needed
+
+
 def test_extra_seeds_budget_arithmetic():
     assert SP.extra_seeds(needed=6, have=3, most=10, pair_s=100, left_s=1000) == 3
     assert SP.extra_seeds(needed=6, have=3, most=10, pair_s=100, left_s=250) == 2
@@ -211,7 +233,13 @@ def test_a_small_budget_runs_fewer_seeds_and_reports_power(smoke, tmp_path):
     pl = cmp_["plan"]
     if pl is not None:  # σ > 0: the power those seeds had for the paper's gap
         assert pl["seeds"] == sc.first_seeds
-        assert pl["achieved"] == pytest.approx(P.power(pl["d"], 2, 2, 0.05))
+        from analysis.study_report import PAPER
+
+        alpha = 0.05 / len(PAPER)  # Holm's first threshold in the study's family
+        assert pl["alpha"] == pytest.approx(alpha)
+        assert pl["achieved"] == pytest.approx(P.power(pl["d"], 2, 2, alpha))
+        pu = cmp_["plan_sigma_upper"]  # the same seeds at σ's upper bound: less power
+        assert pu["sigma"] > pl["sigma"] and pu["achieved"] < pl["achieved"]
     v = {x["claim"]: x for x in res["verdicts"]}
     assert v["stagger beats learned"]["answer"] == "not tested"
     assert res["trained"] == []  # everything it ran was already there
@@ -297,13 +325,17 @@ def test_whole_study_estimate_by_hand():
     run = top * 0.5 + 10.0
     assert est["calibration"] == pytest.approx(4 * run + 4 * (rungs - 1) * 10.0)
     assert est["first_batch"] == pytest.approx(2 * (sc.first_seeds - 1) * run)  # seed 1 reused
-    learned = top * 0.5 * 1.5 + 10.0  # interpolated columns: 1.5× until measured
-    assert est["others"] == pytest.approx(2 * (learned + 2 * run))
+    # dense: seeds 1 and 2 are the calibration's; learned, coprime and pow2-stagger: 3 each
+    assert sc.others == ("dense", "learned", "coprime", "pow2-stagger") and sc.other_seeds == 3
+    assert est["others"] == pytest.approx((1 + 3 * 3) * run)
+    skipped = SP.study_estimate(t, sc, skip={"coprime"})  # coprime = stagger at L = 4
+    assert skipped["others"] == pytest.approx((1 + 3 * 2) * run)
     assert est["total"] == pytest.approx(
         sum(est[k] for k in ("calibration", "first_batch", "others"))
     )
     prior = SP.StepTimes(sc.tokens_per_step, sc.prior_s_per_step, sc.eval_s)
-    assert SP.study_estimate(prior, sc)["total"] <= sc.budget_s  # the worst case fits 3 h
+    # the worst case (stage 2 at the top rung) fits 3 h at the EPYC's prior step time
+    assert SP.study_estimate(prior, sc, skip={"coprime"})["total"] <= sc.budget_s
     t.add("learned", 2.0)
     assert t.s_per_step("learned") == 2.0 and t.s_per_step("dense") == 2.0
 
