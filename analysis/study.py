@@ -38,6 +38,7 @@ __all__ = [
     "run_study",
     "report_again",
     "study_ledger",
+    "lm_entries",
     "PLAN_FILE",
 ]
 
@@ -359,15 +360,20 @@ def _comparison(r: _Runner, sc, steps: int, spent: float, plan_path: str) -> dic
     }
 
 
-def study_ledger(store_path: str) -> list:
-    """The claims ledger's language-model entries (`analysis.ledger`) from every finished run in
-    the store: the study's runs rank above any demo runs there, so the paper's LM claims are
-    decided by the study where it has evidence."""
+def study_ledger(store_path: str):
+    """The claims ledger (`analysis.ledger`) on every finished run in the study's store, the
+    lab's stored probe grids and attention timings: the study's runs rank above any demo runs
+    there, so the paper's LM claims are decided by the study where it has evidence. The study
+    writes its ``claims.json``; its report shows the LM entries (`lm_entries`)."""
     from analysis import ledger
     from analysis import ledger_evidence as le
 
     with Store(store_path) as st:
-        led = ledger.build(le.from_store(st))
+        return ledger.build(le.from_store(st, grids=le.stored_grids(), timings=le.stored_timings()))
+
+
+def lm_entries(led) -> list:
+    """The ledger's entries on the paper's language-model claims (and the battery's)."""
     return [e for e in led.paper() if e.kind.startswith("lm") or e.kind == "battery"]
 
 
@@ -400,6 +406,15 @@ def _longer(r: _Runner, sc, steps: int, spent: float) -> dict | None:
         return {"steps": top, "runs": {}, "skipped": True, "estimated_s": spent}
     side = {s: [r.run(s, seed, top, below=steps) for seed in seeds] for s in ("stagger", "fixed")}
     return {"steps": top, "runs": side, "skipped": False, "estimated_s": spent + cost}
+
+
+def _noise(cmp_: dict, runs_dir: str) -> dict:
+    """The paired window bootstrap of each perplexity comparison (`analysis.study_windows`)."""
+    from analysis.study_report import PAPER
+    from analysis.study_windows import comparison_noise
+
+    pairs = [(claim, a, b) for claim, a, b, measure, *_ in PAPER if measure == "ppl"]
+    return comparison_noise(cmp_["runs"], pairs, runs_dir)
 
 
 def run_study(
@@ -450,6 +465,7 @@ def run_study(
     t0 = time.perf_counter()
     plan_path = os.path.join(runs_dir, f"{scale}-{PLAN_FILE}")
     cmp_ = _comparison(r, sc, cal["chosen"], spent, plan_path)
+    cmp_["eval_noise"] = _noise(cmp_, runs_dir)
     t_cmp = time.perf_counter() - t0
     t0 = time.perf_counter()
     if cal["chosen"] < max(sc.ladder):
@@ -474,11 +490,14 @@ def run_study(
         "evaluated": r.evaluated,
     }
     results["calibration"]["curve"] = {str(k): v for k, v in cal["curve"].items()}
-    led = study_ledger(store_path) if store_path else None
+    full = study_ledger(store_path) if store_path else None
+    led = lm_entries(full) if full is not None else None
     if led is not None:
         results["ledger"] = [e.to_json() for e in led]
     rep = study_report(results, led)
     results["paths"] = rep.write(out_dir)
+    if full is not None:
+        results["paths"]["claims.json"] = full.write_json(os.path.join(out_dir, "claims.json"))
     with open(os.path.join(out_dir, "study.json"), "w") as f:
         jsonio.dump(results, f, indent=1, default=str)
     for v in results["verdicts"]:
@@ -490,11 +509,12 @@ def run_study(
     return results
 
 
-def report_again(out_dir: str, store_path: str | None = None) -> dict:
+def report_again(out_dir: str, store_path: str | None = None, runs_dir: str | None = None) -> dict:
     """Decide a finished study's verdicts again from its ``study.json`` (every run's numbers are
     in it) under today's rules, and rewrite study.json and the report — after a change of the
     decision rules, without training anything.  The ledger section needs the study's store
-    (``store_path``); without it the report leaves the ledger out and says so."""
+    (``store_path``); without it the report leaves the ledger out and says so. With the runs'
+    folder (``runs_dir``) the evaluation noise is scored again too."""
     from analysis.study_report import study_report, verdicts
 
     path = os.path.join(out_dir, "study.json")
@@ -503,8 +523,11 @@ def report_again(out_dir: str, store_path: str | None = None) -> dict:
     sc = SP.StudyScale(**res["settings"])
     cal = res["calibration"]
     cal["curve"] = {int(k): v for k, v in cal["curve"].items()}
+    if runs_dir:
+        res["comparison"]["eval_noise"] = _noise(res["comparison"], runs_dir)
     res["verdicts"] = verdicts(cal, res["comparison"], sc, res.get("longer"))
-    led = study_ledger(store_path) if store_path else None
+    full = study_ledger(store_path) if store_path else None
+    led = lm_entries(full) if full is not None else None
     res["ledger"] = [e.to_json() for e in led] if led is not None else None
     rep = study_report(res, led)
     if led is None:
@@ -514,6 +537,8 @@ def report_again(out_dir: str, store_path: str | None = None) -> dict:
         )
     res["calibration"]["curve"] = {str(k): v for k, v in cal["curve"].items()}
     res["paths"] = rep.write(out_dir)
+    if full is not None:
+        res["paths"]["claims.json"] = full.write_json(os.path.join(out_dir, "claims.json"))
     with open(path, "w") as f:
         jsonio.dump(res, f, indent=1, default=str)
     return res

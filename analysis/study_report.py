@@ -146,6 +146,10 @@ def verdicts(cal: dict, cmp_: dict, sc, longer: dict | None = None) -> list[dict
         out[i] = _row(claim, paper, a, b, xa, xb, d, k, unit)
         if claim == "stagger beats fixed":
             out[i]["power"] = (cmp_.get("plan") or {}).get("achieved")
+        noise = (cmp_.get("eval_noise") or {}).get(claim)
+        if noise:  # evaluation noise (paired window bootstrap) beside the seed noise
+            out[i]["eval_se"] = noise["eval"]["se"]
+            out[i]["seed_se"] = noise["seed_se"]
     if longer and longer.get("runs"):
         xa, xb = (_values(longer["runs"].get(s, []), "ppl") for s in ("stagger", "fixed"))
         if len(xa) > 1 and len(xb) > 1:
@@ -289,6 +293,32 @@ def study_report(res: dict, ledger_entries=None) -> Report:
         r.text("Not run (budget): " + ", ".join(cmp_["skipped"]) + ".")
     for s, why in (cmp_.get("same") or {}).items():
         r.text(f"Not run: {s} — {why}.")
+    noise = cmp_.get("eval_noise") or {}
+    if noise:
+        r.heading("Evaluation noise beside seed noise")
+        r.text(
+            "Each gap in ln perplexity, its evaluation noise — the standard deviation of the gap "
+            "over a paired bootstrap of the held-out windows (the same resampled windows for "
+            "every run of both sides, `analysis.eval_noise`) — and its seed noise (Welch's "
+            "standard error of the per-run values). Where the evaluation noise is the smaller, "
+            "more seeds, not more held-out text, would sharpen the verdict."
+        )
+        r.table(
+            pd.DataFrame(
+                [
+                    {
+                        "comparison": claim,
+                        "gap (nats)": v["eval"]["gap"],
+                        "evaluation SE": v["eval"]["se"],
+                        "seed SE": v["seed_se"],
+                        "windows": v["eval"]["windows"],
+                    }
+                    for claim, v in noise.items()
+                ]
+            ),
+            decimals=4,
+            name="eval_noise",
+        )
     r.heading("Verdicts")
     r.table(
         pd.DataFrame(

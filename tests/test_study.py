@@ -92,8 +92,14 @@ def test_every_stage_runs(smoke):
     assert res["calibration"]["chosen"] in sc.ladder
     claims = [v["claim"] for v in res["verdicts"]]
     assert "stagger beats fixed" in claims and len(claims) == len(set(claims))
-    for f in ("report.md", "report.html", "study.json", "calibration.png"):
+    for f in ("report.md", "report.html", "study.json", "calibration.png", "claims.json"):
         assert os.path.exists(os.path.join(smoke["out"], f)), f
+    with open(os.path.join(smoke["out"], "claims.json")) as f:  # the whole ledger, strict JSON
+        doc = _strict(f.read())
+    from analysis import ledger
+
+    assert len(doc["claims"]) == len(ledger.load_claims()[0]) + len(ledger.load_claims()[1])
+    assert len(doc["protocol_sha256"]) == 64
     assert any("budget:" in line for line in smoke["log"])  # printed before each stage
 
 
@@ -364,3 +370,50 @@ def test_the_study_keeps_the_precision_it_started_in(tmp_path, cpu_profile):
     assert study_precision(str(old), "other", "fp32", said.append) == "fp32"  # not its runs
     sc = SP.STUDY_SCALES["study-smoke"]
     assert study_config(sc, "study", "fixed", 1, 4, str(runs), "bf16").precision == "bf16"
+
+
+def test_window_nll_is_each_windows_cross_entropy_and_the_noise_is_paired(smoke):
+    """A run's per-window NLL against windows scored one by one with torch's cross-entropy in
+    float64; its exp(mean) against the run's evaluation over every window; and every stage-2
+    perplexity comparison gets its evaluation and seed noise."""
+    import torch.nn.functional as F
+
+    from analysis.study_windows import comparison_noise, window_nll
+    from lab.evalrun import open_run
+    from lab.evaluate import heldout_perplexity, heldout_splits
+
+    cmp_ = smoke["first"]["comparison"]
+    row = cmp_["runs"]["stagger"][0]
+    run_dir = os.path.join(smoke["runs"], row["name"])
+    per = window_nll(run_dir)
+    r = open_run(run_dir, log=lambda *a: None)
+    T = r.model.cfg.seq_len
+    toks = next(iter(heldout_splits(r.data).values()))
+    assert len(per) == (len(toks) - 1) // T
+    model = r.model.double().eval()
+    for w in (0, len(per) - 1):
+        ids = torch.as_tensor(np.asarray(toks[w * T : w * T + T + 1], dtype=np.int64))
+        with torch.no_grad():
+            logits = model(ids[None, :-1])
+        logits = logits[0] if isinstance(logits, (tuple, list)) else logits
+        ce = F.cross_entropy(logits[0].double(), ids[1:]).item()
+        assert per[w] == pytest.approx(ce, rel=1e-5)
+    whole = heldout_perplexity(open_run(run_dir, log=lambda *a: None).model, toks, T)
+    assert math.exp(per.mean()) == pytest.approx(whole.ppl, rel=1e-6)
+    assert os.path.exists(os.path.join(run_dir, f"window-nll-{r.step}.npy"))  # kept
+    noise = comparison_noise(
+        cmp_["runs"], [("stagger beats fixed", "stagger", "fixed")], smoke["runs"]
+    )
+    v = noise["stagger beats fixed"]
+    assert v["eval"]["windows"] == len(per) and v["eval"]["se"] > 0 and v["seed_se"] > 0
+    # its seed noise is Welch's SE of each run's ln ppl over every window (scipy's t)
+    from scipy import stats
+
+    ln = {
+        s: [window_nll(os.path.join(smoke["runs"], x["name"])).mean() for x in cmp_["runs"][s]]
+        for s in ("stagger", "fixed")
+    }
+    t = stats.ttest_ind(ln["fixed"], ln["stagger"], equal_var=False).statistic
+    gap = np.mean(ln["fixed"]) - np.mean(ln["stagger"])
+    assert v["seed_se"] == pytest.approx(gap / t, rel=1e-9)
+    assert v["eval"]["gap"] == pytest.approx(gap, abs=1e-12)
