@@ -7,7 +7,8 @@ exactly one verdict from the strongest evidence the store holds.
     led.write_json("reports/x/claims.json")
 
 Verdicts: ``held``, ``did not hold`` (for a comparison also "magnitude not reproduced": the
-paper's effect outside the interval), ``not shown`` (tested, not decisive: the effect size, the
+paper's effect outside the interval), ``conflicting`` (two tiers able to decide disagree: both
+shown), ``not shown`` (tested, not decisive: the effect size, the
 p-values and the smallest gap the seeds could detect; a result at chance level is labelled "at
 chance") and ``not tested here`` (with why, and what would test it).  The comparisons over
 seeds (`analysis.ledger_compare`) are tested as claims.toml registers them, and their p-values
@@ -56,7 +57,9 @@ __all__ = [
     "build",
 ]
 
-VERDICTS = ("held", "did not hold", "not shown", "not tested here")
+VERDICTS = ("held", "did not hold", "conflicting", "not shown", "not tested here")
+#: The verdicts that decide a claim one way; two deciding tiers with different ones conflict.
+DECISIVE = ("held", "did not hold")
 CLAIMS_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference", "claims.toml")
 STUDY_HINT = "`fiblab demo --scale study` runs a scale that can"
 GRID_HINT = (
@@ -334,6 +337,7 @@ def decide(
         {"tier": t.label, "scale": t.scale, "verdict": g.verdict, "label": g.label, "here": g.here}
         for t, g in rest
     ]
+    f = _conflict(tier, f, rest)
     return _entry(
         claim,
         source,
@@ -342,6 +346,28 @@ def decide(
         also=also,
         evidence={"tier": tier.label, "scale": tier.scale, "runs": f.evidence},
     )
+
+
+def _conflict(tier, f: Finding, rest: list) -> Finding:
+    """``conflicting`` when another tier able to decide (``decides``) reaches the other deciding
+    verdict by the claim's registered test: two significant tests of one comparison pointing
+    opposite ways are not settled by ranking the tiers, so both are shown (the deciding tier's
+    verdict as ``raw_verdict``). A weaker tier that only fails to show the effect (not shown)
+    does not conflict, nor does a reduced probe recipe beside the paper's (a finding without a
+    registered test: the paper-scale tier is the claim's test, the reduced one context)."""
+    if f.verdict not in DECISIVE or not f.tests:
+        return f
+    against = [
+        (t, g)
+        for t, g in rest
+        if t.decides and g.tests and g.verdict in DECISIVE and g.verdict != f.verdict
+    ]
+    if not against:
+        return f
+    here = f"{tier.label}: {f.verdict} ({f.here})" + "".join(
+        f"; {t.label}: {g.verdict} ({g.here})" for t, g in against
+    )
+    return Finding("conflicting", here, f.evidence, {**f.stats, "raw_verdict": f.verdict}, f.label)
 
 
 def protocol(claims: list[dict]) -> dict:

@@ -194,3 +194,32 @@ def test_the_protocol_and_its_hash_are_written_and_change_with_it(tmp_path):
     bare = write_claims(tmp_path, lambda t: t.replace('family = "table5"\n', "", 1))
     with pytest.raises(ValueError, match="registers no family"):
         ledger.build(le.Evidence(), bare)
+
+
+def test_two_deciding_tiers_that_disagree_make_the_claim_conflicting():
+    """A longer-trained tier where the stagger wins clearly and a shorter one where it loses
+    clearly: neither ranks the other away; the claim is conflicting and both are shown. A
+    weaker tier that merely shows nothing (not shown) does not conflict."""
+    wins = seeds("fib/stagger", BASE, 0.001, tag="long-st") + seeds(
+        "fib/fixed", BASE + G, 0.001, tag="long-fx"
+    )
+    loses = seeds("fib/stagger", BASE + G, 0.001, tag="short-st") + seeds(
+        "fib/fixed", BASE, 0.001, tag="short-fx"
+    )
+    noisy = seeds("fib/stagger", BASE, 0.05, tag="noisy-st") + seeds(
+        "fib/fixed", BASE + 0.001, 0.05, tag="noisy-fx"
+    )
+
+    def tiers(*groups):
+        runs = [(r, "other", {"steps": steps, "seq_len": 256}) for steps, rs in groups for r in rs]
+        return ledger.build(le.Evidence(tiers=le.group_lms(runs)))
+
+    e = entry(tiers((1000, wins), (500, loses)), "t5-stagger-beats-fixed")
+    assert e.verdict == "conflicting" and e.stats["raw_verdict"] == "held"
+    assert "held" in e.here and "did not hold" in e.here  # both tiers shown
+    assert [a["verdict"] for a in e.also] == ["did not hold"]
+    quiet = entry(tiers((1000, wins), (500, noisy)), "t5-stagger-beats-fixed")
+    assert quiet.verdict == "held" and [a["verdict"] for a in quiet.also] == ["not shown"]
+    assert "conflicting" in ledger.VERDICTS
+    led = tiers((1000, wins), (500, loses))
+    assert led.counts()["conflicting"] >= 1
