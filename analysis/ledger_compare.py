@@ -146,7 +146,8 @@ def _line(p: Pair, rel_gap: float | None) -> tuple[str, dict]:
     )
     if c.tested:
         line += (
-            f" = {_fmt(gap / sigma, 1)}σ; {c.protocol.metric} gap {c.gap:+.4f}{unit}, 95 % "
+            (f" = {_fmt(gap / sigma, 1)}σ" if sigma > 0 else " (no spread over seeds)")
+            + f"; {c.protocol.metric} gap {c.gap:+.4f}{unit}, 95 % "
             f"t-interval [{c.ci[0]:+.4f}, {c.ci[1]:+.4f}]"
         )
     line += f"; {d.wording()}"

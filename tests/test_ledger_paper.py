@@ -155,17 +155,33 @@ def test_all_sparse_variants_on_the_papers_own_table_3():
     fib = [float(r["change_at_4x_percent"]) for r in rows("table3_length_extrapolation.csv")]
     fib = [c for r, c in zip(rows("table3_length_extrapolation.csv"), fib) if "fib/" in r["model"]]
     assert LITTLE == max(fib) == 2.8  # the largest change the paper still calls mild
-    runs = [run(f"{m}{w}", m, *v) for (m, w), v in t3.items() if m != "dense"]
-    e = entry(build(runs), "t3-sparse-flat")
-    assert e.verdict == "did not hold"  # pow2/fixed +11.3 %: the paper against its abstract
+    one = [run(f"{m}{w}", m, *v) for (m, w), v in t3.items() if m != "dense"]
+    e = entry(build(one), "t3-sparse-flat")
+    # the paper's table has one run a configuration (two at two W for some): no test
+    assert e.verdict == "not shown" and "no test" in e.here
     assert e.stats["inside_paper_range"]["pow2/fixed"] is False
     assert e.stats["paper_range"] == [min(fib), max(fib)]
     assert "pow2/fixed +11.3 %" in e.here and e.paper_contradicts
-    # without the power-of-2 control every sparse model is within +2.8 %: held
+    # three seeds around each of the paper's numbers (±0.1 % of ppl at 4×): a test
+    runs = [
+        run(f"{m}{w}s{k}", m, p1, p4 * (1 + 0.001 * k), W=w, seed=k)
+        for (m, w), (p1, p4) in t3.items()
+        if m != "dense"
+        for k in (-1, 0, 1)
+    ]
+    e = entry(build(runs), "t3-sparse-flat")
+    assert e.verdict == "did not hold"  # pow2/fixed +11.3 %: the paper against its abstract
+    # without the power-of-2 control every sparse model is significantly below +2.8 % except
+    # the one at +2.8 % itself, which is not below it: not shown, never held by the means
     e = entry(build([r for r in runs if r.label != "pow2/fixed"]), "t3-sparse-flat")
-    assert e.verdict == "held"
+    assert e.verdict == "not shown"
+    # lowered by 1 % of ppl at 4×, every one of them is below: held
+    low = [run(r.name, r.label, r.ppl, r.ext[4] * 0.99, W=r.W, seed=r.seed) for r in runs]
+    e = entry(build([r for r in low if r.label != "pow2/fixed"]), "t3-sparse-flat")
+    assert e.verdict == "held" and max(e.stats["p_for"]) < 0.05
     # a pow2 stagger at +5 % is a sparse variant too: the claim is about all of them
-    e = entry(build(runs[:1] + [run("ps", "pow2/stagger", 40.0, 42.0)]), "t3-sparse-flat")
+    ps = [run(f"ps{k}", "pow2/stagger", 40.0, 42.0 + 0.05 * k, seed=k) for k in range(3)]
+    e = entry(build(low[:3] + ps), "t3-sparse-flat")
     assert e.verdict == "did not hold"
 
 

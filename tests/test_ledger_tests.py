@@ -1,0 +1,159 @@
+"""The language-model claims about means are decided by a test (`analysis.ledger_checks`), never
+by the means alone: one-sided t-tests against scipy, held only when every comparison is
+significant, did not hold on a significant reversal, otherwise not shown."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from analysis import ledger
+from analysis import ledger_evidence as le
+from analysis.ledger_evidence import LMRun
+
+
+def build(runs):
+    (tier,) = le.group_lms([(r, "study", {"steps": 500, "seq_len": 128}) for r in runs])
+    return ledger.build(le.Evidence(tiers=[tier]))
+
+
+def entry(led, cid):
+    (e,) = [e for e in led.entries if e.id == cid]
+    return e
+
+
+def bins_runs(fixed_bins, stagger_bins):
+    out = [
+        LMRun(f"fx{i}", "fib/fixed", 12, i, 40.0, bins=tuple(b)) for i, b in enumerate(fixed_bins)
+    ]
+    return out + [
+        LMRun(f"st{i}", "fib/stagger", 12, i, 39.0, bins=tuple(b))
+        for i, b in enumerate(stagger_bins)
+    ]
+
+
+def test_every_bin_needs_each_bins_one_sided_test():
+    rng = np.random.default_rng(0)
+    base = np.linspace(4.0, 3.0, 8)
+    st = base + rng.normal(0, 0.002, size=(5, 8))
+    fx = base + 0.02 + rng.normal(0, 0.002, size=(5, 8))
+    e = entry(build(bins_runs(fx, st)), "t4-stagger-below-fixed-every-bin")
+    want = [
+        stats.ttest_ind(fx[:, j], st[:, j], equal_var=False, alternative="greater").pvalue
+        for j in range(8)
+    ]
+    assert e.verdict == "held" and e.stats["p_for"] == pytest.approx(want)
+    # bin 3's gap only 0.0001 nats, inside the seed noise: not shown (the old rule read the
+    # signs of the means alone)
+    fx2 = fx.copy()
+    fx2[:, 3] = st[:, 3] + 0.0001 + rng.normal(0, 0.002, size=5)
+    e = entry(build(bins_runs(fx2, st)), "t4-stagger-below-fixed-every-bin")
+    assert e.verdict == "not shown"
+    # bin 3 reversed clearly: did not hold (Holm over the 8 bins' reversal tests)
+    fx3 = fx.copy()
+    fx3[:, 3] = st[:, 3] - 0.05
+    e = entry(build(bins_runs(fx3, st)), "t4-stagger-below-fixed-every-bin")
+    assert e.verdict == "did not hold" and min(e.stats["p_reversed_holm"]) < 0.05
+    # one run a side: no test
+    e = entry(build(bins_runs(fx[:1], st[:1])), "t4-stagger-below-fixed-every-bin")
+    assert e.verdict == "not shown" and "no test" in e.here
+
+
+def test_a_gain_that_grows_along_the_window_is_long_range():
+    rng = np.random.default_rng(1)
+    base = np.linspace(4.0, 3.0, 8)
+    st = base + rng.normal(0, 0.001, size=(4, 8))
+    grow = base + np.linspace(0.0, 0.07, 8) + rng.normal(0, 0.001, size=(4, 8))
+    e = entry(build(bins_runs(grow, st)), "t4-gain-not-long-range")
+    x = np.arange(7)
+    sf = np.polyfit(x, grow[:, 1:].T, 1)[0]
+    ss = np.polyfit(x, st[:, 1:].T, 1)[0]
+    p = stats.ttest_ind(sf, ss, equal_var=False, alternative="greater").pvalue
+    assert e.verdict == "did not hold" and e.stats["p_grows"] == pytest.approx(p)
+    flat = base + 0.02 + rng.normal(0, 0.001, size=(4, 8))
+    e = entry(build(bins_runs(flat, st)), "t4-gain-not-long-range")
+    assert e.verdict == "not shown" and "margin" in e.here  # no tie without a margin
+
+
+def ext_runs(label, ppl1, changes, extra=None):
+    return [
+        LMRun(
+            f"{label}-{i}",
+            label,
+            None if label == "dense" else 12,
+            i,
+            ppl1,
+            ext={1: ppl1, 2: ppl1 * (1 + c / 200), 4: ppl1 * (1 + c / 100)},
+            **(extra or {}),
+        )
+        for i, c in enumerate(changes)
+    ]
+
+
+def test_dense_degrades_is_a_one_sample_test_against_ten_percent():
+    x = [15.0, 16.5, 14.2]
+    e = entry(build(ext_runs("dense", 30.0, x)), "t3-dense-degrades")
+    p = stats.ttest_1samp(np.array(x), 10.0, alternative="greater").pvalue
+    assert e.stats["p_for"] == pytest.approx([p], rel=1e-6)
+    assert e.verdict == ("held" if p < 0.05 else "not shown")
+    e = entry(build(ext_runs("dense", 30.0, [10.5, 9.0, 11.0])), "t3-dense-degrades")
+    assert e.verdict == "not shown"  # a mean of +10.2 % is not shown above +10 %
+    e = entry(build(ext_runs("dense", 30.0, [2.0, 2.5, 1.8])), "t3-dense-degrades")
+    assert e.verdict == "did not hold"  # significantly below +10 %
+
+
+def test_pow2_coprime_and_dense_at_2x_are_welch_tests():
+    fib = ext_runs("fib/fixed", 40.0, [1.0, 1.2, 0.9]) + ext_runs(
+        "fib/stagger", 39.0, [0.5, 0.6, 0.4]
+    )
+    p2 = ext_runs("pow2/fixed", 41.0, [11.0, 11.5, 10.8])
+    e = entry(build(fib + p2), "t3-pow2-degrades")
+    assert e.verdict == "held" and len(e.stats["p_for"]) == 2
+    co = ext_runs("fib/coprime", 39.5, [0.5, 0.7, 0.45])  # ≈ the stagger's
+    e = entry(build(fib + co), "t3-coprime-less-robust")
+    want = stats.ttest_ind(
+        [0.5, 0.7, 0.45], [0.5, 0.6, 0.4], equal_var=False, alternative="greater"
+    )
+    assert e.verdict == "not shown" and e.stats["p_for"] == pytest.approx([want.pvalue], rel=1e-4)
+    dense = ext_runs("dense", 30.0, [60.0, 62.0, 61.0])  # 2×: 30 · 1.305 ≈ 39.2 vs 39–40
+    e = entry(build(fib + dense), "t3-dense-behind-at-2x")
+    assert e.verdict in ("not shown", "did not hold") and len(e.stats["p_for"]) == 2
+    far = ext_runs("dense", 30.0, [200.0, 210.0, 205.0])  # 2×: ≈ 60 vs 40
+    e = entry(build(fib + far), "t3-dense-behind-at-2x")
+    assert e.verdict == "held"
+
+
+def test_lab_findings_are_tested_too():
+    def st(label, vals):
+        return [LMRun(f"{label}{i}", label, 12, i, 40.0, same_tokens=v) for i, v in enumerate(vals)]
+
+    e = entry(
+        build(st("fib/fixed", [-0.3, -0.2, -0.4]) + st("fib/stagger", [-0.1, 0.0, -0.2])),
+        "lab-same-tokens-context",
+    )
+    assert e.verdict == "held"
+    e = entry(build(st("fib/fixed", [0.9, 0.95, 1.1])), "lab-same-tokens-context")
+    assert e.verdict == "not shown"
+
+    def fr(label, vals):
+        return [
+            LMRun(
+                f"{label}{i}",
+                label,
+                12,
+                i,
+                40.0,
+                ext={1: 40.0, 4: 40.0 * (1 + v / 100)},
+                frozen={4: 40.0},
+            )
+            for i, v in enumerate(vals)
+        ]
+
+    e = entry(build(fr("fib/stagger", [0.2, 0.3, 0.25])), "lab-frozen-rungs")
+    assert e.verdict == "held" and len(e.stats["p_for"]) == 2  # inside ±1 %: both sides
+    e = entry(build(fr("fib/stagger", [3.0, 3.2, 2.9])), "lab-frozen-rungs")
+    assert e.verdict == "did not hold"
+    assert math.isnan(e.stats["p_for"][0]) is False
