@@ -388,12 +388,17 @@ def snapshot(h: RunHandle) -> dict:
                 if not a.empty:
                     alphas = a.pivot(index="step", columns="layer", values="alpha")
     st_ = state(h, row, event)
-    step = int(loss["step"].iloc[-1]) if len(loss) else 0
     rate = float(tok["value"].tail(10).median()) if len(tok) else math.nan
     live = st_ in ("starting", "running", "stopping")
-    ph = read_phase(h.run_dir) if live else None
+    ph = read_phase(h.run_dir)
     if ph is not None and float(ph.get("since", 0)) < h.started - 5:
         ph = None  # an earlier process's (launch clears it; this guards a hand-made start)
+    # the step: the process's own heartbeat (every few seconds, and its last step on exit),
+    # else the store's last logged one (every log_every steps) — one number for every view
+    logged = int(loss["step"].iloc[-1]) if len(loss) else 0
+    step = max(logged, int(ph.get("step") or 0) if ph is not None else 0)
+    if not live:
+        ph = None
     eta = train_eta.UNKNOWN
     if st_ == "running" and ph is not None and "start_step" in ph:
         eta = train_eta.estimate(

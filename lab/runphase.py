@@ -45,6 +45,7 @@ __all__ = [
     "FINAL_EVAL",
     "EXITING",
     "write_phase",
+    "beat",
     "read_phase",
     "clear_phase",
     "eval_tokens",
@@ -68,6 +69,27 @@ def write_phase(run_dir: str, phase: str, **extra) -> None:
         tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "w") as f:
             json.dump(data, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+#: Seconds between heartbeats of a training loop (`beat`): a live view moves at least this often
+#: although the store hears of a step only every ``log_every`` steps.
+BEAT_S = 2.0
+
+
+def beat(run_dir: str, step: int) -> None:
+    """Record the step the loop has reached, keeping the phase and its start time: a live view
+    shows step and ETA between the logged steps (`lab.train` calls it at most every `BEAT_S`)."""
+    old = read_phase(run_dir)
+    if old is None or old.get("pid") != os.getpid():
+        return
+    path = os.path.join(run_dir, PHASE_FILE)
+    try:
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump({**old, "step": int(step), "step_at": time.time()}, f)
         os.replace(tmp, path)
     except OSError:
         pass

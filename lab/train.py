@@ -361,6 +361,7 @@ def train(
     phase(runphase.FIRST_STEP, light_eval_tokens=light_tokens, full_eval_tokens=full_tokens)
     t_last = time.perf_counter()
     t_logged, steps_logged = t_last, 0  # tokens/s averages the steps since the last log
+    t_beat, last = t_last, None  # the last heartbeat; the last step completed
     model.train()
     status = "failed"
     stopped_at = None
@@ -410,12 +411,16 @@ def train(
             opt.step()
             opt.zero_grad(set_to_none=True)
             losses[step] = step_loss
+            last = step
             now = time.perf_counter()
             tok_s = tokens_per_step / max(now - t_last, 1e-9)
             t_last = now
             steps_logged += 1
             if step == start + 1:
                 phase(runphase.TRAINING)
+            if di.main and now - t_beat >= runphase.BEAT_S:  # the live view's step between logs
+                runphase.beat(run_dir, step)
+                t_beat = now
             if step % cfg.log_every == 0 or step == cfg.steps:
                 row = {
                     "loss": step_loss,
@@ -495,7 +500,7 @@ def train(
             elif status == "stopped":
                 _mark_stopped(store, cfg.name, stopped_at)
             store.close()
-        phase(runphase.EXITING, status=status)
+        phase(runphase.EXITING, status=status, **({} if last is None else {"step": last}))
     return {
         "name": cfg.name,
         "losses": losses,

@@ -242,3 +242,40 @@ def test_failed_run_reports_why(runs):
 def test_attach_unknown_run(tmp_path):
     with pytest.raises(ValueError, match="no launched run"):
         L.attach("ghost", str(tmp_path))
+
+
+def test_progress_moves_between_logged_steps_and_a_stop_shows_its_own_step(runs):
+    """The store hears of a step every ``log_every`` steps; the live view must still move every
+    few seconds (the process's heartbeat), and a stopped run shows the step it stopped at —
+    the same number as its message (issue 28: "step 40/60" beside "stopped at step 43")."""
+    from lab.runphase import BEAT_S
+
+    h = L.launch(
+        "tiny",
+        name="beating",
+        steps=100_000,
+        overrides={**FAST, "log_every": 1_000_000},  # logs only at the last step
+        store=str(runs / "store.db"),
+        runs_dir=str(runs),
+        env=ENV,
+        nproc=1,
+    )
+    deadline = time.monotonic() + 120
+    seen = []
+    while len(seen) < 2:
+        assert L.is_alive(h), L.log_tail(h)
+        assert time.monotonic() < deadline, f"no heartbeat in 120 s: {seen}"
+        s = L.snapshot(h)
+        if s["step"] > 0 and (not seen or s["step"] > seen[-1]):
+            seen.append(s["step"])
+            assert s["state"] == "running" and s["loss_curve"].empty  # nothing logged yet
+        time.sleep(BEAT_S / 4)
+    L.request_stop(h)
+    assert L.wait(h, timeout=120) == "stopped", L.log_tail(h)
+    snap = L.snapshot(h)
+    (k,) = {
+        int(p.split("_")[1].split(".")[0])
+        for p in os.listdir(h.run_dir)
+        if p.startswith("ckpt_") and p.endswith(".pt")
+    }
+    assert snap["step"] == k > seen[-1] and f"step {k}" in snap["message"]
