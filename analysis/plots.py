@@ -255,18 +255,32 @@ def position_bins(table: pd.DataFrame, path=None, title: str | None = None) -> F
 
 
 def alpha_trajectories(
-    traj: pd.DataFrame, runs=None, path=None, show_init: bool = True, title: str | None = None
+    traj: pd.DataFrame,
+    runs=None,
+    path=None,
+    show_init: bool = True,
+    title: str | None = None,
+    layers=None,
+    drift: bool = False,
 ) -> Figure:
     """α against training step, one line per layer, one panel per run.
 
     ``traj`` is a trajectory frame (:func:`analysis.trajectories.from_store` /
     :func:`~analysis.trajectories.from_records`: ``run``, ``step``, ``layer``, ``alpha``, and
-    ``alpha_init``); ``runs`` picks runs (default: all). ``show_init`` marks each layer's start
-    with a dotted line in its colour. Layers are coloured in order (an ordered palette per panel:
-    dark = first layer, light = last); each panel's legend, right of it, names the layers (with
-    more than 16, every few of them: the palette's order says the rest).
+    ``alpha_init``); ``runs`` picks runs (default: all), ``layers`` layers (default: all).
+    ``show_init`` marks each layer's start with a dotted line in its colour. Layers are coloured
+    in order (an ordered palette per panel: dark = first layer, light = last); each panel's
+    legend, right of it, names the layers (with more than 16, every few of them: the palette's
+    order says the rest).
+
+    ``drift``: plot α − α_init instead, on an axis fitted to the drift (a learned α that moves
+    0.003 is a flat line on the α axis, which keeps a span of 0.2 so that small moves do not
+    look large); each panel's label states the drift axis's span, so its scale is never
+    mistaken for α's. Needs ``alpha_init``.
     """
     _need(traj, ["run", "step", "layer", "alpha"], "α trajectory")
+    if drift:
+        _need(traj, ["alpha_init"], "α drift")
     names = (
         list(dict.fromkeys(traj["run"]))
         if runs is None
@@ -278,30 +292,41 @@ def alpha_trajectories(
             f"the α trajectory plot has no trajectory for runs {unknown or names} (the frame "
             f"has {sorted(set(traj['run']))[:10]}): name runs that logged α"
         )
+    if layers is not None:
+        layers = {int(k) for k in layers}
+        traj = traj[traj["layer"].isin(layers)]
+        empty = [r for r in names if not (traj["run"] == r).any()]
+        if empty:
+            raise ValueError(
+                f"runs {empty} have none of layers {sorted(layers)}: pick layers they have"
+            )
     fig, axes = _figure(len(names), 1, size=(PANEL[0] + 40, 250))
     for ax, name in zip(axes[:, 0], names):
         g = traj[traj["run"] == name]
-        layers = sorted(g["layer"].unique())
+        shown = sorted(g["layer"].unique())
         has_init = False
-        for layer, color in zip(layers, style.layer_colors(len(layers))):
+        for layer, color in zip(shown, style.layer_colors(len(shown))):
             gl = g[g["layer"] == layer].sort_values("step")
-            ax.plot(
-                gl["step"].to_numpy(),
-                gl["alpha"].to_numpy(dtype=float),
-                color=color,
-                label=f"layer {layer}",
-            )
-            if show_init and "alpha_init" in gl.columns and gl["alpha_init"].notna().any():
+            y = gl["alpha"].to_numpy(dtype=float)
+            init = gl["alpha_init"].iloc[0] if "alpha_init" in gl.columns else None
+            if drift:
+                y = y - (float(init) if init is not None and pd.notna(init) else float("nan"))
+            ax.plot(gl["step"].to_numpy(), y, color=color, label=f"layer {layer}")
+            if show_init and not drift and init is not None and pd.notna(init):
                 has_init = True
-                ax.axhline(
-                    float(gl["alpha_init"].iloc[0]), color=color, linestyle=":", linewidth=1.0
-                )
-        style.min_span(ax, 0.2)
+                ax.axhline(float(init), color=color, linestyle=":", linewidth=1.0)
+        if drift:
+            ax.axhline(0.0, color="#555555", linestyle=":", linewidth=1.0)
+            style.min_span(ax, 1e-4)
+            lo, hi = ax.get_ylim()
+            ax.set_ylabel(f"α − α_init\n(axis {lo:+.2g} … {hi:+.2g})", fontsize="small")
+        else:
+            style.min_span(ax, 0.2)
+            ax.set_ylabel("α")
         ax.set_title(name, fontsize="small")
-        ax.set_ylabel("α")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        every = 1 if len(layers) <= 16 else -(-len(layers) // 8)
-        keep = set(layers[::every]) | {layers[-1]}
+        every = 1 if len(shown) <= 16 else -(-len(shown) // 8)
+        keep = set(shown[::every]) | {shown[-1]}
         handles = [ln for ln in ax.get_lines() if ln.get_label() in {f"layer {k}" for k in keep}]
         if has_init:
             handles.append(Line2D([], [], color="#555555", ls=":", label="initial α"))

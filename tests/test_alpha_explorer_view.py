@@ -107,3 +107,69 @@ def test_the_results_panel_shows_the_same_hint(store):
     panel = ResultsPanel(store, paper_db="", render=False)
     assert RUNS_HINT in panel.runs_hint.value
     assert panel.widget.children.index(panel.runs_hint) == 1  # right under the run list
+
+
+def test_layers_can_be_picked_and_the_caption_names_them(store):
+    ex = AlphaExplorer(store, runs=[LM], render=False)
+    assert [v for _, v in ex.layers.options] == [0, 1, 2, 3] and ex.layers.value == (0, 1, 2, 3)
+    ex.layers.value = (1, 3)
+    assert ex.lines == 2 and "layers 1, 3" in ex.caption.value
+    ex.runs.value = (UNIFORM,)  # 2 layers: the choice that exists is kept
+    assert ex.layers.value == (1,) and ex.lines == 1
+
+
+def _drift_traj(move):
+    import pandas as pd
+
+    rows = []
+    for layer in range(4):
+        for step in range(0, 101, 10):
+            rows.append(
+                {
+                    "run": "r",
+                    "step": step,
+                    "layer": layer,
+                    "alpha": 1.0 + move * (layer + 1) * step / 100,
+                    "alpha_init": 1.0,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def test_a_small_drift_is_resolved_on_its_own_axis():
+    """Four layers drifting 0.002–0.008 (issue 28: four overlapping flat lines on the α axis,
+    which keeps a 0.2 span): on the drift axis their ends are distinct and the scale is stated."""
+    from analysis import plots
+
+    traj = _drift_traj(0.002)
+    fig = plots.alpha_trajectories(traj, drift=True)
+    ax = fig.axes[0]
+    lo, hi = ax.get_ylim()
+    ends = sorted(
+        line.get_ydata()[-1] for line in ax.get_lines() if line.get_label().startswith("layer")
+    )
+    assert ends == pytest.approx([0.002, 0.004, 0.006, 0.008])
+    assert hi - lo < 0.02  # the axis fits the drift (the α view's is ≥ 0.2)
+    assert "α − α_init" in ax.get_ylabel() and "axis" in ax.get_ylabel()
+    px = (ends[1] - ends[0]) / (hi - lo) * ax.bbox.height  # neighbouring lines, in pixels
+    assert px > 10
+    alpha = plots.alpha_trajectories(traj).axes[0]
+    a_lo, a_hi = alpha.get_ylim()
+    assert (ends[1] - ends[0]) / (a_hi - a_lo) * alpha.bbox.height < 3  # what the user saw
+    one = plots.alpha_trajectories(traj, layers=[2], drift=True).axes[0]
+    assert [ln.get_label() for ln in one.get_lines() if ln.get_label().startswith("layer")] == [
+        "layer 2"
+    ]
+    with pytest.raises(ValueError, match="none of layers"):
+        plots.alpha_trajectories(traj, layers=[9])
+
+
+def test_auto_view_draws_the_drift_of_inert_runs(store):
+    ex = AlphaExplorer(store, runs=[LM], render=False)
+    assert ex.view.value == "auto"
+    inert = bool(ex.drift["max_drift"].max() < ex.tolerance.value)
+    assert ex.drift_view is inert and ("data-view='drift'" in ex.caption.value) is inert
+    ex.view.value = "alpha"
+    assert not ex.drift_view and "data-view='alpha'" in ex.caption.value
+    ex.view.value = "drift"
+    assert ex.drift_view and "largest |drift|" in ex.caption.value

@@ -6,6 +6,9 @@ runs, kind shown), plots α per layer over steps for the chosen ones
 (`analysis.trajectories.final_range`) and the largest distance from the initial α per layer
 (`trajectories.drift`), and checks the paper's "learned α is inert" claim with a tolerance slider
 (`trajectories.inert`): a plain sentence such as "3 of 4 runs stay within 0.05 of their init".
+A layer list picks the layers drawn, and the view draws α or its drift α − α_init on an axis
+fitted to the drift (``auto``: the drift when every drawn layer moved less than the tolerance,
+where α's own axis would show flat lines), the axis's span stated.
 It only reads the store (a missing file is reported, never created); **refresh** re-reads it.
 The caption under the figure says how many runs and lines it draws (``explorer.lines``; CSS class
 ``fib-alpha-lines`` with ``data-lines``), and a hint under the list says how to pick several runs.
@@ -123,6 +126,7 @@ class AlphaExplorer(Shown):
         self.sentence = ""
         self.figure = None
         self.lines = 0
+        self.drawn = "alpha"  # what the figure shows: "alpha" or "drift" (α − α_init)
         self._loaded = False
         self._quiet = False
         style = {"description_width": "initial"}
@@ -147,6 +151,17 @@ class AlphaExplorer(Shown):
             layout=W.Layout(width="480px", min_width="480px"),  # its own row: never clipped
         )
         self.tolerance.add_class("fib-tolerance")
+        # which layers to draw (default: all of the selected runs'), and α or its drift
+        self.layers = W.SelectMultiple(
+            options=[], rows=4, description="layers", layout=W.Layout(width="220px")
+        )
+        self.layers.add_class("fib-layers")
+        self.view = W.ToggleButtons(
+            options=[("α", "alpha"), ("drift α − α_init", "drift"), ("auto", "auto")],
+            value="auto",
+            tooltip="auto: the drift when every drawn layer moved less than the tolerance",
+        )
+        self.view.add_class("fib-alpha-view")
         self.refresh_button = W.Button(
             description="refresh",
             icon="refresh",
@@ -167,6 +182,8 @@ class AlphaExplorer(Shown):
         self.caption.add_class("fib-alpha-caption")
         self.error_box = error_widget()
         self.runs.observe(self._on_runs, names="value")
+        self.layers.observe(self._on_layers, names="value")
+        self.view.observe(self._on_layers, names="value")
         self.tolerance.observe(self._on_tolerance, names="value")
         self.refresh_button.on_click(self._on_refresh)
         self.refresh(select=runs)
@@ -175,6 +192,7 @@ class AlphaExplorer(Shown):
                 W.HBox([self.runs, self.refresh_button]),
                 self.runs_hint,
                 self.tolerance,
+                W.HBox([self.layers, self.view]),
                 self.error_box,
                 self.status,
                 self.sentence_box,
@@ -284,24 +302,73 @@ class AlphaExplorer(Shown):
             self.drift_table.value = frame_html(wide.reset_index(), 3)
         else:
             self.drift_table.value = ""
+        self._set_layers()
+        self.draw()
+        self.update_inert()
+
+    def _set_layers(self) -> None:
+        """The layer list from the selected runs' trajectories, keeping the choice that still
+        exists (all layers when none of it does)."""
+        have = sorted(int(k) for k in self.traj["layer"].unique()) if len(self.traj) else []
+        keep = [k for k in self.layers.value if k in have] or have
+        self._quiet = True
+        try:
+            self.layers.options = [(f"layer {k}", k) for k in have]
+            self.layers.value = tuple(keep)
+        finally:
+            self._quiet = False
+
+    @property
+    def drift_view(self) -> bool:
+        """Whether the figure draws α − α_init: chosen, or (auto) when every drawn layer with a
+        known init moved less than the tolerance, where α's own axis shows flat lines."""
+        if self.view.value != "auto":
+            return self.view.value == "drift"
+        d = self.drift[self.drift["layer"].isin(self.layers.value)] if len(self.drift) else None
+        if d is None or d.empty or d["max_drift"].isna().all():
+            return False
+        return bool(d["max_drift"].max() < self.tolerance.value)
+
+    def draw(self) -> None:
+        """The figure and its caption for the selected runs, layers and view."""
         self.figure = None
-        runs = [r for r in sel if r in set(self.traj["run"])]
-        self.lines = line_count(self.traj, runs)
+        sel = self.selected
+        picked = list(self.layers.value)
+        traj = self.traj[self.traj["layer"].isin(picked)] if len(self.traj) else self.traj
+        runs = [r for r in sel if r in set(traj["run"])]
+        self.lines = line_count(traj, runs)
+        drift = self.drift_view and "alpha_init" in traj and traj["alpha_init"].notna().any()
+        self.drawn = "drift" if drift else "alpha"
+        span = ""
+        if drift and len(traj):
+            d = (traj["alpha"] - traj["alpha_init"]).abs().max()
+            span = f"; y: α − α_init, largest |drift| {d:.4f}"
         self.caption.value = (
-            f"<small class='fib-alpha-lines' data-lines='{self.lines}' data-runs='{len(runs)}'>"
-            f"plotted: {plural(len(runs), 'run')}, {plural(self.lines, 'α line')} (one per run "
-            f"and layer)</small>"
+            f"<small class='fib-alpha-lines' data-lines='{self.lines}' data-runs='{len(runs)}' "
+            f"data-view='{self.drawn}'>plotted: {plural(len(runs), 'run')}, "
+            f"{plural(self.lines, 'α line')} (one per run and layer; layers "
+            f"{', '.join(map(str, picked))}){span}</small>"
             if runs
             else ""
         )
-        if self.render and len(self.traj):
+        if self.render and runs:
+            title = (
+                "α − α_init per layer (the drift, on its own scale)"
+                if drift
+                else "α per layer (dotted: the layer's initial α)"
+            )
             self.figure = plots.alpha_trajectories(
-                self.traj, runs=runs, title="α per layer (dotted: the layer's initial α)"
+                traj, runs=runs, title=title, layers=picked, drift=drift
             )
             set_png(self.image, png(self.figure))
-        elif not len(self.traj):
+            self.image.layout.display = None
+        elif not runs:
             self.image.layout.display = "none"
-        self.update_inert()
+
+    @guarded
+    def _on_layers(self, change=None):
+        if not self._quiet:
+            self.draw()
 
     def update_inert(self) -> None:
         """The inertness check at the slider's tolerance."""
@@ -335,6 +402,8 @@ class AlphaExplorer(Shown):
     def _on_tolerance(self, change=None):
         show_error(self, None)
         self.update_inert()
+        if self.view.value == "auto":  # the tolerance decides the auto view
+            self.draw()
 
     @guarded
     def _on_refresh(self, button=None):
