@@ -149,7 +149,8 @@ def test_set_png_shows_the_png_at_its_pixel_size():
         assert pil(data).size == (w, h)
         set_png(image, data)
         assert (image.width, image.height) == (str(w), str(h))
-        assert (image.layout.width, image.layout.height) == (f"{w}px", f"{h}px")
+        assert (image.layout.width, image.layout.height) == (f"{w}px", "auto")
+        assert image.layout.max_width == "100%" and not image.layout.min_width  # fits its area
         assert image.layout.display is None
 
 
@@ -359,3 +360,20 @@ def test_rung_heatmap_shows_every_attended_distance():
             x, _ = ax.transData.transform((d, layer))
             near = row[int(math.floor(x)) - 1 : int(math.ceil(x)) + 2]
             assert near.min() < 120, f"layer {layer}: distance {d} is not visible"
+
+
+def test_the_training_figure_and_its_legend_fit_an_output_area():
+    """Notebook 03's live figure (issue 28: 1000 px in a ≈ 970 px output area, its legend cut to
+    "lay…"): at most 900 px wide, and every legend drawn inside the figure."""
+    from fiblab.ui.run_figures import TWO_PANELS_PX
+
+    fig = training_curves(snapshot(True))
+    w, h = px_size(fig)
+    assert w == TWO_PANELS_PX <= 900
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    legends = [a.get_legend() for a in fig.axes if a.get_legend() is not None] + fig.legends
+    assert legends
+    for lg in legends:
+        box = lg.get_window_extent(r)
+        assert 0 <= box.x0 and box.x1 <= w + 0.5, (box, w)

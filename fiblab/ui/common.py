@@ -127,15 +127,19 @@ def image_widget() -> W.Image:
 def set_png(image: W.Image, data: bytes) -> None:
     """Show ``data`` (PNG bytes) in ``image`` at the PNG's own pixel size and make it visible.
 
-    The widget's width and height are set from the PNG header: without them a VBox stretches
-    the image to its own width (a small figure blown up several times and blurred)."""
+    The widget's width is set from the PNG header (without it a VBox stretches the image to its
+    own width: a small figure blown up several times and blurred), at most the output area's."""
     from analysis import style
 
     w, h = style.png_size(data)
     image.value = data
     image.width, image.height = str(w), str(h)
-    image.layout.width, image.layout.height = f"{w}px", f"{h}px"
-    image.layout.min_width = f"{w}px"  # never squeezed by a flex box
+    # its own size where the output area has room, scaled down whole (aspect kept) where it
+    # has not: a figure wider than the area is never cropped, nor its legend hidden behind a
+    # horizontal scroll (issue 28)
+    image.layout.width, image.layout.height = f"{w}px", "auto"
+    image.layout.max_width = "100%"
+    image.layout.min_width = None
     image.layout.display = None
 
 

@@ -26,6 +26,8 @@ from analysis import style
 __all__ = ["probe_alphas", "training_curves", "group_cells"]
 
 _SEED = re.compile(r"/s\d+(?=/|$)")
+#: The width of the two-panel training figure: narrower than a JupyterLab output area.
+TWO_PANELS_PX = 900
 
 
 def _alphas_of(rec: dict) -> list[tuple[int, list[float]]]:
@@ -150,10 +152,11 @@ def _running_mean(y: np.ndarray, k: int) -> np.ndarray:
 
 def training_curves(s: dict):
     """Loss over steps (raw, its running mean, held-out evaluations as ln perplexity) and, for a
-    learned-α run, α per layer; a Figure of 640 (one panel) or 1000 (two) × 300 px."""
+    learned-α run, α per layer; a Figure of 640 (one panel) or 900 (two) × 300 px — within a
+    JupyterLab output area beside the default side bar (≈ 970 px), legend included."""
     alphas = s["alphas"]
     has_alpha = not alphas.empty
-    fig = style.figure(1000 if has_alpha else 640, 300)
+    fig = style.figure(TWO_PANELS_PX if has_alpha else 640, 300)
     axes = fig.subplots(1, 2 if has_alpha else 1, squeeze=False).ravel()
     ax = axes[0]
     lc = s["loss_curve"]
