@@ -40,6 +40,16 @@ def eta_seconds(
     return (work * rate + overhead * len(pending_depths)) / lanes
 
 
+def _kernel_built() -> bool:
+    """Whether the CPU kernel is built already (then a first step takes seconds, not a build)."""
+    from lab.kernels.cpu import is_cached
+
+    try:
+        return is_cached()
+    except Exception:  # noqa: BLE001 - a progress line never fails over this
+        return False
+
+
 def _cell_name(r: dict) -> str:
     return f"{r['mechanism']} depth {r['depth']} {r['init']} seed {r['seed']}"
 
@@ -61,11 +71,41 @@ def activity(st: str, total: int, running: list[dict], done: int) -> str:
     for r in running:
         if r.get("phase") == "building":
             parts.append(
-                f"{_cell_name(r)}: building the model and taking its first step (the "
-                f"attention kernel is compiled on first use, ≈ 20–30 s once)"
+                f"{_cell_name(r)}: building the model and taking its first step"
+                + ("" if _kernel_built() else " (compiling the attention kernel: ≈ 20–30 s, once)")
             )
         elif r.get("phase") == "evaluating":
             parts.append(f"{_cell_name(r)}: evaluating accuracy")
         else:
             parts.append(f"{_cell_name(r)}: step {r.get('step', 0)} / {r.get('steps', '?')}")
     return "; ".join(parts)
+
+
+#: A grid of cells this long (steps) gets a time estimate before it starts (`start_estimate`).
+LONG_STEPS = 1000
+
+
+def start_estimate(cells, settings, scale: str, task: str, jobs: int = 1) -> str | None:
+    """One line for a long grid before it trains: its cells and steps and the wall time they
+    take on this machine, from one blur-cell step timed here per depth (`probes.runner.
+    blur_step`, what `fiblab doctor` times), divided over ``jobs`` lanes. None for a short
+    grid, a task other than ``marked`` or a scale without a step to time."""
+    from lab.measure import time_fn
+    from lab.wording import duration, plural
+    from probes.runner import blur_step
+    from probes.settings import SCALES
+
+    cells = list(cells)
+    if not cells or task != "marked" or scale not in SCALES or settings.steps < LONG_STEPS:
+        return None
+    per_step = {
+        d: time_fn(blur_step(scale, d, settings.precision), warmup=1, reps=2).min_s
+        for d in sorted({c.depth for c in cells})
+    }
+    total = sum(per_step[c.depth] * settings.steps for c in cells) / max(1, jobs)
+    return (
+        f"{plural(len(cells), 'cell')} to train × {settings.steps:,} steps ({scale} scale): "
+        f"≈ {duration(total)} on this machine (one step timed here: "
+        + ", ".join(f"depth {d} {s:.2f} s" for d, s in per_step.items())
+        + f"; jobs={jobs}); `--scale quick` is a 400-step look"
+    )

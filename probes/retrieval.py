@@ -16,7 +16,8 @@ Mechanisms are `lab.schemes` schemes (the registry gives their model overrides; 
 Learned mechanisms start uniform (α=1) or staggered (the stagger clamped to [0.55, 1.45]).
 Defaults are the paper's marked-task settings: T=512, vocab 512, batch 2, 2,500 steps, AdamW
 lr 1e-3 (torch defaults otherwise), no schedule, no clipping.  The `quick` scale (400 steps) is a
-fast look, not a reproduction; `tiny` (T=48, distances 5 and 13, d=64) runs in seconds.
+fast look, not a reproduction; `tiny` (T=48, distances 5 and 13, d=64, 150 steps) takes ≈ 7 s a
+cell with start-up on 2 quiet cores, up to a minute when they are busy.
 
 Tasks: ``marked`` (the paper's Table 2), ``shift`` (single-distance shift copy, one trained
 distance per cell, evaluated there and at control distances) and ``kv`` (key–value retrieval with

@@ -56,6 +56,13 @@ def cmd_probe(args) -> int:
     live = _live_start(args, keys, out)
     keep = _store_writer(args.store, live)
     done = {r["key"]: r for r in R.load_records(out)}
+    if not args.json:  # a long grid says how long before it starts
+        from fiblab.probe_progress import start_estimate
+
+        todo = [c for c, k in zip(cells, keys) if k not in done]
+        line = start_estimate(todo, settings, args.scale, args.task, args.jobs or 1)
+        if line:
+            print(line, flush=True)
     earlier = _store_writer(args.store)
     for key in keys:  # finished earlier: in the store before anything new is trained
         if key in done:

@@ -98,18 +98,36 @@ def extension_name(flags: Sequence[str]) -> str:
     return f"fiblab_cpu_{h.hexdigest()[:16]}"
 
 
+def _cache_file(flags: Sequence[str]) -> str | None:
+    """Where the build with ``flags`` lives in torch's extension cache (None: cannot tell)."""
+    from torch.utils import cpp_extension
+
+    name = extension_name(flags)
+    try:
+        return os.path.join(cpp_extension._get_build_directory(name, False), f"{name}.so")
+    except Exception:  # private helper: best effort only
+        return None
+
+
+def is_cached() -> bool:
+    """Whether the kernel is built already (loaded in this process, or this machine's native
+    build in the cache): its first use then costs no compilation, and progress lines need not
+    announce one."""
+    if "module" in _STATE:
+        return True
+    path = _cache_file(_NATIVE_FLAGS)
+    return bool(path) and os.path.exists(path)
+
+
 def _compile(flags: Sequence[str]):
     """Build (or reuse the cached build of) the extension with `flags`, load it into this
     process and return its operator namespace, ``torch.ops.fiblab_cpu``."""
     from torch.utils import cpp_extension
 
     name = extension_name(flags)
-    try:
-        build_dir = cpp_extension._get_build_directory(name, False)
-        cached = os.path.exists(os.path.join(build_dir, f"{name}.so"))
-    except Exception:  # private helper: best effort only
-        build_dir, cached = "TORCH_EXTENSIONS_DIR", False
-    if not cached:
+    path = _cache_file(flags)
+    build_dir = os.path.dirname(path) if path else "TORCH_EXTENSIONS_DIR"
+    if not (path and os.path.exists(path)):
         print(
             f"fiblab: compiling the CPU attention kernel ({' '.join(flags)}) into {build_dir} "
             f"— once, then cached",
