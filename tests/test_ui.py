@@ -343,3 +343,35 @@ def test_train_panel_buttons_follow_the_run(tmp_path):
     p.refresh()
     assert p.state == "failed" and not p.resume_button.disabled and p.stop_button.disabled
     assert "fib-run-status" in p.status._dom_classes and "failed" in p.status.value
+
+
+def test_the_explorer_says_what_it_did_and_what_it_counts(ex):
+    """Issue 28 item 7 (notebook 01): a change of L in custom mode says what it padded or cut;
+    'round' says half-to-even; a union of one distance is singular, and when no rung lands
+    beyond the window the empty heatmap is explained (brute force: {0} for α = 0.5, K = 1)."""
+    ex.layers.value = 4
+    ex.schedule.value = "custom"
+    ex.custom_alphas.value = "0.5, 0.8, 1.2, 1.5"
+    ex.layers.value = 6
+    assert "layers 5–6 added with α = 1" in ex.layers_note.value
+    ex.layers.value = 3
+    assert "the α of layers 4–6 dropped (1.5, 1, 1)" in ex.layers_note.value
+    assert ex.alphas == [0.5, 0.8, 1.2]
+    ex.schedule.value = "fixed"
+    ex.layers.value = 5
+    assert ex.layers_note.value == ""  # a named schedule is recomputed, nothing to say
+    assert dict((v, k) for k, v in ex.rounding.options)["round"] == "round (half to even)"
+    from lab.offsets import attended_distances
+
+    assert attended_distances(0.5, 0, 64, "fib", 1, "round") == [0]  # 0.5 → 0, half to even
+    ex.layers.value = 1
+    ex.schedule.value = "custom"
+    ex.custom_alphas.value = "0.5"
+    ex.window.value = 0
+    ex.rungs.value = 1
+    ex.seq_len.value = 64
+    assert ex.result["union"] == 1
+    assert "1</span> distinct distance</b>" in ex.union_label.value
+    assert "fib-no-rungs" in ex.union_label.value and "heatmap is empty" in ex.union_label.value
+    ex.custom_alphas.value = "1.0"
+    assert "fib-no-rungs" not in ex.union_label.value

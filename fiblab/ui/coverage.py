@@ -35,6 +35,9 @@ from fiblab.ui.coverage_text import (
     union_html,
 )
 from lab.offsets import ROUNDINGS, Base
+
+#: The rounding dropdown's words: ``round`` is Python's half-to-even (2.5 → 2), as trained.
+ROUNDING_LABELS = {"round": "round (half to even)", "floor": "floor", "ceil": "ceil"}
 from lab.schedules import check_alphas
 from lab.wording import plural
 
@@ -160,8 +163,9 @@ class CoverageExplorer(Shown):
             style=style,
             layout=W.Layout(width="420px"),
         )
+        self.layers_note = W.HTML()  # what a change of L did to a custom α list
         self.rounding = W.Dropdown(
-            options=list(ROUNDINGS),
+            options=[(ROUNDING_LABELS.get(r, r), r) for r in ROUNDINGS],
             value=rounding,
             description="rounding",
             style=style,
@@ -216,6 +220,7 @@ class CoverageExplorer(Shown):
                 W.HBox([self.schedule, self.reset]),
                 self.custom_alphas,
                 W.HBox([self.layers, self.window, self.rungs, self.seq_len]),
+                self.layers_note,
                 self.rungs_note,
                 W.HBox([self.base, self.rounding]),
                 self.custom_base,
@@ -367,9 +372,21 @@ class CoverageExplorer(Shown):
 
     @guarded
     def _on_layers(self, change) -> None:
-        L = change["new"]
-        if self.schedule.value == "custom":  # keep what was set, pad with α = 1
-            vals = (self.alphas + [1.0] * L)[:L]
+        L, old = change["new"], change["old"]
+        self.layers_note.value = ""
+        if self.schedule.value == "custom":  # keep what was set, pad with α = 1, and say so
+            have = list(self.alphas)
+            vals = (have + [1.0] * L)[:L]
+            if L > len(have):
+                note = f"L {old} → {L}: layers {len(have) + 1}–{L} added with α = 1"
+            elif L < len(have):
+                dropped = ", ".join(f"{a:g}" for a in have[L:])
+                note = f"L {old} → {L}: the α of layers {L + 1}–{len(have)} dropped ({dropped})"
+            else:
+                note = ""
+            self.layers_note.value = (
+                f"<small class='fib-layers-note'>{note}</small>" if note else ""
+            )
             with self._batch():
                 self._set_sliders(vals)
                 self._write_custom(vals)

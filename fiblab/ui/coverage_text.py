@@ -49,11 +49,19 @@ def rungs_note(base: str, seq_len) -> str:
 
 def union_html(rep: dict) -> str:
     """The union count (CSS class ``fib-union-count``), with and beyond the window."""
-    return (
-        f"<b>union: <span class='fib-union-count'>{rep['union']}</span> distinct "
-        f"distances</b> (window counted) · {rep['union_beyond_window']} beyond "
-        f"W={rep['convention']['window']}"
+    n, w = rep["union"], rep["convention"]["window"]
+    out = (
+        f"<b>union: <span class='fib-union-count'>{n}</span> distinct "
+        f"distance{'' if n == 1 else 's'}</b> (window counted) · "
+        f"{rep['union_beyond_window']} beyond W={w} (distances &gt; W)"
     )
+    if rep["union_beyond_window"] == 0:  # the heatmap (distances > W) is then empty
+        out += (
+            f"<br><i class='fib-no-rungs'>no rung lands beyond the window: every α·f rounds "
+            f"to a distance ≤ W={w} (the token itself or the window), so the heatmap is empty; "
+            f"raise α or K</i>"
+        )
+    return out
 
 
 def band_html(rep: dict) -> str:
