@@ -157,6 +157,30 @@ def search_config(h: SearchHandle):
     return build_config(_cli_args(h))
 
 
+def continuing(
+    space: str, objectives, seed: int, name: str | None, runs_dir: str, trials: int
+) -> str | None:
+    """What a launch under this name would continue, in words (None for a new search): an
+    existing study keeps its trials and runs on to ``trials`` in all, which a user raising the
+    trial count of a finished search should be told, not discover."""
+    from analysis.search import finished_trials
+
+    name = name or default_name(space, [str(o) for o in objectives], seed)
+    folder = os.path.join(searches_dir(runs_dir), name)
+    meta = detached.read_json(os.path.join(folder, META_NAME))
+    if meta is None:
+        return None
+    h = attach(name, runs_dir)
+    study = load_study(h)
+    done = finished_trials(study) if study is not None else 0
+    more = max(0, trials - done)
+    return (
+        f"search {name!r} exists with {done} finished trial{'' if done == 1 else 's'}: this "
+        f"launch continues its study to {trials} in all ({more} more); another name starts a "
+        f"fresh one"
+    )
+
+
 def launch_search(
     space: str,
     objectives=("distinct",),
@@ -289,7 +313,24 @@ def request_stop(h: SearchHandle, timeout: float = 10.0) -> bool:
     with open(h.stop_path, "w") as f:
         f.write(f"{time.time()}\n")
     detached.kill_group(h.pid, lambda: is_alive(h), timeout)
+    _fail_abandoned(h)
     return True
+
+
+def _fail_abandoned(h: SearchHandle) -> list[int]:
+    """The trials the stopped process left running, told FAIL now (in the study and the
+    store), so the panel never shows a stopped search with a trial "running"."""
+    from analysis.search import fail_abandoned
+
+    study = load_study(h)
+    if study is None:
+        return []
+    if not h.store:
+        return fail_abandoned(study, h.name)
+    from lab.store import Store
+
+    with Store(h.store) as st:
+        return fail_abandoned(study, h.name, st)
 
 
 def resume(h: SearchHandle) -> SearchHandle:

@@ -106,6 +106,13 @@ def test_stop_stops_a_long_search_and_a_fresh_panel_lists_and_attaches_both(fini
     assert not p.resume_button.disabled and p.stop_button.disabled
     done = p.snap.done
     assert 2 <= done < 100_000
+    # the trial the stop interrupted is failed, not left running (study and store)
+    running = _study(h).get_trials(states=(optuna.trial.TrialState.RUNNING,))
+    assert running == []
+    with Store(where["store"]) as st:
+        rows = st.runs()
+    long = rows[rows["name"].str.startswith("search/long/")]
+    assert "running" not in set(long["status"])
     assert p.front_image.layout.display is None  # two objectives: the front is drawn
     on_front = {t.number for t in _study(h).best_trials}
     assert set(p.view.front) == on_front
@@ -173,3 +180,62 @@ def test_the_view_of_a_two_objective_study_and_its_figures():
         set_png(image, data)
         w, h = (round(x) for x in fig.get_size_inches() * fig.dpi)
         assert (image.width, image.height) == (str(w), str(h))
+
+
+def test_identical_schedules_are_one_row_and_the_front_counts_points(tmp_path):
+    """Issue 28 item 5: a search that draws one schedule three times shows it as one row of the
+    leaders (naming the other trials) and the front's legend counts points, not trials."""
+    from analysis.search import SearchConfig, run_search
+    from analysis.search_objectives import parse_objectives
+    from analysis.search_space import parse_space
+    from fiblab.ui.search_view import front_figure, schedule_key, search_view
+
+    space = parse_space("linear", layers=4)
+    cfg = SearchConfig(
+        space,
+        parse_objectives(["distinct", "band"]),
+        trials=8,
+        seed=0,
+        storage=f"sqlite:///{tmp_path / 's.db'}",
+    )
+    study = optuna.create_study(
+        study_name=cfg.default_study_name(), storage=cfg.storage, directions=cfg.directions
+    )
+    best = {"alpha_first": 0.9375872112626925, "alpha_last": 1.3917730007820799}
+    for _ in range(3):  # the schedule seed 0's sampler draws as trial 6: it dominates the rest
+        study.enqueue_trial(best)
+    res = run_search(cfg)
+    same = sorted(t.number for t in res.study.trials if t.params == best)
+    assert len(same) == 4  # three enqueued, one drawn
+    v = search_view(res.study, cfg, top=10)
+    rows = [x for x in v.leaders if x.label != "stagger"]
+    keys = [schedule_key(x.alphas, x.base, x.window) for x in rows]
+    assert len(keys) == len(set(keys))  # one row a schedule
+    (row,) = [x for x in rows if x.label == f"t{same[0]:04d}"]
+    assert row.same == tuple(f"t{n:04d}" for n in same[1:])
+    assert row.name == f"t{same[0]:04d} (= " + ", ".join(row.same) + ")"
+    fig = front_figure(v)
+    (label,) = [
+        t.get_text() for t in fig.axes[0].get_legend().get_texts() if "Pareto" in t.get_text()
+    ]
+    points = {tuple(x) for n, x in v.points if n in set(v.front)}
+    assert label == f"Pareto front ({len(points)} point{'' if len(points) == 1 else 's'}, " + (
+        f"{len(v.front)} trials)"
+    )
+    assert len(v.front) > len(points)  # the copies are on the front
+
+
+def test_a_stopped_search_is_drawn_over_its_trials_and_continuing_is_said(finished, where):
+    """After a stop the progress axis spans the trials run, not the trials asked; a launch that
+    continues an existing study says how many it has and how many more it runs."""
+    from fiblab.ui.search_view import progress_figure
+
+    v = finished.view
+    last = max(n for n, _ in v.points)
+    fig = progress_figure(v, 400, running=False)
+    assert fig.axes[0].get_xlim() == pytest.approx((-0.5, last + 0.5))
+    assert progress_figure(v, 400).axes[0].get_xlim() == pytest.approx((-0.5, 399.5))
+    note = SL.continuing("linear", ["distinct"], 0, None, where["runs"], 10)
+    assert note.startswith("search 'linear-distinct-s0' exists with 6 finished trials")
+    assert "to 10 in all (4 more)" in note
+    assert SL.continuing("linear", ["distinct"], 1, None, where["runs"], 10) is None  # new

@@ -35,11 +35,11 @@ from fiblab.ui.coverage_text import (
     union_html,
 )
 from lab.offsets import ROUNDINGS, Base
+from lab.schedules import check_alphas
+from lab.wording import plural
 
 #: The rounding dropdown's words: ``round`` is Python's half-to-even (2.5 → 2), as trained.
 ROUNDING_LABELS = {"round": "round (half to even)", "floor": "floor", "ceil": "ceil"}
-from lab.schedules import check_alphas
-from lab.wording import plural
 
 __all__ = [
     "ALPHA_RANGE",

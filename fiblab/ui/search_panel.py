@@ -149,6 +149,8 @@ class SearchPanel(LaunchPanel):
         self.status.add_class("fib-search-status")
         self.count = W.HTML()
         self.count.add_class("fib-search-count")
+        self.notice = W.HTML()  # a launch that continues an existing study says so
+        self.notice.add_class("fib-search-notice")
         self.best = W.HTML()
         self.best.add_class("fib-search-best")
         self.leaders = W.HTML()
@@ -176,6 +178,7 @@ class SearchPanel(LaunchPanel):
                 W.HBox([self.launch_button, self.stop_button, self.resume_button]),
                 self.share_widget(),
                 self.status,
+                self.notice,
                 self.count,
                 self.best,
                 self.progress_image,  # one panel per objective
@@ -200,6 +203,15 @@ class SearchPanel(LaunchPanel):
             )
         if not self.objectives.value:
             raise ValueError("no objective chosen: pick one (or two, for a Pareto front)")
+        note = SL.continuing(
+            self.space.value.strip(),
+            list(self.objectives.value),
+            self.seed.value,
+            self.name.value.strip() or None,
+            self.runs,
+            self.trials.value,
+        )
+        self.notice.value = f"<i>{html.escape(note)}</i>" if note else ""
         self.handle = SL.launch_search(
             self.space.value.strip(),
             list(self.objectives.value),
@@ -333,15 +345,15 @@ class SearchPanel(LaunchPanel):
         self.leaders.value = html_table(
             ["schedule", *v.names, "base", "W", "α per layer"],
             [
-                [x.label, *(f"{y:.4g}" for y in x.values), *([""] * (len(v.names) - len(x.values))),
+                [x.name, *(f"{y:.4g}" for y in x.values), *([""] * (len(v.names) - len(x.values))),
                  x.base, x.window, " ".join(f"{a:.3f}" for a in x.alphas)]
                 for x in v.leaders
             ],
             cls="fib-search-leaders-table",
         )  # fmt: skip
-        key = (len(v.points), s.total)
+        key = (len(v.points), s.total, alive)
         if self.render and key != self._drawn:
-            set_png(self.progress_image, png(progress_figure(v, s.total)))
+            set_png(self.progress_image, png(progress_figure(v, s.total, running=alive)))
             if len(v.names) == 2:
                 set_png(self.front_image, png(front_figure(v)))
             else:

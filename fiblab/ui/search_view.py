@@ -10,14 +10,21 @@ under the same convention.  `progress_figure`, `front_figure` and `alpha_figure`
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from analysis import style
 from analysis.search import SearchConfig, require_optuna
 from analysis.search_objectives import proxy_values
 from analysis.search_report import winners
 
-__all__ = ["SearchView", "search_view", "progress_figure", "front_figure", "alpha_figure"]
+__all__ = [
+    "SearchView",
+    "search_view",
+    "schedule_key",
+    "progress_figure",
+    "front_figure",
+    "alpha_figure",
+]
 
 STAGGER_COLOR = style.config_color("fib/stagger")
 
@@ -29,6 +36,12 @@ class Leader:
     alphas: tuple[float, ...]
     base: str
     window: int
+    same: tuple[str, ...] = ()  # later trials that drew the same schedule
+
+    @property
+    def name(self) -> str:
+        """'t0007', or 't0007 (= t0012, t0019)' when other trials drew the same schedule."""
+        return self.label + (f" (= {', '.join(self.same)})" if self.same else "")
 
 
 @dataclass(frozen=True)
@@ -48,6 +61,11 @@ class SearchView:
     def best_value(self, i: int = 0) -> float | None:
         """The best value of objective ``i`` so far (None before a trial completed)."""
         return self.best[i][-1][1] if self.best and self.best[i] else None
+
+
+def schedule_key(alphas, base, window) -> tuple:
+    """What makes two trials the same schedule: α per layer (to 9 decimals), base, window."""
+    return (tuple(round(float(a), 9) for a in alphas), str(base), int(window))
 
 
 def best_so_far(points, direction: str, i: int = 0) -> list[tuple[int, float]]:
@@ -71,8 +89,17 @@ def search_view(study, cfg: SearchConfig, top: int = 3) -> SearchView:
     best = [best_so_far(points, d, i) for i, d in enumerate(cfg.directions)]
     front = sorted(t.number for t in study.best_trials) if len(cfg.names) > 1 and done else []
     leaders = []
-    for t in winners(study, cfg.objectives, top) if done else []:
+    seen: dict[tuple, int] = {}  # a schedule → its row: a search re-samples good schedules
+    for t in winners(study, cfg.objectives, len(done)) if done else []:
         c = cfg.space.decode(t.params)
+        key = schedule_key(c.alphas, c.base, c.window)
+        if key in seen:
+            i = seen[key]
+            leaders[i] = replace(leaders[i], same=leaders[i].same + (f"t{t.number:04d}",))
+            continue
+        if len(leaders) == top:
+            continue
+        seen[key] = len(leaders)
         leaders.append(Leader(f"t{t.number:04d}", tuple(t.values), c.alphas, c.base, c.window))
     ref = cfg.space.reference("stagger")
     ref_values: tuple[float, ...] = ()
@@ -83,9 +110,10 @@ def search_view(study, cfg: SearchConfig, top: int = 3) -> SearchView:
     return SearchView(cfg.names, tuple(cfg.directions), points, best, front, leaders)
 
 
-def progress_figure(view: SearchView, total: int):
+def progress_figure(view: SearchView, total: int, running: bool = True):
     """Each completed trial's value (dots) and the best so far (a step line), one panel per
-    objective, trial number on x (0 … total − 1)."""
+    objective, trial number on x: 0 … total − 1 while the search runs, to the last trial when
+    it has ended (a search stopped at 18 of 400 trials is drawn over its 18)."""
     from matplotlib.ticker import MaxNLocator
 
     n = len(view.names)
@@ -97,7 +125,8 @@ def progress_figure(view: SearchView, total: int):
         b = view.best[i]
         ax.step([x for x, _ in b], [y for _, y in b], where="post", color="#0173b2", lw=1.8,
                 label="best so far")  # fmt: skip
-        ax.set_xlim(-0.5, max(total, 1) - 0.5)
+        last = max((p[0] for p in view.points), default=0) + 1
+        ax.set_xlim(-0.5, max(total if running else last, 1) - 0.5)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("trial number")
         ax.set_ylabel(f"{name} ({'higher' if d == 'maximize' else 'lower'} is better)")
@@ -113,10 +142,14 @@ def front_figure(view: SearchView):
     ax = fig.subplots()
     on = set(view.front)
     rest = [v for n, v in view.points if n not in on]
-    best = sorted((v for n, v in view.points if n in on), key=lambda v: v[0])
+    best = sorted({v for n, v in view.points if n in on}, key=lambda v: v[0])  # one dot a point
+    trials = len(on)
     ax.scatter([v[0] for v in rest], [v[1] for v in rest], s=14, color="#949494", label="trial")
+    words = f"{len(best)} point{'' if len(best) == 1 else 's'}" + (
+        f", {trials} trials" if trials != len(best) else ""
+    )
     ax.plot([v[0] for v in best], [v[1] for v in best], "o-", color="#d55e00", ms=5, lw=1.2,
-            label=f"Pareto front ({len(best)})")  # fmt: skip
+            label=f"Pareto front ({words})")  # fmt: skip
     word = {"maximize": "↑ better", "minimize": "↓ better"}
     ax.set_xlabel(f"{view.names[0]} ({word[view.directions[0]].replace('↑', '→')})")
     ax.set_ylabel(f"{view.names[1]} ({word[view.directions[1]]})")
