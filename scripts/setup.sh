@@ -74,6 +74,10 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     .venv/bin/python -c 'import torch; c = torch.version.cuda
 print(f"fiblab set-up: torch {torch.__version__}, the", f"CUDA {c}" if c else "CPU", "build")'
 fi
+# JupyterLab's settings overrides (a notebook opens on its python3 kernel with no "Select Kernel"
+# dialog): a wheel installs them as data files, an editable install does not, so copy them.
+mkdir -p .venv/share/jupyter/lab/settings
+cp notebooks/jupyterlab/overrides.json .venv/share/jupyter/lab/settings/overrides.json
 # Notebooks: JupyterLab autosaves outputs into them; this git filter (.gitattributes) stores them
 # stripped, so `git diff` and commits never carry outputs (cheap, so set on every run).
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
