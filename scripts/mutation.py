@@ -95,7 +95,23 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
     # issue 27: the decision rules of every verdict
     "verdicts": (
         ["analysis/decide.py"],
-        ["tests/test_decide.py", "tests/test_ledger_decide.py", "tests/test_stats_verdicts.py"],
+        [
+            "tests/test_decide.py",
+            "tests/test_decide_mutants.py",
+            "tests/test_ledger_decide.py",
+            "tests/test_stats_verdicts.py",
+        ],
+    ),
+    # issue 27: the checks behind the LM verdicts and the variant that groups runs
+    "ledger-checks": (
+        ["analysis/ledger_checks.py", "lab/variant.py"],
+        [
+            "tests/test_ledger_tests.py",
+            "tests/test_ledger.py",
+            "tests/test_ledger_paper.py",
+            "tests/test_ledger_decide.py",
+            "tests/test_variants.py",
+        ],
     ),
 }
 CAUGHT = {"killed", "timeout", "segfault", "caught by type check"}
