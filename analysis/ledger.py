@@ -371,12 +371,16 @@ def _conflict(tier, f: Finding, rest: list) -> Finding:
 
 
 def protocol(claims: list[dict]) -> dict:
-    """The registered tests of the comparison claims, {id: protocol}, in file order."""
+    """The registered tests, {id: protocol}, in file order: each comparison claim's
+    (`ledger_compare.protocol`) and each threshold rule's (claims.toml ``rule``), so a change of
+    either after the results changes the hash."""
     out = {}
     for c in claims:
         pr = ledger_compare.protocol(c)
         if pr is not None:
             out[c["id"]] = pr.to_json()
+        elif "rule" in c:
+            out[c["id"]] = {"rule": dict(c["rule"])}
     return out
 
 

@@ -183,9 +183,13 @@ def test_the_protocol_and_its_hash_are_written_and_change_with_it(tmp_path):
     comparisons = {
         c["id"] for c in ledger.load_claims()[0] if c.get("compare", [None] * 3)[2] is not None
     }
-    assert set(doc["protocol"]) == comparisons
-    for pr in doc["protocol"].values():
-        assert set(pr) >= {"metric", "test", "sided", "margin", "paper_effect", "family"}
+    rules = {c["id"] for c in ledger.load_claims()[0] + ledger.load_claims()[1] if "rule" in c}
+    assert set(doc["protocol"]) == comparisons | rules and not comparisons & rules
+    for cid, pr in doc["protocol"].items():
+        if cid in comparisons:
+            assert set(pr) >= {"metric", "test", "sided", "margin", "paper_effect", "family"}
+        else:  # a threshold rule: its test (and threshold) as registered
+            assert set(pr) == {"rule"} and "test" in pr["rule"]
     moved = write_claims(tmp_path, lambda t: t.replace("margin = 0.013", "margin = 0.02", 1))
     doc2 = ledger.build(le.Evidence(), moved).document()
     assert doc2["protocol_sha256"] != doc["protocol_sha256"]

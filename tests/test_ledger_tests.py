@@ -157,3 +157,34 @@ def test_lab_findings_are_tested_too():
     e = entry(build(fr("fib/stagger", [3.0, 3.2, 2.9])), "lab-frozen-rungs")
     assert e.verdict == "did not hold"
     assert math.isnan(e.stats["p_for"][0]) is False
+
+
+def test_the_threshold_rules_are_registered_and_hashed(tmp_path):
+    """Each threshold claim registers its test and threshold in claims.toml; the code applies
+    the same numbers; claims.json's protocol carries them, so a changed threshold changes the
+    hash."""
+    from analysis import ledger_checks as LC
+    from lab.drift import INERT_TOL
+
+    claims = {c["id"]: c for c in ledger.load_claims()[0] + ledger.load_claims()[1]}
+    want = {
+        "t3-dense-degrades": LC.DEGRADES,
+        "t3-sparse-flat": LC.LITTLE,
+        "lm-learned-alpha-inert": INERT_TOL,
+        "lab-same-tokens-context": 1.0,
+        "lab-frozen-rungs": 1.0,
+    }
+    for cid, value in want.items():
+        assert claims[cid]["rule"]["threshold"] == value, cid
+    for cid in LC.LM_CHECKS:
+        if not cid.startswith("bat-"):
+            assert "test" in claims[cid]["rule"], cid
+    proto = ledger.protocol(list(claims.values()))
+    assert proto["t3-sparse-flat"] == {"rule": claims["t3-sparse-flat"]["rule"]}
+    edited = dict(
+        claims["t3-sparse-flat"], rule={**claims["t3-sparse-flat"]["rule"], "threshold": 3.0}
+    )
+    other = ledger.protocol([edited])
+    assert ledger.protocol_sha256(other) != ledger.protocol_sha256(
+        ledger.protocol([claims["t3-sparse-flat"]])
+    )
