@@ -27,15 +27,22 @@ _BLOCK = re.compile(
     r"<!-- lm-verdicts begin: generated from (\S+) .*?-->\n(.*?)<!-- lm-verdicts end -->", re.S
 )
 
-#: The study's own wording of a claim (`analysis.study_report.PAPER`) → the ledger's id, so a
-#: sentence that uses the wording instead of the id is checked too.
+#: The ways a sentence names a comparison claim without its id (the study's wording,
+#: `analysis.study_report.PAPER`, and "a vs b", "a over b", "a's gain over b"), → the id.
+_PAIRS = {
+    ("stagger", "fixed"): "t5-stagger-beats-fixed",
+    ("stagger", "learned"): "t5-stagger-beats-learned",
+    ("stagger", "pow2-stagger"): "t5-stagger-beats-pow2-stagger",
+    ("pow2-stagger", "fixed"): "t5-pow2-stagger-beats-fixed",
+    ("learned", "fixed"): "t1-learned-beats-fixed",
+    ("coprime", "stagger"): "t5-coprime-ties-stagger",
+}
 ALIASES = {
-    "stagger beats fixed": "t5-stagger-beats-fixed",
-    "stagger beats learned": "t5-stagger-beats-learned",
-    "stagger beats pow2-stagger": "t5-stagger-beats-pow2-stagger",
-    "pow2-stagger beats fixed": "t5-pow2-stagger-beats-fixed",
-    "learned beats fixed": "t1-learned-beats-fixed",
-    "coprime ties stagger": "t5-coprime-ties-stagger",
+    re.compile(
+        rf"(?<![\w-]){re.escape(a)}(?:'s gain)?\s+(?:beats|ties|vs\.?|over|against)\s+"
+        rf"{re.escape(b)}(?![\w-])"
+    ): cid
+    for (a, b), cid in _PAIRS.items()
 }
 #: Words that state a verdict, as the ledger writes them and as a sentence might.
 _WORDS = {
@@ -116,7 +123,7 @@ def problems(text: str, doc: dict, source: str, tested_only: bool = False) -> li
     outside = _BLOCK.sub("", text)
     for n, line in enumerate(outside.splitlines(), 1):
         named = {i for i in verdicts if i in line}
-        named |= {i for a, i in ALIASES.items() if a in line.lower() and i in verdicts}
+        named |= {i for a, i in ALIASES.items() if a.search(line.lower()) and i in verdicts}
         if len(named) != 1:  # a line naming several claims cannot be attributed word by word
             continue
         (cid,) = named

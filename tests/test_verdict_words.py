@@ -89,3 +89,25 @@ def test_main_rewrites_and_checks(tmp_path, capsys):
     assert "line" in capsys.readouterr().out
     doc.write_text(doc.read_text().replace("stagger beats fixed: held", "see the table"))
     assert VW.main([str(claims), str(doc), "--check"]) == 0
+
+
+@pytest.mark.parametrize(
+    "line, named",
+    [
+        ("the stagger's gain over fixed at 500 steps: held", "t5-stagger-beats-fixed"),
+        ("stagger vs fixed: held", "t5-stagger-beats-fixed"),
+        ("pow2-stagger beats fixed: held", "t5-pow2-stagger-beats-fixed"),  # not stagger's
+        ("learned beats fixed: held", "t1-learned-beats-fixed"),
+    ],
+)
+def test_the_ways_a_sentence_names_a_comparison(line, named):
+    doc = {
+        "claims": [
+            {"id": named, "source": "paper", "kind": "lm-ppl", "verdict": "not shown"},
+            {"id": "t5-stagger-beats-fixed", "source": "paper", "kind": "lm-ppl", "verdict": "held"}
+            if named != "t5-stagger-beats-fixed"
+            else {"id": "t9-other", "source": "paper", "kind": "lm-ppl", "verdict": "held"},
+        ]
+    }
+    (p,) = VW.problems(line, doc, "c.json")
+    assert f"names {named}" in p
