@@ -24,7 +24,18 @@ def _doc():
             "here": here,
         }
 
-    comp = {"gap": 0.0085, "ci": [0.001, 0.016], "p_adjusted": 0.21, "n_a": 5, "n_b": 5}
+    comp = {
+        "a": "fib/stagger",
+        "b": "fib/fixed",
+        "gap": 0.35,  # ppl: not what the table shows
+        "effect": 0.0085,
+        "ci": [0.001, 0.016],
+        "p_raw": 0.03,
+        "p_adjusted": 0.21,
+        "family": "table5",
+        "n_a": 5,
+        "n_b": 5,
+    }
     return {
         "protocol_sha256": "ab" * 32,
         "claims": [
@@ -42,8 +53,11 @@ def test_the_block_carries_each_lm_claim_once_with_its_verdict():
     assert block.startswith(VW.BEGIN.format(source="x/claims.json")) and block.endswith(VW.END)
     rows = [line for line in block.splitlines() if line.startswith("| `")]
     assert len(rows) == 4 and "cov-fixed-19" not in block  # LM claims only
-    assert "| `t5-stagger-beats-fixed` | **not shown** | gap +0.0085 nats" in block
-    assert "Holm p 0.21 (n = 5 vs 5)" in block
+    assert (
+        "| `t5-stagger-beats-fixed` | **not shown** | fib/stagger vs fib/fixed: gap +0.0085 nats"
+        in block
+    )
+    assert "p 0.03, Holm p 0.21 (table5; n = 5 vs 5)" in block
     assert "**did not hold — magnitude not reproduced**" in block
     assert "+0.004, +0.013 / nats" in block  # a | inside a cell would split the table
     assert "1 not shown, 1 did not hold, 1 not tested here, 1 held" in block
@@ -111,3 +125,18 @@ def test_the_ways_a_sentence_names_a_comparison(line, named):
     }
     (p,) = VW.problems(line, doc, "c.json")
     assert f"names {named}" in p
+
+
+def test_readme_and_results_say_what_the_committed_study_decided():
+    """The README's and RESULTS' LM verdicts are the blocks generated from the committed study's
+    claims.json, and no other line there names an LM claim beside a verdict it does not carry
+    (regenerate: python -m analysis.verdict_words benchmarks/results/study/claims.json README.md
+    benchmarks/RESULTS.md)."""
+    source = "benchmarks/results/study/claims.json"
+    with open(os.path.join(ROOT, source), encoding="utf-8") as f:
+        doc = json.load(f)
+    for name, tested_only in (("README.md", True), ("benchmarks/RESULTS.md", False)):
+        with open(os.path.join(ROOT, name), encoding="utf-8") as f:
+            text = f.read()
+        assert VW.BEGIN.format(source=source) in text, name
+        assert VW.problems(text, doc, source, tested_only) == [], name
