@@ -18,12 +18,10 @@ from scipy import stats as sst
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestIndPower
 
+from analysis import decide as D
 from analysis.decide import (
     Comparison,
     Protocol,
-    _magnitude,
-    _p,
-    _pooled,
     compare,
     decide,
     holm,
@@ -145,7 +143,7 @@ def test_protocol_boundaries_it_accepts():
 # -------------------------------------------------------------------------------- _pooled
 def test_pooled_sigma_with_one_degree_of_freedom():
     """Two values and one: ss = (0−1)² + (2−1)² + 0 = 2 over n_a + n_b − 2 = 1 → √2."""
-    assert _pooled(np.array([0.0, 2.0]), np.array([5.0])) == pytest.approx(math.sqrt(2))
+    assert D._pooled(np.array([0.0, 2.0]), np.array([5.0])) == pytest.approx(math.sqrt(2))
 
 
 def test_pooled_sigma_without_degrees_of_freedom_is_a_quiet_nan():
@@ -153,7 +151,7 @@ def test_pooled_sigma_without_degrees_of_freedom_is_a_quiet_nan():
     RuntimeWarning)."""
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert math.isnan(_pooled(np.array([1.0]), np.array([2.0])))
+        assert math.isnan(D._pooled(np.array([1.0]), np.array([2.0])))
 
 
 # -------------------------------------------------------------------------------- compare
@@ -229,10 +227,10 @@ def test_magnitude_needs_a_test_and_a_finite_interval():
     paper's 0 is not "inside". A tested comparison with a NaN interval says nothing either."""
     c = compare([1.0, 1.0], [1.0, 1.0], Protocol("f", paper_effect=0.0))
     assert not c.tested and c.ci == (0.0, 0.0)
-    assert _magnitude(c) == "n/a"
+    assert D._magnitude(c) == "n/a"
     assert decide(c, NAN).magnitude == "n/a"
-    assert _magnitude(made(paper=1.0, ci=(NAN, NAN))) == "n/a"
-    assert _magnitude(made(paper=1.0, ci=(0.5, 1.5))) == "inside"
+    assert D._magnitude(made(paper=1.0, ci=(NAN, NAN))) == "n/a"
+    assert D._magnitude(made(paper=1.0, ci=(0.5, 1.5))) == "inside"
 
 
 # --------------------------------------------------------------------------------- decide
@@ -311,7 +309,7 @@ def test_settle_pairs_each_comparison_with_its_own_test_against():
     ],
 )
 def test_p_value_text(p, text):
-    assert _p(p) == text
+    assert D._p(p) == text
 
 
 # --------------------------------------------------------------------------------- wording
