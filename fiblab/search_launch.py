@@ -320,17 +320,33 @@ def request_stop(h: SearchHandle, timeout: float = 10.0) -> bool:
 def _fail_abandoned(h: SearchHandle) -> list[int]:
     """The trials the stopped process left running, told FAIL now (in the study and the
     store), so the panel never shows a stopped search with a trial "running"."""
-    from analysis.search import fail_abandoned
+    from analysis.search import DRIVER_ATTR, fail_abandoned, require_optuna, trial_run_name
 
     study = load_study(h)
     if study is None:
         return []
-    if not h.store:
-        return fail_abandoned(study, h.name)
     from lab.store import Store
 
-    with Store(h.store) as st:
-        return fail_abandoned(study, h.name, st)
+    optuna = require_optuna()
+    with Store(h.store) if h.store else _no_store() as st:
+        out = fail_abandoned(study, h.name, st)
+        # a trial asked but killed before its driver was recorded: started by this launch
+        for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+            begun = t.datetime_start.timestamp() if t.datetime_start else 0.0
+            if not t.user_attrs.get(DRIVER_ATTR) and begun >= h.started - 1:
+                study.tell(t.number, state=optuna.trial.TrialState.FAIL)
+                if st is not None and trial_run_name(h.name, t.number) in set(st.runs()["name"]):
+                    st.set_status(trial_run_name(h.name, t.number), "failed", "its search stopped")
+                out.append(t.number)
+    return out
+
+
+class _no_store:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
 
 
 def resume(h: SearchHandle) -> SearchHandle:
