@@ -21,6 +21,7 @@ requested), then ``done`` (every trial finished), ``stopped`` (by request) or ``
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -328,7 +329,7 @@ def _fail_abandoned(h: SearchHandle) -> list[int]:
     from lab.store import Store
 
     optuna = require_optuna()
-    with Store(h.store) if h.store else _no_store() as st:
+    with Store(h.store) if h.store else contextlib.nullcontext() as st:
         out = fail_abandoned(study, h.name, st)
         # a trial asked but killed before its driver was recorded: started by this launch
         for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
@@ -339,14 +340,6 @@ def _fail_abandoned(h: SearchHandle) -> list[int]:
                     st.set_status(trial_run_name(h.name, t.number), "failed", "its search stopped")
                 out.append(t.number)
     return out
-
-
-class _no_store:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 def resume(h: SearchHandle) -> SearchHandle:
