@@ -221,14 +221,24 @@ def fail_abandoned(study, name: str, store=None, log=None) -> list[int]:
         if h != host or not pid.isdigit() or pid_alive(int(pid)):
             continue
         study.tell(t.number, state=optuna.trial.TrialState.FAIL)
-        if store is not None:
-            store.set_status(
-                trial_run_name(name, t.number), "failed", "abandoned: its search ended"
-            )
+        mark_failed(store, trial_run_name(name, t.number), "abandoned: its search ended")
         out.append(t.number)
     if out and log:
         log(f"{plural(len(out), 'trial')} left running by an ended search marked failed")
     return out
+
+
+def mark_failed(store, run: str, why: str) -> None:
+    """The trial's run marked failed in the store, if it got that far: a search killed between
+    asking a trial and starting its run leaves nothing in the store to mark."""
+    from lab.store import UnknownRunError
+
+    if store is None:
+        return
+    try:
+        store.set_status(run, "failed", why)
+    except UnknownRunError:
+        pass
 
 
 def finished_trials(study) -> int:

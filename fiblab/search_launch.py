@@ -321,7 +321,13 @@ def request_stop(h: SearchHandle, timeout: float = 10.0) -> bool:
 def _fail_abandoned(h: SearchHandle) -> list[int]:
     """The trials the stopped process left running, told FAIL now (in the study and the
     store), so the panel never shows a stopped search with a trial "running"."""
-    from analysis.search import DRIVER_ATTR, fail_abandoned, require_optuna, trial_run_name
+    from analysis.search import (
+        DRIVER_ATTR,
+        fail_abandoned,
+        mark_failed,
+        require_optuna,
+        trial_run_name,
+    )
 
     study = load_study(h)
     if study is None:
@@ -336,8 +342,7 @@ def _fail_abandoned(h: SearchHandle) -> list[int]:
             begun = t.datetime_start.timestamp() if t.datetime_start else 0.0
             if not t.user_attrs.get(DRIVER_ATTR) and begun >= h.started - 1:
                 study.tell(t.number, state=optuna.trial.TrialState.FAIL)
-                if st is not None and trial_run_name(h.name, t.number) in set(st.runs()["name"]):
-                    st.set_status(trial_run_name(h.name, t.number), "failed", "its search stopped")
+                mark_failed(st, trial_run_name(h.name, t.number), "its search stopped")
                 out.append(t.number)
     return out
 

@@ -256,18 +256,24 @@ def test_a_trial_left_running_by_an_ended_search_is_failed_on_resume(tmp_path):
         owners = {
             "ended": f"{socket.gethostname()}:{ended.pid}",
             "elsewhere": "another-host:1",
+            "ended before its run": f"{socket.gethostname()}:{ended.pid}",
         }
         numbers = {}
         for who, owner in owners.items():
             t = study.ask()
             t.set_user_attr(DRIVER_ATTR, owner)
             numbers[who] = t.number
-            store.start_run(trial_run_name(first.study_name, t.number), {}, kind="search")
+            if who != "ended before its run":  # killed between ask and start_run
+                store.start_run(trial_run_name(first.study_name, t.number), {}, kind="search")
         run_search(SearchConfig(space, objectives, trials=5, storage=url), store)
         states = {t.number: t.state.name for t in study.get_trials()}
         assert states[numbers["ended"]] == "FAIL"
+        assert states[numbers["ended before its run"]] == "FAIL"
         assert states[numbers["elsewhere"]] == "RUNNING"
         assert sum(s == "COMPLETE" for s in states.values()) == 5
+        assert trial_run_name(first.study_name, numbers["ended before its run"]) not in set(
+            store.runs()["name"]
+        )
         runs = store.runs().set_index("name")
         assert runs.loc[trial_run_name(first.study_name, numbers["ended"]), "status"] == "failed"
         assert runs.loc[trial_run_name(first.study_name, numbers["elsewhere"]), "status"] == (
