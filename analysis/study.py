@@ -377,6 +377,11 @@ def lm_entries(led) -> list:
     return [e for e in led.paper() if e.kind.startswith("lm") or e.kind == "battery"]
 
 
+def _ledger_verdicts(entries) -> dict | None:
+    """{claim id: verdict as shown} of the ledger's entries, for the report's verdict column."""
+    return None if entries is None else {e.id: e.shown for e in entries}
+
+
 def _longer(r: _Runner, sc, steps: int, spent: float) -> dict | None:
     """Stage 3, when the chosen rung is below the ladder's top and the budget has room: stagger
     and fixed on the first batch's seeds continued to the top rung (exact continuations of the
@@ -481,7 +486,6 @@ def run_study(
         "calibration": cal,
         "comparison": cmp_,
         "longer": longer,
-        "verdicts": verdicts(cal, cmp_, sc, longer),
         "step_times": r.times.to_json(),
         "timings_s": {"calibration": t_cal, "comparison": t_cmp, "longer": t_longer},
         "estimated_s": (longer or cmp_)["estimated_s"],
@@ -492,6 +496,7 @@ def run_study(
     results["calibration"]["curve"] = {str(k): v for k, v in cal["curve"].items()}
     full = study_ledger(store_path) if store_path else None
     led = lm_entries(full) if full is not None else None
+    results["verdicts"] = verdicts(cal, cmp_, sc, longer, _ledger_verdicts(led))
     if led is not None:
         results["ledger"] = [e.to_json() for e in led]
     rep = study_report(results, led)
@@ -501,7 +506,7 @@ def run_study(
     with open(os.path.join(out_dir, "study.json"), "w") as f:
         jsonio.dump(results, f, indent=1, default=str)
     for v in results["verdicts"]:
-        log(f"   [{v['answer']}] {v['claim']}: {v['line']}")
+        log(f"   [{v['verdict']}; at the rung: {v['answer']}] {v['claim']}: {v['line']}")
     log(
         f"\nstudy report: {results['paths'].get('report.md')}; {len(r.trained)} runs trained, "
         f"{len(r.reused)} reused; {(time.perf_counter() - t_all) / 60:.1f} min"
@@ -525,9 +530,9 @@ def report_again(out_dir: str, store_path: str | None = None, runs_dir: str | No
     cal["curve"] = {int(k): v for k, v in cal["curve"].items()}
     if runs_dir:
         res["comparison"]["eval_noise"] = _noise(res["comparison"], runs_dir)
-    res["verdicts"] = verdicts(cal, res["comparison"], sc, res.get("longer"))
     full = study_ledger(store_path) if store_path else None
     led = lm_entries(full) if full is not None else None
+    res["verdicts"] = verdicts(cal, res["comparison"], sc, res.get("longer"), _ledger_verdicts(led))
     res["ledger"] = [e.to_json() for e in led] if led is not None else None
     rep = study_report(res, led)
     if led is None:

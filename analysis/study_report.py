@@ -1,8 +1,13 @@
-"""The study's verdicts on the paper's LM claims and its report: the chosen configuration, the
-calibration curve (a figure in `analysis.style`'s one style), the seeds and their power, and
-every verdict decided by the ledger's rules (`analysis.decide`: the claim's registered test on
-ln perplexity, Holm across the study's comparisons, Welch t-intervals, the paper's effect inside
-or outside them) with mean ± std beside it."""
+"""The study's comparisons and its report: the chosen configuration, the calibration curve (a
+figure in `analysis.style`'s one style), the seeds and their power, and each comparison at the
+chosen rung by the ledger's rules (`analysis.decide`: the claim's registered test on ln
+perplexity, Holm across the study's own family of comparisons, Welch t-intervals, the paper's
+effect inside or outside them) with mean ± std beside it.
+
+Why two answers per claim: the study declared its rung comparisons (and planned its seeds for
+them) as one family of eight; the claims ledger decides each claim by the protocol claims.toml
+registers (its family, the longest-trained tier with seeds). The ledger's is the verdict; the
+rung comparison is shown beside it as exploratory, never in its place."""
 
 from __future__ import annotations
 
@@ -68,7 +73,7 @@ def _protocol(claim_id: str | None) -> Protocol:
 
 
 def _row(claim, paper, a, b, xa, xb, d: Decision, k=1, unit="") -> dict:
-    """One comparison's verdict row, its numbers from the `Decision`."""
+    """One comparison's row, its numbers from the `Decision`."""
     c = d.comparison
     answer = {"held": "yes", "did not hold": "no"}.get(d.verdict, d.verdict)
     if d.reason == "magnitude not reproduced":
@@ -91,12 +96,17 @@ def _row(claim, paper, a, b, xa, xb, d: Decision, k=1, unit="") -> dict:
     }
 
 
-def verdicts(cal: dict, cmp_: dict, sc, longer: dict | None = None) -> list[dict]:
-    """One dict a claim: the rung rule's verdict on dense's degradation, then each comparison
+def verdicts(
+    cal: dict, cmp_: dict, sc, longer: dict | None = None, ledger: dict | None = None
+) -> list[dict]:
+    """One dict a claim: the rung rule's answer on dense's degradation, then each comparison
     of `PAPER` at the chosen rung, tested as claims.toml registers it (perplexities as ln ppl)
     and Holm-adjusted together (`analysis.decide.settle`, family `FAMILY`), stagger vs fixed
     carrying its planned power; then stagger vs fixed at the top rung when stage 3 ran
-    (``longer``) — shown as *exploratory*: a second look at the same claim is not its verdict."""
+    (``longer``) — shown as *exploratory*: a second look at the same claim is not its verdict.
+    ``ledger`` ({claim id: verdict}, the claims ledger on the study's store) gives each row
+    with a registered claim its verdict (``verdict``); the rung's ``answer`` is the study's own
+    comparison beside it."""
     chosen = cal["chosen"]
     rows = {s: list(v) for s, v in cmp_["runs"].items()}
     if not rows.get("dense"):  # a study from before dense had seeds of its own in stage 2
@@ -106,6 +116,7 @@ def verdicts(cal: dict, cmp_: dict, sc, longer: dict | None = None) -> list[dict
     out = [
         {
             "claim": f"dense attention degrades at {top}× the training length",
+            "id": "t3-dense-degrades",
             "paper": "+201 % at 4× (Table 3)",
             "answer": "yes" if cal["degrades"] else "no",
             "here": f"dense {_mean_std([100 * d for d in deg])} % at {chosen} steps",
@@ -127,6 +138,7 @@ def verdicts(cal: dict, cmp_: dict, sc, longer: dict | None = None) -> list[dict
             out.append(
                 {
                     "claim": claim,
+                    "id": claim_id,
                     "paper": paper,
                     "answer": "not tested",
                     "here": why,
@@ -140,10 +152,10 @@ def verdicts(cal: dict, cmp_: dict, sc, longer: dict | None = None) -> list[dict
         c = compare([to(x) for x in xa], [to(x) for x in xb], _protocol(claim_id))
         k, unit = (100, " %") if measure == "deg" else (1, "")
         tested.append((len(out), claim, paper, a, b, xa, xb, c, k, unit))
-        out.append({})
+        out.append({"id": claim_id})
     decisions = settle([t[7] for t in tested])
     for (i, claim, paper, a, b, xa, xb, _, k, unit), d in zip(tested, decisions):
-        out[i] = _row(claim, paper, a, b, xa, xb, d, k, unit)
+        out[i].update(_row(claim, paper, a, b, xa, xb, d, k, unit))
         if claim == "stagger beats fixed":
             out[i]["power"] = (cmp_.get("plan") or {}).get("achieved")
         noise = (cmp_.get("eval_noise") or {}).get(claim)
@@ -158,7 +170,9 @@ def verdicts(cal: dict, cmp_: dict, sc, longer: dict | None = None) -> list[dict
             claim = f"stagger beats fixed after {longer['steps']} steps (exploratory)"
             row = _row(claim, PAPER[0][4], "stagger", "fixed", xa, xb, d)
             row["line"] = row["line"].replace(f"({FAMILY} family)", "(alone)")
-            out.append({**row, "answer": f"exploratory: {row['answer']}"})
+            out.append({**row, "id": PAPER[0][5], "answer": f"exploratory: {row['answer']}"})
+    for row in out:
+        row["verdict"] = (ledger or {}).get(row.get("id"), "—")
     return out
 
 
@@ -320,10 +334,23 @@ def study_report(res: dict, ledger_entries=None) -> Report:
             name="eval_noise",
         )
     r.heading("Verdicts")
+    r.text(
+        "*verdict*: the claims ledger's, by the analysis claims.toml registers for the claim "
+        "(its Holm family, the longest-trained tier with seeds; the section below and "
+        "claims.json). *at the chosen rung*: this study's comparison at that rung, Holm over "
+        f"the study's own family of {len(PAPER)} declared before its runs (its seeds were "
+        "planned for it) — exploratory beside the verdict where the two differ. — : no "
+        "registered claim, or no ledger on the study's store."
+    )
     r.table(
         pd.DataFrame(
             [
-                {k: v.get(k) for k in ("claim", "answer", "paper", "here", "line", "power")}
+                {
+                    "claim": v["claim"],
+                    "verdict": v.get("verdict", "—"),
+                    "at the chosen rung": v["answer"],
+                    **{k: v.get(k) for k in ("paper", "here", "line", "power")},
+                }
                 for v in res["verdicts"]
             ]
         ),

@@ -102,6 +102,18 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
             "tests/test_stats_verdicts.py",
         ],
     ),
+    # issue 27: the ledger (one verdict a claim, tiers ranked) and the evidence it reads
+    "ledger": (
+        ["analysis/ledger.py", "analysis/ledger_evidence.py"],
+        [
+            "tests/test_ledger.py",
+            "tests/test_ledger_paper.py",
+            "tests/test_ledger_decide.py",
+            "tests/test_ledger_tests.py",
+        ],
+    ),
+    # issue 27: the study's plan (rung rule, seeds from σ's bound, budget)
+    "study-plan": (["analysis/study_plan.py"], ["tests/test_study_plan.py"]),
     # issue 27: the checks behind the LM verdicts and the variant that groups runs
     "ledger-checks": (
         ["analysis/ledger_checks.py", "lab/variant.py"],

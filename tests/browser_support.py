@@ -178,11 +178,16 @@ def notebook(jupyter: dict, name: str, viewport=(1500, 1100)):
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": viewport[0], "height": viewport[1]})
         try:
-            # a "Select Kernel" dialog may appear (session start race): accept it whenever it
-            # shows, before any action or assertion
-            page.add_locator_handler(
-                page.locator(".jp-Dialog"), lambda d: d.locator(".jp-mod-accept").click()
-            )
+            # a dialog (a restart's confirmation; "Select Kernel" if the settings override is
+            # missing) is accepted whenever it shows, before any action or assertion, and its
+            # title kept in page.fib_dialogs for the tests that say which may appear
+            page.fib_dialogs = []
+
+            def accept(d):
+                page.fib_dialogs.append(d.locator(".jp-Dialog-header").inner_text().strip())
+                d.locator(".jp-mod-accept").click()
+
+            page.add_locator_handler(page.locator(".jp-Dialog"), accept)
             page.goto(url)
             page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=60_000)
             wait_idle(page)

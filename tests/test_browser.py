@@ -1,5 +1,5 @@
 """A real browser: JupyterLab on 127.0.0.1, the coverage explorer opened in headless Chromium
-(Playwright), all cells run, one α slider moved with the keyboard, and the displayed union count
+(Playwright) on its own kernel with no "Select Kernel" dialog (issue 28 item 8), all cells run, one α slider moved with the keyboard, and the displayed union count
 changes to the value `fiblab.ui.coverage.explore` computes for the new α.  A screenshot lands in
 tests/artifacts/ when it fails.  Skipped (with the reason) only without Chromium or Playwright.
 The server, the browser and the checks are shared with the other notebooks' browser tests
@@ -31,6 +31,7 @@ def test_slider_changes_the_union_count_in_a_real_browser(jupyter):
     alpha, want = _expected_union(presses)
     with B.notebook(jupyter, NOTEBOOK) as page:
         B.run_all(page, ".fib-union .fib-union-count")
+        assert page.fib_dialogs == [], page.fib_dialogs  # first open: the kernel starts itself
         count = page.locator(".fib-union .fib-union-count")
         expect(count).to_have_text(str(start), timeout=30_000)
         handle = page.locator(".fib-alpha .noUi-handle").nth(LAYER)

@@ -109,6 +109,62 @@ def test_fields_without_effect_and_missing_fields():
         variant_of(["fib"])
 
 
+#: TrainConfig fields that change no number of a run (so runs that differ in them are seeds of
+#: one variant); every other field of TrainConfig and ModelConfig must split runs
+NO_EFFECT = {
+    "seed", "micro_batch", "eval_every", "eval_light_tokens", "eval_batch", "alpha_every",
+    "ckpt_every", "keep_ckpts", "log_every", "run_dir", "name", "preset",
+    "precision",  # the requested one; the precision it ran in is provenance's (below)
+    "tokenizer",  # its file; the tokenised data's hash is provenance's (below)
+}  # fmt: skip
+
+
+def _changed(value):
+    """A different value of the same kind."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value * 2 + 1
+    if isinstance(value, tuple):
+        return tuple(v * 0.5 for v in value)
+    if value is None:
+        return 3
+    return {"fib": "pow2", "fixed": "stagger", "round": "floor"}.get(value, value + "-x")
+
+
+def test_every_field_that_changes_a_number_splits_the_variant():
+    """Each field of TrainConfig and of ModelConfig (read from the dataclasses, so a field added
+    later is covered), changed alone, gives another variant — unless it is listed as changing
+    no number; each provenance field too. A learned schedule starting at the coprime one, so
+    every sparse-only field has an effect."""
+    import dataclasses
+
+    base = {
+        **config(1, schedule="learned", learned_init="coprime", coprime_stride=3),
+        "vocab_size": 64,
+        "val_tokens": 4096,
+        "provenance": {"data_hash": "abc", "precision": "fp32"},
+    }
+    v0 = variant_of(base)
+    missing = []
+    for f in dataclasses.fields(ModelConfig):
+        cfg = {**base, "model": {**base["model"], f.name: _changed(base["model"][f.name])}}
+        if variant_of(cfg) == v0 or variant_of(cfg).id == v0.id:
+            missing.append(f"model.{f.name}")
+    for f in dataclasses.fields(TrainConfig):
+        if f.name == "model":
+            continue
+        cfg = {**base, f.name: _changed(base[f.name])}
+        split = variant_of(cfg) != v0 and variant_of(cfg).id != v0.id
+        if split == (f.name in NO_EFFECT):
+            missing.append(f"{f.name} ({'splits' if split else 'merges'})")
+    for k in ("data_hash", "precision"):
+        cfg = {**base, "provenance": {**base["provenance"], k: "other"}}
+        if variant_of(cfg) == v0:
+            missing.append(f"provenance.{k}")
+    assert not missing, f"fields that do not behave: {missing}"
+
+
 def test_provenance_data_hash_and_precision(cpu_profile):
     class Prepared:
         def __init__(self, key):

@@ -1,0 +1,91 @@
+"""The study's plan (analysis.study_plan), by hand and against independent oracles: the rung
+rule, the seeds plan against `analysis.power` and a simulation of σ's bound, the budget's extra
+seeds, the whole-study estimate.  No training here (tests/test_study.py runs the study)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from analysis import power as P
+from analysis import study_plan as SP
+
+
+def test_chosen_rung_rule_on_hand_built_curves():
+    # 250: below +10 %; 500: mean 0.21 ≥ 0.10 but 0.21 − 2·0.127 < 0; 1000: 0.155 − 2·0.007 > 0
+    curve = {250: [0.02, 0.03], 500: [0.12, 0.30], 1000: [0.15, 0.16], 2000: [0.5, 0.6]}
+    assert SP.chosen_rung(curve, 0.10, 2.0) == (1000, True)
+    assert SP.chosen_rung({250: [0.01], 500: [0.05, 0.07]}, 0.10, 2.0) == (500, False)
+    assert SP.chosen_rung({100: [0.11]}, 0.10, 2.0) == (100, True)  # one seed: threshold only
+    assert SP.chosen_rung({100: [0.11, float("nan")]}, 0.10, 2.0) == (100, True)
+    assert not SP.rung_degrades([], 0.1, 2.0)
+    with pytest.raises(ValueError, match="empty"):
+        SP.chosen_rung({})
+    assert SP.degradation({1: 100.0, 4: 130.0}, 4) == pytest.approx(0.30)
+    assert math.isnan(SP.degradation({1: 100.0}, 4))
+
+
+def test_seeds_plan_against_power_on_a_hand_sigma():
+    stagger, fixed = [100.0, 102.0], [104.0, 106.0]
+    sigma = math.sqrt((2.0 + 2.0) / 2)  # pooled: each side's squared deviations sum to 2
+    d = 0.025 * 105.0 / sigma
+    pl = SP.seeds_plan(stagger, fixed, seeds=2)
+    assert pl.sigma == pytest.approx(sigma) and pl.d == pytest.approx(d)
+    assert pl.needed == P.seeds_needed(d, 0.8, 0.05)
+    assert pl.achieved == pytest.approx(P.power(d, 2, 2, 0.05))
+    assert SP.seeds_plan([1.0, 1.0], [2.0, 2.0]) is None  # σ = 0: no plan
+
+
+def test_sigma_upper_bound_against_a_simulation_and_by_hand():
+    """The bound a plan uses: df = 4 (3 seeds a side) widens σ by sqrt(4 / χ²₀.₀₅(4)) =
+    sqrt(4 / 0.7107) = 2.372 (χ² table); and in a simulation of normal samples with 4 df the
+    true σ lies above the bound in ≈ 5 % of them."""
+    assert P.sigma_upper(1.0, 4) == pytest.approx(math.sqrt(4 / 0.710723), rel=1e-5)
+    rng = np.random.default_rng(0)
+    x = rng.normal(0.0, 1.0, size=(40_000, 5))
+    s = x.std(axis=1, ddof=1)
+    bounds = np.array([P.sigma_upper(v, 4) for v in s[:4000]])
+    assert abs(float(np.mean(bounds < 1.0)) - 0.05) < 0.012
+    with pytest.raises(ValueError, match="df=0"):
+        P.sigma_upper(1.0, 0)
+    # the plan from the bound at the Holm threshold asks for more seeds than the plain one
+    stagger, fixed = [100.0, 101.0, 102.0], [103.0, 104.0, 105.0]
+    plain = SP.seeds_plan(stagger, fixed)
+    strict = SP.seeds_plan(stagger, fixed, alpha=0.05 / 7, level=0.95)
+    assert strict.sigma == pytest.approx(plain.sigma * math.sqrt(4 / 0.710723), rel=1e-5)
+    assert strict.alpha == pytest.approx(0.05 / 7)
+    assert strict.needed == P.seeds_needed(strict.d, 0.8, 0.05 / 7) > plain.needed
+
+
+def test_extra_seeds_budget_arithmetic():
+    assert SP.extra_seeds(needed=6, have=3, most=10, pair_s=100, left_s=1000) == 3
+    assert SP.extra_seeds(needed=6, have=3, most=10, pair_s=100, left_s=250) == 2
+    assert SP.extra_seeds(needed=6, have=3, most=4, pair_s=100, left_s=1000) == 1
+    assert SP.extra_seeds(needed=None, have=3, most=5, pair_s=100, left_s=1000) == 2
+    assert SP.extra_seeds(needed=2, have=3, most=10, pair_s=100, left_s=1000) == 0
+    assert SP.extra_seeds(needed=6, have=3, most=10, pair_s=100, left_s=-5) == 0
+
+
+def test_whole_study_estimate_by_hand():
+    sc = SP.STUDY_SCALES["study"]
+    t = SP.StepTimes(sc.tokens_per_step, 0.5, 10.0)
+    est = SP.study_estimate(t, sc)
+    top, rungs = max(sc.ladder), len(sc.ladder)
+    run = top * 0.5 + 10.0
+    assert est["calibration"] == pytest.approx(4 * run + 4 * (rungs - 1) * 10.0)
+    assert est["first_batch"] == pytest.approx(2 * (sc.first_seeds - 1) * run)  # seed 1 reused
+    # dense: seeds 1 and 2 are the calibration's; learned, coprime and pow2-stagger: 3 each
+    assert sc.others == ("dense", "learned", "coprime", "pow2-stagger") and sc.other_seeds == 3
+    assert est["others"] == pytest.approx((1 + 3 * 3) * run)
+    skipped = SP.study_estimate(t, sc, skip={"coprime"})  # coprime = stagger at L = 4
+    assert skipped["others"] == pytest.approx((1 + 3 * 2) * run)
+    assert est["total"] == pytest.approx(
+        sum(est[k] for k in ("calibration", "first_batch", "others"))
+    )
+    prior = SP.StepTimes(sc.tokens_per_step, sc.prior_s_per_step, sc.eval_s)
+    # the worst case (stage 2 at the top rung) fits 3 h at the EPYC's prior step time
+    assert SP.study_estimate(prior, sc, skip={"coprime"})["total"] <= sc.budget_s
+    t.add("learned", 2.0)
+    assert t.s_per_step("learned") == 2.0 and t.s_per_step("dense") == 2.0
