@@ -19,6 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 OVERRIDES = Path(sys.prefix) / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
 TRACKER = "@jupyterlab/notebook-extension:tracker"
+NOTIFY = "@jupyterlab/apputils-extension:notification"
 
 
 def test_the_environment_carries_the_override_and_the_wheel_ships_it():
@@ -66,6 +67,12 @@ def test_a_jupyterlab_server_reports_the_setting_in_force(tmp_path):
         # nothing): True here, the schema's own False without the override
         assert got["schema"]["properties"]["autoStartDefaultKernel"]["default"] is True
         assert "autoStartDefaultKernel" not in got["settings"]  # no user setting involved
+        # no "get notified about Jupyter news?" toast over the widgets, no request to the web
+        url = url.replace(TRACKER, NOTIFY)
+        with urllib.request.urlopen(url, timeout=10) as r:
+            props = json.loads(r.read())["schema"]["properties"]
+        assert props["fetchNews"]["default"] == "false"  # the schema's own: "none" (ask)
+        assert props["checkForUpdates"]["default"] is False
     finally:
         proc.terminate()
         proc.wait(timeout=30)
