@@ -39,6 +39,7 @@ __all__ = [
     "report_again",
     "study_ledger",
     "lm_entries",
+    "lab_lm_entries",
     "PLAN_FILE",
 ]
 
@@ -91,6 +92,9 @@ def study_config(
     }
     if scheme != "dense":
         over["model.window"] = sc.window
+    if scheme == "search-best":  # its α per layer: the preset's depth first
+        layers = make_config(preset, over).model.n_layers
+        over["model.schedule"] = list(SP.search_best_alphas(layers))
     return make_config(preset, over)
 
 
@@ -377,6 +381,11 @@ def lm_entries(led) -> list:
     return [e for e in led.paper() if e.kind.startswith("lm") or e.kind == "battery"]
 
 
+def lab_lm_entries(led) -> list:
+    """The ledger's entries on the lab's own language-model findings (never the paper's)."""
+    return [e for e in led.lab() if e.kind.startswith("lm")]
+
+
 def _ledger_verdicts(entries) -> dict | None:
     """{claim id: verdict as shown} of the ledger's entries, for the report's verdict column."""
     return None if entries is None else {e.id: e.shown for e in entries}
@@ -411,6 +420,35 @@ def _longer(r: _Runner, sc, steps: int, spent: float) -> dict | None:
         return {"steps": top, "runs": {}, "skipped": True, "estimated_s": spent}
     side = {s: [r.run(s, seed, top, below=steps) for seed in seeds] for s in ("stagger", "fixed")}
     return {"steps": top, "runs": side, "skipped": False, "estimated_s": spent + cost}
+
+
+def _lab(r: _Runner, sc, steps: int, spent: float) -> dict | None:
+    """Stage 4, the lab's own arms (``sc.lab``: the schedule search's best, `SP.SEARCH_BEST`) at
+    the chosen rung, ``sc.lab_seeds`` seeds each, beside the stagger's runs there — decided by the
+    ledger as lab findings under the registered protocol; only where the budget has room."""
+    if not sc.lab:
+        return None
+    seeds = range(1, sc.lab_seeds + 1)
+    todo = [(s, seed) for s in sc.lab for seed in seeds if not r.done(s, seed, steps)]
+    cost = sum(r.times.run_s(s, steps) for s, _ in todo)
+    _budget_line(
+        r.log, f"the lab's arms ({', '.join(sc.lab)}, {sc.lab_seeds} seeds)", cost, spent,
+        sc.budget_s,
+    )  # fmt: skip
+    if spent + cost > sc.budget_s:
+        r.log(f"   not run: over the {sc.budget_s / 60:.0f} min budget")
+        return {"steps": steps, "runs": {}, "skipped": True, "estimated_s": spent}
+    runs = {s: [r.run(s, seed, steps) for seed in seeds] for s in sc.lab}
+    alphas = {
+        s: list(study_config(sc, r.prefix, s, 1, steps, r.runs_dir).model.schedule) for s in sc.lab
+    }
+    return {
+        "steps": steps,
+        "runs": runs,
+        "alphas": alphas,
+        "skipped": False,
+        "estimated_s": spent + cost,
+    }
 
 
 def _noise(cmp_: dict, runs_dir: str) -> dict:
@@ -477,6 +515,13 @@ def run_study(
         log(f"\n== 3. stagger vs fixed with longer training: {max(sc.ladder)} steps")
     longer = _longer(r, sc, cal["chosen"], cmp_["estimated_s"])
     t_longer = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    if sc.lab:
+        log(
+            f"\n== 4. the lab's arms beside the stagger at {cal['chosen']} steps: {', '.join(sc.lab)}"
+        )
+    lab = _lab(r, sc, cal["chosen"], (longer or cmp_)["estimated_s"])
+    t_lab = time.perf_counter() - t0
     results = {
         "scale": "study",
         "size": scale,
@@ -486,9 +531,15 @@ def run_study(
         "calibration": cal,
         "comparison": cmp_,
         "longer": longer,
+        "lab": lab,
         "step_times": r.times.to_json(),
-        "timings_s": {"calibration": t_cal, "comparison": t_cmp, "longer": t_longer},
-        "estimated_s": (longer or cmp_)["estimated_s"],
+        "timings_s": {
+            "calibration": t_cal,
+            "comparison": t_cmp,
+            "longer": t_longer,
+            "lab": t_lab,
+        },
+        "estimated_s": (lab or longer or cmp_)["estimated_s"],
         "trained": r.trained,
         "reused": r.reused,
         "evaluated": r.evaluated,
@@ -499,7 +550,8 @@ def run_study(
     results["verdicts"] = verdicts(cal, cmp_, sc, longer, _ledger_verdicts(led))
     if led is not None:
         results["ledger"] = [e.to_json() for e in led]
-    rep = study_report(results, led)
+        results["lab_ledger"] = [e.to_json() for e in lab_lm_entries(full)]
+    rep = study_report(results, led, lab_lm_entries(full) if full is not None else None)
     results["paths"] = rep.write(out_dir)
     if full is not None:
         results["paths"]["claims.json"] = full.write_json(os.path.join(out_dir, "claims.json"))
@@ -534,7 +586,9 @@ def report_again(out_dir: str, store_path: str | None = None, runs_dir: str | No
     led = lm_entries(full) if full is not None else None
     res["verdicts"] = verdicts(cal, res["comparison"], sc, res.get("longer"), _ledger_verdicts(led))
     res["ledger"] = [e.to_json() for e in led] if led is not None else None
-    rep = study_report(res, led)
+    lab = lab_lm_entries(full) if full is not None else None
+    res["lab_ledger"] = [e.to_json() for e in lab] if lab is not None else None
+    rep = study_report(res, led, lab)
     if led is None:
         rep.text(
             "The claims ledger's section is left out: these verdicts were decided again from "

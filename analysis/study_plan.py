@@ -42,6 +42,8 @@ __all__ = [
     "StudyScale",
     "STUDY_SCALES",
     "SCHEMES",
+    "SEARCH_BEST",
+    "search_best_alphas",
     "PAPER_GAP",
     "PRIOR_S_PER_STEP",
     "degradation",
@@ -63,12 +65,31 @@ SCHEMES: dict[str, dict] = {
     "stagger": {"model.attention": "sparse", "model.schedule": "stagger"},
     "learned": {"model.attention": "sparse", "model.schedule": "learned"},
     "coprime": {"model.attention": "sparse", "model.schedule": "coprime"},
+    # α per layer from `search_best_alphas` (`analysis.study.study_config` sets them)
+    "search-best": {"model.attention": "sparse"},
     "pow2-stagger": {
         "model.attention": "sparse",
         "model.schedule": "stagger",
         "model.base": "pow2",
     },
 }
+
+#: The lab's schedule search at the study's shape (L = 4, W = 12, K = 15, T = 128), declared
+#: before its LM runs: ``fiblab search linear --objective distinct --layers 4 --window 12
+#: --seq-len 128 --trials 200 --seed 0`` — its best trial (33 distinct distances, the linear
+#: stagger's 31), α at the first and the last layer to 4 decimals, linear between.  Trained beside
+#: the stagger as the lab's finding ``lab-search-best-vs-stagger`` (claims.toml): does a schedule
+#: that reaches more distances also predict text better?  Never counted for the paper.
+SEARCH_BEST = (1.2917, 1.0289)
+
+
+def search_best_alphas(layers: int) -> tuple[float, ...]:
+    """`SEARCH_BEST` over ``layers`` layers: the search space's linear ramp, first to last."""
+    a, b = SEARCH_BEST
+    if layers == 1:
+        return (a,)
+    return tuple(round(a + (b - a) * i / (layers - 1), 6) for i in range(layers))
+
 
 #: Seconds per training step before any study run was measured: cpu-small at T = 128, 4096 tokens
 #: a step, measured 0.54–0.62 s on the study's own quiet runs (2-core AMD EPYC; dense ≈ fixed,
@@ -99,6 +120,9 @@ class StudyScale:
     max_seeds: int = 10  # stagger and fixed: never more, whatever the power asks
     others: tuple = ("dense", "learned", "coprime", "pow2-stagger")
     other_seeds: int = 3
+    # the lab's own arms (stage 4, at the chosen rung, only where the budget has room)
+    lab: tuple = ("search-best",)
+    lab_seeds: int = 5
     budget_s: float = 3 * 3600.0  # the whole study, estimated from measured step times
     preset: str | None = None  # base training preset (None: cpu-<scheme>)
     overrides: dict = field(default_factory=dict)
@@ -129,6 +153,7 @@ STUDY_SCALES: dict[str, StudyScale] = {
         max_seeds=3,
         others=("learned",),
         other_seeds=2,
+        lab=(),
         budget_s=3600.0,
         preset="tiny",
         overrides={"model.vocab_size": 512, "val_tokens": 4096, "lr": 3e-3, "warmup": 1},
@@ -270,9 +295,11 @@ def study_estimate(times: StepTimes, sc: StudyScale, steps: int | None = None, s
         for seed in range(1, sc.other_seeds + 1)
         if (s, seed) not in have
     )
+    lab = sum(times.run_s(s, steps) for s in sc.lab for _ in range(sc.lab_seeds))
     return {
         "calibration": calib,
         "first_batch": first,
         "others": others,
-        "total": calib + first + others,
+        "lab": lab,
+        "total": calib + first + others + lab,
     }

@@ -209,9 +209,10 @@ def calibration_figure(cal: dict, tokens_per_step: int, top: int):
     return fig
 
 
-def study_report(res: dict, ledger_entries=None) -> Report:
+def study_report(res: dict, ledger_entries=None, lab_entries=None) -> Report:
     """The report of `analysis.study.run_study`'s results; ``ledger_entries``: the claims
-    ledger's LM entries on the study's store (`analysis.study.study_ledger`)."""
+    ledger's LM entries on the study's store (`analysis.study.study_ledger`), ``lab_entries``
+    its entries on the lab's own LM findings."""
     sc, cal, cmp_ = res["settings"], res["calibration"], res["comparison"]
     top = max(sc["factors"])
     r = Report("fiblab study: the paper's LM claims at a CPU scale chosen by measurement")
@@ -375,4 +376,30 @@ def study_report(res: dict, ledger_entries=None) -> Report:
         st = stats_frame(ledger_entries)
         if not st.empty:
             r.table(st, name="claims_stats", decimals=3)
+    _lab_section(r, res, lab_entries)
     return r
+
+
+def _lab_section(r: Report, res: dict, entries) -> None:
+    """The lab's own arms (stage 4) and the ledger's verdicts on the lab's LM findings: apart
+    from the paper's claims and never counted for them."""
+    lab = res.get("lab") or {}
+    if not lab and not entries:
+        return
+    from analysis.ledger_report import ledger_frame, stats_frame
+
+    r.heading("The lab's own findings on these runs (not the paper's)")
+    if lab.get("skipped"):
+        r.text("The lab's arms were not run: over the budget.")
+    for s, rows in (lab.get("runs") or {}).items():
+        alphas = ", ".join(f"{a:.4f}" for a in (lab.get("alphas") or {}).get(s, []))
+        ppl = _values(rows, "ppl")
+        r.text(
+            f"**{s}** (α per layer {alphas}) at {lab['steps']} steps: {_mean_std(ppl)} held-out "
+            "perplexity; the stagger's runs at that rung are the comparison's other side."
+        )
+    if entries:
+        r.table(ledger_frame(entries), name="lab_ledger", decimals=2)
+        st = stats_frame(entries)
+        if not st.empty:
+            r.table(st, name="lab_claims_stats", decimals=3)

@@ -347,3 +347,30 @@ def test_window_nll_is_each_windows_cross_entropy_and_the_noise_is_paired(smoke)
     gap = np.mean(ln["fixed"]) - np.mean(ln["stagger"])
     assert v["seed_se"] == pytest.approx(gap / t, rel=1e-9)
     assert v["eval"]["gap"] == pytest.approx(gap, abs=1e-12)
+
+
+def test_stage_4_trains_the_searchs_best_beside_the_stagger(smoke, tmp_path):
+    """The lab's arm: the search's best schedule (its α per layer in every run's config) at the
+    chosen rung, its seeds reused on a second look, and the ledger's lab finding comparing it
+    with the stagger there — in study.json and in the report, apart from the paper's claims."""
+    sc = replace(SP.STUDY_SCALES["study-smoke"], lab=("search-best",), lab_seeds=2)
+    lines = []
+    res, runs = _study_again(smoke, tmp_path, sc, lambda runs: None, lines.append)
+    lab = res["lab"]
+    rows = lab["runs"]["search-best"]
+    assert [r["seed"] for r in rows] == [1, 2] and lab["steps"] == res["calibration"]["chosen"]
+    from lab.store import Store
+
+    with Store(os.path.join(runs, "fiblab.db")) as st:
+        cfg = st.config(rows[0]["name"])
+    layers = cfg["model"]["n_layers"]
+    assert tuple(cfg["model"]["schedule"]) == pytest.approx(SP.search_best_alphas(layers))
+    assert lab["alphas"]["search-best"] == pytest.approx(list(SP.search_best_alphas(layers)))
+    assert any("== 4." in line for line in lines)
+    (e,) = [e for e in res["lab_ledger"] if e["id"] == "lab-search-best-vs-stagger"]
+    assert e["source"] == "lab" and e["verdict"] == "not shown"  # smoke runs decide nothing
+    assert "fib/custom" in e["here"] and "fib/stagger" in e["here"]
+    assert all(x["source"] == "paper" for x in res["ledger"])  # never among the paper's
+    with open(os.path.join(str(tmp_path / "rep"), "report.md")) as f:
+        md = f.read()
+    assert "The lab's own findings on these runs" in md and "lab-search-best-vs-stagger" in md

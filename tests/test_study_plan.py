@@ -81,11 +81,47 @@ def test_whole_study_estimate_by_hand():
     assert est["others"] == pytest.approx((1 + 3 * 3) * run)
     skipped = SP.study_estimate(t, sc, skip={"coprime"})  # coprime = stagger at L = 4
     assert skipped["others"] == pytest.approx((1 + 3 * 2) * run)
+    assert sc.lab == ("search-best",) and est["lab"] == pytest.approx(sc.lab_seeds * run)
     assert est["total"] == pytest.approx(
-        sum(est[k] for k in ("calibration", "first_batch", "others"))
+        sum(est[k] for k in ("calibration", "first_batch", "others", "lab"))
     )
     prior = SP.StepTimes(sc.tokens_per_step, sc.prior_s_per_step, sc.eval_s)
-    # the worst case (stage 2 at the top rung) fits 3 h at the EPYC's prior step time
-    assert SP.study_estimate(prior, sc, skip={"coprime"})["total"] <= sc.budget_s
+    # the worst case (stage 2 at the top rung) of the paper's part fits 3 h at the EPYC's prior
+    # step time; the lab's arm runs only where the budget has room (like stage 3)
+    worst = SP.study_estimate(prior, sc, skip={"coprime"})
+    assert worst["total"] - worst["lab"] <= sc.budget_s
     t.add("learned", 2.0)
     assert t.s_per_step("learned") == 2.0 and t.s_per_step("dense") == 2.0
+
+
+def test_search_best_is_the_searchs_linear_ramp():
+    assert SP.search_best_alphas(4) == pytest.approx((1.2917, 1.2041, 1.1165, 1.0289), abs=1e-6)
+    assert SP.search_best_alphas(2) == SP.SEARCH_BEST and SP.search_best_alphas(1) == (1.2917,)
+    # at the study's shape it attends more distinct distances than the stagger (a hand-checkable
+    # count through probes.coverage, the search's own objective)
+    from probes.coverage import schedule_coverage
+
+    sc = SP.STUDY_SCALES["study"]
+    shape = dict(layers=4, window=sc.window, seq_len=sc.seq_len)
+    best = schedule_coverage(list(SP.search_best_alphas(4)), **shape)
+    stagger = schedule_coverage("stagger", **shape)
+    assert (best["union"], stagger["union"]) == (33, 31)
+    # by hand, beyond the window {0..12}: the stagger's rungs 17 28 44 72 116 | 18 28 46 74 120 |
+    # 15 24 40 64 104 | 20 32 51 82 give 18 distinct; the ramp's four layers of 5 rungs, 20
+    assert (best["union_beyond_window"], stagger["union_beyond_window"]) == (20, 18)
+
+
+def test_search_best_is_what_the_registered_search_finds():
+    """The declared α are the best trial of the registered search (seeded, in memory)."""
+    optuna = pytest.importorskip("optuna")
+    from analysis.search import SearchConfig, run_search
+    from analysis.search_objectives import parse_objectives
+    from analysis.search_space import parse_space
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    space = parse_space("linear", layers=4, window=12, seq_len=128, rungs=15)
+    cfg = SearchConfig(space, tuple(parse_objectives(["distinct"])), trials=200, seed=0)
+    best = run_search(cfg, None, log=lambda *a: None).study.best_trial
+    assert best.value == 33
+    got = (best.params["alpha_first"], best.params["alpha_last"])
+    assert got == pytest.approx(SP.SEARCH_BEST, abs=5e-5)
