@@ -73,7 +73,9 @@ def study_config(
 
     if scheme not in SP.SCHEMES:
         raise ValueError(f"scheme {scheme!r} is unknown: use one of {sorted(SP.SCHEMES)}")
-    preset = sc.preset or ("cpu-stagger" if scheme == "pow2-stagger" else f"cpu-{scheme}")
+    # a scheme without a cpu preset of its own is the stagger's model with its schedule changed
+    own = {"pow2-stagger": "cpu-stagger", "search-best": "cpu-stagger"}
+    preset = sc.preset or own.get(scheme, f"cpu-{scheme}")
     over = {
         **SP.SCHEMES[scheme],
         "model.seq_len": sc.seq_len,

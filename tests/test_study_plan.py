@@ -125,3 +125,32 @@ def test_search_best_is_what_the_registered_search_finds():
     assert best.value == 33
     got = (best.params["alpha_first"], best.params["alpha_last"])
     assert got == pytest.approx(SP.SEARCH_BEST, abs=5e-5)
+
+
+def test_every_scheme_builds_its_config_at_the_study_scale(tmp_path):
+    """Each scheme's TrainConfig at the study's own scale (the smoke scale uses another preset,
+    so only this catches a scheme without a preset): the schedule, base and W it must have."""
+    from analysis.study import study_config
+
+    sc = SP.STUDY_SCALES["study"]
+    want = {
+        "dense": ("dense", None),
+        "fixed": ("sparse", "fixed"),
+        "stagger": ("sparse", "stagger"),
+        "learned": ("sparse", "learned"),
+        "coprime": ("sparse", "coprime"),
+        "pow2-stagger": ("sparse", "stagger"),
+        "search-best": ("sparse", SP.search_best_alphas(4)),
+    }
+    assert set(want) == set(SP.SCHEMES)
+    for scheme, (attention, schedule) in want.items():
+        m = study_config(sc, "study", scheme, 1, 500, str(tmp_path)).model
+        assert m.attention == attention and m.seq_len == sc.seq_len, scheme
+        if attention == "sparse":
+            assert (
+                m.schedule == pytest.approx(schedule)
+                if scheme == "search-best"
+                else (m.schedule == schedule)
+            ), scheme
+            assert m.window == sc.window and m.n_layers == 4
+            assert m.base == ("pow2" if scheme == "pow2-stagger" else "fib"), scheme
