@@ -147,10 +147,9 @@ def test_every_scheme_builds_its_config_at_the_study_scale(tmp_path):
         m = study_config(sc, "study", scheme, 1, 500, str(tmp_path)).model
         assert m.attention == attention and m.seq_len == sc.seq_len, scheme
         if attention == "sparse":
-            assert (
-                m.schedule == pytest.approx(schedule)
-                if scheme == "search-best"
-                else (m.schedule == schedule)
-            ), scheme
+            if scheme == "search-best":
+                assert m.schedule == pytest.approx(schedule)
+            else:
+                assert m.schedule == schedule, scheme
             assert m.window == sc.window and m.n_layers == 4
             assert m.base == ("pow2" if scheme == "pow2-stagger" else "fib"), scheme
