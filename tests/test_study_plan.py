@@ -153,3 +153,89 @@ def test_every_scheme_builds_its_config_at_the_study_scale(tmp_path):
                 assert m.schedule == schedule, scheme
             assert m.window == sc.window and m.n_layers == 4
             assert m.base == ("pow2" if scheme == "pow2-stagger" else "fib"), scheme
+
+
+def test_a_scale_refuses_a_ladder_or_a_first_batch_it_cannot_run():
+    for bad in ((500, 250), (250, 250), ()):
+        with pytest.raises(ValueError, match=r"must be increasing step counts"):
+            SP.StudyScale(ladder=bad)
+    assert SP.StudyScale(ladder=(250,)).ladder == (250,)
+    with pytest.raises(ValueError, match=r"first_seeds=1: σ needs at least 2 seeds a side"):
+        SP.StudyScale(first_seeds=1)
+    assert SP.StudyScale(first_seeds=2).first_seeds == 2
+
+
+def test_degradation_and_the_rung_rule_at_their_boundaries():
+    assert SP.degradation({1: 0.5, 4: 1.0}, 4) == 1.0  # a perplexity below 1 is still one
+    for bad in ({1: 0.0, 4: 5.0}, {1: -1.0, 4: 5.0}, {1: 10.0, 4: math.inf}, {1: 10.0}):
+        assert math.isnan(SP.degradation(bad, 4)), bad
+    assert SP.rung_degrades([0.1], 0.1, 2.0)  # the mean at the threshold counts
+    # mean 2, std 2 (by hand: squared deviations 4 + 0 + 4 over 2): mean − 1·std = 0 is not > 0
+    assert not SP.rung_degrades([0.0, 2.0, 4.0], 0.1, 1.0)
+    assert SP.rung_degrades([0.0, 2.0, 4.0], 0.1, 0.99)
+    # the defaults are the study's rule: +10 % and 2 std (mean 0.3, std 0.1414: 2.1 std)
+    assert SP.chosen_rung({500: [0.2, 0.4]}) == (500, True)
+    assert SP.chosen_rung({500: [0.2, 0.4]}, spread_k=3.0) == (500, False)
+    assert SP.chosen_rung({500: [0.105]}) == (500, True)
+    with pytest.raises(ValueError, match="the calibration curve is empty: train at least one"):
+        SP.chosen_rung({})
+
+
+def test_step_times_keep_each_schemes_own_measurements():
+    t = SP.StepTimes(4096, prior_s_per_step=0.55, eval_s=5.0)
+    assert t.s_per_step("dense") == 0.55 and t.eval_cost() == 5.0  # priors
+    for bad in (0.0, -1.0, math.nan, math.inf):
+        t.add("dense", bad)
+    assert t.measured == {}
+    t.add("dense", 0.5)  # below a second a step: measured all the same
+    t.add("dense", 0.7)
+    t.add("fixed", 0.3)
+    assert t.measured == {"dense": [0.5, 0.7], "fixed": [0.3]}
+    assert t.s_per_step("dense") == pytest.approx(0.6) and t.s_per_step("fixed") == 0.3
+    assert t.s_per_step("learned") == 0.5  # unmeasured: the median of every measurement
+    t.evals += [3.0, 4.0, 8.0]
+    assert t.eval_cost() == 4.0
+    assert t.run_s("fixed", 100) == pytest.approx(100 * 0.3 + 4.0)
+    assert t.to_json() == {
+        "s_per_step": {"dense": pytest.approx(0.6), "fixed": 0.3},
+        "eval_s": 4.0,
+        "prior_s_per_step": 0.55,
+    }
+
+
+def test_seeds_plan_pools_both_sides_and_honours_its_level_and_target():
+    stagger, fixed = [100.0, 104.0], [104.0, 106.0]  # squared deviations 8 and 2
+    sigma = math.sqrt((8.0 + 2.0) / 2)
+    pl = SP.seeds_plan(stagger, fixed, seeds=2, target=0.9)
+    assert pl.sigma == pytest.approx(sigma)
+    assert pl.needed == P.seeds_needed(0.025 * 105.0 / sigma, 0.9, 0.05)
+    up = SP.seeds_plan(stagger, fixed, level=0.8)
+    assert up.sigma == pytest.approx(P.sigma_upper(sigma, 2, 0.8))
+
+
+def test_extra_seeds_with_a_fractional_or_zero_pair_cost():
+    assert SP.extra_seeds(needed=6, have=3, most=10, pair_s=0.5, left_s=1.0) == 2
+    assert SP.extra_seeds(needed=6, have=3, most=10, pair_s=0.0, left_s=1.0) == 3  # free runs
+
+
+def test_the_estimate_prices_each_scheme_at_its_own_step_time():
+    sc = SP.STUDY_SCALES["study"]
+    t = SP.StepTimes(sc.tokens_per_step, 0.5, 10.0)
+    t.add("dense", 1.0)
+    t.add("stagger", 0.5)
+    t.add("fixed", 0.5)
+    t.add("search-best", 2.0)
+    est = SP.study_estimate(t, sc, steps=700)  # not a rung: no calibration run is reused
+    top = max(sc.ladder)
+    calib = (2 * (top * 1.0 + 10) + 2 * (top * 0.5 + 10)) + 4 * (len(sc.ladder) - 1) * 10
+    assert est["calibration"] == pytest.approx(calib)
+    assert est["first_batch"] == pytest.approx(2 * sc.first_seeds * (700 * 0.5 + 10))
+    assert est["lab"] == pytest.approx(sc.lab_seeds * (700 * 2.0 + 10))
+    # others: dense at its own time, the unmeasured ones at the median (0.75) of all
+    assert est["others"] == pytest.approx(3 * (700 * 1.0 + 10) + 9 * (700 * 0.75 + 10))
+
+
+def test_search_best_is_rounded_to_six_decimals():
+    # 12 layers: steps of −0.2628 / 11 = −0.0238909…; the second layer 1.2678090909… → 1.267809
+    assert SP.search_best_alphas(12)[1] == 1.267809
+    assert SP.search_best_alphas(12)[-1] == 1.0289
