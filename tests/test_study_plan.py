@@ -177,7 +177,7 @@ def test_degradation_and_the_rung_rule_at_their_boundaries():
     assert SP.chosen_rung({500: [0.2, 0.4]}) == (500, True)
     assert SP.chosen_rung({500: [0.2, 0.4]}, spread_k=3.0) == (500, False)
     assert SP.chosen_rung({500: [0.105]}) == (500, True)
-    with pytest.raises(ValueError, match="the calibration curve is empty: train at least one"):
+    with pytest.raises(ValueError, match="^the calibration curve is empty: train at least one"):
         SP.chosen_rung({})
 
 
@@ -225,14 +225,15 @@ def test_the_estimate_prices_each_scheme_at_its_own_step_time():
     t.add("stagger", 0.5)
     t.add("fixed", 0.5)
     t.add("search-best", 2.0)
+    t.add("learned", 0.9)  # the median of all five: 0.9, unlike any calibration line's
     est = SP.study_estimate(t, sc, steps=700)  # not a rung: no calibration run is reused
     top = max(sc.ladder)
     calib = (2 * (top * 1.0 + 10) + 2 * (top * 0.5 + 10)) + 4 * (len(sc.ladder) - 1) * 10
     assert est["calibration"] == pytest.approx(calib)
     assert est["first_batch"] == pytest.approx(2 * sc.first_seeds * (700 * 0.5 + 10))
     assert est["lab"] == pytest.approx(sc.lab_seeds * (700 * 2.0 + 10))
-    # others: dense at its own time, the unmeasured ones at the median (0.75) of all
-    assert est["others"] == pytest.approx(3 * (700 * 1.0 + 10) + 9 * (700 * 0.75 + 10))
+    # others: dense and learned at their own times, the unmeasured ones at the median of all
+    assert est["others"] == pytest.approx(3 * (700 * 1.0 + 10) + 9 * (700 * 0.9 + 10))
 
 
 def test_search_best_is_rounded_to_six_decimals():
