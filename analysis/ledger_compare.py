@@ -234,9 +234,11 @@ def ranking(tier, target: str, mode: str, pr: Protocol) -> Finding | None:
     """A ranking claim as pairs, the target against each rival, each at its best W: ``best``
     (the target beats every other sparse configuration), ``worst`` (every other sparse
     configuration beats it), ``best-vs-sparse`` (dense beats every sparse configuration).
-    The nearest rival comes first."""
+    The rivals are the paper's configurations (no ``custom`` one); the nearest comes first."""
     m = _best_w(tier)
-    sparse = [k for k in m if k != "dense"]
+    # the paper's matrix only: a custom schedule or base (the lab's search's best) is not one of
+    # the models the paper ranks, and would turn its ranking into another claim
+    sparse = [k for k in m if k != "dense" and "custom" not in k.split("/")]
     if mode == "best-vs-sparse":
         target, rivals = "dense", sparse
         if "dense" not in m or not sparse:

@@ -120,9 +120,9 @@ def _first_step(page) -> float:
     stop = panel.locator(".fib-train-stop")
     if stop.is_enabled():
         stop.click()
-        panel.locator(".fib-run-state").filter(
-            has_text=re.compile("stopped|done|failed")
-        ).wait_for(timeout=120_000)
+        panel.locator(".fib-run-state").filter(has_text=re.compile("stopped|done|failed")).wait_for(
+            timeout=120_000
+        )
     return dt
 
 
