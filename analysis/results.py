@@ -253,7 +253,7 @@ def probe_section(
         "Table 2",
         lambda: report.table(
             tables_paper.with_paper(
-                tables_probe.table2(cells),
+                tables_probe.table2(cells, mechanism),
                 tables_paper.for_report(2),
                 on=["depth", "init"],
                 diff=False,

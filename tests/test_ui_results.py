@@ -424,6 +424,10 @@ def test_export_writes_the_mechanism_the_panel_shows_and_names_the_rest(tmp_path
     text = Path(p.report_path).read_text(encoding="utf-8")
     assert "## Retrieval probe" in text and "0.625" in text and "0.375" in text
     assert "also holds marked-task cells of 'blur', left out here" in text
+    # Table 2 itself, of the learned cells (a browser walk found it "not available": the
+    # table was asked for the default mechanism after the cells had been filtered)
+    assert "Table 2: not available" not in text
+    assert "the paper's Table 2 beside each row" in text
     p.mechanism.value = "blur"
     p.export_button.click()
     text = Path(p.report_path).read_text(encoding="utf-8")
