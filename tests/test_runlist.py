@@ -67,6 +67,24 @@ def test_lists_live_and_resumable_runs_only_with_the_right_buttons():
     assert rl.error is None
 
 
+def test_the_watched_runs_row_follows_the_panels_snapshot_between_refreshes():
+    """Issue 28 item 6, found again in a browser walk: while a run trained, the list (refreshed
+    every 10 s) said step 782 while the status line said 1027.  The panel now shows its own
+    snapshot's row in the list; a change of state re-reads the whole list."""
+    lm = FakeSource("LM run", [RunRow("LM run", "a", "running", "step 3 / 10")])
+    rl = RunList([lm])
+    snap = {"state": "running", "step": 7, "steps": 10, "eta_s": 30.0}
+    rl.show(LMRuns.row("a", snap))
+    ((label, *_),) = [_buttons(w) for w in rl.table.children]
+    assert "step 7 / 10 · about 30s left" in label.value and rl.rows[0].detail.startswith("step 7")
+    assert lm.rows()[0].detail == "step 3 / 10"  # the source was not re-read
+    lm._rows = [RunRow("LM run", "a", "stopped", "step 8 / 10")]
+    rl.show(LMRuns.row("a", {"state": "stopped", "step": 8, "steps": 10}))
+    assert [(r.state, r.detail) for r in rl.rows] == [("stopped", "step 8 / 10")]
+    rl.show(LMRuns.row("b", {"state": "done", "step": 10, "steps": 10}))  # not listed: no-op
+    assert [r.name for r in rl.rows] == ["a"]
+
+
 def test_an_empty_list_says_what_to_do_and_errors_are_shown_not_raised():
     class Broken(FakeSource):
         def stop(self, name):

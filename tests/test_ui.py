@@ -375,3 +375,46 @@ def test_the_explorer_says_what_it_did_and_what_it_counts(ex):
     assert "fib-no-rungs" in ex.union_label.value and "heatmap is empty" in ex.union_label.value
     ex.custom_alphas.value = "1.0"
     assert "fib-no-rungs" not in ex.union_label.value
+
+
+def test_train_panels_run_list_row_agrees_with_its_status_line(tmp_path, monkeypatch):
+    """Issue 28 item 6 (a browser walk saw the list at step 782 beside the status line's
+    1027): between the list's refreshes, the watched run's row is drawn from the panel's own
+    snapshot. The snapshot is the real one of a stand-in process, its step moved by hand."""
+    import subprocess
+
+    from fiblab import launch as LA
+    from fiblab.ui.runlist import RunRow
+    from fiblab.ui.train import TrainPanel
+
+    class Listed:  # what the list would re-read from disk: always the stale step 3
+        kind = "LM run"
+
+        def rows(self):
+            return [RunRow("LM run", "fake", "running", "step 3 / 10")]
+
+    real, step = LA.snapshot, {"n": 3}
+
+    def snapshot(h):
+        return {**real(h), "state": "running", "step": step["n"]}
+
+    monkeypatch.setattr(LA, "snapshot", snapshot)
+    p = TrainPanel(preset="tiny", store="", runs=str(tmp_path), auto_refresh=False)
+    p.runlist.sources = [Listed()]
+    proc = subprocess.Popen(["sleep", "60"])
+    try:
+        p.handle = LA.RunHandle(
+            name="fake", preset="tiny", run_dir=str(tmp_path / "fake"), runs_dir=str(tmp_path),
+            store="", pid=proc.pid, command=["sleep"], steps=10, tokens_per_step=512,
+            learned=False, spec={"preset": "tiny"}, proc=proc,
+        )  # fmt: skip
+        p.refresh()  # idle → running: the whole list is read
+        for n in (5, 8):
+            step["n"] = n
+            p.refresh()
+            (row,) = p.runlist.rows
+            assert f"step {n} / 10" in row.detail and f"step {n}/10" in p.status.value
+            assert f"step {n} / 10" in p.runlist.table.children[0].children[0].value
+    finally:
+        proc.kill()
+        proc.wait()

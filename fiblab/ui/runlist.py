@@ -60,16 +60,18 @@ class LMRuns:
         return LA.attach(name, self.runs_dir)
 
     def rows(self) -> list[RunRow]:
-        out = []
-        for h in LA.list_runs(self.runs_dir):
-            s = LA.snapshot(h)
-            detail = f"step {s['step']} / {s['steps']}"
-            if s["state"] == "starting" and s.get("phase"):
-                detail += f" · {s['phase']}"
-            if s["state"] in LIVE and math.isfinite(s.get("eta_s", math.nan)):
-                detail += f" · about {format_duration(s['eta_s'])} left"
-            out.append(RunRow(self.kind, h.name, s["state"], detail))
-        return out
+        return [self.row(h.name, LA.snapshot(h)) for h in LA.list_runs(self.runs_dir)]
+
+    @classmethod
+    def row(cls, name: str, s: dict) -> RunRow:
+        """A run's row from its snapshot (`fiblab.launch.snapshot`): the panel watching the run
+        shows the list's row from the same snapshot as its status line, so the two agree."""
+        detail = f"step {s['step']} / {s['steps']}"
+        if s["state"] == "starting" and s.get("phase"):
+            detail += f" · {s['phase']}"
+        if s["state"] in LIVE and math.isfinite(s.get("eta_s", math.nan)):
+            detail += f" · about {format_duration(s['eta_s'])} left"
+        return RunRow(cls.kind, name, s["state"], detail)
 
     def stop(self, name: str) -> None:
         LA.request_stop(self.handle(name))
@@ -156,6 +158,19 @@ class RunList(Shown):
             self.table.children = [self._row_widget(r) for r in rows]
         show_error(self, None)
         return rows
+
+    def show(self, row: RunRow) -> None:
+        """One listed run's words from ``row`` (the panel's own snapshot of it) between the
+        list's refreshes; a run not listed, or in another state, refreshes the whole list."""
+        at = [i for i, r in enumerate(self.rows) if (r.kind, r.name) == (row.kind, row.name)]
+        if row.state not in self.listed and not at:
+            return
+        if not at or self.rows[at[0]].state != row.state:
+            self.refresh()
+            return
+        self.rows[at[0]] = row
+        if at[0] < len(self.table.children):
+            self.table.children[at[0]].children[0].value = self._label(row)
 
     def _source(self, kind: str):
         return next(s for s in self.sources if s.kind == kind)

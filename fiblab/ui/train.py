@@ -376,6 +376,8 @@ class TrainPanel(LaunchPanel):
             if before != snap["state"] or time.monotonic() - self._listed > LIST_EVERY:
                 self._listed = time.monotonic()
                 self.runlist.refresh()  # the list shows every run's state and step too
+            else:  # this run's row from this snapshot: the list and the status line agree
+                self.runlist.show(LMRuns.row(self.handle.name, snap))
             self._draw(snap)  # the slowest part last: the words above are never behind it
         return snap
 
