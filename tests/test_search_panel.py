@@ -239,3 +239,28 @@ def test_a_stopped_search_is_drawn_over_its_trials_and_continuing_is_said(finish
     assert note.startswith("search 'linear-distinct-s0' exists with 6 finished trials")
     assert "to 10 in all (4 more)" in note
     assert SL.continuing("linear", ["distinct"], 1, None, where["runs"], 10) is None  # new
+
+
+def test_a_new_search_shows_nothing_of_the_last_one_and_says_what_its_first_trial_costs(
+    finished, where
+):
+    """A browser walk launched a second search from a panel that had shown a finished one: the
+    leaders and the figures of the first stayed on screen under the new name, and the wait was
+    promised "within seconds" for a probe objective, which trains a model per trial."""
+    import dataclasses
+
+    p = SearchPanel(objectives=("distinct",), trials=6, layers=4, auto_refresh=False, **where)
+    p.attach(finished.handle.name)
+    assert p.leaders.value and p.progress_image.layout.display != "none"
+    assert "show 6 completed trials" in p.drawn.value
+    row = next(r for r in p.runlist.rows if r.name == finished.handle.name)
+    assert row.detail.startswith(f"{p.snap.done} / {p.snap.total} trials")  # the panel's own
+    p.view = None  # a new study with no trial finished yet
+    p._render(SL.SearchState("next", "starting", 0, 20))
+    assert p.leaders.value == "" and p.drawn.value == ""
+    shown = (p.progress_image, p.front_image, p.alpha_image)
+    assert all(im.layout.display == "none" for im in shown)
+    assert p.best.value.endswith("the first result shows here within seconds")
+    p.handle = dataclasses.replace(p.handle, objectives=["probe"])
+    p._render(SL.SearchState("next", "running", 0, 20))
+    assert "each trial first trains a model for probe" in p.best.value

@@ -65,12 +65,14 @@ class Searches:
         self.runs_dir = runs_dir
 
     def rows(self) -> list[RunRow]:
-        out = []
-        for h in SL.list_searches(self.runs_dir):
-            s = SL.state(h)
-            detail = f"{s.done} / {s.total} trials · {h.space} · {'+'.join(h.objectives)}"
-            out.append(RunRow(self.kind, h.name, s.state, detail))
-        return out
+        return [self.row(h, SL.state(h)) for h in SL.list_searches(self.runs_dir)]
+
+    @classmethod
+    def row(cls, h: SL.SearchHandle, s: SL.SearchState) -> RunRow:
+        """A search's row from its state: the panel watching it shows its own (`RunList.show`),
+        so the list and the panel's trial count agree."""
+        detail = f"{s.done} / {s.total} trials · {h.space} · {'+'.join(h.objectives)}"
+        return RunRow(cls.kind, h.name, s.state, detail)
 
     def stop(self, name: str) -> None:
         SL.request_stop(SL.attach(name, self.runs_dir))
@@ -308,6 +310,7 @@ class SearchPanel(LaunchPanel):
             if study is not None:
                 self.view = search_view(study, SL.search_config(self.handle))
             self._render(snap)
+            self.runlist.show(Searches.row(self.handle, snap))
         return snap
 
     def _render(self, s: SL.SearchState) -> None:
@@ -331,12 +334,22 @@ class SearchPanel(LaunchPanel):
         self.log.value = f"<pre>{html.escape(s.message)}</pre>" if s.message else ""
         v = self.view
         if v is None or not v.points:
+            trained = [o for o in self.handle.objectives if OBJECTIVES[o].trained]
             self.best.value = (
-                "no trial finished yet: the first result shows here within seconds for "
-                "distinct, band and reach"
+                (
+                    f"no trial finished yet: each trial first trains a model for "
+                    f"{' and '.join(trained)} (minutes at the paper's scale, seconds at tiny)"
+                    if trained
+                    else "no trial finished yet: the first result shows here within seconds"
+                )
                 if alive
                 else "no finished trial in this study: press resume (or launch) to run trials"
             )
+            # nothing of another search (or of this one's earlier launch) stays on screen
+            self.leaders.value = self.drawn.value = ""
+            for im in (self.progress_image, self.front_image, self.alpha_image):
+                im.layout.display = "none"
+            self._drawn = None
             return
         self.best.value = "best so far: " + ", ".join(
             f"{n} <b class='fib-search-best-{n}'>{v.best_value(i):.6g}</b>"
@@ -360,7 +373,11 @@ class SearchPanel(LaunchPanel):
                 self.front_image.layout.display = "none"
             set_png(self.alpha_image, png(alpha_figure(v)))
             self._drawn = key
-            self.drawn.value = (
-                f"<small>the figures show {len(v.points)} completed trial"
-                f"{'' if len(v.points) == 1 else 's'}</small>"
-            )
+        if not self.render:
+            return
+        n, left = len(v.points), s.done - len(v.points)  # done counts the pruned trials too
+        self.drawn.value = (
+            f"<small>the figures show {n} completed trial{'' if n == 1 else 's'}"
+            + (f"; {left} pruned (no value to draw)" if left > 0 else "")
+            + "</small>"
+        )
