@@ -143,6 +143,24 @@ def test_bad_input_is_shown_not_raised(ex, widget, value, needle):
     assert ex.error is None and ex.error_box.value == ""
 
 
+def test_a_refused_custom_alpha_stays_said_until_it_is_fixed(ex):
+    """A browser walk typed 0.4 into the custom α box: refused, but the next change (K) cleared
+    the error while the box still read 0.4 beside counts of the sliders' α. The error now
+    stays beside every update until the box holds a list in use."""
+    ex.layers.value = 4
+    ex.schedule.value = "custom"
+    ex.custom_alphas.value = "0.5, 0.8, 1.2, 1.5"
+    ex.custom_alphas.value = "0.4, 0.8, 1.2, 1.5"  # below the α range
+    assert ex.error is not None and "0.4" in ex.error
+    before = ex.updates
+    ex.rungs.value = 10  # another control: the counts update for the α in use
+    assert ex.updates == before + 1
+    assert ex.alphas == [0.5, 0.8, 1.2, 1.5]
+    assert "not applied: the counts are for the α in use (0.5, 0.8, 1.2, 1.5)" in ex.error
+    ex.custom_alphas.value = "0.6, 0.8, 1.2, 1.5"
+    assert ex.error is None and ex.alphas == [0.6, 0.8, 1.2, 1.5]
+
+
 def test_longer_length_rungs_and_heatmap(ex):
     rep = ex.result
     new2, new4 = rep["new_at"][2], rep["new_at"][4]

@@ -17,6 +17,7 @@ import ipywidgets as W
 
 from fiblab.ui.common import (
     Shown,
+    error_text,
     error_widget,
     guarded,
     image_widget,
@@ -437,8 +438,20 @@ class CoverageExplorer(Shown):
             f"<small>updated in {1000 * self.last_update_s:.0f} ms "
             f"(compute {1000 * rep['seconds']:.0f} ms)</small>"
         )
-        show_error(self, None)
+        show_error(self, self._custom_not_applied())
         return True
+
+    def _custom_not_applied(self) -> str | None:
+        """While the custom α box holds a list that was refused (the sliders kept their α), its
+        error stays beside every update, so the box never reads as the α in use."""
+        if self.schedule.value != "custom" or not self.custom_alphas.value.strip():
+            return None
+        try:
+            self._schedule_values()
+        except ValueError as e:
+            used = ", ".join(f"{a:.4g}" for a in self.alphas)
+            return f"{error_text(e)} — not applied: the counts are for the α in use ({used})"
+        return None
 
     def _render(self, rep: dict) -> None:
         self.union_label.value = union_html(rep)
