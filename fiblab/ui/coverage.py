@@ -170,7 +170,7 @@ class CoverageExplorer(Shown):
             value=rounding,
             description="rounding",
             style=style,
-            layout=W.Layout(width="200px"),
+            layout=W.Layout(width="250px"),  # "round (half to even)" whole
         )
         self.reset = W.Button(
             description="reset to schedule", icon="undo", layout=W.Layout(width="180px")
