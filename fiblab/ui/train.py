@@ -190,10 +190,14 @@ class TrainPanel(LaunchPanel):
                             ]
                         ),
                         self.overrides,
-                    ]
+                    ],
+                    # a narrow output area (a 1100 px window) puts the overrides below the
+                    # fields instead of cutting them off on the right
+                    layout=W.Layout(flex_flow="row wrap"),
                 ),
                 W.HBox(
-                    [self.launch_button, self.stop_button, self.resume_button, self.refresh_button]
+                    [self.launch_button, self.stop_button, self.resume_button, self.refresh_button],
+                    layout=W.Layout(flex_flow="row wrap"),
                 ),
                 self.share_widget(),
                 self.warning_box,
