@@ -86,6 +86,8 @@ def test_counts_of_one_read_as_english(store):
     assert ex.summary().startswith("1 run: 0 of 1 run stays within 0.05 of its init")
     labels = [label for label, _ in ex.runs.options]
     assert any(f"{LM}  [lm] · 4 layers" in label for label in labels)
+    # the step is the last α logged (a stopped run's last step may be one later)
+    assert all(" · α to step " in label for label in labels)
     import pandas as pd
 
     one = pd.DataFrame(

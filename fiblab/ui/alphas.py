@@ -259,7 +259,10 @@ class AlphaExplorer(Shown):
         self._quiet = True
         try:
             self.runs.options = [
-                (f"{r.run}  [{r.kind}] · {plural(r.layers, 'layer')} · step {r.last_step}", r.run)
+                (
+                    f"{r.run}  [{r.kind}] · {plural(r.layers, 'layer')} · α to step {r.last_step}",
+                    r.run,
+                )
                 for r in avail.itertuples()
             ]
             self.runs.value = tuple(keep)
