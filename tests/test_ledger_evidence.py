@@ -1,0 +1,92 @@
+"""The ledger's evidence read from the main job's in-memory results (`analysis.ledger_evidence.
+demo_run`, `from_demo` without a store): every field of an `LMRun` from a hand-built result dict,
+each number worked out by hand; the tier a job's runs form."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from analysis import ledger_evidence as le
+
+
+def cell(factor, policy, ppl, blocks=None, same=None):
+    c = {"factor": factor, "policy": policy, "ppl": ppl}
+    if blocks is not None:
+        c["blocks"] = [{"ppl": p} for p in blocks]
+        c["same_tokens"] = [{"ppl": p} for p in same]
+    return c
+
+
+def demo_lm(name="demo-cpu-stagger-s1-200", schedule="stagger", **over):
+    lm = {
+        "name": name,
+        "seed": 1,
+        "window": 12,
+        "base": "pow2",
+        "train": {"alphas": [1.0, 1.02]},
+        "eval": {
+            "attention": "sparse",
+            "schedule": schedule,
+            "datasets": {
+                "bible": {
+                    "perplexity": {"ppl": 40.0},
+                    "cells": [
+                        cell(1, "recompute", 40.0),
+                        cell(2, "recompute", 41.0),
+                        # blocks j ≥ 1 against the same tokens alone: +10 % and +30 % → +20 %
+                        cell(4, "recompute", 42.0, [40.0, 44.0, 52.0], [40.0, 40.0, 40.0]),
+                        cell(4, "freeze", 43.0),
+                        {"factor": 8, "policy": "recompute", "skipped": "too long"},
+                    ],
+                    "bins": {"loss": [3.5, 3.25]},
+                }
+            },
+        },
+        "battery": {"ruler-vt": {"acc": 0.1, "chance": 0.11, "n": 100}},
+    }
+    lm.update(over)
+    return lm
+
+
+def test_a_demo_result_becomes_an_lm_run_field_by_field():
+    r = le.demo_run(demo_lm())
+    assert (r.name, r.label, r.W, r.seed) == ("demo-cpu-stagger-s1-200", "pow2/stagger", 12, 1)
+    assert r.ppl == 40.0
+    assert r.ext == {1: 40.0, 2: 41.0, 4: 42.0}  # the skipped 8× cell is no number
+    assert r.frozen == {4: 43.0}
+    assert r.same_tokens == pytest.approx(20.0)
+    assert r.bins == (3.5, 3.25)
+    assert r.drift is None  # not learned
+    assert r.battery == {"ruler-vt": {"acc": 0.1, "chance": 0.11, "n": 100}}
+
+
+def test_labels_drift_and_what_a_demo_result_may_lack():
+    learned = le.demo_run(demo_lm(schedule="learned", base=None))
+    assert learned.label == "fib/learned"  # no base: the Fibonacci one
+    assert learned.drift == pytest.approx(0.02)  # final α [1.0, 1.02] against the start 1
+    dense = demo_lm()
+    dense["eval"]["attention"] = "dense"
+    assert le.demo_run(dense).label == "dense"
+    custom = le.demo_run(demo_lm(schedule=[0.9, 1.1]))
+    assert custom.label == "pow2/custom"
+    bare = demo_lm(battery={"skipped": "no tasks"})
+    del bare["name"]
+    data = bare["eval"]["datasets"]["bible"]
+    data.update(perplexity=None, bins=None, cells=[])
+    r = le.demo_run(bare)
+    assert r.name == "stagger" and r.battery is None and r.bins is None
+    assert math.isnan(r.ppl) and r.ext == {} and r.frozen == {} and r.same_tokens is None
+
+
+def test_a_jobs_runs_form_one_tier_study_or_demo():
+    demo = le.from_demo({"union": 1}, [], [demo_lm(), demo_lm(name="demo-cpu-fixed-s1-200")])
+    (tier,) = demo.of("lm")
+    assert (tier.scale, tier.decides, len(tier.lms)) == ("demo", False, 2)
+    assert tier.rank == (le._LM_RANK["demo"], 0) and tier.setup == "2 LM runs of this job"
+    assert demo.coverage == {"union": 1} and demo.sources == ["this job"]
+    study = le.from_demo(None, [], [demo_lm(name="study-stagger-s1-T128-500")])
+    (tier,) = study.of("lm")
+    assert (tier.scale, tier.decides) == ("study", True)
+    assert le.from_demo(None, [], []).of("lm") == []
