@@ -90,3 +90,35 @@ def test_a_jobs_runs_form_one_tier_study_or_demo():
     (tier,) = study.of("lm")
     assert (tier.scale, tier.decides) == ("study", True)
     assert le.from_demo(None, [], []).of("lm") == []
+
+
+def test_runs_read_back_from_a_store_field_by_field(tmp_path):
+    """`from_store` on the tests' synthetic store (tests/fixture_store.py: losses written by
+    hand, ppl = e^loss): each LMRun's numbers are the fixture's own, worked out here."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from fixture_store import write_fixture
+
+    from lab.store import Store
+
+    write_fixture(str(tmp_path / "s.db"))
+    with Store(str(tmp_path / "s.db")) as st:
+        ev = le.from_store(st)
+    (tier,) = ev.of("lm")
+    assert (tier.scale, tier.rank, tier.decides) == ("other", (le._LM_RANK["other"], 40 * 64), True)
+    assert tier.setup == "6 LM runs, 40 steps, T=64, d_model 32, 4 layers"
+    runs = {r.name: r for r in tier.lms}
+    s1 = runs["smoke-stagger-s1"]  # loss 2.90 + 0.03 (seed 1); longer: −0.02·m, frozen −0.01·m
+    assert (s1.label, s1.W, s1.seed) == ("fib/stagger", 8, 1)
+    assert s1.ppl == pytest.approx(math.exp(2.93))
+    assert s1.ext == pytest.approx({1: math.exp(2.93), 2: math.exp(2.89), 4: math.exp(2.85)})
+    assert s1.frozen == pytest.approx({2: math.exp(2.91), 4: math.exp(2.89)})
+    assert s1.bins == pytest.approx(tuple(2.93 + 0.6 - 0.08 * b for b in range(8)))
+    assert s1.drift is None and s1.battery is None
+    # learned: layer 0 moves 0.0015 a step from 0.55 to step 40 → drift 0.06
+    assert runs["smoke-learned-s0"].drift == pytest.approx(0.06)
+    d = runs["smoke-dense-s0"]  # dense grows +0.8 nats a factor, no frozen cells
+    assert (d.label, d.W) == ("dense", None) and d.frozen == {}
+    assert d.ext == pytest.approx({1: math.exp(2.7), 2: math.exp(3.5), 4: math.exp(5.1)})
