@@ -27,6 +27,8 @@ import math
 import os
 from dataclasses import dataclass, field, replace
 
+from lab.wording import plural
+
 __all__ = [
     "LMRun",
     "Tier",
@@ -168,7 +170,7 @@ def group_probes(records: list[dict], where: str) -> list[Tier]:
         steps = sorted({int(r.get("steps") or 0) for r in recs})
         dists = sorted({int(d) for r in recs for d in r["acc"]})
         words = (
-            f"{len(recs)} marked-probe cells, distances {dists}, "
+            f"{plural(len(recs), 'marked-probe cell')}, distances {dists}, "
             f"{'/'.join(map(str, steps))} steps ({where})"
         )
         out.append(

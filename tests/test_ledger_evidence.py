@@ -122,3 +122,32 @@ def test_runs_read_back_from_a_store_field_by_field(tmp_path):
     d = runs["smoke-dense-s0"]  # dense grows +0.8 nats a factor, no frozen cells
     assert (d.label, d.W) == ("dense", None) and d.frozen == {}
     assert d.ext == pytest.approx({1: math.exp(2.7), 2: math.exp(3.5), 4: math.exp(5.1)})
+
+
+def test_probe_tiers_keep_blur_marked_cells_once_each_ranked_by_scale():
+    def rec(steps, acc, seed=0, key=None, **over):
+        r = {"task": "marked", "mechanism": "blur", "depth": 2, "init": "uniform", "seed": seed,
+             "steps": steps, "acc": acc, **over}  # fmt: skip
+        return {**r, "key": key} if key else r
+
+    paper, quick = {"200": 0.5, "350": 0.1}, {"200": 0.4, "350": 0.2}
+    recs = [
+        rec(2500, paper),
+        rec(2500, paper),  # the same cell again (no key: its fields): counted once
+        rec(3000, paper, seed=1, key="k1"),
+        rec(3000, paper, seed=2, key="k1"),  # the same key: the first kept
+        rec(400, quick),
+        rec(150, {"125": 0.9}),  # the demo's reduced probe
+        rec(2500, paper, seed=5, mechanism="learned"),  # not Table 2's mechanism
+        rec(2500, paper, seed=6, task="shift"),  # not the marked task
+    ]
+    tiers = {t.scale: t for t in le.group_probes(recs, "here")}
+    assert set(tiers) == {"paper", "quick", "reduced"}
+    p = tiers["paper"]
+    assert len(p.records) == 2 and [r["seed"] for r in p.records] == [0, 1]
+    assert p.rank == (le._PROBE_RANK["paper"], 3000)
+    assert p.setup == "2 marked-probe cells, distances [200, 350], 2500/3000 steps (here)"
+    assert tiers["quick"].rank == (le._PROBE_RANK["quick"], 400)
+    assert tiers["reduced"].setup == "1 marked-probe cell, distances [125], 150 steps (here)"
+    ranked = le.Evidence(tiers=list(tiers.values())).of("probe")
+    assert [t.scale for t in ranked] == ["paper", "quick", "reduced"]
