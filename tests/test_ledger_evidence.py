@@ -5,6 +5,7 @@ each number worked out by hand; the tier a job's runs form."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -151,3 +152,51 @@ def test_probe_tiers_keep_blur_marked_cells_once_each_ranked_by_scale():
     assert tiers["reduced"].setup == "1 marked-probe cell, distances [125], 150 steps (here)"
     ranked = le.Evidence(tiers=list(tiers.values())).of("probe")
     assert [t.scale for t in ranked] == ["paper", "quick", "reduced"]
+
+
+def test_every_entry_says_where_its_verdict_comes_from_in_one_shape(tmp_path):
+    """claims.json's contract, entry by entry, on a ledger built from the synthetic store and a
+    demo tier beside it: ``evidence`` is {tier, scale, runs}, each weaker tier in ``also`` is
+    {tier, scale, verdict, label, here}; computed claims say so (``computed`` / ``exact``),
+    untested ones name no tier; a demo tier's held stays a measured ``raw_verdict`` only."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from fixture_store import write_fixture
+
+    from analysis import ledger
+    from lab.store import Store
+
+    write_fixture(str(tmp_path / "s.db"))
+    with Store(str(tmp_path / "s.db")) as st:
+        ev = le.from_store(st)
+    led = ledger.build(ev)
+    kinds = set()
+    for e in led.entries:
+        assert set(e.evidence) == {"tier", "scale", "runs"}, e.id
+        assert isinstance(e.evidence["runs"], list), e.id
+        for a in e.also:
+            assert set(a) == {"tier", "scale", "verdict", "label", "here"}, e.id
+        if e.kind in ledger.COMPUTED:
+            assert (e.evidence["tier"], e.evidence["scale"]) == ("computed", "exact"), e.id
+        elif e.verdict == "not tested here":
+            assert e.evidence == {"tier": None, "scale": None, "runs": []}, e.id
+            assert e.why, e.id  # and says why
+        else:
+            assert e.evidence["tier"].startswith(f"{e.evidence['scale']}: "), e.id
+        kinds.add(e.verdict)
+    assert {"not tested here", "held"} <= kinds
+    # the same runs as a demo tier (too small to decide): a held becomes not shown, the measured
+    # verdict kept, the numbers and runs shown as they were
+    (tier,) = ev.of("lm")
+    demo = le.Evidence(tiers=[replace(tier, scale="demo", decides=False)])
+    small = {e.id: e for e in ledger.build(demo).entries}
+    big = {e.id: e for e in led.entries}
+    held = [i for i, e in big.items() if e.verdict == "held" and e.kind.startswith("lm")]
+    assert held
+    for i in held:
+        s = small[i]
+        assert s.verdict == "not shown" and s.stats["raw_verdict"] == "held", i
+        assert s.here == big[i].here and s.evidence["runs"] == big[i].evidence["runs"], i
+        assert "only demo-scale runs test it (as measured: held)" in s.why, i
