@@ -1,6 +1,7 @@
-"""The ledger's evidence read from the main job's in-memory results (`analysis.ledger_evidence.
-demo_run`, `from_demo` without a store): every field of an `LMRun` from a hand-built result dict,
-each number worked out by hand; the tier a job's runs form."""
+"""The claims ledger's evidence and records, each number worked out by hand: runs from the main
+job's in-memory results (`analysis.ledger_evidence.demo_run`, `from_demo`) and from a store
+(`from_store` on tests/fixture_store.py), probe tiers, the tier a job's runs form, the shape of
+every claims.json entry, the summary line, the claims file's checks and its written form."""
 
 from __future__ import annotations
 
@@ -200,3 +201,63 @@ def test_every_entry_says_where_its_verdict_comes_from_in_one_shape(tmp_path):
         assert s.verdict == "not shown" and s.stats["raw_verdict"] == "held", i
         assert s.here == big[i].here and s.evidence["runs"] == big[i].evidence["runs"], i
         assert "only demo-scale runs test it (as measured: held)" in s.why, i
+
+
+def _entry(i, verdict, source="paper", label=None, why="", contradicts=""):
+    from analysis.ledger import Entry
+
+    return Entry(i, source, "c", "p", "w", "lm-ppl", verdict, "h", label=label, why=why,
+                 paper_contradicts=contradicts)  # fmt: skip
+
+
+def test_the_summary_line_and_what_cannot_be_decided_by_hand():
+    from analysis.ledger import VERDICTS, Ledger
+
+    led = Ledger(
+        [
+            _entry("a", "held"),
+            _entry("b", "not shown", label="at chance"),
+            _entry("c", "not shown", why="only demo-scale runs test it"),
+            _entry("d", "not tested here", contradicts="Table 2 says otherwise"),
+            _entry("e", "held", source="lab"),
+        ]
+    )
+    counts = {v: 0 for v in VERDICTS} | {"held": 1, "not shown": 2, "not tested here": 1}
+    assert led.counts() == counts
+    parts = ", ".join(
+        f"{n} {v}" + (" (1 at chance)" if v == "not shown" else "") for v, n in counts.items()
+    )
+    assert led.summary() == (
+        f"the paper's claims (4): {parts}; 1 contradicted by the paper's own numbers; "
+        "the lab's own findings (1) are not counted"
+    )
+    assert [e.id for e in led.cannot_decide()] == ["c", "d"]
+    quiet = Ledger([_entry("a", "held")])
+    assert quiet.summary() == (
+        "the paper's claims (1): "
+        + ", ".join(f"{int(v == 'held')} {v}" for v in VERDICTS)
+        + "; the lab's own findings (0) are not counted"
+    )
+
+
+def test_claims_files_name_their_duplicate_ids_and_may_lack_a_section(tmp_path):
+    from analysis.ledger import load_claims
+
+    one = 'id = "x"\nkind = "coverage"\nclaim = "c"\n'
+    p = tmp_path / "paper-only.toml"
+    p.write_text(f"[[paper]]\n{one}")
+    assert [c["id"] for c in load_claims(str(p))[0]] == ["x"] and load_claims(str(p))[1] == []
+    p.write_text(f"[[lab]]\n{one}")
+    assert load_claims(str(p))[0] == [] and [c["id"] for c in load_claims(str(p))[1]] == ["x"]
+    p.write_text(f"[[paper]]\n{one}\n[[lab]]\n{one}")  # twice: once in each section
+    with pytest.raises(ValueError, match=r"claim ids \['x'\] appear more than once; give each"):
+        load_claims(str(p))
+
+
+def test_claims_json_is_written_whole_with_one_space_indents(tmp_path):
+    from analysis.ledger import Ledger
+
+    path = Ledger([_entry("a", "held")]).write_json(str(tmp_path / "claims.json"))
+    text = open(path, encoding="utf-8").read()
+    assert text.splitlines()[1].startswith(' "') and not text.splitlines()[1].startswith("  ")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["claims.json"]  # no temp file left
