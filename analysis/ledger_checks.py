@@ -391,27 +391,23 @@ def chance_band(chance: float, n: int) -> float:
     return 3 * math.sqrt(chance * (1 - chance) / n)
 
 
-def _battery(task: str):
-    def check(tier) -> Finding | None:
-        rows = [(r.name, r.battery[task]) for r in tier.lms if r.battery and task in r.battery]
-        if not rows:
-            return None
-        ch, n = rows[0][1]["chance"], rows[0][1]["n"]
-        tol = chance_band(ch, n)
-        accs = [b["acc"] for _, b in rows]
-        # the battery's own chance test where the store has one, else 3 standard errors
-        near = all(
-            b["at_chance"] if "at_chance" in b else abs(b["acc"] - ch) <= tol for _, b in rows
-        )
-        here = (
-            f"accuracy {min(accs):.3f}–{max(accs):.3f} over {len(rows)} runs vs chance {ch:.3f} "
-            f"(±{tol:.3f} = 3 standard errors, n={n})"
-        )
-        if near:
-            return Finding("not shown", here, [r for r, _ in rows], label=AT_CHANCE)
-        return Finding("did not hold", here, [r for r, _ in rows])
-
-    return check
+def _battery(tier, task: str) -> Finding | None:
+    """A battery task at chance for every run (`chance_band`, or the battery's own test)."""
+    rows = [(r.name, r.battery[task]) for r in tier.lms if r.battery and task in r.battery]
+    if not rows:
+        return None
+    ch, n = rows[0][1]["chance"], rows[0][1]["n"]
+    tol = chance_band(ch, n)
+    accs = [b["acc"] for _, b in rows]
+    # the battery's own chance test where the store has one, else 3 standard errors
+    near = all(b["at_chance"] if "at_chance" in b else abs(b["acc"] - ch) <= tol for _, b in rows)
+    here = (
+        f"accuracy {min(accs):.3f}–{max(accs):.3f} over {len(rows)} runs vs chance {ch:.3f} "
+        f"(±{tol:.3f} = 3 standard errors, n={n})"
+    )
+    if near:
+        return Finding("not shown", here, [r for r, _ in rows], label=AT_CHANCE)
+    return Finding("did not hold", here, [r for r, _ in rows])
 
 
 LM_CHECKS = {
@@ -425,6 +421,8 @@ LM_CHECKS = {
     "lm-learned-alpha-inert": _lm_inert,
     "lab-same-tokens-context": _same_tokens,
     "lab-frozen-rungs": _frozen,
-    "bat-ruler-chance": _battery("ruler_vt"),
-    "bat-lego-chance": _battery("lego"),
+    # checks built at call time (a lambda, not a closure made at import): a test then reaches
+    # the code it runs (a mutation tool cannot reach a closure built before it switched a mutant)
+    "bat-ruler-chance": lambda t: _battery(t, "ruler_vt"),
+    "bat-lego-chance": lambda t: _battery(t, "lego"),
 }
