@@ -188,3 +188,36 @@ def test_the_threshold_rules_are_registered_and_hashed(tmp_path):
     assert ledger.protocol_sha256(other) != ledger.protocol_sha256(
         ledger.protocol([claims["t3-sparse-flat"]])
     )
+
+
+def test_table_3s_two_claims_read_in_full_against_scipy():
+    """t3-dense-degrades and t3-sparse-flat on one hand-built tier: every number of their
+    lines and stats recomputed here (means by hand, the t-interval and the one-sided tests by
+    scipy), the words whole."""
+    dense, stagger = [15.0, 16.5, 14.2], [0.5, -0.3, 1.0]
+    led = build(ext_runs("dense", 30.0, dense) + ext_runs("fib/stagger", 30.0, stagger))
+    d, f = entry(led, "t3-dense-degrades"), entry(led, "t3-sparse-flat")
+    m, s = np.mean(dense), np.std(dense, ddof=1)
+    half = stats.t.ppf(0.975, 2) * s / math.sqrt(3)
+    p_d = stats.ttest_1samp(dense, 10.0, alternative="greater").pvalue
+    p_f = stats.ttest_1samp(stagger, 2.8, alternative="less").pvalue
+    head = (
+        f"ppl change 1× → 4× (rungs recomputed): dense {m:+.1f} %, fib/stagger "
+        f"{np.mean(stagger):+.1f} %; the paper's at 4× (Table 3): dense +201.0 %, fib/stagger "
+        "-1.3/-1.3 %"
+    )
+    assert d.verdict == "held" and d.here == (
+        f"{head}; the paper's +201 % vs ours: outside our 95 % interval "
+        f"[{m - half:+.1f}, {m + half:+.1f}] % (vs +10 %; one-sided p {p_d:.2g})"
+    )
+    assert d.stats["ci"] == pytest.approx([m - half, m + half])
+    assert (d.stats["paper_change"], d.stats["magnitude"]) == (201.0, "outside")
+    assert d.stats["p_for"] == pytest.approx([p_d]) and d.stats["factor"] == 4
+    assert d.stats["p_reversed_holm"] == pytest.approx([1 - p_d])
+    assert f.verdict == "held" and f.here == (
+        f"{head}; ours in the paper's Fibonacci range -1.3…+2.8 %: fib/stagger yes "
+        f"(each below +2.8 %, fib/stagger; one-sided p {p_f:.2g})"
+    )
+    assert f.stats["paper_range"] == [-1.3, 2.8] and f.stats["little"] == 2.8
+    assert f.stats["inside_paper_range"] == {"fib/stagger": True}
+    assert f.stats["p_for"] == pytest.approx([p_f])
