@@ -478,9 +478,6 @@ def train(
                 f"{cfg.name}: stopped by request at step {stopped_at} (checkpoint kept; "
                 f"resume to continue)"
             )
-            if di.main:
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(os.path.join(run_dir, STOP_FILE))  # the request is served
     except BaseException as e:
         if store:
             kind = "diverged" if isinstance(e, TrainingDiverged) else "interrupted"
@@ -501,6 +498,12 @@ def train(
                 _mark_stopped(store, cfg.name, stopped_at)
             store.close()
         phase(runphase.EXITING, status=status, **({} if last is None else {"step": last}))
+        if status == "stopped" and di.main:
+            # the request is served — only now: until the store and the phase say so, the STOP
+            # file is what tells a watcher the run is stopping (removed earlier, a panel read
+            # "running" in that gap: a clean-clone CI run caught it)
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(run_dir, STOP_FILE))
     return {
         "name": cfg.name,
         "losses": losses,
