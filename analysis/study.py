@@ -12,9 +12,11 @@ it can be told from the demo's short runs; its name starts with the scale (``stu
 One precision for the whole study (`analysis.study_precision`), kept when it is continued on a
 machine whose ``auto`` answers otherwise; the report states it.
 
-Past 450 lines on purpose: the runner, the three stages and the re-decision of a finished study
-(`report_again`) share the runs' naming and reuse rules; the plan, the report and the precision
-are modules of their own.
+Past 450 lines for now: the runner, the four stages (calibration, the comparison, longer
+training, the lab's arms) and the re-decision of a finished study (`report_again`) share the
+runs' naming and reuse rules; the plan, the report, the windows and the precision are modules of
+their own. The seam for a split is runner | stages | ledger hand-off, left to the consolidation
+(issue 29), which moves the experiments that train models into one package.
 """
 
 from __future__ import annotations
@@ -227,6 +229,15 @@ def _budget_line(log, what: str, cost_s: float, spent_s: float, budget_s: float)
     )
 
 
+def _fits(log, what: str, cost_s: float, spent_s: float, budget_s: float) -> bool:
+    """An optional stage's gate: its budget line, and whether it fits (else it says so)."""
+    _budget_line(log, what, cost_s, spent_s, budget_s)
+    if spent_s + cost_s > budget_s:
+        log(f"   not run: over the {budget_s / 60:.0f} min budget")
+        return False
+    return True
+
+
 def _calibration(r: _Runner, sc) -> tuple[dict, float]:
     lines = [(s, seed) for s, seeds in sc.calib_seeds.items() for seed in seeds]
     top = max(sc.ladder)
@@ -410,15 +421,8 @@ def _longer(r: _Runner, sc, steps: int, spent: float) -> dict | None:
         and not r.done(s, seed, top)
     ]
     cost = sum(r.times.run_s(s, top - steps) for s, _ in todo)
-    _budget_line(
-        r.log,
-        f"stagger and fixed continued to {top} steps ({len(todo)} runs)",
-        cost,
-        spent,
-        sc.budget_s,
-    )
-    if spent + cost > sc.budget_s:
-        r.log(f"   not run: over the {sc.budget_s / 60:.0f} min budget")
+    what = f"stagger and fixed continued to {top} steps ({len(todo)} runs)"
+    if not _fits(r.log, what, cost, spent, sc.budget_s):
         return {"steps": top, "runs": {}, "skipped": True, "estimated_s": spent}
     side = {s: [r.run(s, seed, top, below=steps) for seed in seeds] for s in ("stagger", "fixed")}
     return {"steps": top, "runs": side, "skipped": False, "estimated_s": spent + cost}
@@ -433,12 +437,8 @@ def _lab(r: _Runner, sc, steps: int, spent: float) -> dict | None:
     seeds = range(1, sc.lab_seeds + 1)
     todo = [(s, seed) for s in sc.lab for seed in seeds if not r.done(s, seed, steps)]
     cost = sum(r.times.run_s(s, steps) for s, _ in todo)
-    _budget_line(
-        r.log, f"the lab's arms ({', '.join(sc.lab)}, {sc.lab_seeds} seeds)", cost, spent,
-        sc.budget_s,
-    )  # fmt: skip
-    if spent + cost > sc.budget_s:
-        r.log(f"   not run: over the {sc.budget_s / 60:.0f} min budget")
+    what = f"the lab's arms ({', '.join(sc.lab)}, {sc.lab_seeds} seeds)"
+    if not _fits(r.log, what, cost, spent, sc.budget_s):
         return {"steps": steps, "runs": {}, "skipped": True, "estimated_s": spent}
     runs = {s: [r.run(s, seed, steps) for seed in seeds] for s in sc.lab}
     alphas = {
