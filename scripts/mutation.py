@@ -111,6 +111,7 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
             "tests/test_ledger_decide.py",
             "tests/test_ledger_tests.py",
             "tests/test_ledger_evidence.py",
+            "tests/test_ledger_sources.py",
         ],
     ),
     # issue 27: the study's plan (rung rule, seeds from σ's bound, budget)

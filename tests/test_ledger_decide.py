@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 from statsmodels.stats.multitest import multipletests
@@ -230,3 +231,117 @@ def test_two_deciding_tiers_that_disagree_make_the_claim_conflicting():
     assert "conflicting" in ledger.VERDICTS
     led = tiers((1000, wins), (500, loses))
     assert led.counts()["conflicting"] >= 1
+
+
+def test_deciding_findings_share_their_familys_holm_whatever_tier_decides_them():
+    """Table 5's stagger-vs-fixed is decided on the 1000-step tier, its stagger-vs-learned on the
+    500-step one (the only one with learned α): both deciding p (0.049 each) are adjusted
+    together (Holm over two: 0.098, not shown). The 500-step tier's stagger-vs-fixed, shown
+    beside, is adjusted only with that tier's other shown findings (alone here: held)."""
+    long = seeds("fib/stagger", BASE, tag="L-st") + seeds("fib/fixed", BASE + G, tag="L-fx")
+    short = (
+        seeds("fib/stagger", BASE, tag="S-st")
+        + seeds("fib/fixed", BASE + G, tag="S-fx")
+        + seeds("fib/learned", BASE + G, tag="S-ln")
+    )
+    runs = [(r, "other", {"steps": 1000, "seq_len": 256}) for r in long]
+    runs += [(r, "other", {"steps": 500, "seq_len": 256}) for r in short]
+    led = ledger.build(le.Evidence(tiers=le.group_lms(runs)))
+    fixed, learned = entry(led, "t5-stagger-beats-fixed"), entry(led, "t5-stagger-beats-learned")
+    assert fixed.evidence["tier"].startswith("other: 6 LM runs, 1000 steps")
+    assert learned.evidence["tier"].startswith("other: 9 LM runs, 500 steps")
+    for e in (fixed, learned):
+        assert e.stats["p_raw"] == pytest.approx(0.049, abs=1e-6)
+        assert e.stats["p_adjusted"] == pytest.approx(0.098, abs=2e-6)
+        assert e.verdict == "not shown"
+    (beside,) = fixed.also
+    assert set(beside) == {"tier", "scale", "verdict", "label", "here"}
+    assert (beside["scale"], beside["verdict"]) == ("other", "held")
+    assert (
+        beside["tier"].startswith("other: 9 LM runs, 500 steps")
+        and "p_Holm=0.049 (raw 0.049)" in beside["here"]
+    )
+
+
+CLAIM = {"id": "c1", "claim": "C says", "paper": "P's words", "where": "§9", "kind": "computed"}
+
+
+def test_an_entry_carries_its_claim_and_the_evidence_its_verdict_rests_on():
+    from analysis.ledger_checks import Finding
+
+    f = Finding("held", "3 of 3", ["e1", "e2"], {"n": 3}, "exact")
+    e = ledger.decide(CLAIM, "lab", [], {"c1": f})
+    assert (e.id, e.source, e.claim, e.paper, e.where, e.kind) == (
+        "c1", "lab", "C says", "P's words", "§9", "computed"
+    )  # fmt: skip
+    assert (e.verdict, e.here, e.stats, e.label) == ("held", "3 of 3", {"n": 3}, "exact")
+    assert e.evidence == {"tier": "computed", "scale": "exact", "runs": ["e1", "e2"]}
+    assert (e.decides, e.paper_contradicts, e.why, e.also) == ("", "", "", [])
+    missing = ledger.decide({**CLAIM, "decides": "D", "paper_contradicts": "X"}, "lab", [], {})
+    assert (missing.verdict, missing.here, missing.stats) == ("not tested here", "", {})
+    assert missing.evidence == {"tier": "computed", "scale": "exact", "runs": []}
+    assert (missing.decides, missing.paper_contradicts) == ("D", "X")
+    lm = {**CLAIM, "kind": "lm-bins"}
+    none = ledger.decide(lm, "paper", [], {})
+    assert none.evidence == {"tier": None, "scale": None, "runs": []}
+    assert none.why == "the evidence here has no " + ledger._KIND_WORDS["lm-bins"]
+    assert ledger.decide(lm, "paper", [], {}, "because").why == "because"
+
+
+def test_why_a_claim_is_untested_in_the_order_its_reasons_rank():
+    assert ledger._why_untested({**CLAIM, "why_untested": "no GPU"}, {}) == "no GPU"
+    twin = {**CLAIM, "kind": "lm-ppl", "seeds_claim": "t5-x"}
+    assert "`t5-x` decides over seeds" in ledger._why_untested(twin, {"t5-x": ["found"]})
+    lacking = ledger._why_untested(twin, {"t5-x": []})  # the twin untested too: the kind's reason
+    assert lacking == "the evidence here has no " + ledger._KIND_WORDS["lm-ppl"]
+    odd = ledger._why_untested({**CLAIM, "kind": "astrology"}, {})
+    assert odd == "the evidence here has no evidence of this kind"
+
+
+def test_a_small_tier_reports_its_numbers_as_not_shown_and_a_finding_without_a_test_never_conflicts():
+    from analysis.ledger_checks import Finding
+
+    demo = le.Tier("lm", "demo", (1, 0), "2 LM runs of this job", decides=False)
+    other = le.Tier("lm", "other", (2, 0), "6 LM runs", decides=True)
+    lm = {**CLAIM, "kind": "lm-bins"}
+    for raw in ("held", "did not hold"):
+        e = ledger.decide(lm, "paper", [(demo, Finding(raw, "gap 1", ["r"], {}, "lbl"))], {})
+        assert (e.verdict, e.stats, e.label) == ("not shown", {"raw_verdict": raw}, "lbl")
+        assert e.why.startswith(f"only demo-scale runs test it (as measured: {raw}); small")
+        assert e.evidence == {"tier": "demo: 2 LM runs of this job", "scale": "demo", "runs": ["r"]}
+    kept = ledger.decide(lm, "paper", [(demo, Finding("not shown", "n", [], {}))], {})
+    assert kept.stats == {} and kept.why.startswith("only demo-scale runs test it (as measured")
+    decided = ledger.decide(lm, "paper", [(other, Finding("held", "h", ["a"], {}))], {})
+    assert (decided.verdict, decided.why) == ("held", "")
+    # a held finding with no registered test beside a tested reversal: not conflicting
+    f = Finding("held", "h", ["a"], {"x": 1}, "L")
+    tests = [object()]
+    against = Finding("did not hold", "g", ["b"], {}, tests=tests)
+    assert ledger._conflict(other, f, [(other, against)]) is f
+    t = Finding("held", "h", ["a"], {"x": 1}, "L", tests=tests)
+    two = [(other, against), (replace(other, setup="9 LM runs"), against)]
+    c = ledger._conflict(other, t, two)
+    assert (c.verdict, c.evidence, c.label, c.stats) == (
+        "conflicting", ["a"], "L", {"x": 1, "raw_verdict": "held"}
+    )  # fmt: skip
+    assert c.here == "other: 6 LM runs: held (h); other: 6 LM runs: did not hold (g); " + (
+        "other: 9 LM runs: did not hold (g)"
+    )
+
+
+def test_build_decides_the_computed_claims_on_the_evidences_coverage_and_timings():
+    cov = {
+        "fractions": {"fixed": [0.2, 0.5], "stagger": [0.5, 1.0], "coprime": [1.0, 1.0]},
+        "layers": 2, "window": 4, "rungs": 5, "seq_len": 64,
+    }  # fmt: skip
+    rows = [
+        {"T": 1024, "row": "mask", "fwd_ms": 2.0},
+        {"T": 1024, "row": "torch interp", "fwd_ms": 5.0},
+    ]
+    timing = le.Tier("efficiency", "benchmark", (1, 2), "t", timings=tuple(rows))
+    led = ledger.build(le.Evidence(tiers=[timing], coverage=cov))
+    cop = entry(led, "lab-coprime-fewer-layers")
+    assert cop.evidence["runs"] == ["the coverage stage: 2 layers, W=4, K=5, T=64"]
+    assert "stagger 2, coprime 1" in cop.here
+    mask = entry(led, "method-boolmask-identical")
+    assert (mask.stats["mask_ms"], mask.stats["gather_ms"]) == (2.0, 5.0)
