@@ -24,8 +24,8 @@ from collections import defaultdict
 
 import numpy as np
 
+from analysis.assess import assess
 from analysis.ledger_checks import DEGRADES, FAILED, FLAT, RETRIEVED, SPREAD, chance_band
-from analysis.stats import assess
 from lab.drift import INERT_TOL, alpha_drift, is_inert
 from probes.record import alpha_drift as record_drift
 

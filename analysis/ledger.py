@@ -92,6 +92,25 @@ def load_claims(path: str = CLAIMS_PATH) -> tuple[list[dict], list[dict]]:
     return paper, lab
 
 
+def scheme_pairs(claims: list[dict]) -> dict[tuple[str, str], dict]:
+    """{(a, b): claim} of the paper's beats / ties claims between two schemes, by the schemes'
+    short names (`lab.schemes.Scheme.short`: "stagger", "pow2-stagger"); the claim over seeds
+    (Table 5) where the paper makes one for the pair, else its first. The one place the study's
+    comparisons and the sentences that name a comparison learn which claim it is."""
+    from lab.schemes import SCHEMES
+
+    short = {s.paper: s.short for s in SCHEMES}
+    out: dict[tuple[str, str], dict] = {}
+    for c in claims:
+        a, b, test, scope = (list(c.get("compare") or []) + [""] * 4)[:4]
+        if test not in ("beats", "ties") or a not in short or b not in short:
+            continue
+        pair = (short[a], short[b])
+        if pair not in out or (scope == "seeds" and out[pair]["compare"][3] != "seeds"):
+            out[pair] = c
+    return out
+
+
 @dataclass
 class Entry:
     """One claim and its verdict."""

@@ -19,6 +19,8 @@ import json
 import re
 import sys
 
+from analysis.ledger import load_claims, scheme_pairs
+
 __all__ = ["BEGIN", "END", "lm_claims", "lm_block", "sync", "problems", "main"]
 
 BEGIN = "<!-- lm-verdicts begin: generated from {source} by `python -m analysis.verdict_words`; do not edit -->"
@@ -27,16 +29,10 @@ _BLOCK = re.compile(
     r"<!-- lm-verdicts begin: generated from (\S+) .*?-->\n(.*?)<!-- lm-verdicts end -->", re.S
 )
 
-#: The ways a sentence names a comparison claim without its id (the study's wording,
-#: `analysis.study_report.PAPER`, and "a vs b", "a over b", "a's gain over b"), → the id.
-_PAIRS = {
-    ("stagger", "fixed"): "t5-stagger-beats-fixed",
-    ("stagger", "learned"): "t5-stagger-beats-learned",
-    ("stagger", "pow2-stagger"): "t5-stagger-beats-pow2-stagger",
-    ("pow2-stagger", "fixed"): "t5-pow2-stagger-beats-fixed",
-    ("learned", "fixed"): "t1-learned-beats-fixed",
-    ("coprime", "stagger"): "t5-coprime-ties-stagger",
-}
+#: The ways a sentence names a comparison claim without its id ("a beats b", "a ties b", "a vs b",
+#: "a over b", "a's gain over b", the schemes by their short names), → the id; the pairs are
+#: claims.toml's own (`analysis.ledger.scheme_pairs`).
+_PAIRS = {pair: c["id"] for pair, c in scheme_pairs(load_claims()[0]).items()}
 ALIASES = {
     re.compile(
         rf"(?<![\w-]){re.escape(a)}(?:'s gain)?\s+(?:beats|ties|vs\.?|over|against)\s+"

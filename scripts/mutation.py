@@ -94,7 +94,7 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
     ),
     # issue 27: the decision rules of every verdict
     "verdicts": (
-        ["analysis/decide.py"],
+        ["analysis/decide.py", "analysis/assess.py"],
         [
             "tests/test_decide.py",
             "tests/test_decide_mutants.py",

@@ -11,18 +11,16 @@ import pandas as pd
 import pytest
 from scipy import stats as st
 
+from analysis.assess import assess, claim_kind, verdict
 from analysis.power import detectable_effect
 from analysis.stats import (
-    assess,
     bootstrap_ci,
-    claim_kind,
     describe,
     gap,
     margin,
     pooled_std,
     samples,
     seed_summary,
-    verdict,
     welch,
 )
 

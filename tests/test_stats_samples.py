@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 from scipy import stats as st
 
+from analysis.assess import assess
 from analysis.stats import (
     as_sample,
-    assess,
     bootstrap_ci,
     pooled_std,
     samples,

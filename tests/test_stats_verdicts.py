@@ -16,7 +16,8 @@ import pytest
 from scipy import stats as sst
 
 from analysis import decide
-from analysis.stats import WelchResult, assess, describe, gap, margin, verdict, welch
+from analysis.assess import assess, verdict
+from analysis.stats import WelchResult, describe, gap, margin, welch
 
 NAN = float("nan")
 A = [1.0, 2.0, 3.0]  # mean 2, s² = 1

@@ -140,3 +140,35 @@ def test_readme_and_results_say_what_the_committed_study_decided():
             text = f.read()
         assert VW.BEGIN.format(source=source) in text, name
         assert VW.problems(text, doc, source, tested_only) == [], name
+
+
+def test_the_pairs_a_sentence_or_the_study_names_are_claims_tomls_own():
+    """`scheme_pairs`: the paper's beats / ties claims between two schemes by short name, the
+    one over seeds where there is one; the study's declared comparisons and the sentences'
+    aliases both read it, so a claim renamed or re-paired in claims.toml moves them too."""
+    from analysis.ledger import load_claims, scheme_pairs
+    from analysis.study_report import PAPER
+
+    claims = [
+        {"id": "grid", "compare": ["fib/stagger", "fib/fixed", "beats", "grid"]},
+        {"id": "seeds", "compare": ["fib/stagger", "fib/fixed", "beats", "seeds"]},
+        {"id": "later", "compare": ["fib/stagger", "fib/fixed", "beats", "grid"]},
+        {"id": "tie", "compare": ["fib/coprime", "pow2/stagger", "ties", "every"]},
+        {"id": "best", "compare": ["fib/stagger", "", "best", "any"]},
+        {"id": "bases", "compare": ["fib", "pow2", "additive", "seeds"]},
+        {"id": "none"},
+    ]
+    got = {pair: c["id"] for pair, c in scheme_pairs(claims).items()}
+    assert got == {("stagger", "fixed"): "seeds", ("coprime", "pow2-stagger"): "tie"}
+    assert {pair: c["id"] for pair, c in scheme_pairs(claims[:1] + claims[2:3]).items()} == {
+        ("stagger", "fixed"): "grid"  # no claim over seeds: the first
+    }
+    toml = {c["id"]: c["compare"] for c in load_claims()[0] if "compare" in c}
+    for claim, a, b, measure, _, cid in PAPER:
+        if cid is not None:
+            la, lb, test, scope = toml[cid]
+            assert claim == f"{a} {test} {b}" and measure == "ppl"
+            assert (
+                scope == "seeds" or cid == "t1-learned-beats-fixed"
+            )  # Table 5 lacks learned/fixed
+    assert VW.ALIASES and all(cid in toml for cid in VW._PAIRS.values())

@@ -6,7 +6,7 @@ only; the LM runs to use, the dataset and the probe mechanism are chosen with wi
 each beside the published table (`analysis.tables_paper.published`): Table 1's layout, Table 2
 (the marked probe), Table 3 (length extrapolation, rung set recomputed and frozen, and the
 position-matched blocks), Table 4 (loss per position bin), Table 5 (seeds: mean, std and a
-verdict line from `analysis.stats.assess` on "fib/stagger beats fib/fixed" wherever both have at
+verdict line from `analysis.assess.assess` on "fib/stagger beats fib/fixed" wherever both have at
 least two seeds), with the extrapolation and position-bin plots.  Given the authors' ``fib.db``
 (a text box; by default ``../shared/reference/fib.db`` next to the project when it exists) it also
 shows the paper's tables rebuilt from it.  **export report** writes
@@ -100,7 +100,7 @@ class ResultsPanel(Shown):
     State: ``sections`` ({key: {"title", "ours", "paper", "message"}} for keys ``table1``,
     ``table2``, ``table3``, ``table3_blocks``, ``table4``, ``table5``: ``ours`` is the frame
     built from the store or None, ``message`` says why it is missing), ``verdicts`` (Table 5's
-    verdict lines), ``assessments`` (their `analysis.stats.Verdict` objects), ``paper_sections``
+    verdict lines), ``assessments`` (their `analysis.assess.Verdict` objects), ``paper_sections``
     (the tables rebuilt from fib.db), ``figures`` ({"extrapolation", "position_bins"}),
     ``report_path`` (report.md after an export), ``message`` and ``error``.
     """

@@ -22,8 +22,8 @@ from analysis import (
     tables_probe,
     tables_seeds,
 )
+from analysis.assess import assess
 from analysis.comparable import TableUnavailable
-from analysis.stats import assess
 from fiblab.ui.results_common import frame_html, note_html
 
 __all__ = [
@@ -190,7 +190,7 @@ def _table2(st, mech):
 
 def seed_verdicts(t5: pd.DataFrame | None) -> tuple[list[str], list]:
     """Table 5's verdict lines on "fib/stagger beats fib/fixed" per W (and variant) and their
-    `analysis.stats.Verdict` objects: Welch's t-test where both have at least two seeds."""
+    `analysis.assess.Verdict` objects: Welch's t-test where both have at least two seeds."""
     verdicts, assessments = [], []
     a_name, b_name = VERDICT_PAIR
     if t5 is None or t5.empty:
