@@ -248,7 +248,7 @@ def lm_stage(
 
 
 def alpha_trajectory(store_path: str | None, name: str) -> dict | None:
-    """The run's logged α as `analysis.claims.lm_drift` reads it ({"points", "init"}), from
+    """The run's logged α as `analysis.demo_evidence.lm_drift` reads it ({"points", "init"}), from
     the store the notebook's α panel reads too (so both judge "inert" on the same values);
     None without a store or logged α."""
     if not store_path:
@@ -264,15 +264,15 @@ def alpha_trajectory(store_path: str | None, name: str) -> dict | None:
 def demo_ledger(cov: dict, records: list, lms: list, store_path: str | None):
     """The claims ledger (`analysis.ledger`) on this job's results, every other run of the
     store (e.g. study runs), the lab's stored paper-scale probe grids and attention timings."""
-    from analysis import ledger, ledger_evidence
+    from analysis import demo_evidence, ledger, ledger_evidence
 
     grids, timings = ledger_evidence.stored_grids(), ledger_evidence.stored_timings()
     if not store_path:
-        return ledger.build(ledger_evidence.from_demo(cov, records, lms, None, grids, timings))
+        return ledger.build(demo_evidence.from_demo(cov, records, lms, None, grids, timings))
     from lab.store import Store
 
     with Store(store_path) as st:
-        return ledger.build(ledger_evidence.from_demo(cov, records, lms, st, grids, timings))
+        return ledger.build(demo_evidence.from_demo(cov, records, lms, st, grids, timings))
 
 
 #: The seed of the demo's battery (`fiblab battery --seed` scores others).

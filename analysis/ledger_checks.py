@@ -11,8 +11,7 @@ needs no multiplicity correction), *did not hold* when one is significantly reve
 the claim's comparisons), else *not shown*; one run a side is no test.
 A result at chance level carries ``label="at chance"`` and is never ``held``: a probe grid in
 which no cell retrieves cannot show that an init fails, and a battery at chance cannot show a
-capacity limit of the paper's models.  The thresholds below are the one definition the main
-job's claim list (`analysis.claims`) uses too.
+capacity limit of the paper's models.  The thresholds below are the one definition of each.
 """
 
 from __future__ import annotations

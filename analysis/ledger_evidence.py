@@ -14,7 +14,7 @@ steps, training length, model size), or probe records of one scale.  Ranks, stro
 - efficiency: one tier a stored attention benchmark (``benchmark``).
 
 Sources: `from_store` (any store: LM runs with their evaluations, α and battery results; probe
-cells), `from_demo` (the main job's in-memory results), `stored_grids` (the lab's paper-scale
+cells), `analysis.demo_evidence.from_demo` (the main job's in-memory results), `stored_grids` (the lab's paper-scale
 Table 2 grids under benchmarks/results) and `stored_timings` (its attention timings,
 benchmarks/attention-*.json), when the checkout has them.
 """
@@ -25,7 +25,7 @@ import glob
 import json
 import math
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from lab.wording import plural
 
@@ -38,7 +38,6 @@ __all__ = [
     "group_lms",
     "group_probes",
     "from_store",
-    "from_demo",
     "stored_grids",
     "stored_timings",
     "run_label",
@@ -48,8 +47,8 @@ __all__ = [
 
 #: The paper's Table 2 task: its two distances and its steps (probes.settings.SCALES["paper"]).
 PAPER_DISTANCES, PAPER_STEPS = frozenset({"200", "350"}), 2500
-_LM_RANK = {"paper": 4, "study": 3, "other": 2, "demo": 1, "smoke": 0}
-_PROBE_RANK = {"paper": 3, "quick": 2, "reduced": 1}
+LM_RANK = {"paper": 4, "study": 3, "other": 2, "demo": 1, "smoke": 0}
+PROBE_RANK = {"paper": 3, "quick": 2, "reduced": 1}
 
 
 @dataclass(frozen=True)
@@ -140,7 +139,7 @@ def group_lms(runs: list[tuple[LMRun, str, dict]]) -> list[Tier]:
             Tier(
                 "lm",
                 scale,
-                (_LM_RANK[scale], tokens),
+                (LM_RANK[scale], tokens),
                 words,
                 scale not in ("demo", "smoke"),
                 lms=tuple(lms),
@@ -174,7 +173,7 @@ def group_probes(records: list[dict], where: str) -> list[Tier]:
             f"{'/'.join(map(str, steps))} steps ({where})"
         )
         out.append(
-            Tier("probe", scale, (_PROBE_RANK[scale], max(steps)), words, records=tuple(recs))
+            Tier("probe", scale, (PROBE_RANK[scale], max(steps)), words, records=tuple(recs))
         )
     return out
 
@@ -320,7 +319,7 @@ def _store_lms(store, runs=None) -> list[tuple[LMRun, str, dict]]:
     return out
 
 
-def _probe_tiers(store_recs, extra, grids) -> tuple[list[Tier], list[str]]:
+def probe_tiers(store_recs, extra, grids) -> tuple[list[Tier], list[str]]:
     """One tier a probe scale, pooling the store's cells, ``extra`` records and the grid files
     (a cell in several is counted once, by its key)."""
     recs, where = list(store_recs) + list(extra or []), ["the store"] if store_recs else []
@@ -341,84 +340,14 @@ def from_store(
     ev = Evidence(sources=[f"store {store.path}"])
     ev.tiers += group_lms(_store_lms(store, runs))
     recs = [r.to_dict() for r in records_from_store(store)]
-    tiers, where = _probe_tiers(recs, probe_records, grids)
+    tiers, where = probe_tiers(recs, probe_records, grids)
     ev.tiers += tiers
     ev.sources += [w for w in where if w != "the store"]
-    _add_timings(ev, timings)
+    add_timings(ev, timings)
     return ev
 
 
-def _add_timings(ev: Evidence, timings) -> None:
+def add_timings(ev: Evidence, timings) -> None:
     for t in timing_tiers(timings):
         ev.tiers.append(t)
         ev.sources.append(t.timings[0]["source"] if t.timings else t.setup)
-
-
-def demo_run(lm: dict) -> LMRun:
-    """The main job's result dict of one LM (`analysis.demo.lm_stage`) as an `LMRun`."""
-    from analysis.claims import extra_context, lm_cells, lm_drift, lm_label, lm_ppl
-
-    cells = lm_cells(lm)
-    label = lm_label(lm)
-    paper = "dense" if label == "dense" else f"{lm.get('base') or 'fib'}/{label}"
-    bins = next(iter(lm["eval"]["datasets"].values())).get("bins")
-    return LMRun(
-        name=lm.get("name", label),
-        label=paper,
-        W=lm.get("window"),
-        seed=lm.get("seed"),
-        ppl=lm_ppl(lm),
-        ext={f: c["ppl"] for (f, p), c in cells.items() if p == "recompute"},
-        frozen={f: c["ppl"] for (f, p), c in cells.items() if p == "freeze"},
-        same_tokens=extra_context(lm),
-        bins=tuple(bins["loss"]) if bins else None,
-        drift=lm_drift(lm) if label == "learned" else None,
-        battery=lm.get("battery") if lm.get("battery") and "skipped" not in lm["battery"] else None,
-    )
-
-
-def from_demo(
-    cov: dict | None, records: list[dict], lms: list[dict], store=None, grids=(), timings=()
-) -> Evidence:
-    """The main job's evidence: with a store, every run it holds (the job's own LMs read back
-    with their configs, plus e.g. study runs), the job's same-token and battery numbers added
-    to its runs; without one, the job's results alone. Plus the stored grids."""
-    by_name = {lm["name"]: demo_run(lm) for lm in lms}
-    if store is not None:
-        ev = from_store(store, records, grids, timings=timings)
-        tiers = []
-        for t in ev.tiers:
-            if t.kind == "lm":
-                runs = tuple(
-                    replace(
-                        r,
-                        same_tokens=by_name[r.name].same_tokens,
-                        battery=r.battery or by_name[r.name].battery,
-                    )
-                    if r.name in by_name
-                    else r
-                    for r in t.lms
-                )
-                t = replace(t, lms=runs)
-            tiers.append(t)
-        ev.tiers = tiers
-    else:
-        ev = Evidence(sources=["this job"])
-        tiers, where = _probe_tiers([], records, grids)
-        ev.tiers += tiers
-        ev.sources += where
-        if lms:
-            scale = "study" if any(n.startswith("study-") for n in by_name) else "demo"
-            ev.tiers.append(
-                Tier(
-                    "lm",
-                    scale,
-                    (_LM_RANK[scale], 0),
-                    f"{len(lms)} LM runs of this job",
-                    scale == "study",
-                    lms=tuple(by_name.values()),
-                )
-            )
-        _add_timings(ev, timings)
-    ev.coverage = cov
-    return ev

@@ -104,7 +104,7 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
     ),
     # issue 27: the ledger (one verdict a claim, tiers ranked) and the evidence it reads
     "ledger": (
-        ["analysis/ledger.py", "analysis/ledger_evidence.py"],
+        ["analysis/ledger.py", "analysis/ledger_evidence.py", "analysis/demo_evidence.py"],
         [
             "tests/test_ledger.py",
             "tests/test_ledger_paper.py",

@@ -256,3 +256,14 @@ def test_report_rebuilds_the_paper_tables_from_a_database(demo, tmp_path):
     md = (out / "report.md").read_text()
     assert "## The authors' results database, rebuilt" in md
     assert "fineweb_edu_paper" in md
+
+
+def test_the_coverage_stage_reproduces_the_spec_counts():
+    from analysis.demo import coverage_stage
+
+    cov = coverage_stage(16, 1024)
+    t = cov["table"].set_index("scheme")
+    assert (t.loc["fixed", "union"], t.loc["stagger", "union"]) == (19, 133)  # SPEC §9
+    assert t.loc["pow2", "union"] == 15
+    # order independence at full depth: coprime and linear reach the same set
+    assert cov["fractions"]["coprime"][-1] == cov["fractions"]["stagger"][-1]

@@ -11,6 +11,7 @@ import tomllib
 from fixture_store import smoke_store
 from scipy import stats as sst
 
+from analysis import demo_evidence as de
 from analysis import ledger
 from analysis import ledger_evidence as le
 from analysis.ledger_evidence import LMRun
@@ -419,7 +420,7 @@ def test_the_demos_report_says_what_its_scale_cannot_decide():
         for s, p in (("stagger", 120.0), ("fixed", 123.2))  # the paper's 2.6 %
         for k in (0, 1)
     ]
-    led = ledger.build(le.from_demo(None, [], lms))
+    led = ledger.build(de.from_demo(None, [], lms))
     e = entry(led, "t5-stagger-beats-fixed")
     assert e.verdict == "not shown" and e.stats["raw_verdict"] == "held"
     assert e.evidence["scale"] == "demo"

@@ -1,5 +1,5 @@
 """The claims ledger's evidence and records, each number worked out by hand: runs from the main
-job's in-memory results (`analysis.ledger_evidence.demo_run`, `from_demo`) and from a store
+job's in-memory results (`analysis.demo_evidence.demo_run`, `from_demo`) and from a store
 (`from_store` on tests/fixture_store.py), probe tiers, the tier a job's runs form, the shape of
 every claims.json entry, the summary line, the claims file's checks and its written form."""
 
@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import pytest
 
+from analysis import demo_evidence as de
 from analysis import ledger_evidence as le
 
 
@@ -53,7 +54,7 @@ def demo_lm(name="demo-cpu-stagger-s1-200", schedule="stagger", **over):
 
 
 def test_a_demo_result_becomes_an_lm_run_field_by_field():
-    r = le.demo_run(demo_lm())
+    r = de.demo_run(demo_lm())
     assert (r.name, r.label, r.W, r.seed) == ("demo-cpu-stagger-s1-200", "pow2/stagger", 12, 1)
     assert r.ppl == 40.0
     assert r.ext == {1: 40.0, 2: 41.0, 4: 42.0}  # the skipped 8× cell is no number
@@ -65,33 +66,33 @@ def test_a_demo_result_becomes_an_lm_run_field_by_field():
 
 
 def test_labels_drift_and_what_a_demo_result_may_lack():
-    learned = le.demo_run(demo_lm(schedule="learned", base=None))
+    learned = de.demo_run(demo_lm(schedule="learned", base=None))
     assert learned.label == "fib/learned"  # no base: the Fibonacci one
     assert learned.drift == pytest.approx(0.02)  # final α [1.0, 1.02] against the start 1
     dense = demo_lm()
     dense["eval"]["attention"] = "dense"
-    assert le.demo_run(dense).label == "dense"
-    custom = le.demo_run(demo_lm(schedule=[0.9, 1.1]))
+    assert de.demo_run(dense).label == "dense"
+    custom = de.demo_run(demo_lm(schedule=[0.9, 1.1]))
     assert custom.label == "pow2/custom"
     bare = demo_lm(battery={"skipped": "no tasks"})
     del bare["name"]
     data = bare["eval"]["datasets"]["bible"]
     data.update(perplexity=None, bins=None, cells=[])
-    r = le.demo_run(bare)
+    r = de.demo_run(bare)
     assert r.name == "stagger" and r.battery is None and r.bins is None
     assert math.isnan(r.ppl) and r.ext == {} and r.frozen == {} and r.same_tokens is None
 
 
 def test_a_jobs_runs_form_one_tier_study_or_demo():
-    demo = le.from_demo({"union": 1}, [], [demo_lm(), demo_lm(name="demo-cpu-fixed-s1-200")])
+    demo = de.from_demo({"union": 1}, [], [demo_lm(), demo_lm(name="demo-cpu-fixed-s1-200")])
     (tier,) = demo.of("lm")
     assert (tier.scale, tier.decides, len(tier.lms)) == ("demo", False, 2)
-    assert tier.rank == (le._LM_RANK["demo"], 0) and tier.setup == "2 LM runs of this job"
+    assert tier.rank == (le.LM_RANK["demo"], 0) and tier.setup == "2 LM runs of this job"
     assert demo.coverage == {"union": 1} and demo.sources == ["this job"]
-    study = le.from_demo(None, [], [demo_lm(name="study-stagger-s1-T128-500")])
+    study = de.from_demo(None, [], [demo_lm(name="study-stagger-s1-T128-500")])
     (tier,) = study.of("lm")
     assert (tier.scale, tier.decides) == ("study", True)
-    assert le.from_demo(None, [], []).of("lm") == []
+    assert de.from_demo(None, [], []).of("lm") == []
 
 
 def test_runs_read_back_from_a_store_field_by_field(tmp_path):
@@ -109,7 +110,7 @@ def test_runs_read_back_from_a_store_field_by_field(tmp_path):
     with Store(str(tmp_path / "s.db")) as st:
         ev = le.from_store(st)
     (tier,) = ev.of("lm")
-    assert (tier.scale, tier.rank, tier.decides) == ("other", (le._LM_RANK["other"], 40 * 64), True)
+    assert (tier.scale, tier.rank, tier.decides) == ("other", (le.LM_RANK["other"], 40 * 64), True)
     assert tier.setup == "6 LM runs, 40 steps, T=64, d_model 32, 4 layers"
     runs = {r.name: r for r in tier.lms}
     s1 = runs["smoke-stagger-s1"]  # loss 2.90 + 0.03 (seed 1); longer: −0.02·m, frozen −0.01·m
@@ -147,9 +148,9 @@ def test_probe_tiers_keep_blur_marked_cells_once_each_ranked_by_scale():
     assert set(tiers) == {"paper", "quick", "reduced"}
     p = tiers["paper"]
     assert len(p.records) == 2 and [r["seed"] for r in p.records] == [0, 1]
-    assert p.rank == (le._PROBE_RANK["paper"], 3000)
+    assert p.rank == (le.PROBE_RANK["paper"], 3000)
     assert p.setup == "2 marked-probe cells, distances [200, 350], 2500/3000 steps (here)"
-    assert tiers["quick"].rank == (le._PROBE_RANK["quick"], 400)
+    assert tiers["quick"].rank == (le.PROBE_RANK["quick"], 400)
     assert tiers["reduced"].setup == "1 marked-probe cell, distances [125], 150 steps (here)"
     ranked = le.Evidence(tiers=list(tiers.values())).of("probe")
     assert [t.scale for t in ranked] == ["paper", "quick", "reduced"]

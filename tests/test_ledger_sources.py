@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from analysis import demo_evidence as de
 from analysis import ledger_evidence as le
 from lab.store import Store
 
@@ -143,9 +144,9 @@ def test_scales_rank_by_name_config_and_size():
     run = le.LMRun("r", "fib/fixed")
     (no_steps,) = le.group_lms([(run, "other", {"steps": None, "seq_len": 64})])
     (no_len,) = le.group_lms([(run, "other", {"steps": 40})])
-    assert no_steps.rank == no_len.rank == (le._LM_RANK["other"], 0)
+    assert no_steps.rank == no_len.rank == (le.LM_RANK["other"], 0)
     (smoke,) = le.group_lms([(run, "smoke", {"steps": 40, "seq_len": 64})])
-    assert (smoke.decides, smoke.rank) == (False, (le._LM_RANK["smoke"], 40 * 64))
+    assert (smoke.decides, smoke.rank) == (False, (le.LM_RANK["smoke"], 40 * 64))
 
 
 def _probe(seed, steps=40, **over):
@@ -174,8 +175,8 @@ def test_probe_cells_pool_the_store_record_files_and_every_grid(tmp_path, store_
         (tier,) = le.from_store(st, grids=[str(quick)]).of("probe")
     assert tier.setup.endswith(f"(the store, {quick})") and len(tier.records) == 3
     (alone,) = le.group_probes([_probe(1, steps=None, key="k")], "here")
-    assert alone.setup.endswith("0 steps (here)") and alone.rank == (le._PROBE_RANK["reduced"], 0)
-    (given,) = le.from_demo(None, [_probe(1)], []).of("probe")
+    assert alone.setup.endswith("0 steps (here)") and alone.rank == (le.PROBE_RANK["reduced"], 0)
+    (given,) = de.from_demo(None, [_probe(1)], []).of("probe")
     assert given.setup.endswith("40 steps (given records)")
 
 
@@ -209,7 +210,7 @@ def test_a_timing_file_is_one_efficiency_tier_named_where_a_reader_finds_it(tmp_
     inside = ROOT / "benchmarks" / "x.json"
     assert le._shown_path(str(inside)) == os.path.join("benchmarks", "x.json")
     assert le._shown_path(str(tmp_path / "y.json")) == str(tmp_path / "y.json")
-    ev = le.from_demo(None, [], [], timings=[str(empty), str(bare)])
+    ev = de.from_demo(None, [], [], timings=[str(empty), str(bare)])
     assert ev.sources == ["this job", f"attention timings, {empty}", str(bare)]
 
 
@@ -256,7 +257,7 @@ def test_the_main_jobs_numbers_join_its_runs_in_a_store(tmp_path):
     timing.write_text("[]")
     with Store(path) as st:
         st.log_battery("smoke-stagger-s0", _battery_row(task="mine", correct=50))
-        ev = le.from_demo(
+        ev = de.from_demo(
             {"union": 1},
             [],
             [demo_lm(name="smoke-stagger-s1"), demo_lm(name="smoke-stagger-s0")],
