@@ -51,7 +51,7 @@ def _where(row) -> str:
 def one_run_per_seed(
     ev: pd.DataFrame, table: str, duplicates: str = "newest"
 ) -> tuple[pd.DataFrame, list[str]]:
-    """The rows of ``ev`` (an evaluation frame of :func:`analysis.tables.lm_evals`: columns
+    """The rows of ``ev`` (an evaluation frame of :func:`analysis.tables_store.lm_evals`: columns
     ``run``, ``variant_id``, ``seed``, ``finished_at``, ``config``, ``W``; oldest run first) of one
     run per (variant, seed): where several runs share both, the newest finished one (the later
     run on a tie). Returns the rows and one note per such choice naming the runs; with

@@ -99,7 +99,7 @@ def perplexity_vs_window(
     """Perplexity on ``dataset`` against the window W, one line per (base, schedule).
 
     ``table`` is Table-1-shaped (``base``, ``schedule``, ``W`` and a column per dataset:
-    :func:`analysis.tables.table1`, :func:`~analysis.tables.table1_from_store` or
+    :func:`analysis.tables_ppl.table1`, :func:`~analysis.tables_ppl.table1_from_store` or
     :func:`analysis.paper.perplexity`). Lines are labelled ``base/schedule``, points sorted by W.
     """
     _need(table, ["base", "schedule", "W", dataset], "perplexity-vs-W")
@@ -134,7 +134,7 @@ def extrapolation(
     table: pd.DataFrame, path=None, relative: bool = False, title: str | None = None
 ) -> Figure:
     """Perplexity against evaluation length, one colour per row of a Table-3 frame
-    (:func:`analysis.tables.table3_from_store`, :func:`~analysis.tables.table3_from_lenextrap` or
+    (:func:`analysis.tables_length.table3_from_store`, :func:`~analysis.tables_length.table3_from_lenextrap` or
     :func:`analysis.paper.length_extrapolation`).
 
     The recomputed-rung curve (``ppl_T{L}``, the paper's policy) is solid; the frozen-rung curve
@@ -215,7 +215,7 @@ def extrapolation(
 
 def position_bins(table: pd.DataFrame, path=None, title: str | None = None) -> Figure:
     """Mean NLL per position bin, one line per row of a Table-4 frame
-    (:func:`analysis.tables.table4_from_store`, :func:`analysis.paper.position_nll`, …). Gap
+    (:func:`analysis.tables_position.table4_from_store`, :func:`analysis.paper.position_nll`, …). Gap
     rows (``schedule`` of the form ``"a - b"``) go to a second panel below."""
     _need(table, ["schedule"], "position-bin (Table 4)")
     bins = sorted((int(c[1:]), c) for c in table.columns if re.fullmatch(r"b\d+", c))

@@ -38,18 +38,6 @@ __all__ = [
     "paper_db_section",
 ]
 
-#: Names that moved to `analysis.demo_report` (the main job's report), still readable here.
-_MOVED = ("demo_report", "coverage_section", "claims_section", "same_token_table")
-
-
-def __getattr__(name: str):
-    if name in _MOVED:  # imported late: analysis.demo_report builds on this module
-        import analysis.demo_report
-
-        return getattr(analysis.demo_report, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 #: How a table says the paper's numbers sit beside ours (`tables_paper.with_paper`).
 PAPER_BESIDE = (
     "`_paper`: the paper's {table} beside each row (FineWeb-Edu and the other published "

@@ -42,7 +42,7 @@ Position-resolved loss (SPEC §5.7, paper Table 4)
     mean of its per-position means) is also its mean NLL per token.  `bin_gap(a, b)` = a − b.
 
 Running these on a trained run folder and logging them to the store: `lab.evalrun`
-(`open_run`, `load_run`, `evaluate_run`, `log_*`; importable from here too, as before).
+(`open_run`, `load_run`, `evaluate_run`, `log_*`).
 Over ≈450 lines for one reason: the specification above and the three evaluations built on the
 one measurement `position_nll` belong together, so that a reader checks them against each other.
 """
@@ -57,26 +57,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from lab.config import config_from_dict as config_from_dict  # re-exported, as before
 from lab.evalkind import EvalKind
 from lab.model import RUNG_POLICIES, FibLM
 from lab.precision import autocast
 from lab.windows import n_windows, window_starts
-
-# run loading and store logging live in lab.evalrun (which builds on this module); the old
-# names stay importable from here, resolved on first use so that neither import is circular
-_IN_EVALRUN = frozenset(
-    {"LoadedRun", "open_run", "load_run", "evaluate_run", "log_extrapolation", "log_position_bins"}
-)
-
-
-def __getattr__(name: str):
-    if name in _IN_EVALRUN:
-        from lab import evalrun
-
-        return getattr(evalrun, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 N_BINS = 8
 POSITION_BIN_EDGES: tuple[int, ...] = (0, 127, 255, 383, 511, 639, 767, 895, 1023)  # T = 1024

@@ -19,7 +19,7 @@ FIX = "name the runs to use (`fiblab report RUN …`, or runs=[...])"
 
 
 def evals(runs, datasets=("fineweb_edu", "wikitext")) -> pd.DataFrame:
-    """An evaluation frame as `analysis.tables.lm_evals` gives it (oldest run first, one row per
+    """An evaluation frame as `analysis.tables_store.lm_evals` gives it (oldest run first, one row per
     dataset): ``runs`` are (run, variant_id, seed, finished_at, config, W) tuples."""
     rows = [
         {

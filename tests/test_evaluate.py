@@ -17,15 +17,14 @@ import torch.nn.functional as F
 from fiblab.cli.measure import add_eval
 from lab import offsets
 from lab.data import Mixture, prepare
+from lab.evalrun import evaluate_run, load_run
 from lab.evaluate import (
     POSITION_BIN_EDGES,
     bin_gap,
     bin_means,
     domain_perplexities,
-    evaluate_run,
     heldout_perplexity,
     length_extrapolation,
-    load_run,
     n_windows,
     position_bin_edges,
     position_resolved,

@@ -15,7 +15,8 @@ import pytest
 
 from analysis import paper
 from analysis.paperdb import DATASETS, load_final_ppl, load_retrieval, load_runs, parse_title
-from analysis.tables import TABLE1_COLUMNS, table1, with_paper
+from analysis.tables_paper import with_paper
+from analysis.tables_ppl import TABLE1_COLUMNS, table1
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "reference"

@@ -107,7 +107,7 @@ def test_the_registry_builds_the_models_the_old_tables_built():
 
 def test_paper_labels_and_title_bodies():
     from analysis.paperdb import parse_title
-    from analysis.tables import config_label
+    from analysis.tables_rows import config_label
 
     for b, s, want in [
         ("fib", "fixed", "fib/fixed"),
@@ -240,13 +240,12 @@ def test_evalkind_rejects_impossible_records():
 
 def test_the_store_strings_are_unchanged(tmp_path):
     """What the writers store is byte-identical to the old strings; the tables read them."""
+    from lab.evalrun import log_extrapolation, log_position_bins
     from lab.evaluate import (
         ExtrapolationCell,
         ExtrapolationResult,
         Perplexity,
         PositionBins,
-        log_extrapolation,
-        log_position_bins,
     )
     from lab.store import Store
 

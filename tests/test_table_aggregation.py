@@ -11,12 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.tables import (
-    table1_from_store,
-    table3_from_store,
-    table4_from_store,
-    table5_from_store,
-)
+from analysis.tables_length import table3_from_store
+from analysis.tables_position import table4_from_store
+from analysis.tables_ppl import table1_from_store
+from analysis.tables_seeds import table5_from_store
 from lab.model import ModelConfig
 from lab.store import Store
 from lab.train import TrainConfig

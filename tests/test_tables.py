@@ -13,28 +13,21 @@ from test_paperdb import build_fixture, ppl_of
 from analysis import paper
 from analysis import trajectories as tj
 from analysis.paperdb import load_final_ppl, load_retrieval
-from analysis.tables import (
-    config_label,
-    lm_evals,
-    lm_runs,
+from analysis.tables_length import table3, table3_from_lenextrap, table3_from_store
+from analysis.tables_paper import published, with_paper
+from analysis.tables_position import table4_from_posloss, table4_from_store
+from analysis.tables_ppl import table1_from_store
+from analysis.tables_probe import (
     probe_cells_from_paperdb,
     probe_cells_from_records,
     probe_cells_from_store,
-    published,
-    table1_from_store,
     table2,
     table2_from_paperdb,
     table2_from_store,
-    table3,
-    table3_from_lenextrap,
-    table3_from_store,
-    table4_from_posloss,
-    table4_from_store,
-    table5,
-    table5_from_final_ppl,
-    table5_from_store,
-    with_paper,
 )
+from analysis.tables_rows import config_label
+from analysis.tables_seeds import table5, table5_from_final_ppl, table5_from_store
+from analysis.tables_store import lm_evals, lm_runs
 from lab.model import ModelConfig
 from lab.store import Store
 from lab.train import TrainConfig

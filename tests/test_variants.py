@@ -14,12 +14,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import tables, tables_position
+from analysis import tables_position
 from analysis.comparable import TableUnavailable, natural_key
 from analysis.results import build_report
+from analysis.tables_length import table3_from_store
+from analysis.tables_position import table4_from_store
+from analysis.tables_ppl import table1_from_store
+from analysis.tables_seeds import table5_from_store
 from fiblab.cli import main as cli_main
 from lab import jsonio
-from lab.evaluate import config_from_dict
+from lab.config import config_from_dict
 from lab.model import ModelConfig
 from lab.precision import default_precision
 from lab.store import Store
@@ -256,7 +260,7 @@ LONG = "seq_len=128, data=bible, steps=1500"
 
 
 def test_table1_averages_only_seeds_of_one_variant(store):
-    t = tables.table1_from_store(store)
+    t = table1_from_store(store)
     assert list(t.columns) == ["base", "schedule", "W", "variant", "fineweb_edu", "seeds"]
     # fixed: one variant, two seeds; stagger: two seeds of the base variant, then one row for
     # each run that differs in steps, data or seq_len (numbers by value: 64 < 128, 12 < 1500)
@@ -272,13 +276,13 @@ def test_table1_averages_only_seeds_of_one_variant(store):
     )
     assert t.attrs["notes"] == []
     # one variant per config: the layout of before (no variant column)
-    one = tables.table1_from_store(store, runs=["fixed-s1", "fixed-s2", "stag-s1", "stag-s2"])
+    one = table1_from_store(store, runs=["fixed-s1", "fixed-s2", "stag-s1", "stag-s2"])
     assert list(one.columns) == ["base", "schedule", "W", "fineweb_edu", "seeds"]
     assert one["seeds"].tolist() == [2, 2]
 
 
 def test_table3_rows_per_variant(store):
-    t = tables.table3_from_store(store)
+    t = table3_from_store(store)
     # only runs evaluated beyond their training length; among them steps and seq_len differ
     base, short, long = "seq_len=64, steps=1500", "seq_len=64, steps=12", "seq_len=128, steps=1500"
     assert rows(t, ["model", "variant", "seeds"]) == [
@@ -304,7 +308,7 @@ def test_table3_rows_per_variant(store):
 
 
 def test_table4_rows_and_gap_per_variant(store):
-    t = tables.table4_from_store(store)
+    t = table4_from_store(store)
     bins = [f"b{b}" for b in range(8)]
     assert rows(t, ["schedule", "variant"]) == [
         ("fib/fixed", "steps=1500"),
@@ -320,7 +324,7 @@ def test_table4_rows_and_gap_per_variant(store):
 
 
 def test_table5_rows_per_variant(store):
-    t = tables.table5_from_store(store)
+    t = table5_from_store(store)
     assert list(t.columns) == [
         "config",
         "W",
@@ -367,24 +371,24 @@ def dup_store(tmp_path):
 
 
 def test_duplicates_are_reported_not_averaged(dup_store):
-    t = tables.table1_from_store(dup_store)
+    t = table1_from_store(dup_store)
     assert len(t) == 1 and t.iloc[0]["seeds"] == 2  # seeds 1 and 2, not three runs
     assert t.iloc[0]["fineweb_edu"] == pytest.approx((e(3.0) + e(5.0)) / 2)  # 'later' for seed 1
     (note,) = t.attrs["notes"]
     assert "'earlier'" in note and "'later'" in note and "newest finished, 'later'" in note
-    for build in (tables.table3_from_store, tables.table4_from_store):
+    for build in (table3_from_store, table4_from_store):
         with pytest.raises(TableUnavailable):  # no such evaluations: not a duplicate question
             build(dup_store)
-    t5 = tables.table5_from_store(dup_store)
+    t5 = table5_from_store(dup_store)
     assert t5.iloc[0]["seed1"] == pytest.approx(e(3.0)) and len(t5.attrs["notes"]) == 1
     with pytest.raises(TableUnavailable, match=r"'earlier' and 'later' are the same variant") as ex:
-        tables.table1_from_store(dup_store, duplicates="error")
+        table1_from_store(dup_store, duplicates="error")
     assert "runs=[...]" in str(ex.value) and "fiblab report RUN" in str(ex.value)
-    picked = tables.table1_from_store(dup_store, runs=["earlier", "other-seed"])
+    picked = table1_from_store(dup_store, runs=["earlier", "other-seed"])
     assert picked.iloc[0]["fineweb_edu"] == pytest.approx((e(4.0) + e(5.0)) / 2)
     assert picked.attrs["notes"] == []
     with pytest.raises(ValueError, match="duplicates='both'"):
-        tables.table1_from_store(dup_store, duplicates="both")
+        table1_from_store(dup_store, duplicates="both")
 
 
 def test_report_names_duplicates_and_says_why_a_table_is_missing(dup_store):
@@ -443,10 +447,10 @@ def test_report_json_has_every_table_with_the_markdown_numbers(store, store_path
         got = r["change_at_2x_percent_paper"]
         assert (got is None) if want is None else got == pytest.approx(want, abs=0.01), r
     for name, frame, d in (
-        ("table1", tables.table1_from_store(store), 2),
-        ("table3", tables.table3_from_store(store, blocks=False), 2),
-        ("table4", tables.table4_from_store(store), 3),
-        ("table5", tables.table5_from_store(store), 3),
+        ("table1", table1_from_store(store), 2),
+        ("table3", table3_from_store(store, blocks=False), 2),
+        ("table4", table4_from_store(store), 3),
+        ("table5", table5_from_store(store), 3),
     ):
         got = obj[name]
         ours = [c for c in got[0] if not c.endswith("_paper")]

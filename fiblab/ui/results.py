@@ -1,7 +1,7 @@
 """The results panel (notebook 05): `ResultsPanel`; notebook 04's `AlphaExplorer` is
 `fiblab.ui.alphas` (importable from here too, as the notebooks do).
 
-`ResultsPanel` rebuilds the paper's Tables 1–5 from the store (`analysis.tables`, finished runs
+`ResultsPanel` rebuilds the paper's Tables 1–5 from the store (`analysis.tables_ppl` … `tables_seeds`, finished runs
 only; the LM runs to use, the dataset and the probe mechanism are chosen with widgets) and shows
 each beside the published table (`analysis.tables_paper.published`): Table 1's layout, Table 2
 (the marked probe), Table 3 (length extrapolation, rung set recomputed and frozen, and the
