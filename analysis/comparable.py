@@ -1,6 +1,6 @@
 """Which runs a table may average, and why a table cannot be built.
 
-A table of our store averages only over runs of one variant (`lab.variant`: everything but the
+A table of our store averages only over runs of one variant (`lab.store.variant`: everything but the
 seed alike), one run per seed. Runs that differ in anything else are separate rows: the row keeps
 the paper's label (``fib/stagger``, its W) and its ``variant`` text names the fields that tell it
 apart from the rows beside it (``steps=12`` vs ``steps=1500``). Two runs of one variant *and*
@@ -19,7 +19,7 @@ import re
 
 import pandas as pd
 
-from lab.variant import SCHEME_FIELDS, Variant, describe, ordered, varying
+from lab.store.variant import SCHEME_FIELDS, Variant, describe, ordered, varying
 
 __all__ = ["TableUnavailable", "DUPLICATES", "one_run_per_seed", "variant_labels", "natural_key"]
 

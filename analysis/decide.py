@@ -264,7 +264,7 @@ class Decision:
         return self.comparison.p_raw
 
     def stats(self) -> dict:
-        """The record claims.json carries (NaN stays NaN here; `lab.jsonio` writes null)."""
+        """The record claims.json carries (NaN stays NaN here; `lab.util.jsonio` writes null)."""
         c, pr = self.comparison, self.comparison.protocol
         return {
             "p_raw": c.p_raw,

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
-from lab.schemes import SCHEMES
+from lab.ladder.schemes import SCHEMES
 from probes.settings import SCALES as SCALES_PROBE
 from probes.tasks import MarkedCopy
 
@@ -106,15 +106,15 @@ def _done(t0: float, log) -> None:
 # --------------------------------------------------------------------------------------------
 # stage 1: coverage and receptive field
 # --------------------------------------------------------------------------------------------
-#: The coverage stage's schemes: every fixed-α sparse scheme of `lab.schemes`, by its short
+#: The coverage stage's schemes: every fixed-α sparse scheme of `lab.ladder.schemes`, by its short
 #: name (the table's label): fixed, stagger, coprime, pow2, pow2-stagger.
 COVERAGE_SCHEMES = tuple(s.short for s in SCHEMES if s.attention == "sparse" and not s.learned)
 
 
 def coverage_stage(layers: int, seq_len: int, window: int = 8, rungs: int = 15) -> dict:
     """Per-scheme coverage numbers and receptive-field curves of an L-layer model."""
-    from lab.schedules import layer_alphas
-    from lab.schemes import scheme as find_scheme
+    from lab.ladder.schedules import layer_alphas
+    from lab.ladder.schemes import scheme as find_scheme
     from probes.coverage import coverage
     from probes.receptive_field import reachable_fraction, scheme_sets
 
@@ -181,9 +181,10 @@ def lm_stage(
     """Train (or reuse) every LM of the scale, then evaluate each at every factor (or reuse the
     evaluations of the same checkpoint and settings: `analysis.demo_reuse`)."""
     from analysis import demo_reuse
-    from lab.evalrun import evaluate_run
-    from lab.train import load_data, train
-    from lab.trainconfig import make_config
+    from lab.evaluation.evalrun import evaluate_run
+    from lab.training.rundata import load_data
+    from lab.training.train import train
+    from lab.training.trainconfig import make_config
 
     data, out = None, []
     for preset, seed in scale.lm_runs:
@@ -281,7 +282,7 @@ BATTERY_SEED = 0
 
 def battery(run_dir: str, n: int) -> dict:
     """RULER variable tracking and LEGO (forced choice) on a trained run, at its own length."""
-    from lab.evalrun import load_run
+    from lab.evaluation.evalrun import load_run
     from probes.battery import run_battery
 
     model, cfg, _ = load_run(run_dir)

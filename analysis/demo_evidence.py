@@ -19,7 +19,7 @@ from analysis.ledger_evidence import (
     from_store,
     probe_tiers,
 )
-from lab.drift import alpha_drift
+from lab.ladder.drift import alpha_drift
 
 __all__ = ["lm_label", "lm_ppl", "lm_cells", "lm_drift", "extra_context", "demo_run", "from_demo"]
 
@@ -34,7 +34,7 @@ def lm_label(lm: dict) -> str:
 
 
 def lm_drift(lm: dict) -> float:
-    """An LM run's α drift (`lab.drift.alpha_drift`): from ``lm["alpha_trajectory"]``
+    """An LM run's α drift (`lab.ladder.drift.alpha_drift`): from ``lm["alpha_trajectory"]``
     ({"points": α per layer at each logged step, "init": α per layer at the start}, what the
     store holds and the notebook reads) when present, else from the final α against α = 1
     (a learned schedule's default start)."""

@@ -106,7 +106,7 @@ def same_token_table(lms: list[dict], policy: str = "recompute") -> pd.DataFrame
 
 def precision_line(lms: list[dict], records: list[dict]) -> str:
     """What the job computed in: each precision its language models were evaluated in (their
-    training's: `lab.evalrun.evaluate_run`) and its probe cells ran in."""
+    training's: `lab.evaluation.evalrun.evaluate_run`) and its probe cells ran in."""
 
     def named(ps) -> str:
         found = sorted({p or "not recorded" for p in ps})

@@ -15,7 +15,7 @@ import hashlib
 import json
 import os
 
-from lab.checkpoint import list_checkpoints
+from lab.training.checkpoint import list_checkpoints
 
 __all__ = ["CACHE", "checkpoint_id", "finished", "evaluation_key", "cached", "save"]
 

@@ -46,7 +46,7 @@ from analysis.ledger_checks import LM_CHECKS, Finding
 from analysis.ledger_efficiency import EFFICIENCY_CHECKS
 from analysis.ledger_exact import exact_findings
 from analysis.ledger_probe import PROBE_CHECKS
-from lab import jsonio
+from lab.util import jsonio
 
 __all__ = [
     "VERDICTS",
@@ -94,10 +94,10 @@ def load_claims(path: str = CLAIMS_PATH) -> tuple[list[dict], list[dict]]:
 
 def scheme_pairs(claims: list[dict]) -> dict[tuple[str, str], dict]:
     """{(a, b): claim} of the paper's beats / ties claims between two schemes, by the schemes'
-    short names (`lab.schemes.Scheme.short`: "stagger", "pow2-stagger"); the claim over seeds
+    short names (`lab.ladder.schemes.Scheme.short`: "stagger", "pow2-stagger"); the claim over seeds
     (Table 5) where the paper makes one for the pair, else its first. The one place the study's
     comparisons and the sentences that name a comparison learn which claim it is."""
-    from lab.schemes import SCHEMES
+    from lab.ladder.schemes import SCHEMES
 
     short = {s.paper: s.short for s in SCHEMES}
     out: dict[tuple[str, str], dict] = {}

@@ -24,7 +24,7 @@ import numpy as np
 from scipy import stats as _st
 from scipy.stats import t as _t
 
-from lab.drift import INERT_TOL, is_inert
+from lab.ladder.drift import INERT_TOL, is_inert
 
 __all__ = [
     "Finding",

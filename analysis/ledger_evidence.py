@@ -27,7 +27,7 @@ import math
 import os
 from dataclasses import dataclass, field
 
-from lab.wording import plural
+from lab.util.wording import plural
 
 __all__ = [
     "LMRun",
@@ -56,7 +56,7 @@ class LMRun:
     """One language-model run as the ledger's checks read it (NaN / None: not measured)."""
 
     name: str
-    label: str  # "dense", "fib/stagger", "pow2/fixed", … (`lab.schemes.paper_label`)
+    label: str  # "dense", "fib/stagger", "pow2/fixed", … (`lab.ladder.schemes.paper_label`)
     W: int | None = None
     seed: int | None = None
     ppl: float = math.nan  # held-out perplexity at the training length
@@ -255,9 +255,9 @@ def _pick(datasets) -> str | None:
 
 def run_label(label: str, model: dict) -> str:
     """The paper label a run is compared under: a coprime run whose α are exactly the stagger's
-    at its depth (`lab.schedules.coprime_is_stagger`, e.g. 4 layers) is ``…/coprime=stagger``,
+    at its depth (`lab.ladder.schedules.coprime_is_stagger`, e.g. 4 layers) is ``…/coprime=stagger``,
     which no claim compares: it would tie the stagger by being the same model."""
-    from lab.schedules import coprime_is_stagger
+    from lab.ladder.schedules import coprime_is_stagger
 
     L = model.get("n_layers")
     if label.endswith("/coprime") and isinstance(L, int) and L > 0:
@@ -269,7 +269,7 @@ def run_label(label: str, model: dict) -> str:
 def _store_lms(store, runs=None) -> list[tuple[LMRun, str, dict]]:
     from analysis import trajectories
     from analysis.tables_store import final_step_rows, lm_evals, same_tokens_basis
-    from lab.drift import alpha_drift
+    from lab.ladder.drift import alpha_drift
 
     ev = lm_evals(store, runs=runs)
     if ev.empty:

@@ -22,7 +22,7 @@ __all__ = ["ABOUT", "coverage_findings", "exact_findings", "boolmask_gap"]
 
 #: "about N" / "roughly N×": within this relative distance of N.
 ABOUT = 0.10
-_SRC = ["computed: probes.coverage / lab.plan, T=1024, α·f rounded half-to-even"]
+_SRC = ["computed: probes.coverage / lab.ladder.plan, T=1024, α·f rounded half-to-even"]
 
 
 def _about(x: float, target: float) -> bool:
@@ -30,7 +30,7 @@ def _about(x: float, target: float) -> bool:
 
 
 def _union(schedule: str, layers: int, rungs: int, window=8, seq_len=1024, base="fib") -> dict:
-    from lab.schedules import layer_alphas
+    from lab.ladder.schedules import layer_alphas
     from probes.coverage import coverage
 
     return coverage(layer_alphas(schedule, layers), window, seq_len, base, rungs)
@@ -149,8 +149,8 @@ def _fixed() -> dict[str, Finding]:
 def new_offsets(base: str, schedule: str, T: int = 4096, T0: int = 1024) -> dict[int, list]:
     """{layer: distances attended at length ``T`` (rung set recomputed, the paper's policy) that
     no query attends at the training length ``T0``} for the paper's 16 layers, W=8, K=15."""
-    from lab.plan import layer_sets
-    from lab.schedules import layer_alphas
+    from lab.ladder.plan import layer_sets
+    from lab.ladder.schedules import layer_alphas
 
     a = layer_alphas(schedule, 16)
     s0, sT = layer_sets(a, 8, T0, base, 15), layer_sets(a, 8, T, base, 15)
@@ -176,13 +176,13 @@ def _no_new_offsets() -> Finding:
         + "; ".join(words(s, n) for s, n in got.items())
         + f"; the paper's contrast, pow2/fixed: {len(pow2)} of 16 layers "
         f"({sorted({d for v in pow2.values() for d in v})}); learned α: unknown (not logged)",
-        ["computed: lab.plan.layer_sets, 16 layers, W=8, K=15, T=1024 vs 4096"],
+        ["computed: lab.ladder.plan.layer_sets, 16 layers, W=8, K=15, T=1024 vs 4096"],
         {s: {str(k): v for k, v in n.items()} for s, n in got.items()},
     )
 
 
 def _reach_matched() -> Finding:
-    from lab.offsets import rung_distances
+    from lab.ladder.offsets import rung_distances
 
     reach = {
         (b, a): max(rung_distances(a, 8, 1024, b)) for b in ("fib", "pow2") for a in (0.5, 1.0, 1.5)
@@ -195,7 +195,7 @@ def _reach_matched() -> Finding:
         f"{reach[('pow2', 1.0)]}, α = 0.5 {reach[('fib', 0.5)]} vs {reach[('pow2', 0.5)]}, α = 1.5 "
         f"{reach[('fib', 1.5)]} vs {reach[('pow2', 1.5)]}; rungs {rungs['fib']} vs "
         f"{rungs['pow2']} (fewer: yes)",
-        ["computed: lab.offsets.rung_distances, W=8, T=1024"],
+        ["computed: lab.ladder.offsets.rung_distances, W=8, T=1024"],
         {"reach": {f"{b}@{a:g}": d for (b, a), d in reach.items()}, "rungs": rungs},
     )
 
@@ -213,7 +213,7 @@ def boolmask_gap(alpha: float, T: int = 128, window: int = 8) -> float:
     against the interpolated gather at the same α (its gather module)."""
     import torch
 
-    from lab.attention import sparse_attention
+    from lab.sparse.attention import sparse_attention
 
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, h, T, 16, generator=g, dtype=torch.float64) for h in (2, 1, 1))
@@ -240,7 +240,7 @@ def _speed(timings) -> tuple[str, dict]:
 @functools.lru_cache(maxsize=1)
 def _gaps() -> tuple[float, tuple]:
     """(the gap at α = 1, the gaps at the 16 stagger α)."""
-    from lab.schedules import layer_alphas
+    from lab.ladder.schedules import layer_alphas
 
     return boolmask_gap(1.0), tuple(boolmask_gap(a) for a in layer_alphas("stagger", 16))
 
@@ -258,20 +258,20 @@ def _boolmask_identical(timings=()) -> Finding:
     stats = {"fixed": fixed, "stagger_max": max(stag), "stagger_differ": differ, **st}
     if fixed > IDENTICAL or differ:
         return Finding(
-            "did not hold", here, ["computed: lab.attention, path mask vs interp"], stats
+            "did not hold", here, ["computed: lab.sparse.attention, path mask vs interp"], stats
         )
     verdict = (
         "not shown" if not st else ("held" if st["mask_ms"] < st["gather_ms"] else "did not hold")
     )
-    return Finding(verdict, here, ["computed: lab.attention, path mask vs interp"], stats)
+    return Finding(verdict, here, ["computed: lab.sparse.attention, path mask vs interp"], stats)
 
 
 # --------------------------------------------------------------------------------------------
 # the attention share of the analytic FLOPs (§3, run matrix)
 # --------------------------------------------------------------------------------------------
 def _attention_minority() -> Finding:
-    from lab.efficiency import analyze
-    from lab.model import config_for
+    from lab.cost.efficiency import analyze
+    from lab.lm.model import config_for
 
     schemes = {
         "dense": dict(attention="dense"),
@@ -287,7 +287,7 @@ def _attention_minority() -> Finding:
         "attention FLOPs / (attention + the blocks' linear layers) at d=512, 16 layers, "
         "T=1024: " + ", ".join(f"{k} {100 * s:.1f} %" for k, s in share.items()) + " (the "
         "authors' figure: about 16 %, SPEC §8)",
-        ["computed: lab.efficiency.analyze, the paper-60m preset"],
+        ["computed: lab.cost.efficiency.analyze, the paper-60m preset"],
         {"attn_share": share},
     )
 

@@ -1,6 +1,6 @@
 """The claims ledger's checks of the retrieval-probe claims (the paper's Table 2), on one tier
 of probe records (`analysis.ledger_evidence.Tier`): best-distance accuracy over seeds, the α
-drift from a uniform start (`lab.drift`, through `probes.record.alpha_drift`) and the α spread
+drift from a uniform start (`lab.ladder.drift`, through `probes.record.alpha_drift`) and the α spread
 from a staggered one.  A grid in which no cell retrieves labels a failure "at chance".
 """
 
@@ -12,7 +12,7 @@ from collections import defaultdict
 import numpy as np
 
 from analysis.ledger_checks import AT_CHANCE, FAILED, RETRIEVED, SPREAD, Finding
-from lab.drift import is_inert
+from lab.ladder.drift import is_inert
 from probes.record import alpha_drift as record_drift
 
 __all__ = ["PROBE_CHECKS"]

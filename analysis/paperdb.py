@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lab.schemes import SCHEMES
+from lab.ladder.schemes import SCHEMES
 
 __all__ = [
     "BASES",
@@ -62,7 +62,7 @@ DEFAULT_SEED = 42
 #: The last training step of every finished run (13,000 steps of 32,768 tokens).
 FINAL_STEP = 13000
 
-# Title body (between "f13__" and "_w12") → (base, schedule): the `lab.schemes` registry's
+# Title body (between "f13__" and "_w12") → (base, schedule): the `lab.ladder.schemes` registry's
 # run-title spelling of each scheme the authors ran.
 _BODIES = {s.title: (s.base, s.schedule) for s in SCHEMES if s.title}
 _VARIANT_RE = re.compile(

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lab.jsonio import clean
+from lab.util.jsonio import clean
 
 __all__ = [
     "Report",
@@ -220,7 +220,7 @@ class Report:
     # ---- rendering -----------------------------------------------------------------------
     def records(self) -> dict[str, list[dict]]:
         """Every table by name, in report order: its rows as `table_records` (the numbers the
-        Markdown prints; missing values None, so `lab.jsonio.dumps` writes strict JSON)."""
+        Markdown prints; missing values None, so `lab.util.jsonio.dumps` writes strict JSON)."""
         return {
             b.meta["name"]: table_records(b.payload, b.meta["decimals"], b.meta["index"])
             for b in self.blocks

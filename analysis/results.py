@@ -28,7 +28,7 @@ from analysis import (
 )
 from analysis.comparable import TableUnavailable
 from analysis.report import Report
-from lab.drift import INERT_TOL
+from lab.ladder.drift import INERT_TOL
 
 __all__ = [
     "build_report",

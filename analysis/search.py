@@ -29,8 +29,8 @@ from typing import Protocol
 
 from analysis.search_objectives import LMSpec, Objective, ProbeSpec, Pruned, TrialTask, evaluate
 from analysis.search_space import Param, SearchSpace
-from lab.procs import pid_alive
-from lab.wording import plural
+from lab.machine.procs import pid_alive
+from lab.util.wording import plural
 
 RUN_KIND = "search"
 METRIC_PREFIX = "search/"
@@ -231,7 +231,7 @@ def fail_abandoned(study, name: str, store=None, log=None) -> list[int]:
 def mark_failed(store, run: str, why: str) -> None:
     """The trial's run marked failed in the store, if it got that far: a search killed between
     asking a trial and starting its run leaves nothing in the store to mark."""
-    from lab.store import UnknownRunError
+    from lab.store.connection import UnknownRunError
 
     if store is None:
         return

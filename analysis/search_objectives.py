@@ -75,7 +75,7 @@ class ProbeSpec:
 
 @dataclass(frozen=True)
 class LMSpec:
-    """The ppl objective's settings: a training preset (`lab.trainconfig`), steps, data source."""
+    """The ppl objective's settings: a training preset (`lab.training.trainconfig`), steps, data source."""
 
     preset: str = "tiny"
     steps: int | None = None
@@ -110,7 +110,7 @@ def proxy_values(
     cand: Candidate, space: SearchSpace, names: Sequence[str], rounding: str = "round"
 ) -> dict[str, float]:
     """The counting objectives among ``names`` for one candidate."""
-    from lab.plan import layer_sets
+    from lab.ladder.plan import layer_sets
     from probes.coverage import band_mask
     from probes.receptive_field import reachable_fraction
 
@@ -139,7 +139,7 @@ def probe_value(
 
     import torch
 
-    from lab.model import build_model
+    from lab.lm.model import build_model
     from probes.runner import run_cell
     from probes.settings import SCALES, Cell
 
@@ -188,8 +188,8 @@ def ppl_value(task: TrialTask, cand: Candidate) -> float:
     """Held-out perplexity after a short LM run with the candidate's α (mean over domains)."""
     import tempfile
 
-    from lab.train import train
-    from lab.trainconfig import make_config
+    from lab.training.train import train
+    from lab.training.trainconfig import make_config
 
     space, spec = task.space, task.lm
     over = {

@@ -13,7 +13,7 @@ A space is one α part and any modifiers, joined by ``+`` (``linear``, ``free+ba
 Without an α part the schedule is the linear stagger.  `SearchSpace.params` lists the
 dimensions (`Param`, plain values a sampler maps to its own distributions) and
 `SearchSpace.decode` turns one assignment into a `Candidate` (per-layer α via
-`lab.schedules`, base, W), the input of every objective.  Pure functions of plain values.
+`lab.ladder.schedules`, base, W), the input of every objective.  Pure functions of plain values.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from lab.offsets import ALPHA_MIN, ALPHA_SPAN
-from lab.schedules import coprime_order, layer_alphas, linear_stagger
+from lab.ladder.offsets import ALPHA_MIN, ALPHA_SPAN
+from lab.ladder.schedules import coprime_order, layer_alphas, linear_stagger
 
 ALPHA_PARTS = ("linear", "coprime", "free")
 MODIFIERS = ("base", "window")

@@ -29,9 +29,9 @@ import time
 from analysis import demo_reuse
 from analysis import study_plan as SP
 from analysis.study_precision import study_precision
-from lab import jsonio
-from lab.schedules import coprime_is_stagger
+from lab.ladder.schedules import coprime_is_stagger
 from lab.store import Store
+from lab.util import jsonio
 
 __all__ = [
     "StudyStore",
@@ -71,7 +71,7 @@ def study_config(
 ):
     """The TrainConfig of one study run (see `analysis.study_plan` for the recipe), in the
     study's `precision` (`study_precision`)."""
-    from lab.trainconfig import make_config
+    from lab.training.trainconfig import make_config
 
     if scheme not in SP.SCHEMES:
         raise ValueError(f"scheme {scheme!r} is unknown: use one of {sorted(SP.SCHEMES)}")
@@ -130,7 +130,8 @@ class _Runner:
 
     def run(self, scheme: str, seed: int, steps: int, below: int | None = None) -> dict:
         """Train (or reuse) and evaluate one run; ``below``: the lower rung to continue from."""
-        from lab.train import load_data, train
+        from lab.training.rundata import load_data
+        from lab.training.train import train
 
         cfg = study_config(self.sc, self.prefix, scheme, seed, steps, self.runs_dir, self.precision)
         if cfg.name in self.results:
@@ -170,7 +171,7 @@ class _Runner:
                 shutil.copy2(os.path.join(low, f), os.path.join(run_dir, f))
 
     def _evaluate(self, run_dir: str, cfg) -> dict:
-        from lab.evalrun import evaluate_run
+        from lab.evaluation.evalrun import evaluate_run
 
         sc = self.sc
         key = {

@@ -16,9 +16,9 @@ def study_precision(runs_dir: str, prefix: str, asked: str = "auto", log=print) 
     """The precision every run of study `prefix` computes in: the one recorded when it started
     (``<prefix>-precision.json`` in runs_dir), else that of a run it already trained (a study
     from before the record), else `asked` resolved on this machine — then recorded."""
-    from lab.checkpoint import latest_good_checkpoint
-    from lab.hardware import machine
-    from lab.precision import resolve_precision
+    from lab.machine.hardware import machine
+    from lab.machine.precision import resolve_precision
+    from lab.training.checkpoint import latest_good_checkpoint
 
     path = os.path.join(runs_dir, f"{prefix}-{PRECISION_FILE}")
     here = resolve_precision(asked, "cpu")

@@ -22,10 +22,10 @@ __all__ = ["window_nll", "comparison_noise"]
 def window_nll(run_dir: str) -> np.ndarray:
     """(W,) mean NLL per token of every held-out window of the run's training length, from its
     newest checkpoint, in the precision it trained in (cached in the run folder)."""
-    from lab.evalrun import open_run
-    from lab.evaluate import heldout_splits, position_nll
-    from lab.precision import autocast, resolve_precision
-    from lab.train import dataset_name
+    from lab.evaluation.evalrun import open_run
+    from lab.evaluation.evaluate import heldout_splits, position_nll
+    from lab.machine.precision import autocast, resolve_precision
+    from lab.training.train import dataset_name
 
     r = open_run(run_dir, log=lambda *a: None)
     path = os.path.join(run_dir, f"window-nll-{r.step}.npy")

@@ -116,7 +116,7 @@ def png_size(data: bytes) -> tuple[int, int]:
 
 def _canonical(label: str) -> str | None:
     """``fib/stagger`` for any spelling of a registered scheme (``stagger``, ``fib-stagger``…)."""
-    from lab.schemes import scheme
+    from lab.ladder.schemes import scheme
 
     try:
         return scheme(str(label)).paper

@@ -7,7 +7,7 @@ import math
 
 import pandas as pd
 
-from lab.evalkind import EvalKind
+from lab.evaluation.evalkind import EvalKind
 
 from .comparable import TableUnavailable
 from .tables_rows import comparable_rows, config_label, finish_table, paper_order, rounded

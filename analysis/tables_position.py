@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lab.evalkind import EvalKind, Family
+from lab.evaluation.evalkind import EvalKind, Family
 
 from .tables_rows import comparable_rows, config_label, finish_table, paper_order, rounded
 from .tables_store import final_step_rows, lm_evals_and_variants, pick_dataset

@@ -85,7 +85,7 @@ def probe_cells_from_store(probes: pd.DataFrame) -> pd.DataFrame:
 
 def probe_cells_from_records(records) -> pd.DataFrame:
     """Probe cells (the columns of :func:`probe_cells_from_store`) from the records that
-    ``probes.retrieval.run_cell`` returns and the probe JSONL files hold (dicts or
+    ``probes.runner.run_cell`` returns and the probe JSONL files hold (dicts or
     :class:`probes.record.ProbeRecord`)."""
     rows = []
     for i, rec in enumerate(records):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lab.schemes import paper_label
+from lab.ladder.schemes import paper_label
 
 from .comparable import natural_key, one_run_per_seed, variant_labels
 from .paperdb import BASES, SCHEDULES
@@ -14,7 +14,7 @@ __all__ = ["config_label", "paper_order", "comparable_rows", "finish_table", "ro
 
 
 def config_label(base, schedule, attention: str = "sparse") -> str:
-    """The paper's name of a configuration (`lab.schemes.paper_label`): ``"dense"``, or
+    """The paper's name of a configuration (`lab.ladder.schemes.paper_label`): ``"dense"``, or
     ``"base/schedule"`` such as ``"fib/stagger"``; a custom base or schedule (a list) is
     called ``custom``."""
     return paper_label(base, schedule, attention)

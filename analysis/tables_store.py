@@ -3,7 +3,7 @@
 LM runs are runs of kind ``lm`` whose config is a ``TrainConfig.to_dict()`` (``model.base``,
 ``model.schedule``, ``model.window``, ``model.seq_len`` = the training length, ``seed``); a flat
 config with ``base``, ``schedule``, ``W`` / ``window``, ``seq_len``, ``seed`` is read too. Each run
-carries its :class:`lab.variant.Variant` (runs with equal ids are comparable). Evaluation kinds:
+carries its :class:`lab.store.variant.Variant` (runs with equal ids are comparable). Evaluation kinds:
 
 ``full``
     whole windows at ``context_len``, rung set recomputed for that length (the paper's policy);
@@ -27,8 +27,8 @@ import json
 
 import pandas as pd
 
-from lab.evalkind import KIND_PATTERNS
-from lab.variant import Variant, seed_of, variant_of
+from lab.evaluation.evalkind import KIND_PATTERNS
+from lab.store.variant import Variant, seed_of, variant_of
 
 from .comparable import TableUnavailable
 from .tables_rows import config_label
@@ -45,7 +45,7 @@ __all__ = [
 
 
 #: Evaluation kinds the tables read (``{j}`` / ``{b}`` stand for a block / bin number); the
-#: store's text of a `lab.evalkind.EvalKind`, read back with `EvalKind.read`.
+#: store's text of a `lab.evaluation.evalkind.EvalKind`, read back with `EvalKind.read`.
 EVAL_KINDS = KIND_PATTERNS
 
 
@@ -131,7 +131,7 @@ def lm_runs(store, status: str | None = "done", runs=None) -> pd.DataFrame:
     """The language-model runs (kind ``lm``) of a :class:`lab.store.Store`, one row each, oldest
     first: ``run``, ``status``, what their config says (``config`` — the paper's label —,
     ``attention``, ``base``, ``schedule``, ``W``, ``seed``, ``seq_len``), ``variant_id`` (the
-    :class:`lab.variant.Variant` id: equal ids, comparable runs) and ``finished_at``.
+    :class:`lab.store.variant.Variant` id: equal ids, comparable runs) and ``finished_at``.
     ``status=None`` keeps every status; ``runs`` (a name or a list) keeps those runs (still
     filtered by ``status``); a name that is no LM run of the store raises ``ValueError``."""
     return _lm_runs(store, status, runs)[0]

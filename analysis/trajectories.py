@@ -2,19 +2,19 @@
 
 Sources: our store (``Store.alphas()``: LM runs log every layer's α every ``alpha_every`` steps,
 probe runs their per-step trajectory) and probe records (``trajectory: [{step, alphas}]``, as
-``probes.retrieval.run_cell`` returns and the probe JSONL files hold). Both become one long frame
+``probes.runner.run_cell`` returns and the probe JSONL files hold). Both become one long frame
 with columns ``run``, ``kind`` (``lm`` | ``probe``), ``step``, ``layer``, ``alpha``,
 ``alpha_init``. Layers without an α (NaN: dense layers) are dropped.
 
 ``alpha_init`` is the layer's α at step 0 when the trajectory has a step 0 (probes log one); for
 an LM run, whose first logged step is 1 (after one optimizer step), it is the schedule's start
-computed from the run's config (``lab.schedules.layer_alphas`` with the model's schedule,
+computed from the run's config (``lab.ladder.schedules.layer_alphas`` with the model's schedule,
 ``learned_init``, ``coprime_stride``, ``alpha_min``, ``alpha_span``); NaN when neither is known.
 
 Summaries: :func:`final_range` (the α range at each run's last step), :func:`drift` (per run and
 layer, the largest |α − α_init| over steps) and :func:`inert` (is every layer within a tolerance
 of its start? the paper's "stays within 0.05 of α = 1"), both by the one definition in
-:mod:`lab.drift`.
+:mod:`lab.ladder.drift`.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import math
 
 import pandas as pd
 
-from lab.drift import INERT_TOL, alpha_drift, is_inert, layer_drifts
-from lab.schedules import layer_alphas
+from lab.ladder.drift import INERT_TOL, alpha_drift, is_inert, layer_drifts
+from lab.ladder.schedules import layer_alphas
 
 __all__ = [
     "COLUMNS",
@@ -172,7 +172,7 @@ def final_range(traj: pd.DataFrame) -> pd.DataFrame:
 
 def _points(g: pd.DataFrame) -> tuple[list[int], list[list[float]], list[float]]:
     """One run's frame as (layers, α per layer at each logged step, α_init per layer), the
-    form `lab.drift` reads (layers indexed 0…max; NaN where a layer has no value)."""
+    form `lab.ladder.drift` reads (layers indexed 0…max; NaN where a layer has no value)."""
     n = int(g["layer"].max()) + 1
     wide = g.pivot_table(index="step", columns="layer", values="alpha", aggfunc="first")
     wide = wide.sort_index().reindex(columns=range(n))
@@ -181,7 +181,7 @@ def _points(g: pd.DataFrame) -> tuple[list[int], list[list[float]], list[float]]
 
 
 def run_points(traj: pd.DataFrame, run: str) -> dict:
-    """One run of a trajectory frame in `lab.drift`'s form: ``{"points": α per layer at each
+    """One run of a trajectory frame in `lab.ladder.drift`'s form: ``{"points": α per layer at each
     logged step, "init": α per layer at the start}`` (NaN where unknown)."""
     _check(traj, "a run's α points")
     g = traj[traj["run"] == run]
@@ -196,7 +196,7 @@ def run_points(traj: pd.DataFrame, run: str) -> dict:
 
 def drift(traj: pd.DataFrame) -> pd.DataFrame:
     """Per run and layer: ``alpha_init``, ``alpha_final`` (at the last logged step),
-    ``max_drift`` = max over logged steps of |α − α_init| (`lab.drift.layer_drifts`) and
+    ``max_drift`` = max over logged steps of |α − α_init| (`lab.ladder.drift.layer_drifts`) and
     ``final_drift`` = |α_final − α_init| (NaN where the start is unknown)."""
     _check(traj, "the α drift")
     rows = []
@@ -227,8 +227,8 @@ def drift(traj: pd.DataFrame) -> pd.DataFrame:
 
 def inert(traj: pd.DataFrame, tol: float = INERT_TOL) -> pd.DataFrame:
     """The inertness check per run: ``run``, ``kind``, ``layers``, ``max_drift`` (largest
-    |α − α_init| over layers and steps: `lab.drift.alpha_drift`), ``worst_layer`` (where it
-    happened) and ``inert`` (`lab.drift.is_inert`: every layer within ``tol`` of its start at
+    |α − α_init| over layers and steps: `lab.ladder.drift.alpha_drift`), ``worst_layer`` (where it
+    happened) and ``inert`` (`lab.ladder.drift.is_inert`: every layer within ``tol`` of its start at
     every logged step; ``<NA>`` when a start is unknown)."""
     is_inert(0.0, tol)  # validates tol
     _check(traj, "the inertness check")

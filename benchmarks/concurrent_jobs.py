@@ -8,7 +8,7 @@
 Why (issue 30): every process took all the cores, and its OpenMP threads spun while they
 waited, so two ``fiblab train --preset cpu-stagger --steps 24`` side by side took 5.5× as long
 each as one alone (12.9 s → 71.1 s) and three 16.6× (214.5 s), on a quiet 2-core machine.
-`lab.cpu_share` now divides the cores among the lab's live jobs; this script measures what
+`lab.machine.cpu_share` now divides the cores among the lab's live jobs; this script measures what
 that leaves.
 
 Each job is the public command, started as its own process: ``fiblab train --preset
@@ -17,7 +17,7 @@ demo`` (one blur cell of depth 2, ``--probe-steps`` steps).  For each kind and e
 N jobs start together; the table gives each job's wall time, the solo time of the same kind
 measured in the same run (N = 1), and the fair-share ratio wall / (N × solo): 1.0 is as good as
 running them one after another, above 1 is the cost of running them side by side.  While they
-run the script reads the job registry (`lab.cpu_share`, a private folder for this script) and
+run the script reads the job registry (`lab.machine.cpu_share`, a private folder for this script) and
 reports the most threads the jobs used at once (a job that joins takes its share at once, the
 older ones at their next step boundary a second or so later: that moment is counted too).
 ``--share off`` starts every job with ``FIBLAB_CPU_SHARE=0`` (all cores each, threads that spin:
@@ -26,7 +26,7 @@ the solo rows (N = 1) with and without it say what sleeping threads cost a job a
 2-core machine: 55–62 → 92–102 ms a probe step, which is why the lab does not set it).
 
 The first line names the machine (`benchmarks.header`), the last how busy other processes kept
-it (`lab.contention`): a busy machine makes every ratio look worse.
+it (`lab.cost.contention`): a busy machine makes every ratio look worse.
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from benchmarks.header import machine_header  # noqa: E402
-from lab import contention, cpu_share  # noqa: E402
+from lab.cost import contention
+from lab.machine import cpu_share
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)

@@ -1,4 +1,4 @@
-"""Sampling speed of `lab.generate.generate` (KV-cache-free) against the forward pass it repeats.
+"""Sampling speed of `lab.lm.generate.generate` (KV-cache-free) against the forward pass it repeats.
 
     .venv/bin/python benchmarks/generate_speed.py [--preset cpu-small] [--threads 1] [--new 64]
 
@@ -21,8 +21,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
 from benchmarks.header import machine_header  # noqa: E402
-from lab.generate import generate  # noqa: E402
-from lab.model import build_model  # noqa: E402
+from lab.lm.generate import generate
+from lab.lm.model import build_model
 
 
 def _forward_s(model, T: int, reps: int = 5) -> float:

@@ -39,7 +39,7 @@ section or measurement that would start past --budget-s is skipped and recorded 
    two runs trained here (losses, evaluations and α to 1e-3 relative; bit-equality recorded).
    Skipped, and recorded as such, without CUDA (so in a dry run) or without Ray.
 
-Everything lands in one JSON (``--out``; under ``machine``, `lab.hardware`'s record of the
+Everything lands in one JSON (``--out``; under ``machine``, `lab.machine.hardware`'s record of the
 machine, whose line is also the first line printed), rewritten after each section so a cut-off
 run keeps what it measured.  Timings are medians after a warm-up (which includes Triton /
 torch.compile compilation).  The sections live in ``benchmarks/gpu/`` (one module each; its

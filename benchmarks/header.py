@@ -1,6 +1,6 @@
 """The first line of every benchmark's output: the machine it measures on.
 
-    info = machine_header()   # prints `lab.hardware.machine().line()`; returns its to_dict()
+    info = machine_header()   # prints `lab.machine.hardware.machine().line()`; returns its to_dict()
 
 Call it after the script has set its thread count (the line names the threads measured with)
 and put the returned dict under ``"machine"`` in any JSON the script writes, so a figure never
@@ -9,7 +9,7 @@ travels without its CPU model, PyTorch capability and thread count (benchmarks/R
 
 from __future__ import annotations
 
-from lab.hardware import machine
+from lab.machine.hardware import machine
 
 
 def machine_header() -> dict:

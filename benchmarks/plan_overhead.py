@@ -1,15 +1,15 @@
-"""Forward time with the attended-set plan cached vs rebuilt on every forward (`lab.plan`).
+"""Forward time with the attended-set plan cached vs rebuilt on every forward (`lab.ladder.plan`).
 
     python benchmarks/plan_overhead.py                        # paper-60m, T 1024, batch 1
     python benchmarks/plan_overhead.py --preset tiny --repeats 2     # a quick check that it runs
 
 For each schedule (fixed, stagger, learned by default) one model is built and its forward
 (eval mode, no_grad; bf16 autocast on CUDA) timed with the plan cache on and off in the same
-process, in turns (`lab.measure.time_round_robin`) so background load hits both alike: the median
+process, in turns (`lab.cost.measure.time_round_robin`) so background load hits both alike: the median
 milliseconds, the ratio off / on, and their difference.  Separately, the plan step alone — what
 one forward does per layer before the kernel: read α, `plan_for`, `ColumnPlan.kernel_inputs` —
 is timed over many iterations with the cache on and off: the Python overhead per forward.
-Cache off (`lab.plan.set_cache_enabled(False)`, or FIBLAB_PLAN_CACHE=0) rebuilds every plan and
+Cache off (`lab.ladder.plan.set_cache_enabled(False)`, or FIBLAB_PLAN_CACHE=0) rebuilds every plan and
 its tensors, as the code did before the cache.
 """
 
@@ -24,10 +24,10 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from benchmarks.header import machine_header  # noqa: E402
-from lab import plan  # noqa: E402
-from lab.measure import time_fn, time_round_robin  # noqa: E402
-from lab.model import FibLM, config_for  # noqa: E402
-from lab.precision import autocast  # noqa: E402
+from lab.cost.measure import time_fn, time_round_robin
+from lab.ladder import plan
+from lab.lm.model import FibLM, config_for
+from lab.machine.precision import autocast
 
 SCHEDULES = {
     "fixed": dict(schedule="fixed"),
@@ -50,7 +50,7 @@ def plan_cache(enabled: bool):
 
 
 def forward_ms(model: FibLM, ids: torch.Tensor, repeats: int) -> dict[str, float]:
-    """Median forward milliseconds with the cache on and off, in turns (`lab.measure`)."""
+    """Median forward milliseconds with the cache on and off, in turns (`lab.cost.measure`)."""
     dev = ids.device
     model.eval()
 

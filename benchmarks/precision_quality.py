@@ -7,7 +7,7 @@ in bf16, beside the seed-to-seed noise.
 Why: on a CPU with native bf16 (AMX / AVX512-BF16) ``--precision auto`` is bf16, on an AVX2
 CPU it is fp32, so one command gives different numbers on the two machines.  This measures how
 different: each (preset, seed) is trained twice from the same seed, once per precision, and
-evaluated in the precision it trained in (`lab.evalrun.evaluate_run`) on all held-out windows
+evaluated in the precision it trained in (`lab.evaluation.evalrun.evaluate_run`) on all held-out windows
 at the training length.  The bf16 − fp32 perplexity difference per seed is set beside σ, the
 standard deviation of fp32 perplexity across seeds (the noise every comparison of the lab
 already carries).
@@ -33,9 +33,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def run_once(preset: str, seed: int, precision: str, steps: int, runs: str, data) -> dict:
     """Train (or find finished) one run, then its held-out perplexity at T in its precision."""
-    from lab.evalrun import evaluate_run
-    from lab.train import train
-    from lab.trainconfig import make_config
+    from lab.evaluation.evalrun import evaluate_run
+    from lab.training.train import train
+    from lab.training.trainconfig import make_config
 
     name = f"{preset}-s{seed}-{precision}-{steps}"
     cfg = make_config(
@@ -99,8 +99,8 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", default=os.path.join(HERE, "results", "precision", "runs"))
     ap.add_argument("--out", default=os.path.join(HERE, "results", "precision-quality.json"))
     a = ap.parse_args(argv)
-    from lab.train import load_data
-    from lab.trainconfig import make_config
+    from lab.training.rundata import load_data
+    from lab.training.trainconfig import make_config
 
     machine_header()
     data = load_data(make_config(a.presets[0], {"run_dir": a.runs}))
@@ -127,7 +127,7 @@ def main(argv=None) -> int:
 
 def _write(path: str, rows: list[dict], table: dict | None = None) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    from lab.hardware import machine
+    from lab.machine.hardware import machine
 
     body = {"machine": machine().line(), "runs": rows, "summary": table}
     tmp = path + ".tmp"

@@ -3,12 +3,12 @@
     python benchmarks/precision_speed.py               # every workload below, 5 rounds
     python benchmarks/precision_speed.py --reps 3 --only lm-cpu-small probe-demo-d2
 
-Why: ``--precision auto`` follows the hardware (`lab.precision`): bf16 on CPUs with AMX /
+Why: ``--precision auto`` follows the hardware (`lab.machine.precision`): bf16 on CPUs with AMX /
 AVX512-BF16, fp32 elsewhere.  Whether bf16 is *faster* there depends on the workload: the
 lab's CPU models are small (d = 128), where the casts autocast adds can outweigh faster
 matmuls, and the fused C++ attention kernel runs in float32 / float64 only, so under bf16
 the sparse models take the PyTorch path.  Each workload's fp32 and bf16 callables are timed in
-turns (`lab.measure.time_round_robin`: background load hits both alike) and the table gives
+turns (`lab.cost.measure.time_round_robin`: background load hits both alike) and the table gives
 the minimum and median of each and bf16 / fp32 of the minima (< 1: bf16 faster).
 
 Workloads: the training step (forward, backward, AdamW) of the CPU presets' model
@@ -29,11 +29,11 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from benchmarks.header import machine_header  # noqa: E402
-from lab import contention  # noqa: E402
-from lab.measure import time_round_robin  # noqa: E402
-from lab.model import FibLM, config_for  # noqa: E402
-from lab.precision import autocast  # noqa: E402
-from lab.train import param_groups  # noqa: E402
+from lab.cost import contention
+from lab.cost.measure import time_round_robin
+from lab.lm.model import FibLM, config_for
+from lab.machine.precision import autocast
+from lab.training.train import param_groups
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # name: (model preset, model overrides, batch, T)

@@ -37,7 +37,7 @@ from benchmarks.header import machine_header  # noqa: E402
 
 def _warm(i: int) -> int:
     import analysis.search_objectives  # noqa: F401
-    import lab.model  # noqa: F401
+    import lab.lm.model  # noqa: F401
     import probes.runner  # noqa: F401  (torch and the lab imported once per worker)
 
     return i

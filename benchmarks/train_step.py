@@ -13,7 +13,7 @@ Models × schedules × attention implementations (``--grid``), the issue-7 table
     fused C++ kernel, and torch, the pure-PyTorch reference; FIBLAB_ATTN_IMPL is set per row),
     and prints step time, tokens/s and the time relative to the dense model in the same run.
 
-Training presets (default), the CPU presets of `lab.train`:
+Training presets (default), the CPU presets of `lab.training.train`:
 
     python benchmarks/train_step.py                                  # cpu-dense … cpu-learned
     python benchmarks/train_step.py --presets fib-stagger-w8 fib-learned-w8 dense \
@@ -39,14 +39,14 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from benchmarks.header import machine_header  # noqa: E402
-from lab import kernels  # noqa: E402
-from lab.measure import CLOCKS, time_fn  # noqa: E402
-from lab.model import FibLM, config_for  # noqa: E402
-from lab.schemes import scheme  # noqa: E402
-from lab.train import lr_at, param_groups  # noqa: E402
-from lab.trainconfig import make_config  # noqa: E402
+from lab import kernels
+from lab.cost.measure import CLOCKS, time_fn
+from lab.ladder.schemes import scheme
+from lab.lm.model import FibLM, config_for
+from lab.training.train import lr_at, param_groups
+from lab.training.trainconfig import make_config
 
-SCHEDULES = {  # model overrides per schedule (`lab.schemes` short names)
+SCHEDULES = {  # model overrides per schedule (`lab.ladder.schemes` short names)
     s: scheme(s).model_overrides()
     for s in ("dense", "fixed", "stagger", "coprime", "pow2-stagger", "learned")
 }
@@ -172,7 +172,7 @@ def run_presets(args) -> None:
             flush=True,
         )
     if not args.no_tokenise:
-        from lab.prepared import prepare
+        from lab.data.prepared import prepare
 
         with tempfile.TemporaryDirectory() as d:
             for vocab in (2048, 32768):

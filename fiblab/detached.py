@@ -15,7 +15,7 @@ import signal
 import subprocess
 import time
 
-from lab.procs import pid_alive
+from lab.machine.procs import pid_alive
 
 __all__ = [
     "LIVE",

@@ -3,9 +3,9 @@
     report = diagnose()          # a dict: machine, kernels, precision, choices, steps, estimates
     print(format_doctor(report)) # the readable page (`fiblab doctor`; `--json` prints the dict)
 
-Why: every speed choice of the lab follows the machine (`lab.hardware`): `auto` precision is
+Why: every speed choice of the lab follows the machine (`lab.machine.hardware`): `auto` precision is
 bf16 only where it is native, the attention and blur implementations are picked by a short
-timing at first use and cached (`lab.autotune`), and the C++ kernel is compiled for this CPU.
+timing at first use and cached (`lab.machine.autotune`), and the C++ kernel is compiled for this CPU.
 A researcher should see those choices and their timings in one place, and know before starting
 whether the main job takes minutes or hours here.
 
@@ -18,7 +18,7 @@ steps themselves, so what is printed is what a real run does.
 
 A busy machine: each step is timed ``reps`` times and the *fastest* counts (load only ever
 adds time), with its spread shown; the CPU other processes took meanwhile is measured
-(`lab.contention`) and a busy machine is said so in the first lines, with the estimates
+(`lab.cost.contention`) and a busy machine is said so in the first lines, with the estimates
 marked as likely high.  A cached implementation choice that was measured while the machine
 was busy is measured again when doctor finds the machine quiet, and marked otherwise.
 
@@ -36,11 +36,11 @@ import time
 
 import torch
 
-from lab import contention
-from lab.hardware import machine
-from lab.measure import Timing, time_fn
-from lab.precision import autocast, default_precision, slow_bf16_reason
-from lab.wording import plural
+from lab.cost import contention
+from lab.cost.measure import Timing, time_fn
+from lab.machine.hardware import machine
+from lab.machine.precision import autocast, default_precision, slow_bf16_reason
+from lab.util.wording import plural
 
 #: demo LM stage time / its training steps' time (the rest: the evaluations at 1×/2×/4× under
 #: both rung policies, position bins, the battery).  Measured 2026-12-01 on the AVX2 machine,
@@ -71,8 +71,8 @@ def _matmul_ms() -> dict:
 
 def _lm_step_s(precision: str, reps: int) -> Timing:
     """One training step of the demo's language model (cpu-stagger) on this CPU, timed."""
-    from lab.model import FibLM
-    from lab.trainconfig import make_config
+    from lab.lm.model import FibLM
+    from lab.training.trainconfig import make_config
 
     cfg = make_config("cpu-stagger")
     torch.manual_seed(0)
@@ -103,8 +103,8 @@ def _probe_step_s(scale: str, depth: int, precision: str, reps: int) -> Timing:
 
 
 def _choices() -> list[dict]:
-    """This machine's implementation choices, cached or made by the steps (`lab.autotune`)."""
-    from lab import autotune
+    """This machine's implementation choices, cached or made by the steps (`lab.machine.autotune`)."""
+    from lab.machine import autotune
 
     return [
         dataclasses.asdict(d) if dataclasses.is_dataclass(d) else dict(d)
@@ -155,7 +155,7 @@ def diagnose(reps: int = 3, retune: bool = False) -> dict:
     """Everything `fiblab doctor` prints, as one JSON-able dict (see the module docstring).
     ``retune``: forget this machine's cached implementation choices first, so the steps below
     measure them again (a choice made while the machine was busy can be wrong)."""
-    from lab import autotune
+    from lab.machine import autotune
 
     t0 = time.perf_counter()
     before = contention.probe(0.5)  # busy now?  then a busy-made choice is not re-measured

@@ -1,7 +1,7 @@
 """Launch a training run as a separate process, watch it through the store, stop it, resume it.
 
 A notebook (or any Python session) builds the run's TrainConfig here (a preset and typed
-overrides, `lab.config`), writes it to ``<runs>/<name>/launch-config.json`` and starts
+overrides, `lab.lm.config`), writes it to ``<runs>/<name>/launch-config.json`` and starts
 ``python -m fiblab.cli train --config <that file>`` — or, when several GPUs are visible,
 ``python -m torch.distributed.run --standalone --nproc_per_node=N -m fiblab.cli train …`` — in a
 new session (``start_new_session=True``), so neither a busy nor a restarted kernel stops it.  The
@@ -21,7 +21,7 @@ States (`state`): ``starting`` (process alive, no step logged yet), ``running``,
 ``failed`` (the store's message, or the log's last lines, says why).  Live values come from the
 experiment store, so a run launched with ``store=''`` can only be told apart by its exit code.
 What a live process is doing (``phase``: starting, preparing the data, the first step, training,
-evaluating) comes from the file it writes beside its checkpoints (`lab.runphase`), and its ETA
+evaluating) comes from the file it writes beside its checkpoints (`lab.training.runphase`), and its ETA
 from its own measured step and evaluation times (`fiblab.train_eta`).  The command line itself
 is built in `fiblab.train_command` (re-exported here).
 """
@@ -38,16 +38,16 @@ from pathlib import Path
 
 from fiblab import detached, train_eta
 from fiblab.train_command import auto_nproc, gpu_count, train_command
-from lab import paths
-from lab.checkpoint import list_checkpoints
-from lab.config import split_overrides
-from lab.runphase import EXITING, STARTING, clear_phase, read_phase
+from lab.lm.config import split_overrides
 from lab.store import Store
-from lab.train import STOP_FILE
-from lab.train import request_stop as _touch_stop
-from lab.trainconfig import make_config
+from lab.training.checkpoint import list_checkpoints
+from lab.training.runphase import EXITING, STARTING, clear_phase, read_phase
+from lab.training.train import STOP_FILE
+from lab.training.train import request_stop as _touch_stop
+from lab.training.trainconfig import make_config
+from lab.util import paths
 
-# where runs go by default, as the notebooks keep them (`lab.paths`: FIBLAB_STORE / FIBLAB_RUNS,
+# where runs go by default, as the notebooks keep them (`lab.util.paths`: FIBLAB_STORE / FIBLAB_RUNS,
 # else <checkout>/runs, or ./runs for an installed fiblab), resolved when this module is imported
 ROOT: Path = paths.work_dir()
 DEFAULT_STORE = paths.store_path(ROOT)
@@ -143,7 +143,7 @@ def launch(
 ) -> RunHandle:
     """Start one training run in its own process session and return its handle.
 
-    The configuration is built here first (`lab.train.make_config`), so a bad preset, override
+    The configuration is built here first (`lab.training.trainconfig.make_config`), so a bad preset, override
     or GPU split fails at once with the reason; the process is handed that config as a file.  ``nproc=None`` uses torchrun over the visible
     GPUs when there are several (as many as divide the step's micro-batches), else one process.  ``env`` adds environment variables; the
     process runs in ``cwd`` (default: the project root, where relative data paths resolve;

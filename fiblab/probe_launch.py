@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, fields, replace
 
 from fiblab import detached
 from fiblab.probe_progress import activity, eta_seconds
-from lab import paths
+from lab.util import paths
 from probes import live as LV
 from probes.grid import append_record, load_records
 from probes.gridspec import GridSpec

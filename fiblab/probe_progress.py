@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from lab.wording import plural
+from lab.util.wording import plural
 
 __all__ = ["eta_seconds", "activity"]
 
@@ -90,8 +90,8 @@ def start_estimate(cells, settings, scale: str, task: str, jobs: int = 1) -> str
     take on this machine, from one blur-cell step timed here per depth (`probes.runner.
     blur_step`, what `fiblab doctor` times), divided over ``jobs`` lanes. None for a short
     grid, a task other than ``marked`` or a scale without a step to time."""
-    from lab.measure import time_fn
-    from lab.wording import duration, plural
+    from lab.cost.measure import time_fn
+    from lab.util.wording import duration, plural
     from probes.runner import blur_step
     from probes.settings import SCALES
 

@@ -16,7 +16,7 @@ runs 16 cells at once; give LM runs more threads (``--ray-threads 4``) when core
 The same seeds give the same numbers whatever the number of nodes (each task is a pure
 function of its cell or config; torch's CPU kernels give the same result for the same number
 of threads, which is why the threads are fixed per task, not per node).  A task registers
-with its node's lab jobs pinned at its threads (`lab.cpu_share.pin`): lab jobs outside Ray on
+with its node's lab jobs pinned at its threads (`lab.machine.cpu_share.pin`): lab jobs outside Ray on
 that node share what the tasks leave.
 """
 
@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab.cpu_share import cores
+from lab.machine.cpu_share import cores
 
 RAY_MISSING = "Ray is not installed: pip install 'fiblab[ray]' (or pip install ray)"
 ADDRESS_HELP = (

@@ -5,9 +5,9 @@ and, as each returns its record, appends it to the results JSONL and hands it to
 (the CLI logs it into the store) — the semantics of `probes.grid.run_grid`: cells already in
 the file are skipped, each record is written once, the result is in cell order.
 
-`run_sweep` runs LM training runs (`lab.train.train`) as tasks.  Each task trains with exact
+`run_sweep` runs LM training runs (`lab.training.train.train`) as tasks.  Each task trains with exact
 resume from the run's own checkpoints under ``cfg.run_dir`` (storage every node sees) and logs
-into a `lab.store_journal.StoreJournal` in the run's folder instead of the store; the driver
+into a `lab.store.journal.StoreJournal` in the run's folder instead of the store; the driver
 follows the journals while the runs train (where it sees their folders) and replays what the
 task returns at its end into the SQLite store.  A task whose node dies is retried
 by Ray (``retries``) and resumes from the last checkpoint; a driver killed and started again
@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 
 from fiblab.ray_cluster import TaskResources, connect, task_resources
 from fiblab.ray_progress import TaskLines, report_start
-from lab.progress import bar as progress_bar
-from lab.store_journal import JOURNAL_NAME, StoreJournal, finished, read_journal, replay
+from lab.store.journal import JOURNAL_NAME, StoreJournal, finished, read_journal, replay
+from lab.util.progress import bar as progress_bar
 
 DEFAULT_RETRIES = 3
 
@@ -52,7 +52,7 @@ def probe_cell_task(cell, settings, threads: int, log_to=None, live=None, starte
     ``live`` / ``log_to``, the worker reports into the grid's live folder and the cell's log
     folder, which must be on storage the nodes share, and checks the stop request itself;
     ``started``: the driver's queue for the start line, `fiblab.ray_progress`)."""
-    from lab.cpu_share import pin
+    from lab.machine.cpu_share import pin
     from probes.runner import run_cell
 
     node = report_start(started, cell.key(settings))
@@ -71,8 +71,8 @@ def train_task(cfg, threads: int, started=None) -> dict:
     journaled in its run folder; returns the summary, its node and the whole journal (every
     attempt's).  It always resumes: a retried task continues its first attempt's checkpoints
     (a driver that must not resume a run refuses one with checkpoints before it starts)."""
-    from lab.cpu_share import pin
-    from lab.train import train
+    from lab.machine.cpu_share import pin
+    from lab.training.train import train
 
     node = report_start(started, cfg.name)
     pin(threads)  # Ray reserved them: fixed, and counted by the node's other lab jobs
@@ -216,9 +216,9 @@ NOT_KNOWN_BEFORE = ("data_hash", "precision")  # what only training records (its
 
 def config_clash(stored: dict, cfg) -> str | None:
     """How ``cfg`` differs from a run's ``stored`` config (the store's, or its folder's
-    config.json): the `lab.variant` fields and the seed, less what only training records (the
+    config.json): the `lab.store.variant` fields and the seed, less what only training records (the
     data's hash, the resolved precision); None when they are the same run."""
-    from lab.variant import describe, differs, seed_of, variant_of
+    from lab.store.variant import describe, differs, seed_of, variant_of
 
     a, b = variant_of(stored), variant_of(cfg.to_dict())
     names = [n for n in differs(a, b) if n not in NOT_KNOWN_BEFORE]
@@ -278,7 +278,7 @@ def run_sweep(
     gpus: bool | None = None,
     skip_done: bool = True,
 ) -> list[SweepResult]:
-    """Train every run of ``configs`` (`lab.trainconfig.TrainConfig`s with distinct names) that
+    """Train every run of ``configs`` (`lab.training.trainconfig.TrainConfig`s with distinct names) that
     is not finished, as Ray tasks; the results in ``configs`` order (see the module docstring).
     A run done in the store under the same name but another configuration is refused before
     anything runs (``skip_done=False``: a run done in the store is trained again, as `train`
@@ -347,9 +347,9 @@ def train_on_ray(cfg, store_path: str | None, resume: bool = False, **ray_option
     """``fiblab train … --ray ADDRESS``: the one run ``cfg`` as a Ray task, through the sweep's
     path (journal in its run folder, the driver writing the store, exact resume; a stop
     request in the run folder reaches the task, which checkpoints and returns ``stopped``).
-    Without ``resume`` a run folder with checkpoints is refused as `lab.train.train` refuses
+    Without ``resume`` a run folder with checkpoints is refused as `lab.training.train.train` refuses
     it, before anything starts; ``ray_options`` as `run_sweep`'s."""
-    from lab.checkpoint import resume_point
+    from lab.training.checkpoint import resume_point
 
     if not resume:
         resume_point(os.path.join(cfg.run_dir, cfg.name), cfg.name, resume=False)

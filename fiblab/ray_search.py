@@ -34,7 +34,7 @@ def trial_task(fn: Callable | None, task, threads: int) -> dict:
     from analysis.search_objectives import OBJECTIVES, evaluate
 
     if any(OBJECTIVES[n].trained for n in task.objectives):
-        from lab.cpu_share import pin
+        from lab.machine.cpu_share import pin
 
         pin(threads)  # Ray reserved them: fixed, and counted by the node's other lab jobs
     return (fn or evaluate)(task)

@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass, field, fields
 
 from fiblab import detached
-from lab import paths
+from lab.util import paths
 
 SEARCHES_DIR = "searches"  # under the runs folder
 META_NAME = "search.json"

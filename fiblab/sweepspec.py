@@ -9,7 +9,7 @@
     seeds = [0, 1]
     overrides = { "model.window" = 8 }  # optional: for this group's runs (over the top's)
 
-Each (preset, seed) of a group is one run named ``PRESET-sSEED`` (`lab.trainconfig.make_config`
+Each (preset, seed) of a group is one run named ``PRESET-sSEED`` (`lab.training.trainconfig.make_config`
 builds it, so the overrides are typed and checked there, before anything runs).  Two groups
 giving the same name are refused.
 """
@@ -61,7 +61,7 @@ def load_spec(path: str) -> dict:
 def sweep_configs(spec: dict, run_dir: str, where: str = "sweep spec") -> list:
     """The `TrainConfig` of every run of ``spec`` (a parsed spec file), in file order; their
     folders under the spec's ``run_dir``, else ``run_dir``."""
-    from lab.trainconfig import make_config
+    from lab.training.trainconfig import make_config
 
     extra = set(spec) - TOP_KEYS
     if extra:

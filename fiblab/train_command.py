@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import sys
 
-from lab import paths
-from lab.config import format_value, split_overrides
+from lab.lm.config import format_value, split_overrides
+from lab.util import paths
 
 DEFAULT_STORE = paths.store_path(paths.work_dir())
 DEFAULT_RUNS = paths.runs_dir(paths.work_dir())
@@ -52,7 +52,7 @@ def train_command(
     """The argv that trains ``preset``, or the config file ``config`` (a run's config.json, as
     `launch` writes it: then nothing else is needed), under torchrun when ``nproc`` > 1, or as
     a Ray task on the cluster at ``ray`` (`fiblab.ray_cluster` addresses; one process here).
-    Typed override values are written as `lab.config` reads them back (betas=0.9,0.95).
+    Typed override values are written as `lab.lm.config` reads them back (betas=0.9,0.95).
     Pure: starts nothing."""
     if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
         raise ValueError(f"nproc={nproc!r} must be an integer >= 1 (processes, one per GPU)")

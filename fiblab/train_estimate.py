@@ -6,7 +6,7 @@ launcher asks `launch_estimate` first and warns when the answer is long.
     seconds = steps × tokens per step × training FLOPs per token ÷ this machine's FLOP/s
 
 * training FLOPs per token = 3 × the forward pass (backward ≈ 2 × forward): the blocks' linear
-  layers and attention reads (`lab.efficiency.analyze`) and the tied lm head (2·d·vocab).
+  layers and attention reads (`lab.cost.efficiency.analyze`) and the tied lm head (2·d·vocab).
 * this machine's FLOP/s, in order of preference: a language-model run recorded in the store
   (its median ``tokens_per_s`` × its FLOPs per token; of the recorded runs the one whose model
   is closest in FLOPs per token, FLOP rates growing with size), else a few training steps of the
@@ -15,7 +15,7 @@ launcher asks `launch_estimate` first and warns when the answer is long.
 A small model runs at a lower FLOP rate than a large one, so the estimate errs long — the right
 side for a warning.  Evaluations are left out (they add a few per cent at the presets' cadence).
 
-Beside other lab jobs a run gets its share of the cores (`lab.cpu_share`), so `shared_slowdown`
+Beside other lab jobs a run gets its share of the cores (`lab.machine.cpu_share`), so `shared_slowdown`
 scales a recorded speed by cores ÷ its threads (long again: one thread is more efficient per
 core than two).  A speed timed here now ran beside the same jobs and is not scaled.
 """
@@ -56,8 +56,8 @@ class Speed:
 
 
 def train_flops_per_token(model_cfg) -> float:
-    """Training FLOPs per token of a `lab.model.ModelConfig` (forward × 3, lm head included)."""
-    from lab.efficiency import analyze
+    """Training FLOPs per token of a `lab.lm.model.ModelConfig` (forward × 3, lm head included)."""
+    from lab.cost.efficiency import analyze
 
     a = analyze(model_cfg)
     T = model_cfg.seq_len
@@ -71,7 +71,7 @@ def recorded_speed(store_path: str, target: float, limit: int = 20) -> Speed | N
     model size); None when the store holds none with a logged ``tokens_per_s``."""
     import os
 
-    from lab.config import config_from_dict
+    from lab.lm.config import config_from_dict
     from lab.store import Store
 
     if not store_path or not os.path.exists(store_path):
@@ -107,7 +107,7 @@ def measured_speed(steps: int = 3) -> Speed:
     on one micro-batch of 4 × 256 tokens, here, now."""
     import torch
 
-    from lab.model import FibLM, config_for
+    from lab.lm.model import FibLM, config_for
 
     cfg = config_for("cpu-small", attention="dense")
     torch.manual_seed(0)
@@ -140,7 +140,7 @@ def machine_speed(store_path: str, target: float) -> Speed:
     """This machine's speed for a model of ``target`` training FLOPs per token: the store's
     record of a model of about that size or at least as large as ``cpu-small`` (a much smaller
     one's overheads would make the estimate wildly long), else a timing here."""
-    from lab.model import config_for
+    from lab.lm.model import config_for
 
     rec = recorded_speed(store_path, target)
     small = train_flops_per_token(config_for("cpu-small", attention="dense"))
@@ -158,9 +158,9 @@ def may_be_long(cfg) -> bool:
 
 def shared_slowdown(speed: Speed, jobs=None, n_cores: int | None = None) -> tuple[float, str]:
     """How much longer a run launched now takes beside the machine's other lab jobs (``jobs``:
-    `lab.cpu_share.live_jobs`), and a few words saying why ('' when 1): cores ÷ the threads
+    `lab.machine.cpu_share.live_jobs`), and a few words saying why ('' when 1): cores ÷ the threads
     its share gives it, for a speed not timed beside them."""
-    from lab import cpu_share
+    from lab.machine import cpu_share
 
     n = cpu_share.cores() if n_cores is None else n_cores
     jobs = cpu_share.live_jobs() if jobs is None else jobs
@@ -174,5 +174,5 @@ def shared_slowdown(speed: Speed, jobs=None, n_cores: int | None = None) -> tupl
 
 
 def run_seconds(cfg, speed: Speed) -> float:
-    """Training seconds of a `lab.trainconfig.TrainConfig` at ``speed``."""
+    """Training seconds of a `lab.training.trainconfig.TrainConfig` at ``speed``."""
     return cfg.steps * cfg.tokens_per_step * train_flops_per_token(cfg.model) / speed.flops_per_s

@@ -6,7 +6,7 @@ evaluations.
                  + the final evaluation
 
 * seconds per training step = the mean over the last `WINDOW` logged intervals of tokens per
-  step ÷ ``tokens_per_s`` (`lab.train` logs it over each logging interval, checkpoint saves
+  step ÷ ``tokens_per_s`` (`lab.training.train` logs it over each logging interval, checkpoint saves
   included, evaluations not): the wall time a step took, slow ones counted in full, on a machine
   whose load comes and goes.  Only this process's steps count: after a resume the old
   process's speed (another machine load, another kernel build) says nothing, so there is no
@@ -16,9 +16,9 @@ evaluations.
   one's of the same run: the same evaluation costs the same); before any was timed, a guess:
   a forward pass over the evaluation's tokens at a third of a training step's cost per token.
 * the final evaluation = the light one's cost per token × the tokens it scores (the training
-  process reports both counts, `lab.runphase.eval_tokens`).
+  process reports both counts, `lab.training.runphase.eval_tokens`).
 
-Light evaluations happen at every multiple of ``eval_every`` below the last step (`lab.train`).
+Light evaluations happen at every multiple of ``eval_every`` below the last step (`lab.training.train`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from lab.wording import duration
+from lab.util.wording import duration
 
 __all__ = ["Eta", "UNKNOWN", "evals_left", "estimate", "format_duration"]
 
@@ -119,5 +119,5 @@ def estimate(
 
 
 def format_duration(s: float) -> str:
-    """12s, 4m10s, 2h05m, 3d04h ('–' when unknown): `lab.wording.duration`."""
+    """12s, 4m10s, 2h05m, 3d04h ('–' when unknown): `lab.util.wording.duration`."""
     return duration(s)

@@ -59,7 +59,7 @@ class RunBattery:
     name: str
     run_dir: str
     step: int
-    config: object  # lab.trainconfig.TrainConfig
+    config: object  # lab.training.trainconfig.TrainConfig
     rows: list
 
 
@@ -138,7 +138,7 @@ def score_run(run_dir: str, n: int = 100, seed: int = 0, device="cpu") -> RunBat
     """The battery on a run folder's newest good checkpoint, at the run's own vocabulary and
     each item's own length; a ValueError naming the fix for n < 1, seed < 0, a folder without
     a checkpoint or a model too short for the items."""
-    from lab.export import run_model
+    from lab.publish.export import run_model
 
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n={n!r} must be an integer >= 1 (items per chain length): pass --n 100")
@@ -154,7 +154,7 @@ def score_run(run_dir: str, n: int = 100, seed: int = 0, device="cpu") -> RunBat
 def ensure_run(store, rb: RunBattery) -> None:
     """Register a run the store does not hold yet (a run folder trained without this store),
     as ``fiblab eval`` does: done when its checkpoint is at the configured last step."""
-    from lab.store import UnknownRunError
+    from lab.store.connection import UnknownRunError
 
     try:
         store.config(rb.name)

@@ -1,7 +1,7 @@
 """Distinct-distance coverage of a stack of sparse layers.
 
 For per-layer α (a schedule or a custom list) and a convention (base, W, K, T, rounding), each layer
-attends an integer set of distances (its `lab.plan.ColumnPlan`, via `lab.plan.layer_sets`).  This module counts:
+attends an integer set of distances (its `lab.ladder.plan.ColumnPlan`, via `lab.ladder.plan.layer_sets`).  This module counts:
 
     per_layer             |set| of each layer, window included
     union                 distinct distances attended by any layer, window included
@@ -24,9 +24,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from lab.offsets import Base
-from lab.plan import layer_sets  # noqa: F401  (re-exported)
-from lab.schedules import Schedule, layer_alphas
+from lab.ladder.offsets import Base
+from lab.ladder.plan import layer_sets
+from lab.ladder.schedules import Schedule, layer_alphas
 
 
 def band_mask(distances: Sequence[int], band: int, seq_len: int) -> np.ndarray:

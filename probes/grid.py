@@ -15,9 +15,9 @@ import time
 
 import torch
 
-from lab import cpu_share
-from lab.jsonio import append_line
-from lab.progress import bar as progress_bar
+from lab.machine import cpu_share
+from lab.util.jsonio import append_line
+from lab.util.progress import bar as progress_bar
 from probes.live import StopRequested
 from probes.runner import run_cell
 from probes.settings import LEARNED, Cell, ProbeSettings, mechanism
@@ -39,13 +39,13 @@ def load_records(path: str) -> list[dict]:
 
 def append_record(path: str, rec: dict) -> None:
     """Append one JSON line durably; a torn last line left by a killed run is closed first
-    (`lab.jsonio.append_line`)."""
+    (`lab.util.jsonio.append_line`)."""
     append_line(path, json.dumps(rec))
 
 
 def _cell_worker(cell: Cell, settings: ProbeSettings, threads: int, log_to=None, live=None) -> dict:
     """One cell in a worker process of `run_grid(jobs > 1)`, on at most `threads` intra-op
-    threads (its cap in `lab.cpu_share`: fewer while other lab jobs need the cores; with
+    threads (its cap in `lab.machine.cpu_share`: fewer while other lab jobs need the cores; with
     ``log_to``, the worker opens its own sink for its cell's folder; with ``live``, it writes its
     cell's live file and checks the stop request itself)."""
     torch.set_num_threads(threads)
@@ -68,14 +68,14 @@ def run_grid(
     jobs > 1 runs that many cells at once in worker processes, each on cores // jobs threads
     (at least 1): on a small CPU the many small ops of a probe step use one thread better than
     two, so two 1-thread cells finish sooner than two 2-thread cells in turn.  Each worker
-    registers its cell with the machine's lab jobs (`lab.cpu_share`) with cores // jobs as its
+    registers its cell with the machine's lab jobs (`lab.machine.cpu_share`) with cores // jobs as its
     cap — alone, the grid runs as before; beside other jobs its workers take their share.
     Records are appended (and
     `on_record` called) as cells finish; `on_step` and the per-step progress bar need jobs = 1
     (with jobs > 1 a bar counts the finished cells, with a line for each).  The result is in
     `cells` order either way.  If a cell fails, no further cell starts, the cells already
     running are finished and recorded, and the first error is raised.  ``log_to`` (a
-    `lab.runlog.LogSpec`) also logs each cell that runs live, into its own folder (skipped cells
+    `lab.training.runlog.LogSpec`) also logs each cell that runs live, into its own folder (skipped cells
     log nothing).
     ``live`` (a `probes.live.LiveSpec`): every running cell reports into its live file and
     checks the stop request between steps; a stop raises `probes.live.StopRequested` once the
@@ -148,7 +148,7 @@ def run_grid(
 
 
 def grid(mechanisms, depths, inits, seeds, task: str = "marked", distances=(None,)) -> list[Cell]:
-    """The cells of a grid; mechanisms in any `lab.schemes` spelling become their canonical
+    """The cells of a grid; mechanisms in any `lab.ladder.schemes` spelling become their canonical
     names (an unknown one is kept, for `build_probe_model` to refuse)."""
 
     def canonical(m):

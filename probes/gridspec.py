@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
-from lab.wording import plural
+from lab.util.wording import plural
 from probes.grid import grid
 from probes.settings import INITS, TASK_SCALES, Cell, ProbeSettings
 

@@ -21,9 +21,9 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.signal import fftconvolve
 
-from lab.plan import layer_sets
-from lab.schedules import layer_alphas
-from lab.schemes import scheme as find_scheme
+from lab.ladder.plan import layer_sets
+from lab.ladder.schedules import layer_alphas
+from lab.ladder.schemes import scheme as find_scheme
 
 
 def reachable(sets: Sequence[Sequence[int]], seq_len: int) -> list[int]:
@@ -103,7 +103,7 @@ def scheme_sets(
     rungs: int = 15,
     rounding: str = "round",
 ) -> list[list[int]]:
-    """Per-layer sets of a named scheme (`lab.schemes`, any spelling: fixed, stagger, coprime,
+    """Per-layer sets of a named scheme (`lab.ladder.schemes`, any spelling: fixed, stagger, coprime,
     pow2, pow2-stagger, dense, …; a learned scheme at its initial α)."""
     s = find_scheme(scheme)
     if s.attention == "dense":

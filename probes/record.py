@@ -11,7 +11,7 @@ trajectory to ``alphas``, the loss curve to ``metrics``, everything else to ``ex
 
 Older JSONL lines (no ``distance``, no ``task``) load with the defaults below.  Equality treats
 NaN as equal to NaN (a dense cell's α is NaN in every layer).  The α drift of a record is
-`lab.drift.alpha_drift` of its trajectory, from its step-0 point.
+`lab.ladder.drift.alpha_drift` of its trajectory, from its step-0 point.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lab.drift import alpha_drift as _drift_of_points
+from lab.ladder.drift import alpha_drift as _drift_of_points
 
 __all__ = ["AlphaPoint", "LossPoint", "ProbeRecord", "alpha_drift", "records_from_store"]
 
@@ -188,7 +188,7 @@ class ProbeRecord:
 
     # -- summaries ---------------------------------------------------------------------------
     def drift(self) -> float:
-        """`lab.drift.alpha_drift` of the trajectory from its first point (NaN without one)."""
+        """`lab.ladder.drift.alpha_drift` of the trajectory from its first point (NaN without one)."""
         return alpha_drift(self)
 
 
@@ -241,7 +241,7 @@ def records_from_store(store, task: str | None = None) -> list[ProbeRecord]:
 
 
 def alpha_drift(record) -> float:
-    """A probe record's α drift (`lab.drift.alpha_drift`): max over layers and logged steps
+    """A probe record's α drift (`lab.ladder.drift.alpha_drift`): max over layers and logged steps
     of |α − α at the first logged step|; NaN when the record has no trajectory."""
     if isinstance(record, ProbeRecord):
         points = [p.alphas for p in record.trajectory]

@@ -13,12 +13,12 @@ from dataclasses import asdict
 import torch
 import torch.nn.functional as F
 
-from lab.blur import blur_width
-from lab.cpu_share import Share
-from lab.model import build_model
-from lab.precision import autocast
-from lab.progress import bar as progress_bar
-from lab.runlog import LogSpec, acc_scalars, alpha_scalars, open_sink
+from lab.lm.model import build_model
+from lab.machine.cpu_share import Share
+from lab.machine.precision import autocast
+from lab.sparse.blur import blur_width
+from lab.training.runlog import LogSpec, acc_scalars, alpha_scalars, open_sink
+from lab.util.progress import bar as progress_bar
 from probes.live import LiveSpec, StopRequested
 from probes.record import AlphaPoint, LossPoint, ProbeRecord
 from probes.settings import INITS, Cell, ProbeSettings, mechanism
@@ -99,14 +99,14 @@ def run_cell(
     end (the progress bar's cadence), e.g. to drive a notebook's progress bar and α plot.
     ``progress``: a tqdm bar on stderr (the cell, steps done, loss, elapsed time and ETA).
     ``log_to``: also send the record's points (loss and α every `log_every` steps, the final α
-    and accuracy at the last step) to a live sink (`lab.runlog`) named by the cell's key.
+    and accuracy at the last step) to a live sink (`lab.training.runlog`) named by the cell's key.
     ``live``: report the cell while it trains into the grid folder's live file (`probes.live`:
     step, loss, α, a live accuracy curve; throttled) and check the grid's stop request before
     every step — `probes.live.StopRequested` abandons the cell (no record, its live file gone).
     Live reporting changes no number of the record (the live accuracy uses the final
     evaluation's own seeded batch, in eval mode, without gradients).
     On the CPU the cell registers with the machine's other lab jobs while it trains and takes its
-    share of the cores at step boundaries (`lab.cpu_share`; its threads at the start are its cap).
+    share of the cores at step boundaries (`lab.machine.cpu_share`; its threads at the start are its cap).
     ``model``: a model the caller built (e.g. a searched α schedule, `analysis.search_objectives`)
     trained instead of the cell's mechanism; the cell still names the record."""
     if live is not None and live.stop_requested():

@@ -9,18 +9,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from lab.precision import resolve_precision
-from lab.schemes import scheme
+from lab.ladder.schemes import scheme
+from lab.machine.precision import resolve_precision
 from probes.tasks import KVRetrieval, MarkedCopy, ShiftCopy
 
-#: The probe mechanisms: `lab.schemes` names (any spelling of them is accepted on input).
+#: The probe mechanisms: `lab.ladder.schemes` names (any spelling of them is accepted on input).
 MECHANISMS: tuple[str, ...] = ("dense", "fib-fixed", "pow2", "fib-stagger", "learned", "blur")
 LEARNED = frozenset(m for m in MECHANISMS if scheme(m).learned)
 INITS = ("uniform", "staggered")
 
 
 def mechanism(name: str):
-    """The `lab.schemes.Scheme` of a probe mechanism (ValueError listing the valid ones)."""
+    """The `lab.ladder.schemes.Scheme` of a probe mechanism (ValueError listing the valid ones)."""
     return scheme(name, among=MECHANISMS, what="mechanism")
 
 
@@ -41,7 +41,7 @@ class ProbeSettings:
     eval_batches: int = 1  # kv: evaluation batches per distance
     precision: str = "auto"  # "bf16": forward and loss under bfloat16 autocast (the paper's
     #   probes ran so on GPU); fp32 weights and optimizer either way; "auto": bf16 on CUDA,
-    #   fp32 on every CPU (lab.precision) — resolved before any key is made
+    #   fp32 on every CPU (lab.machine.precision) — resolved before any key is made
 
     def resolved(self, device="cpu") -> ProbeSettings:
         """These settings with `precision` resolved for `device` (what the cell computes in and

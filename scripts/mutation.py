@@ -22,7 +22,7 @@ Two things the copy needs that plain mutmut would get wrong here:
 * mutmut copies only the source packages and ``tests/`` into ``mutants/``; tests that read
   ``benchmarks/``, ``notebooks/``, ``scripts/`` or the README failed the stats run there (the whole
   ``plan`` group came out "not checked").  Every other top-level entry goes in ``also_copy``.
-* mutmut forks each mutant from the process that ran the clean tests, so `lab.plan`'s memoised
+* mutmut forks each mutant from the process that ran the clean tests, so `lab.ladder.plan`'s memoised
   plans built there survive into every mutant: a mutant of the plan builder (or of the offsets
   rules it calls) was never executed for arguments a clean test had cached, and the stats run
   recorded only the first test to build a plan as "covering" the builder.  The copy's
@@ -46,7 +46,7 @@ WORK = ROOT / ".mutation"
 #: group → (modules to mutate, tests that pin them)
 GROUPS: dict[str, tuple[list[str], list[str]]] = {
     "plan": (
-        ["lab/offsets.py", "lab/plan.py", "lab/schedules.py"],
+        ["lab/ladder/offsets.py", "lab/ladder/plan.py", "lab/ladder/schedules.py"],
         [
             "tests/test_offsets.py",
             "tests/test_plan.py",
@@ -76,10 +76,10 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
     ),
     "store": (
         [
-            "lab/store_schema.py",
-            "lab/store_connection.py",
-            "lab/store_writers.py",
-            "lab/store_readers.py",
+            "lab/store/schema.py",
+            "lab/store/connection.py",
+            "lab/store/writers.py",
+            "lab/store/readers.py",
         ],
         [
             "tests/test_store.py",
@@ -118,7 +118,7 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
     "study-plan": (["analysis/study_plan.py"], ["tests/test_study_plan.py"]),
     # issue 27: the checks behind the LM verdicts and the variant that groups runs
     "ledger-checks": (
-        ["analysis/ledger_checks.py", "lab/variant.py"],
+        ["analysis/ledger_checks.py", "lab/store/variant.py"],
         [
             "tests/test_ledger_tests.py",
             "tests/test_ledger.py",
@@ -138,7 +138,7 @@ FRESH_PLANS = '''
 @pytest.fixture(autouse=True)
 def _mutation_fresh_plans():
     """No plan cached by the clean run (mutmut's fork parent) or an earlier test is reused."""
-    from lab import plan as _plan
+    from lab.ladder import plan as _plan
 
     _plan._cached_build.cache_clear()
     yield

@@ -1,11 +1,11 @@
 """Session-wide test environment: the lab's caches and choices stay out of the user's home.
 
 * ``FIBLAB_CACHE_DIR`` → a per-session temp folder, so no test reads or writes the user's
-  ``~/.cache/fiblab/choices.json`` (the measured implementation choices, `lab.autotune`).
+  ``~/.cache/fiblab/choices.json`` (the measured implementation choices, `lab.machine.autotune`).
 * ``FIBLAB_AUTOTUNE=0`` → ``impl="auto"`` keeps its static order (cpp on CPU, band where it can
   run): results and call counts that never depend on which implementation won a race under
   load.  tests/test_autotune.py turns measuring back on where it tests it.
-* ``FIBLAB_JOBS_DIR`` → a per-session registry of lab jobs (`lab.cpu_share`), so the suite's
+* ``FIBLAB_JOBS_DIR`` → a per-session registry of lab jobs (`lab.machine.cpu_share`), so the suite's
   jobs share the cores among themselves, not with lab jobs outside it.
 
 Set in ``os.environ``, so child processes (notebook kernels, ``run_child``) inherit them.
@@ -13,7 +13,7 @@ Set in ``os.environ``, so child processes (notebook kernels, ``run_child``) inhe
 The lab runs on two CPUs (an AVX2 AMD EPYC without bf16 units, an Intel Xeon with
 AVX512-BF16 / AMX), and CI on whichever the session has.  A test whose outcome could depend on
 which asks for the ``cpu_profile`` fixture: it then runs twice, as on each CPU
-(``FIBLAB_CPU_BF16=0`` and ``=1``, which `lab.hardware` reads in place of the CPU's own
+(``FIBLAB_CPU_BF16=0`` and ``=1``, which `lab.machine.hardware` reads in place of the CPU's own
 answer), is marked ``hardware`` (``pytest -m hardware`` runs just those), and so either
 machine catches what the other would hit.
 """
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab.hardware import BF16_ENV
+from lab.machine.hardware import BF16_ENV
 
 CPU_PROFILES = {"avx2": "0", "bf16cpu": "1"}  # id → FIBLAB_CPU_BF16
 
@@ -32,7 +32,7 @@ def fiblab_session_env(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("FIBLAB_CACHE_DIR", str(tmp_path_factory.mktemp("fiblab-cache")))
         mp.setenv("FIBLAB_AUTOTUNE", "0")
-        # the suite's lab jobs share the cores among themselves only (lab.cpu_share): a bit-exact
+        # the suite's lab jobs share the cores among themselves only (lab.machine.cpu_share): a bit-exact
         # test's thread count never depends on lab jobs running outside the suite
         mp.setenv("FIBLAB_JOBS_DIR", str(tmp_path_factory.mktemp("fiblab-jobs")))
         yield

@@ -18,10 +18,10 @@ import shutil
 import pytest
 import torch
 
-from lab.attention import sparse_attention
 from lab.kernels import cpu
 from lab.kernels.oracle import oracle_attention
-from lab.model import build_model
+from lab.lm.model import build_model
+from lab.sparse.attention import sparse_attention
 
 W8 = list(range(9))  # the window {0..8}
 

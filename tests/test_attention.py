@@ -12,9 +12,9 @@ import pytest
 import torch
 from memtrace import MaxNumel
 
-from lab.attention import sparse_attention
 from lab.kernels.oracle import oracle_attention
-from lab.offsets import attended_distances, fibonacci, powers_of_two
+from lab.ladder.offsets import attended_distances, fibonacci, powers_of_two
+from lab.sparse.attention import sparse_attention
 
 
 def make_qkv(B, H, KV, T, D, seed=0, dtype=torch.float32):

@@ -1,4 +1,4 @@
-"""lab.autotune: implementation choices measured at first use, cached per machine and shape class.
+"""lab.machine.autotune: implementation choices measured at first use, cached per machine and shape class.
 
 Oracles: candidates that sleep known times (the fastest is known in advance), call counters (a
 cached choice calls nothing), a hand-written shape class, and for the lab's two callers the
@@ -16,11 +16,12 @@ import warnings
 import pytest
 import torch
 
-import lab.blur as blur_mod
-from lab import autotune, kernels
-from lab.blur import blur_attention
-from lab.hardware import machine
+import lab.sparse.blur as blur_mod
+from lab import kernels
 from lab.kernels import cpu
+from lab.machine import autotune
+from lab.machine.hardware import machine
+from lab.sparse.blur import blur_attention
 
 
 @pytest.fixture

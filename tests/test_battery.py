@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from lab.model import build_model
+from lab.lm.model import build_model
 from probes import battery
 from probes.battery import Alphabet, lego_batch, ruler_vt_batch, run_battery
 

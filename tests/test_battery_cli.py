@@ -16,10 +16,11 @@ import pytest
 import torch
 
 from fiblab.cli import main
-from lab.export import run_model
-from lab.store import SCHEMA_VERSION, Store
-from lab.store_schema import MIGRATIONS, split_sql
-from lab.train import make_config, train
+from lab.publish.export import run_model
+from lab.store import Store
+from lab.store.schema import MIGRATIONS, SCHEMA_VERSION, split_sql
+from lab.training.train import train
+from lab.training.trainconfig import make_config
 from probes.battery import Alphabet, lego_batch, ruler_vt_batch
 from probes.battery_run import ALPHA, chance_test, rows_of
 

@@ -1,5 +1,5 @@
 """Every benchmark names its machine first: `benchmarks.header.machine_header` prints
-`lab.hardware.machine().line()` with the thread count the script measures with, and the dict
+`lab.machine.hardware.machine().line()` with the thread count the script measures with, and the dict
 it returns goes into the script's JSON (benchmarks/RESULTS.md cites that line for each table)."""
 
 import dataclasses
@@ -11,7 +11,7 @@ import sys
 import torch
 
 from benchmarks.header import machine_header
-from lab.hardware import machine
+from lab.machine.hardware import machine
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 

@@ -20,11 +20,11 @@ import pytest
 import torch
 from memtrace import MaxNumel
 
-import lab.blur as blur_mod
-from lab.attention import sparse_attention
-from lab.blur import blur_attention, blur_centres, blur_width
+import lab.sparse.blur as blur_mod
 from lab.kernels import cpu
-from lab.offsets import fibonacci, rung_distances
+from lab.ladder.offsets import fibonacci, rung_distances
+from lab.sparse.attention import sparse_attention
+from lab.sparse.blur import blur_attention, blur_centres, blur_width
 
 IMPLS = [
     "fft",

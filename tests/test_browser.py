@@ -16,7 +16,7 @@ STEP = 0.01  # fiblab.ui.coverage.ALPHA_STEP
 
 def _expected_union(presses: int) -> tuple[float, int]:
     from fiblab.ui.coverage_explore import explore
-    from lab.schedules import layer_alphas
+    from lab.ladder.schedules import layer_alphas
 
     alphas = layer_alphas("stagger", 16)
     alphas[LAYER] = round(alphas[LAYER] + presses * STEP, 2)

@@ -26,7 +26,7 @@ def test_custom_keeps_75_a_moved_slider_says_custom_and_pow2_disables_k(jupyter)
     from playwright.sync_api import expect
 
     from fiblab.ui.coverage_explore import explore
-    from lab.schedules import layer_alphas
+    from lab.ladder.schedules import layer_alphas
 
     moved = layer_alphas("stagger", 8)
     moved[2] = round(moved[2] + STEP, 2)

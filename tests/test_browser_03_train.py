@@ -36,7 +36,7 @@ def _shot(page, stage):
 def test_launch_stop_resume_and_a_kernel_restart_in_a_real_browser(jupyter, tmp_path_factory):
     from playwright.sync_api import expect
 
-    from lab.data import prepare
+    from lab.data.prepared import prepare
 
     runs = jupyter["env"]["FIBLAB_RUNS"]
     shared = tmp_path_factory.getbasetemp() / "fiblab-tiny-data"  # tokenised once per session

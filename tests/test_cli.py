@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from fiblab.cli import main
-from lab.model import build_model
+from lab.lm.model import build_model
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIB15 = (1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377, 610, 987)  # K = 15 rungs, SPEC §2.4
@@ -157,7 +157,7 @@ def test_selfcheck_runs_every_path_and_passes(capsys):
 
 
 def test_selfcheck_fails_when_two_paths_disagree(capsys, monkeypatch):
-    import lab.attention as A
+    import lab.sparse.attention as A
 
     real = A.bool_mask
 
@@ -204,7 +204,7 @@ def test_bad_input_is_exit_2_with_one_line(capsys, argv, needle):
 
 
 def test_divergence_is_exit_3_with_one_line(capsys, tmp_path):
-    from lab.tokenizer import write_tokens
+    from lab.data.tokenizer import write_tokens
 
     tokens = tmp_path / "tokens.bin"
     write_tokens(tokens, np.random.default_rng(0).integers(0, 512, 20_000), 512)

@@ -227,9 +227,9 @@ def test_cuda_on_a_machine_without_it_is_one_line_in_a_subprocess(tmp_path):
 def test_the_cli_lists_equal_the_labs_own():
     """fiblab.cli.choices copies what the heavy modules define (for a torch-free --help)."""
     from fiblab.cli import choices
-    from lab.efficiency import SCHEMES
-    from lab.evaluate import DEFAULT_FACTORS
-    from lab.model import RUNG_POLICIES
+    from lab.cost.efficiency import SCHEMES
+    from lab.evaluation.evaluate import DEFAULT_FACTORS
+    from lab.lm.model import RUNG_POLICIES
     from probes.settings import MECHANISMS
 
     assert choices.MECHANISMS == MECHANISMS

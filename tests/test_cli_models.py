@@ -15,14 +15,14 @@ import pytest
 import torch
 
 from fiblab.cli import main
-from lab.checkpoint import latest_good_checkpoint
-from lab.export import run_model
-from lab.generate import generate
-from lab.model import FibLM
-from lab.pretrained import from_pretrained, load_tokenizer, read_card
-from lab.tokenizer import BPETokenizer
-from lab.train import make_config, train
-from lab.trainconfig import config_from_file
+from lab.data.tokenizer import BPETokenizer
+from lab.lm.generate import generate
+from lab.lm.model import FibLM
+from lab.publish.export import run_model
+from lab.publish.pretrained import from_pretrained, load_tokenizer, read_card
+from lab.training.checkpoint import latest_good_checkpoint
+from lab.training.train import train
+from lab.training.trainconfig import config_from_file, make_config
 
 WORDS = "in the beginning god created heaven and earth light darkness water day night".split()
 
@@ -184,9 +184,11 @@ def test_export_refuses_to_overwrite_another_run_folder(trained, tmp_path, capsy
 
 def test_hf_without_lab_hf_says_so(trained, tmp_path, capsys, monkeypatch):
     runs, _ = trained
-    monkeypatch.setitem(sys.modules, "lab.hf", None)  # as if this fiblab had no lab.hf
+    monkeypatch.setitem(
+        sys.modules, "lab.publish.hf", None
+    )  # as if this fiblab had no lab.publish.hf
     rc, _, err = run(capsys, "export", runs / "tiny-export", "--out", tmp_path / "h", "--hf")
-    _one_error_line(rc, err, "--hf needs lab.hf")
+    _one_error_line(rc, err, "--hf needs lab.publish.hf")
     assert not (tmp_path / "h").exists()
 
 
@@ -203,13 +205,13 @@ def test_hf_export_loads_in_transformers_with_the_runs_logits(
     trained, tmp_path, capsys, monkeypatch
 ):
     pytest.importorskip("transformers")
-    if importlib.util.find_spec("lab.hf") is None:
-        pytest.skip("lab.hf is absent")
+    if importlib.util.find_spec("lab.publish.hf") is None:
+        pytest.skip("lab.publish.hf is absent")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     runs, _ = trained
     rc, out, err = run(capsys, "export", runs / "tiny-export", "--out", tmp_path / "h", "--hf")
     assert rc == 0, err
-    from lab.hf import load_hf
+    from lab.publish.hf import load_hf
 
     ref = run_model(str(runs / "tiny-export")).model
     ids = torch.randint(0, 512, (1, 64), generator=torch.Generator().manual_seed(0))

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from analysis.comparable import TableUnavailable, natural_key, one_run_per_seed, variant_labels
-from lab.variant import variant_of
+from lab.store.variant import variant_of
 
 FIX = "name the runs to use (`fiblab report RUN …`, or runs=[...])"
 

@@ -13,7 +13,8 @@ from typing import Literal, Union
 import pytest
 
 from fiblab.cli import main
-from lab.config import (
+from lab.data.prepared import prepare
+from lab.lm.config import (
     apply_overrides,
     config_from_dict,
     format_value,
@@ -21,10 +22,10 @@ from lab.config import (
     split_overrides,
     typed_overrides,
 )
-from lab.data import prepare
-from lab.model import ModelConfig, config_for
+from lab.lm.model import ModelConfig, config_for
 from lab.store import Store
-from lab.train import TrainConfig, config_from_file, make_config, train
+from lab.training.train import train
+from lab.training.trainconfig import TrainConfig, config_from_file, make_config
 
 
 # ------------------------------------------------------------------ every field type, generic

@@ -7,8 +7,8 @@ paper's numbers and a brute-force set union."""
 import pytest
 
 from fiblab.ui.coverage import CoverageExplorer
-from lab.offsets import attended_distances
-from lab.schedules import layer_alphas
+from lab.ladder.offsets import attended_distances
+from lab.ladder.schedules import layer_alphas
 
 
 def union(alphas, rungs=15, base="fib", seq_len=1024, window=8):

@@ -1,4 +1,4 @@
-"""`lab.cpu_share`: the lab's jobs share the machine's cores (issue 30).
+"""`lab.machine.cpu_share`: the lab's jobs share the machine's cores (issue 30).
 
 Oracles: the share worked by hand (and its laws over every small case); the registry's files
 read back; two real `fiblab train` processes started through the public command, each reporting
@@ -21,8 +21,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lab import cpu_share as C
-from lab.measure import ROOT
+from lab.cost.measure import ROOT
+from lab.machine import cpu_share as C
 
 CORES = C.cores()
 
@@ -139,11 +139,12 @@ def test_dead_and_reused_pids_are_ignored_and_removed(jobs_dir):
 
 def test_an_exception_leaves_the_registry_and_the_threads_as_they_were(jobs_dir, monkeypatch):
     """A training run that fails mid-loop: its entry is gone, torch has its threads back."""
-    from lab.train import make_config, train
+    from lab.training.train import train
+    from lab.training.trainconfig import make_config
 
     seen = []
 
-    class FailingStore:  # a store-shaped writer (lab.train's ``store``) that fails at step 2
+    class FailingStore:  # a store-shaped writer (lab.training.train's ``store``) that fails at step 2
         def log_metrics(self, name, step, row):
             seen.append(C.live_jobs())
             if step == 2:
@@ -255,7 +256,7 @@ def _until(cond, what: str, limit: float = 180.0):
 
 
 def _stop(tmp_path, procs, names):
-    from lab.train import request_stop
+    from lab.training.train import request_stop
 
     for name in names:
         request_stop(str(tmp_path / name))

@@ -13,12 +13,19 @@ import numpy as np
 import pytest
 import torch
 
-from lab import data, prepared
-from lab.corpus import bible_documents, parse_source
-from lab.heldout import split_documents
-from lab.mixture import PAPER_MIXTURE_WEIGHTS, Mixture, paper_mixture
-from lab.prepared import prepare
-from lab.tokenizer import EOT, BPETokenizer, read_tokens, split_pieces, token_dtype, write_tokens
+from lab.data import prepared
+from lab.data.corpus import bible_documents, parse_source
+from lab.data.heldout import split_documents
+from lab.data.mixture import PAPER_MIXTURE_WEIGHTS, Mixture, paper_mixture
+from lab.data.prepared import prepare
+from lab.data.tokenizer import (
+    EOT,
+    BPETokenizer,
+    read_tokens,
+    split_pieces,
+    token_dtype,
+    write_tokens,
+)
 
 TRICKY = (
     "héllo wörld — “quotes” 🎉 日本語\r\n\ttab  two spaces\n\n\n   trailing   \n"
@@ -359,18 +366,6 @@ def test_paper_mixture_names():
         paper_mixture({"fineweb_edu": "a", "wikipedia": "b", "tinystories": "c"})
 
 
-def test_lab_data_reexports_the_pieces():
-    """`from lab.data import ...` (the README's and notebooks' import) gives the defining
-    modules' own objects, and every name it lists is there."""
-    from lab import heldout, mixture, sampling
-
-    assert data.prepare is prepared.prepare and data.PreparedData is prepared.PreparedData
-    assert data.Mixture is mixture.Mixture and data.paper_mixture is mixture.paper_mixture
-    assert data.split_documents is heldout.split_documents
-    assert data.batch_rng is sampling.batch_rng
-    assert [n for n in data.__all__ if not hasattr(data, n)] == []
-
-
 # ------------------------------------------------------------------------------- bad input
 
 
@@ -406,7 +401,7 @@ def test_unreadable_file(tmp_path, monkeypatch):
     PermissionError, not chmod 0 (root, as in CI, reads files whatever their mode)."""
     import builtins
 
-    from lab import corpus
+    from lab.data import corpus
 
     p = write(tmp_path / "secret.txt", "text")
     folder = write(tmp_path / "docs" / "a.txt", "fine").parent
@@ -418,7 +413,7 @@ def test_unreadable_file(tmp_path, monkeypatch):
             raise PermissionError(13, "Permission denied", os.fspath(file))
         return real_open(file, *args, **kwargs)
 
-    monkeypatch.setattr(corpus, "open", refusing_open, raising=False)  # lab.corpus's open only
+    monkeypatch.setattr(corpus, "open", refusing_open, raising=False)  # lab.data.corpus's open only
     with pytest.raises(ValueError, match="secret.txt.*cannot be read.*Permission denied"):
         parse_source(str(p))
     with pytest.raises(ValueError, match="secret.txt.*cannot be read.*Permission denied"):

@@ -150,8 +150,8 @@ def test_demo_battery_results_go_into_the_store(demo):
 
 def test_demo_rerun_reuses_finished_work(demo, capsys, monkeypatch):
     import analysis.demo
-    import lab.evalrun
-    import lab.train
+    import lab.evaluation.evalrun
+    import lab.training.train
 
     d, args = demo
     run = d / "runs" / "demo-tiny-s1-6"
@@ -169,8 +169,8 @@ def test_demo_rerun_reuses_finished_work(demo, capsys, monkeypatch):
 
         monkeypatch.setattr(module, name, spy)
 
-    counted(lab.train, "train")
-    counted(lab.evalrun, "evaluate_run")
+    counted(lab.training.train, "train")
+    counted(lab.evaluation.evalrun, "evaluate_run")
     counted(analysis.demo, "battery")
     assert main(args) == 0
     out = capsys.readouterr().out

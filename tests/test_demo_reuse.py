@@ -9,8 +9,8 @@ import math
 import torch
 
 from analysis import demo_reuse
-from lab.checkpoint import save_checkpoint
 from lab.store import Store
+from lab.training.checkpoint import save_checkpoint
 
 
 def _ckpt(run_dir, step: int, value: float = 0.0) -> str:

@@ -1,7 +1,7 @@
 """`fiblab doctor`: one command that says what this machine is and what the lab does on it.
 
 Oracles: the issue's list of fields (each present, of the right kind), the machine facts
-`lab.hardware` reads, a hand computation of the estimates from given step times, and the
+`lab.machine.hardware` reads, a hand computation of the estimates from given step times, and the
 cache file of implementation choices before and after ``--retune``.
 """
 
@@ -17,9 +17,9 @@ import time
 import pytest
 
 from fiblab.doctor import LM_EVAL_FACTOR, estimates, format_doctor
-from lab import autotune
-from lab.hardware import machine
-from lab.measure import ROOT
+from lab.cost.measure import ROOT
+from lab.machine import autotune
+from lab.machine.hardware import machine
 
 
 def _doctor(*args, env=None, timeout=120):

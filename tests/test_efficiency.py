@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from fiblab.cli.measure import add_efficiency
-from lab import efficiency as eff
-from lab.attention import bool_mask, sparse_attention
-from lab.model import FibLM, config_for
+from lab.cost import efficiency as eff
+from lab.lm.model import FibLM, config_for
+from lab.sparse.attention import bool_mask, sparse_attention
 
 INTEGER = ["fixed", "stagger", "coprime", "pow2", "pow2-stagger"]
 
@@ -260,7 +260,7 @@ def test_peak_memory_positive(one_thread, cpu_profile):
     B·T·V elements in the precision measured — `default_precision`, fp32 on either CPU, so
     4 bytes each: 2 × 256 × 2048 × 4 B = 4 MiB for cpu-small at T=256, batch 2.  (Under bf16
     they would be 2 MiB: the threshold follows the precision, not the machine.)"""
-    from lab.precision import default_precision
+    from lab.machine.precision import default_precision
 
     cfg = eff.scheme_config("cpu-small", "fixed", 256)
     elem = {"fp32": 4, "bf16": 2}[default_precision("cpu")]

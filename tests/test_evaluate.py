@@ -1,5 +1,5 @@
 """LM evaluations: perplexity against hand-computed NLL, exact token counts, length extrapolation
-(frozen rebuild = training logits, new rungs = lab.offsets / hand values, position-matched blocks
+(frozen rebuild = training logits, new rungs = lab.ladder.offsets / hand values, position-matched blocks
 = training-length windows), the paper's position bins (edges and its own dump), store rows, the
 run loader's errors and the CLI."""
 
@@ -15,24 +15,26 @@ import torch
 import torch.nn.functional as F
 
 from fiblab.cli.measure import add_eval
-from lab import offsets
-from lab.data import Mixture, prepare
-from lab.evalrun import evaluate_run, load_run
-from lab.evaluate import (
+from lab.data.mixture import Mixture
+from lab.data.prepared import prepare
+from lab.data.windows import n_windows
+from lab.evaluation.evalrun import evaluate_run, load_run
+from lab.evaluation.evaluate import (
     POSITION_BIN_EDGES,
     bin_gap,
     bin_means,
     domain_perplexities,
     heldout_perplexity,
     length_extrapolation,
-    n_windows,
     position_bin_edges,
     position_resolved,
 )
-from lab.model import build_model
-from lab.precision import autocast
+from lab.ladder import offsets
+from lab.lm.model import build_model
+from lab.machine.precision import autocast
 from lab.store import Store
-from lab.train import make_config, train
+from lab.training.train import train
+from lab.training.trainconfig import make_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -412,7 +414,7 @@ def test_a_run_is_evaluated_in_the_precision_it_trained_in(trained, tmp_path, cp
     d = tmp_path / "as-bf16"
     shutil.copytree(trained["dir"], d)
     (ckpt,) = list(d.glob("ckpt_*.pt"))
-    from lab.checkpoint import save_checkpoint
+    from lab.training.checkpoint import save_checkpoint
 
     state = torch.load(ckpt, weights_only=False)
     assert state["precision"] == "fp32"

@@ -9,8 +9,8 @@ import math
 import pytest
 import torch
 
-from lab.generate import generate, next_token_probs
-from lab.model import build_model
+from lab.lm.generate import generate, next_token_probs
+from lab.lm.model import build_model
 
 
 @pytest.fixture(scope="module")

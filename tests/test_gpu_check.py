@@ -24,7 +24,7 @@ def test_probe_section_dry_run(tmp_path, monkeypatch, capsys):
     assert mod.main(["--device", "cpu", "--smoke", "--sections", "probe", "--out", str(out)]) == 0
     rec = json.loads(out.read_text())
     assert rec["errors"] == []
-    from lab.hardware import machine
+    from lab.machine.hardware import machine
 
     assert capsys.readouterr().out.splitlines()[0] == machine().line()
     assert rec["machine"] == machine().to_dict()

@@ -21,11 +21,11 @@ import pytest
 import torch
 
 from lab import kernels
-from lab.attention import sparse_attention
 from lab.kernels import flex, selfcheck
 from lab.kernels.oracle import oracle_attention
 from lab.kernels.reference import columns_attention_reference
-from lab.plan import plan_for
+from lab.ladder.plan import plan_for
+from lab.sparse.attention import sparse_attention
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHECK_T = selfcheck.SHAPE["T"]

@@ -1,4 +1,4 @@
-"""lab.hf: fiblab models as transformers Llama checkpoints with equal logits.
+"""lab.publish.hf: fiblab models as transformers Llama checkpoints with equal logits.
 
 Oracles: fiblab's own forward (and greedy decoding by repeated full forwards) on random — not
 init — weights, hand-written Llama config values, the lab tokenizer's own ids; a dense fiblab
@@ -18,9 +18,9 @@ import torch
 
 pytest.importorskip("transformers")
 
-from lab import hf as H  # noqa: E402
-from lab.model import build_model  # noqa: E402
-from lab.tokenizer import EOT, BPETokenizer  # noqa: E402
+from lab.data.tokenizer import EOT, BPETokenizer
+from lab.lm.model import build_model
+from lab.publish import hf as H
 
 ROOT = Path(__file__).resolve().parents[1]
 TOL = 1e-4
@@ -189,7 +189,7 @@ def test_fresh_process_loads_with_just_import_lab_hf(tmp_path):
     torch.save(ids, tmp_path / "ids.pt")
     script = (
         "import sys, torch\n"
-        "import lab.hf\n"
+        "import lab.publish.hf\n"
         "from transformers import AutoModelForCausalLM\n"
         "m = AutoModelForCausalLM.from_pretrained(sys.argv[1]).eval()\n"
         "with torch.no_grad():\n"

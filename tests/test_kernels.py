@@ -23,12 +23,12 @@ import pytest
 import torch
 
 from lab import kernels
-from lab.attention import sparse_attention
+from lab.cost.measure import ROOT
 from lab.kernels import cpu
 from lab.kernels.oracle import oracle_attention
-from lab.measure import ROOT
-from lab.model import build_model
-from lab.offsets import attended_distances, fibonacci, powers_of_two
+from lab.ladder.offsets import attended_distances, fibonacci, powers_of_two
+from lab.lm.model import build_model
+from lab.sparse.attention import sparse_attention
 
 HAVE_COMPILER = any(shutil.which(c) for c in ("c++", "g++", "clang++"))
 

@@ -10,10 +10,12 @@ import time
 import pytest
 
 from fiblab import launch as L
-from lab.config import read_config
-from lab.data import prepare
+from lab.data.prepared import prepare
+from lab.lm.config import read_config
 from lab.store import Store
-from lab.train import STOP_FILE, list_checkpoints, load_checkpoint, make_config
+from lab.training.checkpoint import list_checkpoints, load_checkpoint
+from lab.training.train import STOP_FILE
+from lab.training.trainconfig import make_config
 
 STEPS = 20
 # no periodic checkpoint or light eval: the stop's checkpoint is the only one mid-run
@@ -85,7 +87,7 @@ def test_command_is_cli_or_torchrun():
         ]
         and two[-1] == "--resume"
     )
-    # typed values are written as lab.config reads them back
+    # typed values are written as lab.lm.config reads them back
     typed = L.train_command("tiny", overrides={"betas": (0.8, 0.9), "val_tokens": None})
     assert typed[typed.index("--override") + 1 :] == [
         f"run_dir={L.DEFAULT_RUNS}",
@@ -248,7 +250,7 @@ def test_progress_moves_between_logged_steps_and_a_stop_shows_its_own_step(runs)
     """The store hears of a step every ``log_every`` steps; the live view must still move every
     few seconds (the process's heartbeat), and a stopped run shows the step it stopped at —
     the same number as its message (issue 28: "step 40/60" beside "stopped at step 43")."""
-    from lab.runphase import BEAT_S
+    from lab.training.runphase import BEAT_S
 
     h = L.launch(
         "tiny",

@@ -164,7 +164,7 @@ def test_the_threshold_rules_are_registered_and_hashed(tmp_path):
     the same numbers; claims.json's protocol carries them, so a changed threshold changes the
     hash."""
     from analysis import ledger_checks as LC
-    from lab.drift import INERT_TOL
+    from lab.ladder.drift import INERT_TOL
 
     claims = {c["id"]: c for c in ledger.load_claims()[0] + ledger.load_claims()[1]}
     want = {

@@ -14,7 +14,7 @@ from fiblab.ui.common import error_text
 from fiblab.ui.results import ResultsPanel
 from fiblab.ui.sections import panel_reason
 from lab.store import Store
-from lab.trainconfig import make_config
+from lab.training.trainconfig import make_config
 
 T = 64
 TRAIN = "train one in notebook 03 or with `fiblab train --preset cpu-stagger`, or run `fiblab demo`"

@@ -65,7 +65,7 @@ def smoke_env(tmp_path_factory):
     d = tmp_path_factory.mktemp("nb")
     (d / "runs").mkdir()
     corpus = tmp_path_factory.getbasetemp() / "fiblab-tiny-data"  # tokenised once per session
-    from lab.data import prepare
+    from lab.data.prepared import prepare
 
     prepare("bible", vocab_size=512, cache_dir=str(corpus))
     os.symlink(corpus, d / "runs" / "data")

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from lab.offsets import (
+from lab.ladder.offsets import (
     alpha_from_theta,
     attended_distances,
     fibonacci,
@@ -14,7 +14,7 @@ from lab.offsets import (
     rung_distances,
     theta_from_alpha,
 )
-from lab.schedules import layer_alphas
+from lab.ladder.schedules import layer_alphas
 
 FIB15 = [1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377, 610, 987]
 

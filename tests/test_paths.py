@@ -1,4 +1,4 @@
-"""Where runs and the store go (`lab.paths`): FIBLAB_STORE / FIBLAB_RUNS first; else runs/ in
+"""Where runs and the store go (`lab.util.paths`): FIBLAB_STORE / FIBLAB_RUNS first; else runs/ in
 the working directory for the command line, and in the checkout for the notebooks and the
 launcher, and never inside an installed package's folder."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from fiblab.cli import build_parser
 from fiblab.cli.parser import walk
-from lab import paths
+from lab.util import paths
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -109,7 +109,7 @@ def test_train_and_probe_write_under_fiblab_runs(no_env, tmp_path, capsys):
         seen["run_dir"] = cfg.run_dir
         return {"name": cfg.name, "final_ppl": {}, "run_dir": cfg.run_dir}
 
-    no_env.setattr("lab.train.train", fake_train)
+    no_env.setattr("lab.training.train.train", fake_train)
     args = build_parser().parse_args(["train", "--preset", "tiny", "--store", ""])
     assert cmd_train(args) == 0 and seen["run_dir"] == str(tmp_path / "r")
     args = build_parser().parse_args(

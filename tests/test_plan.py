@@ -1,4 +1,4 @@
-"""The attended-set plan (`lab.plan`) is the one source every consumer reads.
+"""The attended-set plan (`lab.ladder.plan`) is the one source every consumer reads.
 
 Oracles: distance lists written out by hand (README, SPEC §2.7, a worked interpolated case), exact
 rational arithmetic (`fractions.Fraction`) for the float32-α case, and a brute-force restatement
@@ -17,13 +17,14 @@ from fractions import Fraction
 import pytest
 import torch
 
-import lab.efficiency as eff
-from lab import kernels, plan
-from lab.attention import column_plan
-from lab.evaluate import attended_columns
-from lab.model import FibLM, ModelConfig
-from lab.offsets import ALPHA_MIN, theta_from_alpha
-from lab.plan import plan_for
+import lab.cost.efficiency as eff
+from lab import kernels
+from lab.evaluation.evaluate import attended_columns
+from lab.ladder import plan
+from lab.ladder.offsets import ALPHA_MIN, theta_from_alpha
+from lab.ladder.plan import plan_for
+from lab.lm.model import FibLM, ModelConfig
+from lab.sparse.attention import column_plan
 from probes.coverage import coverage
 
 WINDOW9 = list(range(9))  # 0..8
@@ -432,7 +433,7 @@ def test_the_overhead_benchmark_runs(capsys, monkeypatch):
     assert mod.main(argv) == 0
     assert plan.cache_enabled() == was  # the switch is restored
     rows = capsys.readouterr().out.splitlines()
-    from lab.hardware import machine
+    from lab.machine.hardware import machine
 
     assert rows[0] == machine().line()  # the machine first (benchmarks/header.py)
     rows = rows[1:]

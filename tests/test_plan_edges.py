@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from lab import plan
-from lab.offsets import (
+from lab.ladder import plan
+from lab.ladder.offsets import (
     alpha_from_theta,
     attended_distances,
     fibonacci,
@@ -22,8 +22,8 @@ from lab.offsets import (
     scaled_rungs,
     theta_from_alpha,
 )
-from lab.plan import layer_sets, plan_for
-from lab.schedules import (
+from lab.ladder.plan import layer_sets, plan_for
+from lab.ladder.schedules import (
     check_alphas,
     coprime_order,
     coprime_stride,

@@ -2,7 +2,7 @@
 
 The attended set {0..W} ∪ {r(α·f) : W < r ≤ T − 1} is sorted, contains the window, lies below T,
 and is monotone in T: the set at T is the set at any T' > T cut below T.  Each law is checked
-against a restatement of the definition written here, never against `lab.offsets` itself.
+against a restatement of the definition written here, never against `lab.ladder.offsets` itself.
 """
 
 import math
@@ -10,8 +10,8 @@ import math
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from lab.offsets import attended_distances
-from lab.plan import plan_for
+from lab.ladder.offsets import attended_distances
+from lab.ladder.plan import plan_for
 
 FAST = settings(max_examples=60, deadline=None, derandomize=True)  # the same examples every run
 ROUNDERS = {"round": round, "floor": math.floor, "ceil": math.ceil}

@@ -26,7 +26,7 @@ from fiblab.ui.coverage_figure import CoverageFigure
 from fiblab.ui.probes import trajectory_png
 from fiblab.ui.run_figures import probe_alphas, training_curves
 from fiblab.ui.train import curves_png
-from lab.schedules import layer_alphas
+from lab.ladder.schedules import layer_alphas
 
 
 def pil(data: bytes) -> Image.Image:
@@ -342,7 +342,7 @@ def test_coverage_redraw_stays_one_frozen_layout():
 
 
 def test_rung_heatmap_shows_every_attended_distance():
-    from lab.offsets import attended_distances
+    from lab.ladder.offsets import attended_distances
 
     T = 1024  # more distances than the axes have pixels
     sets = [attended_distances(a, 8, T, "fib", 15, "round") for a in layer_alphas("stagger", 4)]

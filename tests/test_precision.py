@@ -1,4 +1,4 @@
-"""`lab.precision`: what each precision does on each device, inside and outside an outer autocast.
+"""`lab.machine.precision`: what each precision does on each device, inside and outside an outer autocast.
 
 The dtype a matmul returns is the oracle: bfloat16 under an active autocast, float32 otherwise.
 """
@@ -8,9 +8,9 @@ import warnings
 import pytest
 import torch
 
-import lab.hardware as hw
-import lab.precision as P
-from lab.precision import PRECISIONS, autocast, check_precision, default_precision
+import lab.machine.hardware as hw
+import lab.machine.precision as P
+from lab.machine.precision import PRECISIONS, autocast, check_precision, default_precision
 
 
 def _matmul_dtype(device="cpu") -> torch.dtype:
@@ -190,7 +190,7 @@ def test_cli_probe_keys_by_the_resolved_precision_and_warns_in_one_line(tmp_path
     import subprocess
     import sys
 
-    from lab.measure import ROOT
+    from lab.cost.measure import ROOT
 
     def probe(precision: str, native: str):
         out = tmp_path / f"{precision}-{native}.jsonl"

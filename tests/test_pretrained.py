@@ -11,8 +11,9 @@ import pytest
 import torch
 
 import fiblab
-from lab.model import FibLM, build_model
-from lab.pretrained import (
+from lab.data.tokenizer import BPETokenizer
+from lab.lm.model import FibLM, build_model
+from lab.publish.pretrained import (
     FORMAT_KEY,
     ModelCard,
     from_pretrained,
@@ -20,7 +21,6 @@ from lab.pretrained import (
     read_card,
     save_pretrained,
 )
-from lab.tokenizer import BPETokenizer
 
 THETAS = (-0.7, 1.3)  # a learned model's θ per layer, away from the init
 

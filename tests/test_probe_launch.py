@@ -122,13 +122,13 @@ def test_the_command_passes_every_setting_the_spec_changes():
 def test_the_cli_runs_exactly_the_cells_the_spec_names(tmp_path):
     """The argv the launcher builds, parsed by the CLI, keys its cells as the spec does."""
     from fiblab.cli import build_parser
-    from probes import retrieval as R
+    from probes.settings import TASK_SCALES
 
     spec = GridSpec(scale="tiny", distances=(7, 11), steps=10, depths=(2,), seeds=(1,))
     args = build_parser().parse_args(PL.grid_command(spec, "o", "d")[3:])
     assert args.marker_distances == [7, 11] and args.log_every == 2 and args.live == "d"
     assert spec.settings().task.distances == (7, 11)
-    assert R.TASK_SCALES["marked"]["tiny"].task.distances == (5, 13)
+    assert TASK_SCALES["marked"]["tiny"].task.distances == (5, 13)
 
 
 def test_marker_distances_are_for_the_marked_task_only(capsys):

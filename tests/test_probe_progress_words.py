@@ -31,7 +31,7 @@ def test_a_long_grid_says_how_long_before_it_starts(monkeypatch):
     timed step × steps × cells ÷ jobs, checked with a fake clock."""
     from dataclasses import replace
 
-    from lab import measure
+    from lab.cost import measure
     from probes.settings import SCALES, Cell
 
     class T:
@@ -42,7 +42,7 @@ def test_a_long_grid_says_how_long_before_it_starts(monkeypatch):
     paper = SCALES["paper"]
     line = PP.start_estimate(cells, paper, "paper", "marked", jobs=2)
     want = 4 * 0.5 * paper.steps / 2
-    from lab.wording import duration
+    from lab.util.wording import duration
 
     assert line.startswith(f"4 cells to train × {paper.steps:,} steps (paper scale)")
     assert f"≈ {duration(want)} on this machine" in line and "jobs=2" in line

@@ -1,11 +1,11 @@
-"""lab.procs.pid_alive: a running child is alive; one that exited is not, before it is reaped
+"""lab.machine.procs.pid_alive: a running child is alive; one that exited is not, before it is reaped
 (a zombie: `kill(pid, 0)` alone would call it alive) and after."""
 
 import subprocess
 import sys
 import time
 
-from lab.procs import pid_alive
+from lab.machine.procs import pid_alive
 
 
 def test_running_zombie_and_reaped_children():

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 from tqdm import tqdm
 
-from lab.prepared import prepare
+from lab.data.prepared import prepare
 from probes.runner import cell_label, run_cell
 from probes.settings import SCALES, Cell
 

@@ -1,7 +1,7 @@
 """Sweeps on Ray (fiblab.ray_run) against a real two-node cluster on this machine.
 
 The oracle is the lab's own local path: the same cells (`probes.grid.run_grid`) and the same
-runs (`lab.train.train` into a store) run here in this process, on the same one torch thread a
+runs (`lab.training.train.train` into a store) run here in this process, on the same one torch thread a
 task uses, give the numbers the cluster's tasks give, apart from seconds.  One cluster (Ray's
 `ray.cluster_utils.Cluster`, a head and a worker node of 1 CPU each) serves the whole file.
 """
@@ -23,7 +23,7 @@ from ray_support import two_node_cluster
 ray = pytest.importorskip("ray")
 
 from lab.store import Store  # noqa: E402
-from lab.store_journal import StoreJournal, finished, read_journal, replay  # noqa: E402
+from lab.store.journal import StoreJournal, finished, read_journal, replay  # noqa: E402
 
 TIMING = {"tokens_per_s", "eval_s"}  # metrics that measure the machine, not the model
 
@@ -133,7 +133,7 @@ def test_probe_cells_on_ray_report_live_and_obey_a_stop_request(cluster, tmp_pat
 
 
 def _configs(root, steps=4, names=("a", "b")):
-    from lab.trainconfig import make_config
+    from lab.training.trainconfig import make_config
 
     over = {"run_dir": str(root), "steps": steps, "ckpt_every": 2, "eval_every": 2}
     return [
@@ -158,7 +158,7 @@ def _numbers(store_path: str, name: str) -> dict:
 
 def test_lm_sweep_on_ray_equals_local_runs_and_a_rerun_skips(cluster, tmp_path, one_thread, capsys):
     from fiblab.ray_run import run_sweep
-    from lab.train import train
+    from lab.training.train import train
 
     local_store = str(tmp_path / "local.db")
     for cfg in _configs(tmp_path / "local"):
@@ -245,7 +245,7 @@ def _checkpoints(folder) -> list[str]:
 
 @pytest.mark.slow
 def test_driver_killed_mid_sweep_resumes_with_nothing_duplicated(cluster, tmp_path, one_thread):
-    from lab.train import train
+    from lab.training.train import train
 
     c, _ = cluster
     spec = tmp_path / "two.toml"
@@ -321,7 +321,7 @@ def test_two_processes_preparing_one_cache_entry_take_turns(tmp_path):
     """The runs of a sweep start at once and share the token cache: both get the same entry,
     built once (before the lock, the second cleared the first one's files mid-way)."""
     code = (
-        "import sys; from lab.prepared import prepare; "
+        "import sys; from lab.data.prepared import prepare; "
         "d = prepare('bible', vocab_size=300, cache_dir=sys.argv[1], val_tokens=2048); "
         "print(d.reused, len(d.train))"
     )
@@ -361,7 +361,7 @@ def test_a_worker_node_removed_mid_sweep_is_retried_from_its_checkpoint(
     import threading
 
     from fiblab.ray_run import run_sweep
-    from lab.train import train
+    from lab.training.train import train
 
     c, worker = cluster
     cfgs = _configs(tmp_path / "ray", steps=40)
@@ -437,7 +437,7 @@ def test_a_sweep_run_taken_by_another_config_is_refused_before_anything(tmp_path
     import json
 
     from fiblab.cli import main
-    from lab.trainconfig import make_config
+    from lab.training.trainconfig import make_config
 
     spec = tmp_path / "s.toml"
     spec.write_text('[[group]]\npresets = ["tiny"]\nseeds = [0]\noverrides = { steps = 5 }\n')

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from lab.drift import INERT_TOL, alpha_drift, is_inert, layer_drifts
-from lab.model import ModelConfig
+from lab.ladder.drift import INERT_TOL, alpha_drift, is_inert, layer_drifts
+from lab.lm.model import ModelConfig
 from lab.store import Store
-from lab.train import TrainConfig
+from lab.training.trainconfig import TrainConfig
 from probes.grid import append_record, load_records
 from probes.record import ProbeRecord, records_from_store
 from probes.runner import run_cell
@@ -166,7 +166,7 @@ def test_report_claims_and_notebook_give_one_verdict(tmp_path):
     from analysis.demo import alpha_trajectory
     from analysis.demo_evidence import demo_run
     from fiblab.ui.results import AlphaExplorer
-    from lab.drift import is_inert
+    from lab.ladder.drift import is_inert
     from probes.record import alpha_drift as record_drift
 
     path = str(tmp_path / "fiblab.db")

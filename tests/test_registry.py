@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from lab.evalkind import KIND_PATTERNS, EvalKind, Family
-from lab.model import config_for
-from lab.schemes import SCHEMES, paper_label, scheme, scheme_names, scheme_of
+from lab.evaluation.evalkind import KIND_PATTERNS, EvalKind, Family
+from lab.ladder.schemes import SCHEMES, paper_label, scheme, scheme_names, scheme_of
+from lab.lm.model import config_for
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -129,10 +129,11 @@ def test_paper_labels_and_title_bodies():
 
 
 def test_front_ends_accept_any_spelling_and_print_the_old_names():
-    from lab.efficiency import SCHEMES as EFF
-    from lab.efficiency import efficiency_table
+    from lab.cost.efficiency import SCHEMES as EFF
+    from lab.cost.efficiency import efficiency_table
+    from probes.grid import grid
     from probes.receptive_field import scheme_sets
-    from probes.retrieval import LEARNED, MECHANISMS, grid
+    from probes.settings import LEARNED, MECHANISMS
 
     assert EFF == tuple(OLD_EFFICIENCY)
     assert MECHANISMS == tuple(OLD_MECHANISMS) and LEARNED == {"learned", "blur"}
@@ -240,8 +241,8 @@ def test_evalkind_rejects_impossible_records():
 
 def test_the_store_strings_are_unchanged(tmp_path):
     """What the writers store is byte-identical to the old strings; the tables read them."""
-    from lab.evalrun import log_extrapolation, log_position_bins
-    from lab.evaluate import (
+    from lab.evaluation.evalrun import log_extrapolation, log_position_bins
+    from lab.evaluation.evaluate import (
         ExtrapolationCell,
         ExtrapolationResult,
         Perplexity,

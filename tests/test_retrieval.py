@@ -175,7 +175,7 @@ def test_precision_bf16_autocasts_and_keys_the_record():
         lambda mod, inp, out: seen.append((out.dtype, torch.is_autocast_enabled("cpu")))
     )
     import probes.runner as R
-    from lab.precision import autocast
+    from lab.machine.precision import autocast
 
     with autocast(next(model.parameters()).device, settings.precision):
         R.task_loss(model, cell, settings, torch.Generator().manual_seed(0)).backward()
@@ -201,7 +201,7 @@ def test_auto_keys_a_cell_as_fp32_on_either_cpu(cpu_profile):
 def test_grid_jobs_match_one_process(tmp_path, monkeypatch):
     """Two cells in two worker processes give the records a single process gives with the
     workers' thread count, appended to the file, in cell order, and resume like jobs=1.
-    (The threads are pinned, `lab.cpu_share`: other lab jobs on the machine would otherwise
+    (The threads are pinned, `lab.machine.cpu_share`: other lab jobs on the machine would otherwise
     lower the workers' share, and with it the records' last bits.)"""
     import os
     from dataclasses import replace
@@ -241,16 +241,3 @@ def test_grid_jobs_stop_queueing_after_a_failing_cell(tmp_path):
     # run; the rest of the 8 never start
     assert len(kept) <= 2 * 2 + 1
     assert {r["key"] for r in kept} <= {c.key(settings) for c in good}
-
-
-def test_probes_retrieval_reexports_the_pieces():
-    """`probes.retrieval` (the users' and notebooks' import) hands out the defining modules'
-    own objects, and every name it lists is there."""
-    import probes.retrieval as R
-    from probes import grid, record, runner, settings
-
-    assert R.run_grid is grid.run_grid and R.grid is grid.grid and R.table2 is grid.table2
-    assert R.load_records is grid.load_records and R.run_cell is runner.run_cell
-    assert R.ProbeSettings is settings.ProbeSettings and R.Cell is settings.Cell
-    assert R.SCALES is settings.SCALES and R.alpha_drift is record.alpha_drift
-    assert [n for n in R.__all__ if not hasattr(R, n)] == []

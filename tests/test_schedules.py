@@ -2,7 +2,7 @@
 
 import pytest
 
-from lab.schedules import coprime_order, coprime_stride, layer_alphas
+from lab.ladder.schedules import coprime_order, coprime_stride, layer_alphas
 
 LINEAR16 = [
     0.5,
@@ -85,7 +85,7 @@ def test_custom_lists_validated():
 
 
 def test_coprime_is_the_stagger_exactly_where_no_stride_is_coprime():
-    from lab.schedules import coprime_is_stagger
+    from lab.ladder.schedules import coprime_is_stagger
 
     # by hand: L=4 → strides 2 (gcd 2) only, so S = 1; L=6 → 2, 3 share factors; L=5 → S = 2
     assert [L for L in range(1, 11) if coprime_is_stagger("coprime", L)] == [1, 2, 3, 4, 6]

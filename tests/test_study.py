@@ -146,9 +146,9 @@ def test_second_run_reuses_everything(smoke):
 def test_rungs_continue_exactly_and_runs_are_marked(smoke, tmp_path):
     """The 4-step rung was resumed from the 2-step one, and equals a run trained from scratch."""
     from analysis.study import study_config
-    from lab.checkpoint import latest_good_checkpoint
     from lab.store import Store
-    from lab.train import train
+    from lab.training.checkpoint import latest_good_checkpoint
+    from lab.training.train import train
 
     sc = SP.STUDY_SCALES["study-smoke"]
     name = "study-smoke-dense-s1-T32-4"
@@ -282,7 +282,7 @@ def test_the_study_keeps_the_precision_it_started_in(tmp_path, cpu_profile):
     precisions.  A study from before the record takes its runs' checkpoint precision."""
     from analysis.study import study_config
     from analysis.study_precision import PRECISION_FILE, study_precision
-    from lab.checkpoint import save_checkpoint
+    from lab.training.checkpoint import save_checkpoint
 
     runs, said = tmp_path / "runs", []
     assert study_precision(str(runs), "study", "auto", said.append) == "fp32"  # either CPU
@@ -309,8 +309,8 @@ def test_window_nll_is_each_windows_cross_entropy_and_the_noise_is_paired(smoke)
     import torch.nn.functional as F
 
     from analysis.study_windows import comparison_noise, window_nll
-    from lab.evalrun import open_run
-    from lab.evaluate import heldout_perplexity, heldout_splits
+    from lab.evaluation.evalrun import open_run
+    from lab.evaluation.evaluate import heldout_perplexity, heldout_splits
 
     cmp_ = smoke["first"]["comparison"]
     row = cmp_["runs"]["stagger"][0]

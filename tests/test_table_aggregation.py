@@ -15,9 +15,9 @@ from analysis.tables_length import table3_from_store
 from analysis.tables_position import table4_from_store
 from analysis.tables_ppl import table1_from_store
 from analysis.tables_seeds import table5_from_store
-from lab.model import ModelConfig
+from lab.lm.model import ModelConfig
 from lab.store import Store
-from lab.train import TrainConfig
+from lab.training.trainconfig import TrainConfig
 
 T = 64
 ln = math.log

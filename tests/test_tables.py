@@ -28,10 +28,10 @@ from analysis.tables_probe import (
 from analysis.tables_rows import config_label
 from analysis.tables_seeds import table5, table5_from_final_ppl, table5_from_store
 from analysis.tables_store import lm_evals, lm_runs
-from lab.model import ModelConfig
+from lab.lm.model import ModelConfig
 from lab.store import Store
-from lab.train import TrainConfig
-from lab.variant import seed_of, variant_of
+from lab.store.variant import seed_of, variant_of
+from lab.training.trainconfig import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL_DB = ROOT.parent / "shared" / "reference" / "fib.db"
@@ -536,10 +536,10 @@ class TestRealDatabase:
 
 
 def test_table2_agrees_with_the_probe_runner_on_measured_cells():
-    """The probe runner's own summary (probes.retrieval.table2) of the measured grid is a second,
+    """The probe runner's own summary (probes.grid.table2) of the measured grid is a second,
     independent computation of the same table."""
-    from probes.retrieval import load_records
-    from probes.retrieval import table2 as runner_table2
+    from probes.grid import load_records
+    from probes.grid import table2 as runner_table2
 
     path = ROOT / "benchmarks" / "results" / "probe-marked-paper.jsonl"
     records = load_records(str(path))

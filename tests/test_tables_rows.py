@@ -10,7 +10,7 @@ import pytest
 
 from analysis.comparable import TableUnavailable
 from analysis.tables_rows import comparable_rows, config_label, finish_table, paper_order, rounded
-from lab.variant import variant_of
+from lab.store.variant import variant_of
 
 # -- the paper's order -----------------------------------------------------------------------
 

@@ -16,11 +16,12 @@ from fixture_store import write_fixture
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from fiblab.cli import main
-from lab.corpus import bible_documents
-from lab.runlog import LogSpec, run_folder
+from lab.data.corpus import bible_documents
 from lab.store import Store
-from lab.tblog import EVENT_PREFIX, TensorBoardSink
-from lab.train import make_config, train
+from lab.training.runlog import LogSpec, run_folder
+from lab.training.tblog import EVENT_PREFIX, TensorBoardSink
+from lab.training.train import train
+from lab.training.trainconfig import make_config
 from probes.settings import SCALES, Cell
 
 PROBE_STEPS = 30  # tiny scale logs every 25 steps: points at 0, 25 and the last step 30

@@ -22,9 +22,9 @@ from tokenizers import (
     trainers,
 )
 
-from lab.prepared import prepare
-from lab.tokenizer import EOT, BPETokenizer, find_eot, write_tokens
-from lab.trainconfig import config_from_file, make_config
+from lab.data.prepared import prepare
+from lab.data.tokenizer import EOT, BPETokenizer, find_eot, write_tokens
+from lab.training.trainconfig import config_from_file, make_config
 
 WORDS = "river stone cloud lantern meadow quiet amber falcon willow harbor".split()
 

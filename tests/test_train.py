@@ -9,20 +9,17 @@ import sys
 import pytest
 import torch
 
-from lab.data import prepare
-from lab.model import build_model
+from lab.data.prepared import prepare
+from lab.lm.model import build_model
 from lab.store import Store
-from lab.train import (
+from lab.training.checkpoint import (
     CorruptCheckpoint,
-    TrainingDiverged,
     latest_good_checkpoint,
     list_checkpoints,
     load_checkpoint,
-    lr_at,
-    make_config,
-    param_groups,
-    train,
 )
+from lab.training.train import TrainingDiverged, lr_at, param_groups, train
+from lab.training.trainconfig import make_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -59,7 +56,7 @@ def test_weight_decay_only_on_matrices():
 # argv[1] is written (a crash at the worst moment), patched in from here, not in product code.
 _KILL_AFTER_CHECKPOINT = """
 import os, signal, sys
-import lab.train as T
+import lab.training.train as T
 at, save = int(sys.argv[1]), T.save_checkpoint
 def save_then_die(run_dir, step, state, keep):
     path = save(run_dir, step, state, keep)
@@ -284,7 +281,7 @@ def test_missing_corpus_fails_before_training(tmp_path):
 def test_sequence_longer_than_data_fails_before_training(tmp_path):
     import numpy as np
 
-    from lab.tokenizer import write_tokens
+    from lab.data.tokenizer import write_tokens
 
     tokens = tmp_path / "short.bin"
     write_tokens(tokens, np.arange(60) % 500, 512)  # 60 tokens; tiny has seq_len 64
@@ -301,7 +298,7 @@ def test_resume_refuses_another_precision_and_the_run_records_it(runs):
 
     import torch
 
-    from lab.variant import variant_of
+    from lab.store.variant import variant_of
 
     over = {"run_dir": str(runs), "steps": 4, "ckpt_every": 2, "eval_every": 0, "name": "prec"}
     data = prepare("bible", vocab_size=512, cache_dir=str(runs / "data"))

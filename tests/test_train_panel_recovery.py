@@ -18,10 +18,10 @@ from fiblab import launch as LA
 from fiblab import train_estimate as TE
 from fiblab.train_eta import estimate, evals_left, format_duration
 from fiblab.ui.train import TrainPanel
-from lab.data import prepare
-from lab.runphase import TRAINING, write_phase
+from lab.data.prepared import prepare
 from lab.store import Store
-from lab.trainconfig import make_config
+from lab.training.runphase import TRAINING, write_phase
+from lab.training.trainconfig import make_config
 
 ENV = {"OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
 LONG = "eval_every=0\nckpt_every=100000\nlog_every=1\neval_batch=64"
@@ -251,7 +251,7 @@ def test_processes_box_says_what_happens_on_a_cpu(tmp_path):
 
 
 def test_training_flops_per_token_match_the_models_parameters():
-    from lab.model import FibLM, config_for
+    from lab.lm.model import FibLM, config_for
 
     cfg = config_for("cpu-small", attention="dense")
     n = FibLM(cfg).num_params(non_embedding=True)  # the blocks' weights (+ small norm gains)

@@ -17,9 +17,9 @@ import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from fiblab.cli import main
-from lab.checkpoint import load_checkpoint
-from lab.prepared import PreparedData
-from lab.tokenizer import EOT, BPETokenizer
+from lab.data.prepared import PreparedData
+from lab.data.tokenizer import EOT, BPETokenizer
+from lab.training.checkpoint import load_checkpoint
 
 README_DATA = "web=a.jsonl@0.35,wiki=b.parquet:text@0.22,stories=c.txt@0.2,math=d.bin@0.23"
 TINY = ["--preset", "tiny", "--store", ""]
@@ -148,8 +148,8 @@ def test_bin_ids_beyond_the_tokenizer_are_one_line(folder, capsys, monkeypatch):
 
 
 def test_text_only_mixture_without_a_tokenizer_trains_one_on_all_domains(folder, monkeypatch):
-    from lab.rundata import load_data
-    from lab.trainconfig import make_config
+    from lab.training.rundata import load_data
+    from lab.training.trainconfig import make_config
 
     monkeypatch.chdir(folder)
     over = {"data": "web=a.jsonl@0.5,wiki=b.parquet:text@0.5", "val_tokens": 200}

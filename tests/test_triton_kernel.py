@@ -31,7 +31,7 @@ RTOL = 1e-5
 
 # --------------------------------------------------------------------------------------------
 # cases: (name, spec).  spec: shapes, columns, launch block; "alpha" cases build the column plan
-# from an α tensor in the worker (lab.plan.plan_for's kernel inputs) and return dα.
+# from an α tensor in the worker (lab.ladder.plan.plan_for's kernel inputs) and return dα.
 # --------------------------------------------------------------------------------------------
 CASES = {
     # integer columns of a real attended set, no GQA, T not a multiple of the block
@@ -197,14 +197,14 @@ def through_inputs(name: str, spec: dict) -> dict:
 
 def model_of(overrides: dict):
     """The tiny model (d_model 64: head dim 16) with ``overrides``."""
-    from lab.model import build_model
+    from lab.lm.model import build_model
 
     return build_model("tiny", d_model=64, **overrides)
 
 
 def run_through(spec: dict, x: dict, impl: str, device: str = "cpu") -> dict:
     """Output (or loss) and gradients of one THROUGH case with implementation `impl`."""
-    from lab.attention import sparse_attention
+    from lab.sparse.attention import sparse_attention
 
     if spec["kind"] == "model":
         model = model_of(x["overrides"]).to(device)
@@ -286,7 +286,7 @@ def reference(name: str, spec: dict, x: dict) -> dict:
     """Oracle output and gradients in float64 for one case."""
     q, k, v = (x[n].double().requires_grad_() for n in ("q", "k", "v"))
     if "alpha" in spec:
-        from lab.attention import column_plan
+        from lab.sparse.attention import column_plan
 
         # the worker's α (a float32 value held in float64)
         a = torch.tensor(spec["alpha"], dtype=torch.float32).double().requires_grad_()
@@ -349,7 +349,7 @@ def _worker(cases_path: str, results_path: str, device: str) -> None:
                 q, k, v = (y.transpose(1, 2).contiguous().transpose(1, 2) for y in (q, k, v))
             q, k, v = (y.requires_grad_() for y in (q, k, v))
             if "alpha" in spec:
-                from lab.plan import plan_for
+                from lab.ladder.plan import plan_for
 
                 # the plan's own kernel inputs, fracs in float64 (they reach the kernel rounded
                 # once, to float32), so the comparison measures the kernel

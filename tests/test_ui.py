@@ -10,8 +10,8 @@ import pytest
 
 from fiblab.ui.coverage import CoverageExplorer
 from fiblab.ui.coverage_explore import explore, heatmap, log_bins
-from lab.offsets import attended_distances
-from lab.schedules import layer_alphas
+from lab.ladder.offsets import attended_distances
+from lab.ladder.schedules import layer_alphas
 from probes.coverage import coverage
 
 
@@ -236,7 +236,7 @@ def test_probe_panel_precision_menu_says_what_auto_picks(tmp_path, cpu_profile):
 
 def test_probe_panel_maps_widgets_to_the_grid(tmp_path):
     from fiblab.ui.probes import ProbePanel
-    from probes import retrieval as R
+    from probes.settings import SCALES
 
     p = ProbePanel(
         scale="quick",
@@ -249,7 +249,7 @@ def test_probe_panel_maps_widgets_to_the_grid(tmp_path):
     )
     cells = p.cells()
     assert len(cells) == 2 * 2 * 2 + 2 * 2  # dense ignores the init
-    assert p.settings() == R.SCALES["quick"] and not p.paper_settings()
+    assert p.settings() == SCALES["quick"] and not p.paper_settings()
     assert "12 cells × 400 steps" in p.plan.value
     p.scale.value = "paper"
     assert p.paper_settings() and "paper's settings" in p.plan.value
@@ -327,7 +327,7 @@ def test_train_panel_buttons_follow_the_run(tmp_path):
 
     from fiblab import launch as LA
     from fiblab.ui.train import TrainPanel
-    from lab.train import STOP_FILE
+    from lab.training.train import STOP_FILE
 
     p = TrainPanel(preset="tiny", store="", runs=str(tmp_path), auto_refresh=False)
     assert p.state == "idle" and p.stop_button.disabled
@@ -379,7 +379,7 @@ def test_the_explorer_says_what_it_did_and_what_it_counts(ex):
     ex.layers.value = 5
     assert ex.layers_note.value == ""  # a named schedule is recomputed, nothing to say
     assert dict((v, k) for k, v in ex.rounding.options)["round"] == "round (half to even)"
-    from lab.offsets import attended_distances
+    from lab.ladder.offsets import attended_distances
 
     assert attended_distances(0.5, 0, 64, "fib", 1, "round") == [0]  # 0.5 → 0, half to even
     ex.layers.value = 1

@@ -15,9 +15,9 @@ from test_paperdb import build_fixture, ppl_of
 
 from analysis.paper import REFERENCE_DIR
 from fiblab.ui.results import NO_RUNS, AlphaExplorer, ResultsPanel
-from lab.model import ModelConfig
+from lab.lm.model import ModelConfig
 from lab.store import Store
-from lab.train import TrainConfig
+from lab.training.trainconfig import TrainConfig
 
 T = 64  # training length of the fixture runs
 e = math.exp

@@ -1,6 +1,6 @@
-"""Results that compare like with like: a run's variant (lab.variant), the tables that average only
+"""Results that compare like with like: a run's variant (lab.store.variant), the tables that average only
 over the seeds of one variant, duplicates reported and never averaged, the typed reason of a table
-that cannot be built, `fiblab report --json`, strict JSON (lab.jsonio), the store's preset and a
+that cannot be built, `fiblab report --json`, strict JSON (lab.util.jsonio), the store's preset and a
 resume that keeps started_at. Every expected row and mean below is counted by hand."""
 
 import csv
@@ -22,21 +22,14 @@ from analysis.tables_position import table4_from_store
 from analysis.tables_ppl import table1_from_store
 from analysis.tables_seeds import table5_from_store
 from fiblab.cli import main as cli_main
-from lab import jsonio
-from lab.config import config_from_dict
-from lab.model import ModelConfig
-from lab.precision import default_precision
+from lab.lm.config import config_from_dict
+from lab.lm.model import ModelConfig
+from lab.machine.precision import default_precision
 from lab.store import Store
-from lab.train import TrainConfig, make_config, train
-from lab.variant import (
-    data_hash,
-    describe,
-    differs,
-    provenance,
-    seed_of,
-    variant_of,
-    varying,
-)
+from lab.store.variant import data_hash, describe, differs, provenance, seed_of, variant_of, varying
+from lab.training.train import train
+from lab.training.trainconfig import TrainConfig, make_config
+from lab.util import jsonio
 
 e = math.exp
 T = 64
@@ -56,7 +49,7 @@ def config(seed, steps=1500, data="bible", **over):
     return TrainConfig(model=model(**over), seed=seed, steps=steps, data=data).to_dict()
 
 
-# -- lab.variant -------------------------------------------------------------------------------
+# -- lab.store.variant -------------------------------------------------------------------------------
 
 
 def test_variant_names_what_differs_and_keeps_the_seed_apart():
@@ -472,7 +465,7 @@ def test_report_json_has_every_table_with_the_markdown_numbers(store, store_path
     assert cli_main(["report", "--store", str(path)]) == 2  # neither --out nor --json
 
 
-# -- lab.jsonio ----------------------------------------------------------------------------------
+# -- lab.util.jsonio ----------------------------------------------------------------------------------
 
 
 def test_jsonio_writes_strict_json():

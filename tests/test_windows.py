@@ -1,4 +1,4 @@
-"""The held-out window rule (`lab.windows`) against hand counts.
+"""The held-out window rule (`lab.data.windows`) against hand counts.
 
 n = 10 tokens, L = 3: windows read tokens 0–3, 3–6, 6–9 (three; nothing left over).  n = 9: the
 third would need token 9, so two windows and a tail of two targets (tokens 7, 8) dropped.
@@ -7,7 +7,7 @@ third would need token 9, so two windows and a tail of two targets (tokens 7, 8)
 import numpy as np
 import pytest
 
-from lab.windows import n_windows, window_starts
+from lab.data.windows import n_windows, window_starts
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,8 @@
 
 import pytest
 
-from lab.schedules import check_alphas
-from lab.wording import plural
+from lab.ladder.schedules import check_alphas
+from lab.util.wording import plural
 
 
 @pytest.mark.parametrize(

@@ -9,9 +9,9 @@ import torch
 from benchmarks.gpu.flex import FlexInteger, flex_available
 from benchmarks.gpu.impls import dense_baseline, flash_taken, triton_attention
 from benchmarks.gpu.run import Run
-from lab.attention import sparse_attention
-from lab.measure import peak_growth, time_fn
-from lab.plan import plan_for
+from lab.cost.measure import peak_growth, time_fn
+from lab.ladder.plan import plan_for
+from lab.sparse.attention import sparse_attention
 
 ATTN = dict(B=1, H=8, KV=2, D=64, window=8, rungs=15)
 REPS = [3, 25]  # min / max timed repetitions (--smoke: 1 / 1)

@@ -10,9 +10,9 @@ import torch
 from benchmarks.gpu.flex import FlexInteger, flex_available
 from benchmarks.gpu.impls import triton_attention
 from benchmarks.gpu.run import Run
-from lab.attention import column_plan, sparse_attention
 from lab.kernels.oracle import oracle_attention
-from lab.plan import plan_for
+from lab.ladder.plan import plan_for
+from lab.sparse.attention import column_plan, sparse_attention
 
 CHECK_SHAPES = [
     dict(B=2, H=8, KV=2, T=1000, D=64, alpha=0.8, window=8, base="fib", rungs=15),

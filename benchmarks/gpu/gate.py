@@ -19,7 +19,7 @@ from benchmarks.gpu.impls import triton_attention
 from benchmarks.gpu.run import Run
 from lab import kernels
 from lab.kernels import selfcheck
-from lab.plan import plan_for
+from lab.ladder.plan import plan_for
 
 FLEX_VS_TRITON = dict(B=1, H=8, KV=2, D=64, window=8, rungs=15, alpha=1.0)
 

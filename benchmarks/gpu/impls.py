@@ -1,4 +1,4 @@
-"""The attention paths under test beside `lab.attention.sparse_attention`: the Triton kernel
+"""The attention paths under test beside `lab.sparse.attention.sparse_attention`: the Triton kernel
 driven from the column plan as the dispatch would, and the dense causal SDPA baseline (flash)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from lab.plan import plan_for
+from lab.ladder.plan import plan_for
 
 
 def triton_attention(

@@ -9,14 +9,14 @@ import torch
 
 from benchmarks.gpu.impls import triton_attention
 from benchmarks.gpu.run import Run
-from lab.measure import time_fn
-from lab.precision import autocast
+from lab.cost.measure import time_fn
+from lab.machine.precision import autocast
 
 
 @contextlib.contextmanager
 def forced_triton(launch):
-    """Route every sparse attention call of lab.model through the Triton kernel."""
-    import lab.model as model_mod
+    """Route every sparse attention call of lab.lm.model through the Triton kernel."""
+    import lab.lm.model as model_mod
 
     original = model_mod.sparse_attention
 
@@ -63,8 +63,8 @@ def train_step_time(
     run: Run, preset: str, overrides: dict, batch: int, steps: int, seq_len: int | None
 ) -> tuple[float, int]:
     """(median seconds of one optimizer step, sequence length)."""
-    from lab.model import build_model
-    from lab.train import param_groups
+    from lab.lm.model import build_model
+    from lab.training.train import param_groups
 
     dev = run.device
     torch.manual_seed(0)

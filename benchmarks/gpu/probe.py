@@ -7,8 +7,8 @@ import torch
 
 from benchmarks.gpu.check import rel_err
 from benchmarks.gpu.run import Run
-from lab.measure import time_fn
-from lab.precision import autocast
+from lab.cost.measure import time_fn
+from lab.machine.precision import autocast
 
 PROBE_CHECK_SHAPES = [
     dict(B=2, H=4, KV=2, T=512, D=64, alpha=0.83, width=20.0),
@@ -18,8 +18,9 @@ SMOKE_PROBE_SHAPES = [dict(B=1, H=2, KV=1, T=40, D=8, alpha=0.9, width=3.0)]
 
 
 def section_probe(run: Run, smoke: bool, steps: int) -> None:
-    from lab.blur import blur_attention
-    from probes.retrieval import SCALES, Cell, build_probe_model, task_loss
+    from lab.sparse.blur import blur_attention
+    from probes.runner import build_probe_model, task_loss
+    from probes.settings import SCALES, Cell
 
     dev = run.device
     rows = run.record.setdefault("probe", {"check": [], "step": []})

@@ -26,7 +26,7 @@ TIMING = {"tokens_per_s", "eval_s"}  # metrics that measure the machine, not the
 def tiny_configs(root: str) -> list:
     """The sweep's two runs: ``tiny`` at seeds 0 and 1, a checkpoint and an evaluation every
     3 of the 6 steps, under ``root``."""
-    from lab.trainconfig import make_config
+    from lab.training.trainconfig import make_config
 
     over = {"run_dir": root, "steps": STEPS, "ckpt_every": 3, "eval_every": 3}
     return [make_config("tiny", {**over, "seed": s, "name": f"tiny-s{s}"}) for s in (0, 1)]
@@ -69,7 +69,7 @@ def compare(got: dict, want: dict) -> tuple[float, bool]:
 def tiny_sweep(root: str, gpus: bool | None = True, address: str = "local") -> dict:
     """The sweep on Ray and the same runs here; the record of the comparison."""
     from fiblab.ray_run import run_sweep
-    from lab.train import train
+    from lab.training.train import train
 
     cfgs = tiny_configs(os.path.join(root, "ray"))
     ray_store, here_store = os.path.join(root, "ray.db"), os.path.join(root, "here.db")

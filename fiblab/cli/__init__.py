@@ -52,7 +52,7 @@ from fiblab.cli.parser import FibParser
 from fiblab.cli.runs import cmd_demo, cmd_probe, cmd_report, cmd_train
 from fiblab.cli.search import add_search
 from fiblab.cli.sweep import add_ray_options, add_sweep
-from lab import paths
+from lab.util import paths
 
 # FIBLAB_STORE / FIBLAB_RUNS, else runs/fiblab.db and runs/ in the working directory
 STORE_HELP = "experiment store ('' to skip; FIBLAB_STORE sets it)"
@@ -394,7 +394,7 @@ def build_parser() -> FibParser:
 
 def cmd_doctor(args) -> int:
     from fiblab.doctor import diagnose, format_doctor
-    from lab import jsonio
+    from lab.util import jsonio
 
     if args.reps < 1:
         raise ValueError(f"--reps {args.reps} must be >= 1 (timed steps of each measurement)")

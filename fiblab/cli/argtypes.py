@@ -23,9 +23,9 @@ def schedule_arg(text: str):
 
 
 def scheme_arg(among=None, what: str = "scheme"):
-    """An argparse type: any spelling of a `lab.schemes` scheme (limited to ``among``), as its
+    """An argparse type: any spelling of a `lab.ladder.schemes` scheme (limited to ``among``), as its
     canonical name ("stagger" and "fib/stagger" give "fib-stagger")."""
-    from lab.schemes import scheme
+    from lab.ladder.schemes import scheme
 
     def parse(text: str) -> str:
         try:

@@ -13,7 +13,7 @@ import time
 def cmd_selfcheck(args) -> int:
     import torch
 
-    from lab.model import build_model
+    from lab.lm.model import build_model
 
     if args.seq_len is not None and args.seq_len < 1:
         raise ValueError(f"--seq-len {args.seq_len} must be an integer >= 1 (the input length)")
@@ -81,7 +81,7 @@ def cmd_selfcheck(args) -> int:
 
 
 def cmd_offsets(args) -> int:
-    from lab.plan import plan_for
+    from lab.ladder.plan import plan_for
 
     plan = plan_for(
         args.alpha,
@@ -112,8 +112,8 @@ def cmd_offsets(args) -> int:
 
 
 def cmd_schedule(args) -> int:
-    from lab.offsets import attended_distances
-    from lab.schedules import coprime_stride, layer_alphas
+    from lab.ladder.offsets import attended_distances
+    from lab.ladder.schedules import coprime_stride, layer_alphas
 
     alphas = layer_alphas(args.schedule, args.layers, stride=args.stride)
     if args.schedule in ("coprime", "hdc"):
@@ -134,7 +134,7 @@ def cmd_schedule(args) -> int:
 
 
 def cmd_params(args) -> int:
-    from lab.model import build_model
+    from lab.lm.model import build_model
 
     over = {"schedule": args.schedule} if args.schedule else {}
     m = build_model(args.preset, **over)
@@ -143,7 +143,7 @@ def cmd_params(args) -> int:
 
 
 def cmd_coverage(args) -> int:
-    from lab import jsonio
+    from lab.util import jsonio
     from probes.coverage import describe, schedule_coverage
 
     report = schedule_coverage(
@@ -181,10 +181,10 @@ def cmd_coverage(args) -> int:
 
 
 def cmd_receptive_field(args) -> int:
-    from lab import jsonio
-    from lab.plan import layer_sets
-    from lab.schedules import layer_alphas
-    from lab.schemes import scheme
+    from lab.ladder.plan import layer_sets
+    from lab.ladder.schedules import layer_alphas
+    from lab.ladder.schemes import scheme
+    from lab.util import jsonio
     from probes.receptive_field import receptive_report, scheme_sets
 
     schemes = args.schemes or [args.schedule]

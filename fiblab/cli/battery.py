@@ -11,7 +11,7 @@ light).
 from __future__ import annotations
 
 from fiblab.cli.argtypes import DEVICE_HELP, device_arg
-from lab import paths
+from lab.util import paths
 
 
 def format_battery(rb) -> str:
@@ -39,8 +39,8 @@ def cmd_battery(args) -> int:
     from dataclasses import asdict
 
     from fiblab.cli.argtypes import resolve_device
-    from lab import jsonio
-    from lab.export import resolve_run
+    from lab.publish.export import resolve_run
+    from lab.util import jsonio
     from probes.battery_run import ensure_run, log_rows, score_run
 
     if args.n < 1:

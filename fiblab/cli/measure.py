@@ -11,7 +11,7 @@ import sys
 from fiblab.cli.argtypes import DEVICE_HELP, device_arg, positive_int, scheme_arg
 from fiblab.cli.choices import DEFAULT_FACTORS, RUNG_POLICIES
 from fiblab.cli.choices import EFFICIENCY_SCHEMES as SCHEMES
-from lab import paths
+from lab.util import paths
 
 
 # --------------------------------------------------------------------------------------------
@@ -57,8 +57,8 @@ def format_report(res: dict) -> str:
 
 def cmd_eval(args) -> int:
     from fiblab.cli.argtypes import resolve_device
-    from lab import jsonio
-    from lab.evalrun import evaluate_run
+    from lab.evaluation.evalrun import evaluate_run
+    from lab.util import jsonio
 
     res = evaluate_run(
         args.run_dir,
@@ -136,10 +136,10 @@ def cmd_efficiency(args) -> int:
     import torch
 
     from fiblab.cli.argtypes import resolve_device
-    from lab import jsonio
-    from lab.config import apply_overrides, split_overrides, typed_overrides
-    from lab.efficiency import config_for, efficiency_table
-    from lab.model import ModelConfig
+    from lab.cost.efficiency import efficiency_table
+    from lab.lm.config import apply_overrides, split_overrides, typed_overrides
+    from lab.lm.model import ModelConfig, config_for
+    from lab.util import jsonio
 
     items = split_overrides(args.override)  # ModelConfig fields, with or without "model."
     over = typed_overrides(ModelConfig, {k.removeprefix("model."): v for k, v in items.items()})

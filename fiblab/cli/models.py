@@ -11,11 +11,11 @@ from __future__ import annotations
 import sys
 
 from fiblab.cli.argtypes import DEVICE_HELP, device_arg
-from lab import paths
+from lab.util import paths
 
 
 def cmd_export(args) -> int:
-    from lab.export import export_run, resolve_run
+    from lab.publish.export import export_run, resolve_run
 
     run_dir = resolve_run(args.run, args.runs)
     out = export_run(
@@ -35,8 +35,8 @@ def cmd_sample(args) -> int:
     import torch
 
     from fiblab.cli.argtypes import resolve_device
-    from lab.export import open_model
-    from lab.generate import generate
+    from lab.lm.generate import generate
+    from lab.publish.export import open_model
 
     if args.top_k < 0:
         raise ValueError(f"--top-k {args.top_k} must be >= 0 (0: no cut)")

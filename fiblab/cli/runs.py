@@ -12,17 +12,18 @@ from fiblab.cli.exports import log_spec
 def cmd_probe(args) -> int:
     from dataclasses import replace as dc_replace
 
-    from lab import jsonio
-    from lab.wording import plural
-    from probes import retrieval as R
+    from lab.util import jsonio
+    from lab.util.wording import plural
+    from probes import grid as G
     from probes.live import StopRequested, write_progress
+    from probes.settings import TASK_SCALES
 
-    if args.scale not in R.TASK_SCALES[args.task]:
+    if args.scale not in TASK_SCALES[args.task]:
         raise ValueError(
             f"scale {args.scale!r} is not defined for the {args.task} task: use one "
-            f"of {sorted(R.TASK_SCALES[args.task])}"
+            f"of {sorted(TASK_SCALES[args.task])}"
         )
-    settings = R.TASK_SCALES[args.task][args.scale]
+    settings = TASK_SCALES[args.task][args.scale]
     over = {
         k: v
         for k, v in (
@@ -44,10 +45,10 @@ def cmd_probe(args) -> int:
     settings = dc_replace(settings, **over).resolved()  # auto → this CPU's; bf16 may warn
     if args.task == "shift" and not args.distances:
         raise ValueError("probe shift needs --distances (the trained distances, e.g. 89 233 350)")
-    cells = R.grid(
+    cells = G.grid(
         args.mechanisms, args.depths, args.init, args.seeds, args.task, args.distances or (None,)
     )
-    from lab.paths import runs_dir
+    from lab.util.paths import runs_dir
 
     out = args.out or os.path.join(runs_dir(), "probes", f"{args.task}-{args.scale}.jsonl")
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)  # a bad --out fails first
@@ -55,7 +56,7 @@ def cmd_probe(args) -> int:
     keys = [c.key(settings) for c in cells]
     live = _live_start(args, keys, out)
     keep = _store_writer(args.store, live)
-    done = {r["key"]: r for r in R.load_records(out)}
+    done = {r["key"]: r for r in G.load_records(out)}
     if not args.json:  # a long grid says how long before it starts
         from fiblab.probe_progress import start_estimate
 
@@ -71,7 +72,7 @@ def cmd_probe(args) -> int:
         if getattr(args, "ray", None):  # cells as Ray tasks; this process alone writes
             records = _ray_grid(args, cells, settings, out, keep, live)
         else:
-            records = R.run_grid(
+            records = G.run_grid(
                 cells,
                 settings,
                 out,
@@ -82,7 +83,7 @@ def cmd_probe(args) -> int:
                 live=live,
             )
     except StopRequested:
-        finished = {r["key"] for r in R.load_records(out)} & set(keys)
+        finished = {r["key"] for r in G.load_records(out)} & set(keys)
         msg = (
             f"stopped by request: {len(finished)} of {plural(len(keys), 'cell')} finished "
             f"(kept in {out}); run the same command again to train the others"
@@ -230,9 +231,9 @@ def _live_start(args, keys: list[str], out: str):
 
 
 def cmd_train(args) -> int:
-    from lab.config import split_overrides
-    from lab.train import TrainingDiverged, train
-    from lab.trainconfig import config_from_file, make_config
+    from lab.lm.config import split_overrides
+    from lab.training.train import TrainingDiverged, train
+    from lab.training.trainconfig import config_from_file, make_config
 
     overrides = split_overrides(args.override)
     for key in ("steps", "data", "tokenizer", "name", "seed", "precision"):
@@ -246,7 +247,7 @@ def cmd_train(args) -> int:
     if args.config:
         cfg = config_from_file(args.config, overrides)
     elif args.preset:
-        from lab.paths import runs_dir
+        from lab.util.paths import runs_dir
 
         overrides.setdefault("run_dir", runs_dir())  # FIBLAB_RUNS, else runs/
         cfg = make_config(args.preset, overrides)
@@ -291,7 +292,7 @@ def _train_on_ray(args, cfg) -> int:
     this process the store's one writer; prints what a local run prints."""
     from fiblab.cli.sweep import ray_kwargs
     from fiblab.ray_cluster import check_address
-    from lab.train import TrainingDiverged
+    from lab.training.train import TrainingDiverged
 
     check_address(args.ray)
     if args.restart or log_spec(args) is not None:
@@ -344,9 +345,9 @@ def cmd_report(args) -> int:
     on stdout (the numbers the Markdown prints) and the ledger under ``claims``."""
     from analysis import ledger, ledger_evidence
     from analysis.results import build_report
-    from lab import jsonio
     from lab.store import Store
-    from probes.retrieval import load_records
+    from lab.util import jsonio
+    from probes.grid import load_records
 
     if not args.out and not getattr(args, "json", False):
         raise ValueError("fiblab report needs --out FOLDER (e.g. reports/NAME), or --json")

@@ -10,7 +10,7 @@ import sys
 
 from fiblab.cli.argtypes import positive_int
 from fiblab.cli.sweep import add_ray_options
-from lab import paths
+from lab.util import paths
 
 #: The probe objective's convention when none is given: the tiny marked-copy probe's.
 PROBE_CONVENTION = {"layers": 2, "window": 2, "rungs": 6, "seq_len": 48}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from fiblab.cli.argtypes import positive_int
-from lab import paths
+from lab.util import paths
 
 GPU_CHOICES = {"auto": None, "1": True, "0": False}
 

@@ -35,8 +35,8 @@ from fiblab.ui.common import (
     store_path,
 )
 from fiblab.ui.results_common import NO_RUNS, frame_html, reading, store_label
-from lab.drift import INERT_TOL
-from lab.wording import plural
+from lab.ladder.drift import INERT_TOL
+from lab.util.wording import plural
 
 __all__ = ["RUNS_HINT", "AlphaExplorer", "inert_sentence", "line_count"]
 

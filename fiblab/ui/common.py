@@ -11,7 +11,7 @@ Environment variables read by the notebooks:
     FIBLAB_STORE       the experiment store (default <project>/runs/fiblab.db)
     FIBLAB_RUNS        the runs folder (default <project>/runs)
 
-<project> is `lab.paths.work_dir`: the source checkout when running from one, else the working
+<project> is `lab.util.paths.work_dir`: the source checkout when running from one, else the working
 directory (an installed fiblab never writes into site-packages).
 """
 
@@ -25,7 +25,8 @@ from pathlib import Path
 
 import ipywidgets as W
 
-from lab import cpu_share, paths
+from lab.machine import cpu_share
+from lab.util import paths
 
 ROOT: Path = paths.work_dir()  # the checkout, or the working directory of an installed fiblab
 
@@ -248,7 +249,7 @@ class LaunchPanel(Shown):
     def share_widget(self) -> W.HTML:
         """The line (CSS class ``fib-cpu-share``) naming the other lab jobs live on this
         machine and the threads a new job would get — or, while this panel's job runs, the
-        threads it uses (`lab.cpu_share`: jobs side by side share the cores)."""
+        threads it uses (`lab.machine.cpu_share`: jobs side by side share the cores)."""
         self.share_box = W.HTML()
         self.share_box.add_class("fib-cpu-share")
         self.show_share()

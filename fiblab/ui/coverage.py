@@ -39,9 +39,9 @@ from fiblab.ui.coverage_text import (
     summary_line,
     union_html,
 )
-from lab.offsets import ROUNDINGS, Base
-from lab.schedules import check_alphas
-from lab.wording import plural
+from lab.ladder.offsets import ROUNDINGS, Base
+from lab.ladder.schedules import check_alphas
+from lab.util.wording import plural
 
 #: The rounding dropdown's words: ``round`` is Python's half-to-even (2.5 → 2), as trained.
 ROUNDING_LABELS = {"round": "round (half to even)", "floor": "floor", "ceil": "ceil"}

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from lab.offsets import Base, attended_distances
-from lab.schedules import layer_alphas
+from lab.ladder.offsets import Base, attended_distances
+from lab.ladder.schedules import layer_alphas
 from probes.coverage import coverage
 from probes.receptive_field import reachable_fraction
 

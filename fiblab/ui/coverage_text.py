@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fiblab.ui.common import html_table
-from lab.offsets import powers_of_two
-from lab.wording import plural
+from lab.ladder.offsets import powers_of_two
+from lab.util.wording import plural
 
 __all__ = [
     "alpha_text",

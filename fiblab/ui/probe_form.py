@@ -14,9 +14,9 @@ import ipywidgets as W
 from fiblab import probe_launch as PL
 from fiblab.ray_cluster import check_address
 from fiblab.ui.common import error_widget, guarded, parse_numbers, show_error
-from lab.cpu_share import cores as cores_here
-from lab.precision import PRECISIONS, describe_auto
-from lab.wording import plural
+from lab.machine.cpu_share import cores as cores_here
+from lab.machine.precision import PRECISIONS, describe_auto
+from lab.util.wording import plural
 from probes.gridspec import TASKS, GridSpec
 from probes.settings import INITS, MECHANISMS, SCALES, TASK_SCALES, Cell, ProbeSettings
 

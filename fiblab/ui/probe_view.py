@@ -12,7 +12,7 @@ import math
 
 from fiblab import probe_launch as PL
 from fiblab.ui.common import html_table
-from lab.wording import duration, plural
+from lab.util.wording import duration, plural
 from probes.settings import KEY_LEGEND
 
 __all__ = [
@@ -28,7 +28,7 @@ COLOURS = {"done": "#2e7d32", "failed": "#b00020", "stopped": "#ef6c00", "stoppi
 
 
 def fmt_duration(s: float) -> str:
-    """42s, 3m05s, 2h07m ('' when unknown): `lab.wording.duration`."""
+    """42s, 3m05s, 2h07m ('' when unknown): `lab.util.wording.duration`."""
     return duration(s, unknown="")
 
 

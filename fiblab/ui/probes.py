@@ -49,7 +49,7 @@ from fiblab.ui.probe_view import (
     status_html,
 )
 from fiblab.ui.runlist import LMRuns, ProbeGrids, RunList
-from lab.wording import plural
+from lab.util.wording import plural
 
 __all__ = ["ProbePanel", "default_distances", "trajectory_png", "TASKS"]
 

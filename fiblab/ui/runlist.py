@@ -29,7 +29,7 @@ from fiblab import launch as LA
 from fiblab import probe_launch as PL
 from fiblab.train_eta import format_duration
 from fiblab.ui.common import Shown, error_widget, guarded, show_error
-from lab.wording import plural
+from lab.util.wording import plural
 
 LIVE = detached.LIVE
 RESUMABLE = ("stopped", "failed")

@@ -16,9 +16,9 @@ from fiblab import detached
 from fiblab import launch as LA
 from fiblab import train_estimate as TE
 from fiblab.train_eta import format_duration
-from lab.checkpoint import list_checkpoints
-from lab.config import format_value, read_config
-from lab.trainconfig import TRAIN_PRESETS
+from lab.lm.config import format_value, read_config
+from lab.training.checkpoint import list_checkpoints
+from lab.training.trainconfig import TRAIN_PRESETS
 
 __all__ = [
     "preset_options",

@@ -25,7 +25,7 @@ Implementations (``impl``):
              candidates are the device's kernel (cpp on CPU, triton on CUDA) and torch; at
              the first call of a shape class on this machine both are timed briefly on the
              call's tensors (forward, and backward when gradients are needed) and the winner
-             is cached in memory and in ``~/.cache/fiblab/choices.json`` (`lab.autotune`;
+             is cached in memory and in ``~/.cache/fiblab/choices.json`` (`lab.machine.autotune`;
              ``FIBLAB_CACHE_DIR`` moves it, ``FIBLAB_AUTOTUNE=0`` turns timing off).  Without
              timing (turned off, one candidate, fake / meta tensors, under torch.compile,
              `resolve` without the call's tensors) the static order holds: cpp on CPU,
@@ -51,10 +51,10 @@ from collections.abc import Sequence
 
 import torch
 
-from lab import autotune
 from lab.kernels import cpu, flex, selfcheck
 from lab.kernels.reference import columns_attention_reference
 from lab.kernels.shapes import check_columns
+from lab.machine import autotune
 
 IMPLS = ("auto", "torch", "cpp", "triton", "flex")
 ENV = "FIBLAB_ATTN_IMPL"
@@ -179,7 +179,7 @@ def resolve(
     dtype): one of 'torch', 'cpp', 'triton'.  Honours FIBLAB_ATTN_IMPL when impl is 'auto'.
 
     ``call`` (q, k, v, dists, fracs, scale, interpolated): the call's own arguments, which let
-    'auto' measure the runnable implementations on them (`lab.autotune.choose`); without it,
+    'auto' measure the runnable implementations on them (`lab.machine.autotune.choose`); without it,
     or where measuring means nothing, 'auto' is the static order."""
     source = "impl"
     if impl == "auto" and os.environ.get(ENV, "").strip():

@@ -4,7 +4,7 @@
 
 computes, for every query t, one softmax over C columns; column c reads distance lo_c =
 dists[c] (masked for t < lo_c) and, with f = fracs[c], the key/value blend
-(1 − f)·row[t − lo_c] + f·row[max(t − lo_c − 1, 0)] — the math of `lab.attention`'s
+(1 − f)·row[t − lo_c] + f·row[max(t − lo_c − 1, 0)] — the math of `lab.sparse.attention`'s
 `lab.kernels.reference.ShiftedAttention`, which stays the reference.  Shapes (GQA, query head h reads KV head
 h // (H/KV)): q (B, H, T, D); k, v (B, KV, T, D).  Differentiable in q, k, v and fracs.
 

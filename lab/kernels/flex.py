@@ -4,7 +4,7 @@
 
 The maintained alternative to the Triton kernel on CUDA, and its independent oracle in
 ``benchmarks/gpu_check.py``.  It runs only integer columns (an integer α: the distances of a
-layer's `lab.plan.ColumnPlan`, passed through `kernel_inputs` like every implementation): query t
+layer's `lab.ladder.plan.ColumnPlan`, passed through `kernel_inputs` like every implementation): query t
 attends key t − d for each distance d, one softmax.  FlexAttention has no interpolated rows, so a
 learned α (columns with fractions) is refused with a ValueError naming the fix.
 

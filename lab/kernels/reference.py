@@ -2,7 +2,7 @@
 
 `columns_attention_reference` runs `ShiftedAttention`, a hand-written autograd function over C
 columns of aligned slices, on any device and dtype.  It lives below the attention rule (it knows
-columns, not α or rungs), so `lab.kernels` dispatches to it without importing `lab.attention`.
+columns, not α or rungs), so `lab.kernels` dispatches to it without importing `lab.sparse.attention`.
 """
 
 from __future__ import annotations

@@ -612,7 +612,7 @@ def plan_tensors(
     host, fracs (C,) `dtype` on `device` and on the fracs' graph, interpolated (C,) bool on the
     host).  Host-side dists are checked without a device sync; the wrapper copies them over.
     Only a conversion (no rung rule here): a layer's plan hands these tensors over directly,
-    `lab.plan.ColumnPlan.kernel_inputs`; this is for hand-written column lists."""
+    `lab.ladder.plan.ColumnPlan.kernel_inputs`; this is for hand-written column lists."""
     if not cols:
         raise ValueError("the column plan is empty")
     dists = torch.tensor([int(d) for d, _ in cols], dtype=torch.int64)

@@ -1,0 +1,4 @@
+"""Evaluation: held-out perplexity, length extrapolation and position-resolved loss of a model
+(`evaluate`), the kind of an evaluation row as the store names it (`evalkind`), and a trained
+run's evaluations end to end, logged to the store (`evalrun`).
+"""

@@ -1,0 +1,271 @@
+"""The attended-set plan: which columns one layer reads, decided once from α in float64.
+
+A sparse layer with scale α reads the window {0..W} plus one column per kept rung of the base
+(the rules live in `lab.ladder.offsets`).  `plan_for` is the one place that decides those columns: it
+forms α·f_k in IEEE double (`offsets.scaled_rungs`, whatever α's dtype — a float32 α is widened
+exactly), applies the integer rule (``interpolate=False``: rounded, collisions *merge*) or the
+interpolated rule (``interpolate=True``: lo = floor(α·f), collisions *drop*), and returns a frozen
+`ColumnPlan`.  Every consumer reads that record: the attention paths (`kernel_inputs`), the model
+(`ModelConfig.attended_sets` / `layer_plans`), evaluations (attended columns), efficiency counts
+(`columns`, `reads_per_query`), coverage probes (`layer_sets`), the benchmarks and the CLI.
+
+Caching.  A plan depends only on its arguments, α's float64 value among them, so `plan_for`
+memoises it (an LRU keyed by the arguments): a fixed / staggered / coprime / pow2 layer builds its
+plan once per (seq_len, reach); a learned layer once per value of α (its integer part — which
+rungs, lo — moves with α), while the fractions α·f − lo are formed fresh on α's graph by
+`kernel_inputs` on every call, so gradients stay exact.  The plan also keeps its kernel tensors
+per (device, dtype).  `set_cache_enabled(False)` (or ``FIBLAB_PLAN_CACHE=0`` in the environment)
+rebuilds every plan from scratch, as the code did before the cache: for timing comparisons.
+
+torch is imported only by `kernel_inputs`, so the probes that use `layer_sets` stay torch-free.
+`lab.kernels` never imports this module: kernels receive the tensors.
+"""
+
+from __future__ import annotations
+
+import functools
+import numbers
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from lab.ladder import offsets
+from lab.ladder.offsets import ROUNDINGS, Base
+
+CACHE_ENV = "FIBLAB_PLAN_CACHE"
+CACHE_SIZE = 1024
+
+
+@dataclass(frozen=True)
+class ColumnPlan:
+    """The C columns one layer reads at length ``seq_len``, window columns first.
+
+    Integer plans list the distances sorted; interpolated plans list the kept rungs in base
+    order (the order that decided collisions).  ``rung[c]`` is the base index k of column c
+    (−1 for a window column) and ``scale[c]`` its unscaled rung f_k (0.0 for the window), so an
+    interpolated column reads distance α·scale[c] = dists[c] + fracs[c].
+    """
+
+    alpha: float  # the float64 value the plan was built for
+    dists: tuple[int, ...]  # (C,) distance lo of each column
+    interpolated: tuple[bool, ...]  # (C,) True: reads rows t − lo and t − lo − 1
+    rung: tuple[int, ...]  # (C,) base index k, −1 for the window
+    scale: tuple[float, ...]  # (C,) f_k, 0.0 for the window
+    window: int
+    seq_len: int
+    reach: int
+    base: str | tuple  # a base name, or the custom distances as given
+    rounding: str
+    interpolate: bool  # the rule: True interpolated (drop), False integer (merge)
+    _tensors: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
+
+    def __len__(self) -> int:
+        return len(self.dists)
+
+    @property
+    def n_window(self) -> int:
+        """Columns of the dense window {0..min(W, T − 1)}."""
+        return min(self.window, self.seq_len - 1) + 1
+
+    @property
+    def distances(self) -> list[int]:
+        """The sorted distances of the columns (for an integer plan: the attended set)."""
+        return sorted(self.dists)
+
+    @property
+    def fracs(self) -> tuple[float, ...]:
+        """(C,) α·f_k − lo in float64 for interpolated columns, 0.0 for exact ones."""
+        return tuple(
+            self.alpha * f - lo if i else 0.0
+            for lo, f, i in zip(self.dists, self.scale, self.interpolated)
+        )
+
+    def columns(self) -> list[tuple[int, int]]:
+        """(distance, rows) per column: 2 rows for an interpolated rung (lo and lo + 1), else 1."""
+        return [(d, 2 if i else 1) for d, i in zip(self.dists, self.interpolated)]
+
+    def reads_per_query(self) -> list[int]:
+        """(T,) key rows query t reads: Σ_c [t ≥ lo_c] + Σ_{interpolated c} [t ≥ lo_c + 1] (at
+        t = lo the second tap is clamped onto the same row 0)."""
+        T = self.seq_len
+        starts = [0] * (T + 1)  # difference array over positions
+        for d, rows in self.columns():
+            for r in range(rows):
+                if d + r < T:
+                    starts[d + r] += 1
+        out, n = [], 0
+        for t in range(T):
+            n += starts[t]
+            out.append(n)
+        return out
+
+    def reads(self) -> int:
+        """(query, key row) reads over positions 0..T − 1."""
+        return sum(self.reads_per_query())
+
+    def kernel_inputs(self, alpha: Any = None, device=None, dtype=None):
+        """The plan as `lab.kernels.columns_attention` inputs: (dists (C,) int64 on the host,
+        fracs (C,) ``dtype`` on ``device``, interpolated (C,) bool on the host).
+
+        ``alpha`` a 0-d tensor (the one the plan was built from): fracs = α·F − LO in one tensor
+        op on α's graph, formed in float64 then cast to ``dtype``, so d(fracs)/dα = f_k exactly.
+        Otherwise fracs are the plan's constants.  ``dtype`` defaults to α's (else float32).
+        The host tensors (and constant fracs) are cached on the plan: treat them as read-only.
+        """
+        import torch
+
+        dev = torch.device(device) if device is not None else None
+        if isinstance(alpha, torch.Tensor):
+            dev = alpha.device if dev is None else dev
+            dtype = alpha.dtype if dtype is None else dtype
+        dev = torch.device("cpu") if dev is None else dev
+        dtype = torch.float32 if dtype is None else dtype
+        host = self._tensors.get("host")
+        if host is None:
+            host = (
+                torch.tensor(self.dists, dtype=torch.int64),
+                torch.tensor(self.interpolated, dtype=torch.bool),
+            )
+            self._tensors["host"] = host
+        dists, interp = host
+        if not isinstance(alpha, torch.Tensor):
+            key = ("fracs", dev, dtype)
+            fracs = self._tensors.get(key)
+            if fracs is None:
+                fracs = torch.tensor(self.fracs, dtype=torch.float64).to(device=dev, dtype=dtype)
+                self._tensors[key] = fracs
+            return dists, fracs, interp
+        wide = torch.float32 if alpha.device.type == "mps" else torch.float64  # no f64 on mps
+        key = ("F, LO", alpha.device, wide)
+        fl = self._tensors.get(key)
+        if fl is None:
+            scale = [f if i else 0.0 for f, i in zip(self.scale, self.interpolated)]
+            lo = [d if i else 0 for d, i in zip(self.dists, self.interpolated)]
+            fl = (
+                torch.tensor(scale, dtype=wide, device=alpha.device),  # F (C,)
+                torch.tensor(lo, dtype=wide, device=alpha.device),  # LO (C,)
+            )
+            self._tensors[key] = fl
+        F, LO = fl
+        fracs = alpha.reshape(()).to(wide) * F - LO  # (C,) on α's graph
+        return dists, fracs.to(device=dev, dtype=dtype), interp
+
+
+# --------------------------------------------------------------------------------------------
+# building plans
+# --------------------------------------------------------------------------------------------
+def _build(
+    alpha: float,
+    window: int,
+    seq_len: int,
+    base: Base,
+    rungs: int,
+    rounding: str,
+    reach: int,
+    interpolate: bool,
+) -> ColumnPlan:
+    offsets.check_alpha(alpha)
+    offsets.check_window(window)
+    for name, v in (("seq_len", seq_len), ("reach", reach)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name}={v!r} must be a positive integer")
+    if rounding not in ROUNDINGS:
+        raise ValueError(f"rounding={rounding!r} is unknown: use one of {ROUNDINGS}")
+    fs = offsets.resolve_base(base, rungs, max(reach, 2))
+    targets = offsets.scaled_rungs(alpha, fs)  # α·f_k, float64, base order
+    if interpolate:
+        kept = offsets.interp_columns(targets, window, seq_len, reach)  # base order
+    else:
+        kept = sorted(
+            offsets.integer_columns(targets, window, seq_len, reach, rounding), key=lambda c: c[1]
+        )
+    n_win = min(window, seq_len - 1) + 1
+    return ColumnPlan(
+        alpha=alpha,
+        dists=tuple(range(n_win)) + tuple(d for _, d in kept),
+        interpolated=(False,) * n_win + (interpolate,) * len(kept),
+        rung=(-1,) * n_win + tuple(k for k, _ in kept),
+        scale=(0.0,) * n_win + tuple(fs[k] for k, _ in kept),
+        window=window,
+        seq_len=seq_len,
+        reach=reach,
+        base=base,
+        rounding=rounding,
+        interpolate=interpolate,
+    )
+
+
+_cached_build = functools.lru_cache(maxsize=CACHE_SIZE, typed=True)(_build)  # 1 ≠ True
+_CACHE = {"enabled": os.environ.get(CACHE_ENV, "1").strip() != "0"}
+
+
+def plan_for(
+    alpha: float,
+    window: int,
+    seq_len: int,
+    base: Base = "fib",
+    rungs: int = 15,
+    rounding: str = "round",
+    reach: int | None = None,
+    interpolate: bool = False,
+) -> ColumnPlan:
+    """The columns a layer of scale α reads at length ``seq_len`` (see the module docstring).
+
+    ``alpha`` a number (a 0-d tensor is read once, as its float64 value); ``reach`` the length
+    the rung set is computed for (default seq_len); ``interpolate`` picks the rule: False the
+    integer set (``rounding``), True the interpolated columns (``rounding`` unused).
+
+    >>> plan_for(1.0, 8, 1024).dists[9:]
+    (13, 21, 34, 55, 89, 144, 233, 377, 610, 987)
+    """
+    if hasattr(alpha, "detach"):  # a tensor: one host transfer
+        if alpha.numel() != 1:
+            raise ValueError(
+                f"alpha tensor must hold one value (0-d); got shape {tuple(alpha.shape)}"
+            )
+        alpha = float(alpha.detach())
+    elif isinstance(alpha, numbers.Real) and not isinstance(alpha, bool):
+        alpha = float(alpha)  # numpy scalars too
+    offsets.check_alpha(alpha)
+    reach = seq_len if reach is None else reach
+    key_base = base if isinstance(base, str) else tuple(base)
+    args = (alpha, window, seq_len, key_base, rungs, rounding, reach, bool(interpolate))
+    return _cached_build(*args) if _CACHE["enabled"] else _build(*args)
+
+
+def layer_sets(
+    alphas: Sequence[float],
+    window: int,
+    seq_len: int,
+    base: Base = "fib",
+    rungs: int = 15,
+    rounding: str = "round",
+    reach: int | None = None,
+) -> list[list[int]]:
+    """Each layer's sorted integer attended distances (one integer plan per α)."""
+    return [plan_for(a, window, seq_len, base, rungs, rounding, reach).distances for a in alphas]
+
+
+# --------------------------------------------------------------------------------------------
+# the cache switch
+# --------------------------------------------------------------------------------------------
+def set_cache_enabled(enabled: bool) -> bool:
+    """Turn the plan cache on or off for this process; returns the previous setting."""
+    prev = _CACHE["enabled"]
+    _CACHE["enabled"] = bool(enabled)
+    return prev
+
+
+def cache_enabled() -> bool:
+    return _CACHE["enabled"]
+
+
+def clear_cache() -> None:
+    """Forget every cached plan (and the kernel tensors they hold)."""
+    _cached_build.cache_clear()
+
+
+def cache_info():
+    """functools' hits / misses / size of the plan cache."""
+    return _cached_build.cache_info()

@@ -1,0 +1,140 @@
+"""A store-shaped journal: a training run's store writes as JSON lines, replayed into the store
+later by its one writer.
+
+A run trained on another machine (a Ray task, `fiblab.ray_run`) must not open the SQLite store
+(WAL needs a local filesystem, and the store has one writer: the driver).  `lab.training.train.train`
+takes ``store=StoreJournal(path)`` instead: every `start_run` / `log_metrics` / `log_eval` /
+`log_alphas` / `log_event` / `set_status` call becomes one line of ``path`` (in the run's own
+folder, on the storage the nodes share), appended durably, so a retried task (a node lost) adds
+to the lines of its earlier attempt.  `replay` then writes them into a `lab.store.Store`:
+metrics, evaluations and α are upserts (replaying twice changes nothing), and events already in
+the store for the run (an earlier, interrupted replay of the same journal) are not appended
+again, so nothing is duplicated or lost.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from lab.util.jsonio import append_line
+
+JOURNAL_NAME = "store-journal.jsonl"
+METHODS = ("start_run", "set_status", "log_metrics", "log_eval", "log_alphas", "log_event")
+
+
+def _plain(x: Any) -> Any:
+    """JSON-safe values: numbers as floats / ints (NaN as None), tuples as lists."""
+    if hasattr(x, "item") and not isinstance(x, (list, tuple, dict)):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None if math.isnan(x) else x
+    if isinstance(x, Mapping):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    return x
+
+
+class StoreJournal:
+    """The write methods `lab.training.train.train` calls on a store, appended to ``path`` as
+    ``{"call": method, "args": [...], "kwargs": {...}}`` lines."""
+
+    def __init__(self, path: str):
+        self.path = os.fspath(path)
+
+    def _log(self, method: str, *args: Any, **kwargs: Any) -> None:
+        line = {"call": method, "args": _plain(list(args)), "kwargs": _plain(kwargs)}
+        append_line(self.path, json.dumps(line, default=str))
+
+    def start_run(self, name: str, config: Mapping[str, Any], **kwargs: Any) -> None:
+        self._log("start_run", name, dict(config), **kwargs)
+
+    def set_status(self, name: str, status: str, message: str | None = None) -> None:
+        self._log("set_status", name, status, message)
+
+    def log_metrics(self, run: str, step: int, values: Mapping[str, Any]) -> None:
+        self._log("log_metrics", run, step, dict(values))
+
+    def log_eval(
+        self,
+        run: str,
+        step: int,
+        dataset: str,
+        context_len: int,
+        loss: float,
+        tokens: int,
+        kind: str = "full",
+    ) -> None:
+        self._log("log_eval", run, step, dataset, context_len, loss, tokens, kind=kind)
+
+    def log_alphas(self, run: str, step: int, alphas: Iterable[Any]) -> None:
+        self._log("log_alphas", run, step, list(alphas))
+
+    def log_event(self, run: str | None, kind: str, message: str | None = None) -> None:
+        self._log("log_event", run, kind, message)
+
+    def close(self) -> None:
+        """Nothing to close: every line is on disk when its call returns."""
+
+
+def read_journal(path: str) -> list[dict]:
+    """The journal's calls in order; a torn last line (a killed writer) is ignored, and a
+    missing file is an empty journal."""
+    if not os.path.exists(path):
+        return []
+    out = []
+    with open(path) as f:
+        for line in f:
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(entry, dict) and entry.get("call") in METHODS:
+                out.append(entry)
+    return out
+
+
+def finished(entries: list[dict]) -> bool:
+    """Whether the journal's run ended done (its last status call says 'done')."""
+    statuses = [e["args"][1] for e in entries if e["call"] == "set_status"]
+    return bool(statuses) and statuses[-1] == "done"
+
+
+def replay(entries: list[dict], store, start: int = 0) -> int:
+    """Write a journal's calls from index ``start`` on into ``store`` (a `lab.store.Store`) in
+    order; returns the number of calls written.  Events the store already holds for a run (a
+    previous replay of this append-only journal, cut short, or the lines before ``start``) are
+    skipped, so replaying again duplicates nothing; ``start`` lets a driver follow a growing
+    journal (replay what it had, later ``start=len(what it had)``)."""
+    runs = {e["args"][0] for e in entries if e["call"] == "start_run"}
+    held: dict[str, int] = {}
+    for run in runs:
+        try:
+            held[run] = len(store.events(run))
+        except KeyError:  # not in the store yet (UnknownRunError is a KeyError)
+            held[run] = 0
+    seen: dict[str, int] = {}
+    written = 0
+    for i, e in enumerate(entries):
+        args, kwargs = list(e["args"]), dict(e.get("kwargs") or {})
+        if e["call"] == "log_event" and args[0] in held:
+            seen[args[0]] = seen.get(args[0], 0) + 1
+            if seen[args[0]] <= held[args[0]]:
+                continue
+        if i < start:
+            continue
+        if e["call"] in ("log_metrics", "log_alphas"):  # None back to NaN for the store
+            args[2] = _nan(args[2])
+        getattr(store, e["call"])(*args, **kwargs)
+        written += 1
+    return written
+
+
+def _nan(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: math.nan if v is None else v for k, v in x.items()}
+    return [math.nan if v is None else v for v in x]

@@ -1,0 +1,126 @@
+"""What a training process is doing right now, in words, in a small file beside its checkpoints.
+
+The store learns of a run only once its data is loaded and its model built (`lab.training.train` starts
+the store's row with the data's provenance), so the first seconds to minutes of a launched run
+— importing torch, tokenising the corpus, loading a checkpoint, building the attention kernel in
+the first step — and its evaluations are invisible there.  The training process (rank 0) writes
+``<run_dir>/phase.json`` at each such phase; a launcher (`fiblab.launch.snapshot`) reads it and
+shows the phase instead of a silent bar.  The file also carries what an ETA needs and only the
+process knows: the step it started from (so a resumed run's speed is measured on its own steps)
+and how many tokens its light and final evaluations score.
+
+    write_phase(run_dir, "tokenising the corpus", start_step=0)
+    read_phase(run_dir)   # {"phase": "tokenising the corpus", "since": 1767000000.0, "pid": …}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+PHASE_FILE = "phase.json"
+
+# the phases, as users read them (lab.training.train writes these; "evaluating …" and "final …" get the
+# step and the tokens appended)
+STARTING = "starting the process"  # the launcher's word for a process that wrote nothing yet
+CHECKPOINT = "loading the checkpoint"
+DATA = "preparing the data (tokenising the corpus, or reading it from the cache)"
+MODEL = "building the model"
+FIRST_STEP = "first step (building the attention kernel)"
+TRAINING = "training"
+EVALUATING = "evaluating"
+FINAL_EVAL = "final evaluation"
+EXITING = "exiting"  # the loop is over (``status`` says how); the process is shutting down
+
+__all__ = [
+    "PHASE_FILE",
+    "STARTING",
+    "CHECKPOINT",
+    "DATA",
+    "MODEL",
+    "FIRST_STEP",
+    "TRAINING",
+    "EVALUATING",
+    "FINAL_EVAL",
+    "EXITING",
+    "write_phase",
+    "beat",
+    "read_phase",
+    "clear_phase",
+    "eval_tokens",
+]
+
+
+def write_phase(run_dir: str, phase: str, **extra) -> None:
+    """Record ``phase`` (and ``extra`` facts, merged into what the file already holds) with the
+    time and this process's id; written atomically, never raises (a full disk must not stop a
+    training run over a progress note).  Only into a folder that exists (a launched run's, made
+    by the launcher; the loop makes its own when the run really starts): a run refused while its
+    data loads must leave no folder behind."""
+    path = os.path.join(run_dir, PHASE_FILE)
+    if not os.path.isdir(run_dir):
+        return
+    try:
+        old = read_phase(run_dir) or {}
+        if old.get("pid") != os.getpid():
+            old = {}  # an earlier process's facts are not this one's
+        data = {**old, **extra, "phase": phase, "since": time.time(), "pid": os.getpid()}
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(data, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+#: Seconds between heartbeats of a training loop (`beat`): a live view moves at least this often
+#: although the store hears of a step only every ``log_every`` steps.
+BEAT_S = 2.0
+
+
+def beat(run_dir: str, step: int) -> None:
+    """Record the step the loop has reached, keeping the phase and its start time: a live view
+    shows step and ETA between the logged steps (`lab.training.train` calls it at most every `BEAT_S`)."""
+    old = read_phase(run_dir)
+    if old is None or old.get("pid") != os.getpid():
+        return
+    path = os.path.join(run_dir, PHASE_FILE)
+    try:
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump({**old, "step": int(step), "step_at": time.time()}, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def read_phase(run_dir: str) -> dict | None:
+    """The last phase written under ``run_dir``, or None (no file, or an unreadable one)."""
+    try:
+        with open(os.path.join(run_dir, PHASE_FILE)) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("phase"), str) else None
+
+
+def clear_phase(run_dir: str) -> None:
+    """Remove an earlier process's phase file (a launcher does this before it starts one)."""
+    try:
+        os.remove(os.path.join(run_dir, PHASE_FILE))
+    except OSError:
+        pass
+
+
+def eval_tokens(data, seq_len: int, light_limit: int) -> tuple[int | None, int | None]:
+    """Tokens a light evaluation (at most ``light_limit`` per held-out split) and the final one
+    score: complete windows of every split (`lab.data.prepared`); (None, None) where ``data`` cannot
+    tell."""
+    parts = data.domains.values() if hasattr(data, "domains") else [data]
+    try:
+        windows = [max(0, (len(p.tokens("val")) - 1) // seq_len) for p in parts]
+    except (AttributeError, TypeError, KeyError, ValueError):
+        return None, None
+    limit = max(1, light_limit // seq_len)
+    return sum(min(w, limit) for w in windows) * seq_len, sum(windows) * seq_len
