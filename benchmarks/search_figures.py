@@ -5,7 +5,7 @@ against the paper's stagger and coprime schedules.
     python benchmarks/search_figures.py --ray local          # the trials as Ray tasks
     python benchmarks/search_figures.py --smoke              # end to end in under a minute
 
-Two searches, as `fiblab search` runs them (`analysis.search.run_search`, or
+Two searches, as `fiblab search` runs them (`analysis.experiments.search.search.run_search`, or
 `fiblab.ray_search.run_search_on_ray` with ``--ray``; the study in memory, no store):
 
 - the proxy: ``linear`` space, objective ``distinct``, the paper's convention (L=16, W=8, K=15,
@@ -17,9 +17,9 @@ Two searches, as `fiblab search` runs them (`analysis.search.run_search`, or
 Trials per hour are finished trials over the search's wall time (sampler included; on Ray one
 cluster serves both searches, its start and the workers' first imports of torch and the lab
 excluded: a task per slot imports them before the clock starts).  The best ``--top`` trials are
-then re-run beside ``stagger`` and ``coprime`` (`analysis.search_report.rerun`): once for the
+then re-run beside ``stagger`` and ``coprime`` (`analysis.experiments.search.report.rerun`): once for the
 counting proxy (deterministic), on ``--rerun-seeds`` fresh seeds for the probe, with the gap to
-the stagger, Welch's p and a bootstrap interval (`analysis.stats`), as `fiblab search` prints.
+the stagger, Welch's p and a bootstrap interval (`analysis.statistics.stats`), as `fiblab search` prints.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from benchmarks.header import machine_header  # noqa: E402
 
 
 def _warm(i: int) -> int:
-    import analysis.search_objectives  # noqa: F401
+    import analysis.experiments.search.objectives  # noqa: F401
     import lab.lm.model  # noqa: F401
     import probes.runner  # noqa: F401  (torch and the lab imported once per worker)
 
@@ -48,8 +48,8 @@ SMOKE = {"proxy_trials": 8, "probe_trials": 2, "probe_steps": 5, "rerun_seeds": 
 
 def search_figure(cfg, args) -> dict:
     """One search timed, its winners re-run beside the references: the figure's record."""
-    from analysis.search import run_search
-    from analysis.search_report import compare, format_compare, rerun
+    from analysis.experiments.search.report import compare, format_compare, rerun
+    from analysis.experiments.search.search import run_search
 
     def go():
         if not args.ray:
@@ -127,9 +127,9 @@ def main() -> None:
             setattr(args, k, v)
     import torch
 
-    from analysis.search import SearchConfig
-    from analysis.search_objectives import ProbeSpec, parse_objectives
-    from analysis.search_space import parse_space
+    from analysis.experiments.search.objectives import ProbeSpec, parse_objectives
+    from analysis.experiments.search.search import SearchConfig
+    from analysis.experiments.search.space import parse_space
     from fiblab.cli.search import PAPER_CONVENTION, PROBE_CONVENTION
 
     torch.set_num_threads(args.threads)

@@ -16,7 +16,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from analysis.probe_table import table2_rows  # noqa: E402
+from analysis.tables.probe_table import table2_rows
 from benchmarks.header import machine_header  # noqa: E402
 from probes.grid import load_records  # noqa: E402
 from probes.record import alpha_drift  # noqa: E402

@@ -42,7 +42,7 @@ API_MODULES = {
     "evaluate_run": "lab.evaluation.evalrun",
     "coverage": "probes.coverage",
     "run_grid": "probes.grid",
-    "build_report": "analysis.results",
+    "build_report": "analysis.reports.results",
 }
 __all__ = sorted(API_MODULES)
 

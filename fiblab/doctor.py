@@ -22,7 +22,7 @@ adds time), with its spread shown; the CPU other processes took meanwhile is mea
 marked as likely high.  A cached implementation choice that was measured while the machine
 was busy is measured again when doctor finds the machine quiet, and marked otherwise.
 
-The estimates are step time × steps, stage by stage, in the demo's own plan (`analysis.demo`)
+The estimates are step time × steps, stage by stage, in the demo's own plan (`analysis.experiments.demo.job`)
 and the paper's Table 2 grid (12 blur cells × 2,500 steps, depths 2/4/8, each measured), one job
 at a time; the demo's language-model stage
 is scaled by `LM_EVAL_FACTOR` for its evaluations, measured from a demo run (see
@@ -130,7 +130,7 @@ def estimates(lm_step_s: float, probe_s: dict) -> dict:
 
     probe_s: {(scale, depth): seconds per step} with ("demo", d) for the demo's depths and
     ("paper", d) for the grid's depths 2, 4 and 8."""
-    from analysis.demo import SCALES as DEMO
+    from analysis.experiments.demo.job import SCALES as DEMO
 
     demo = DEMO["full"]
     n_probe = len(demo.probe_inits) * len(demo.probe_seeds)

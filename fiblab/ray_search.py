@@ -2,8 +2,8 @@
 
     run_search_on_ray(cfg, store, address="local")     # what `fiblab search … --ray ADDRESS` calls
 
-`analysis.search.run_search` drives the Optuna study; here `RayTrials` is its executor: each
-trial's `TrialTask` (plain values) goes to a Ray task that runs `analysis.search_objectives.
+`analysis.experiments.search.search.run_search` drives the Optuna study; here `RayTrials` is its executor: each
+trial's `TrialTask` (plain values) goes to a Ray task that runs `analysis.experiments.search.objectives.
 evaluate` on ``threads`` torch threads, up to ``slots`` at once (the cluster's task slots: its
 CPUs / CPUs per task, or its GPUs when tasks take a GPU; or ``parallel``), and each result is
 told to the study as it returns.  Only the driver writes the store (every trial a run of kind
@@ -31,7 +31,7 @@ def trial_task(fn: Callable | None, task, threads: int) -> dict:
     """One trial on a worker, on ``threads`` torch threads: its objective values by name
     (``fn`` None: `evaluate`; a test passes its own).  A counting proxy needs no torch, so a
     worker imports it only for a trained objective."""
-    from analysis.search_objectives import OBJECTIVES, evaluate
+    from analysis.experiments.search.objectives import OBJECTIVES, evaluate
 
     if any(OBJECTIVES[n].trained for n in task.objectives):
         from lab.machine.cpu_share import pin
@@ -63,7 +63,7 @@ def cluster_slots(ray, res: TaskResources) -> int:
 
 
 class RayTrials:
-    """An `analysis.search.TrialExecutor` on Ray: ``submit`` starts a task, ``next_done``
+    """An `analysis.experiments.search.search.TrialExecutor` on Ray: ``submit`` starts a task, ``next_done``
     waits for the first to end."""
 
     def __init__(
@@ -113,9 +113,9 @@ def run_search_on_ray(
     log: Callable[[str], None] | None = None,
     fn: Callable | None = None,
 ):
-    """`analysis.search.run_search` with the trials as Ray tasks (see the module docstring);
+    """`analysis.experiments.search.search.run_search` with the trials as Ray tasks (see the module docstring);
     its `SearchResult`.  ``fn`` replaces `evaluate` on the workers (tests inject faults)."""
-    from analysis.search import run_search
+    from analysis.experiments.search.search import run_search
     from fiblab.ray_run import check_retries
 
     check_retries(retries)

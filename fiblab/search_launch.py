@@ -10,7 +10,7 @@ lives in ``<runs>/searches/<name>/``:
     STOP          written by `request_stop` before the process group is terminated
 
 The study is the live state: `load_study` reads it (Optuna), `search_config` rebuilds the exact
-`analysis.search.SearchConfig` the process runs from its recorded command (the CLI's own
+`analysis.experiments.search.search.SearchConfig` the process runs from its recorded command (the CLI's own
 parser and `fiblab.cli.search.build_config`), so nothing is derived twice.  Launching the same
 name again (`resume`) continues the study until it has its trials; trials in flight when it was
 stopped are lost (they stay *running* in the study and do not count).
@@ -164,7 +164,7 @@ def continuing(
     """What a launch under this name would continue, in words (None for a new search): an
     existing study keeps its trials and runs on to ``trials`` in all, which a user raising the
     trial count of a finished search should be told, not discover."""
-    from analysis.search import finished_trials
+    from analysis.experiments.search.search import finished_trials
 
     name = name or default_name(space, [str(o) for o in objectives], seed)
     folder = os.path.join(searches_dir(runs_dir), name)
@@ -272,7 +272,7 @@ def load_study(h: SearchHandle, storage=None):
     read-only check for its creation is skipped, since a database locked for a moment by the
     process writing its last trial as it stops would read as "not created" — a stopped
     search's panel then showed 0 trials done."""
-    from analysis.search import require_optuna
+    from analysis.experiments.search.search import require_optuna
 
     optuna = require_optuna()
     if storage is None and not _study_created(os.path.join(h.folder, STUDY_DB), h.name):
@@ -285,7 +285,7 @@ def load_study(h: SearchHandle, storage=None):
 
 def state(h: SearchHandle, study=None) -> SearchState:
     """The search now (``study``: an already loaded study, else it is read)."""
-    from analysis.search import finished_trials
+    from analysis.experiments.search.search import finished_trials
 
     study = load_study(h) if study is None else study
     done = 0 if study is None else finished_trials(study)
@@ -321,7 +321,7 @@ def request_stop(h: SearchHandle, timeout: float = 10.0) -> bool:
 def _fail_abandoned(h: SearchHandle) -> list[int]:
     """The trials the stopped process left running, told FAIL now (in the study and the
     store), so the panel never shows a stopped search with a trial "running"."""
-    from analysis.search import (
+    from analysis.experiments.search.search import (
         DRIVER_ATTR,
         fail_abandoned,
         mark_failed,

@@ -170,7 +170,7 @@ def grid(mechanisms, depths, inits, seeds, task: str = "marked", distances=(None
 def table2(records: list[dict], mechanism: str = "blur") -> list[dict]:
     """Table-2-shaped rows (mean over seeds) of one mechanism's records: depth, init, seeds,
     alpha_min / alpha_max (final α over layers and seeds), acc {distance: mean}, seconds.
-    (`analysis.probe_table` puts the paper's values beside them and formats them.)"""
+    (`analysis.tables.probe_table` puts the paper's values beside them and formats them.)"""
     groups: dict[tuple, list[dict]] = {}
     for r in records:
         if r["mechanism"] == mechanism:

@@ -107,7 +107,7 @@ def run_cell(
     evaluation's own seeded batch, in eval mode, without gradients).
     On the CPU the cell registers with the machine's other lab jobs while it trains and takes its
     share of the cores at step boundaries (`lab.machine.cpu_share`; its threads at the start are its cap).
-    ``model``: a model the caller built (e.g. a searched α schedule, `analysis.search_objectives`)
+    ``model``: a model the caller built (e.g. a searched α schedule, `analysis.experiments.search.objectives`)
     trained instead of the cell's mechanism; the cell still names the record."""
     if live is not None and live.stop_requested():
         raise StopRequested(f"stop requested before cell {cell_label(cell).strip()} started")

@@ -60,7 +60,11 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
         ["tests/test_coverage.py", "tests/test_coverage_laws.py"],
     ),
     "tables": (
-        ["analysis/comparable.py", "analysis/tables_rows.py", "analysis/stats.py"],
+        [
+            "analysis/tables/comparable.py",
+            "analysis/tables/rows.py",
+            "analysis/statistics/stats.py",
+        ],
         [
             "tests/test_tables.py",
             "tests/test_stats.py",
@@ -94,7 +98,7 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
     ),
     # issue 27: the decision rules of every verdict
     "verdicts": (
-        ["analysis/decide.py", "analysis/assess.py"],
+        ["analysis/statistics/decide.py", "analysis/statistics/assess.py"],
         [
             "tests/test_decide.py",
             "tests/test_decide_mutants.py",
@@ -104,7 +108,11 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
     ),
     # issue 27: the ledger (one verdict a claim, tiers ranked) and the evidence it reads
     "ledger": (
-        ["analysis/ledger.py", "analysis/ledger_evidence.py", "analysis/demo_evidence.py"],
+        [
+            "analysis/ledger/ledger.py",
+            "analysis/ledger/evidence.py",
+            "analysis/experiments/demo/evidence.py",
+        ],
         [
             "tests/test_ledger.py",
             "tests/test_ledger_paper.py",
@@ -115,18 +123,20 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
         ],
     ),
     # issue 27: the study's plan (rung rule, seeds from σ's bound, budget)
-    "study-plan": (["analysis/study_plan.py"], ["tests/test_study_plan.py"]),
-    # issue 27: the checks behind the LM verdicts and the variant that groups runs
+    "study-plan": (["analysis/experiments/study/plan.py"], ["tests/test_study_plan.py"]),
+    # issue 27: the checks behind the LM verdicts
     "ledger-checks": (
-        ["analysis/ledger_checks.py", "lab/store/variant.py"],
+        ["analysis/ledger/checks.py"],
         [
             "tests/test_ledger_tests.py",
+            "tests/test_ledger_checks_lines.py",
             "tests/test_ledger.py",
             "tests/test_ledger_paper.py",
             "tests/test_ledger_decide.py",
-            "tests/test_variants.py",
         ],
     ),
+    # issue 27: the variant that groups runs (its tests train models: seconds a mutant)
+    "variant": (["lab/store/variant.py"], ["tests/test_variants.py"]),
 }
 CAUGHT = {"killed", "timeout", "segfault", "caught by type check"}
 SOURCES = ["lab", "probes", "analysis", "fiblab"]

@@ -141,7 +141,7 @@ def _drift_traj(move):
 def test_a_small_drift_is_resolved_on_its_own_axis():
     """Four layers drifting 0.002–0.008 (issue 28: four overlapping flat lines on the α axis,
     which keeps a 0.2 span): on the drift axis their ends are distinct and the scale is stated."""
-    from analysis import plots
+    from analysis.figures import plots
 
     traj = _drift_traj(0.002)
     fig = plots.alpha_trajectories(traj, drift=True)

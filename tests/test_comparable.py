@@ -1,4 +1,4 @@
-"""Which runs a table averages (`analysis.comparable`), checked on hand-built evaluation frames.
+"""Which runs a table averages (`analysis.tables.comparable`), checked on hand-built evaluation frames.
 
 Every expected run list, note and message below is written out by hand from the rules in the
 module docstring: one run per (variant, seed), the newest finished one; a run that has not
@@ -12,14 +12,19 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.comparable import TableUnavailable, natural_key, one_run_per_seed, variant_labels
+from analysis.tables.comparable import (
+    TableUnavailable,
+    natural_key,
+    one_run_per_seed,
+    variant_labels,
+)
 from lab.store.variant import variant_of
 
 FIX = "name the runs to use (`fiblab report RUN …`, or runs=[...])"
 
 
 def evals(runs, datasets=("fineweb_edu", "wikitext")) -> pd.DataFrame:
-    """An evaluation frame as `analysis.tables_store.lm_evals` gives it (oldest run first, one row per
+    """An evaluation frame as `analysis.tables.runs.lm_evals` gives it (oldest run first, one row per
     dataset): ``runs`` are (run, variant_id, seed, finished_at, config, W) tuples."""
     rows = [
         {

@@ -1,4 +1,4 @@
-"""analysis.decide: the Welch t-interval against scipy, TOST against statsmodels' ttost_ind, Holm
+"""analysis.statistics.decide: the Welch t-interval against scipy, TOST against statsmodels' ttost_ind, Holm
 against statsmodels' multipletests, the minimum detectable effect against statsmodels' power
 solver, and every decision rule at its boundary (p just below / at α after Holm, a reversal
 significant or not, TOST at the margin, the paper's effect just inside / outside the interval)."""
@@ -14,7 +14,7 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestIndPower
 from statsmodels.stats.weightstats import ttost_ind
 
-from analysis.decide import (
+from analysis.statistics.decide import (
     Comparison,
     Protocol,
     compare,

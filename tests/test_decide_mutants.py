@@ -1,4 +1,4 @@
-"""analysis.decide at the edges its other tests leave open: the guards of every input (their
+"""analysis.statistics.decide at the edges its other tests leave open: the guards of every input (their
 exact messages and the boundaries they let through), the degenerate samples (one seed, no
 spread, a difference sitting exactly on the margin), the one-sided tests in both orientations,
 the record claims.json carries key by key, and the full wording of every kind of decision.
@@ -18,8 +18,8 @@ from scipy import stats as sst
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestIndPower
 
-from analysis import decide as D
-from analysis.decide import (
+from analysis.statistics import decide as D
+from analysis.statistics.decide import (
     Comparison,
     Protocol,
     compare,

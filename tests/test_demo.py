@@ -149,7 +149,7 @@ def test_demo_battery_results_go_into_the_store(demo):
 
 
 def test_demo_rerun_reuses_finished_work(demo, capsys, monkeypatch):
-    import analysis.demo
+    import analysis.experiments.demo.job
     import lab.evaluation.evalrun
     import lab.training.train
 
@@ -171,7 +171,7 @@ def test_demo_rerun_reuses_finished_work(demo, capsys, monkeypatch):
 
     counted(lab.training.train, "train")
     counted(lab.evaluation.evalrun, "evaluate_run")
-    counted(analysis.demo, "battery")
+    counted(analysis.experiments.demo.job, "battery")
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "demo-tiny-s1-6" in out and "trained earlier, evaluations reused" in out
@@ -259,7 +259,7 @@ def test_report_rebuilds_the_paper_tables_from_a_database(demo, tmp_path):
 
 
 def test_the_coverage_stage_reproduces_the_spec_counts():
-    from analysis.demo import coverage_stage
+    from analysis.experiments.demo.job import coverage_stage
 
     cov = coverage_stage(16, 1024)
     t = cov["table"].set_index("scheme")

@@ -1,4 +1,4 @@
-"""What a second `fiblab demo` may reuse (`analysis.demo_reuse`): only an intact checkpoint at the
+"""What a second `fiblab demo` may reuse (`analysis.experiments.demo.reuse`): only an intact checkpoint at the
 last step of a run the store calls done, and only evaluations saved under the same checkpoint and
 settings that the store still holds. Fast: hand-made checkpoints and stores, no training."""
 
@@ -8,7 +8,7 @@ import math
 
 import torch
 
-from analysis import demo_reuse
+from analysis.experiments.demo import reuse as demo_reuse
 from lab.store import Store
 from lab.training.checkpoint import save_checkpoint
 

@@ -1,4 +1,4 @@
-"""The paired window bootstrap of a comparison's gap (`analysis.eval_noise`) against analytic
+"""The paired window bootstrap of a comparison's gap (`analysis.statistics.eval_noise`) against analytic
 standard errors and scipy's Welch test."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from analysis.eval_noise import seed_se, window_bootstrap
+from analysis.statistics.eval_noise import seed_se, window_bootstrap
 
 
 def _sides(rng, W=400, shared=1.0, own=0.05, gap=0.02):

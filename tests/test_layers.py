@@ -42,7 +42,7 @@ def test_import_contracts_hold():
 @pytest.mark.parametrize(
     "module, line",
     [
-        ("lab/sneaky.py", "import analysis.tables_ppl\n"),  # the core reaching up
+        ("lab/sneaky.py", "import analysis.tables.ppl\n"),  # the core reaching up
         ("lab/kernels/sneaky.py", "from lab.sparse import attention\n"),  # a kernel above the rule
         ("probes/sneaky.py", "import fiblab.cli\n"),  # probes reaching a front end
     ],

@@ -11,10 +11,10 @@ import tomllib
 from fixture_store import smoke_store
 from scipy import stats as sst
 
-from analysis import demo_evidence as de
-from analysis import ledger
-from analysis import ledger_evidence as le
-from analysis.ledger_evidence import LMRun
+from analysis.experiments.demo import evidence as de
+from analysis.ledger import evidence as le
+from analysis.ledger import ledger
+from analysis.ledger.evidence import LMRun
 
 FOUR = {"held", "did not hold", "not shown", "not tested here"}
 
@@ -27,7 +27,7 @@ def strict(text: str):
 
 
 def paper_ids() -> list[str]:
-    """The paper claims' ids, read straight from the toml (not through analysis.ledger)."""
+    """The paper claims' ids, read straight from the toml (not through analysis.ledger.ledger)."""
     with open(ledger.CLAIMS_PATH, "rb") as f:
         return [c["id"] for c in tomllib.load(f)["paper"]]
 
@@ -375,7 +375,7 @@ def test_claims_json_and_report_json_are_strict(tmp_path, capsys):
 def test_power_of_a_large_effect_is_finite():
     """scipy's noncentral t lower tail is NaN at a large noncentrality; the power is then its
     upper tail (the lower one is below 1e-20), never NaN."""
-    from analysis.power import power
+    from analysis.statistics.power import power
 
     crit = sst.t.ppf(0.975, 4)
     nc = 9 * math.sqrt(1.5)
@@ -400,8 +400,8 @@ def test_report_of_named_runs_decides_on_those_runs_only(tmp_path, capsys):
 
 
 def test_the_demos_report_says_what_its_scale_cannot_decide():
-    from analysis.ledger_report import ledger_section
-    from analysis.report import Report
+    from analysis.ledger.report import ledger_section
+    from analysis.reports.report import Report
 
     def demo_lm(name, schedule, ppl, seed):
         return {

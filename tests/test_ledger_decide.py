@@ -12,9 +12,9 @@ from dataclasses import replace
 import pytest
 from statsmodels.stats.multitest import multipletests
 
-from analysis import ledger
-from analysis import ledger_evidence as le
-from analysis.ledger_evidence import LMRun
+from analysis.ledger import evidence as le
+from analysis.ledger import ledger
+from analysis.ledger.evidence import LMRun
 
 G = 0.0259  # the paper's stagger-vs-fixed gap in nats (claims.toml)
 # three seeds at ln ppl c − D, c, c + D, fixed G above: Welch's two-sided p = 0.049 exactly
@@ -267,7 +267,7 @@ CLAIM = {"id": "c1", "claim": "C says", "paper": "P's words", "where": "§9", "k
 
 
 def test_an_entry_carries_its_claim_and_the_evidence_its_verdict_rests_on():
-    from analysis.ledger_checks import Finding
+    from analysis.ledger.checks import Finding
 
     f = Finding("held", "3 of 3", ["e1", "e2"], {"n": 3}, "exact")
     e = ledger.decide(CLAIM, "lab", [], {"c1": f})
@@ -299,7 +299,7 @@ def test_why_a_claim_is_untested_in_the_order_its_reasons_rank():
 
 
 def test_a_small_tier_reports_its_numbers_as_not_shown_and_a_finding_without_a_test_never_conflicts():
-    from analysis.ledger_checks import Finding
+    from analysis.ledger.checks import Finding
 
     demo = le.Tier("lm", "demo", (1, 0), "2 LM runs of this job", decides=False)
     other = le.Tier("lm", "other", (2, 0), "6 LM runs", decides=True)

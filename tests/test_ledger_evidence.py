@@ -1,5 +1,5 @@
 """The claims ledger's evidence and records, each number worked out by hand: runs from the main
-job's in-memory results (`analysis.demo_evidence.demo_run`, `from_demo`) and from a store
+job's in-memory results (`analysis.experiments.demo.evidence.demo_run`, `from_demo`) and from a store
 (`from_store` on tests/fixture_store.py), probe tiers, the tier a job's runs form, the shape of
 every claims.json entry, the summary line, the claims file's checks and its written form."""
 
@@ -10,8 +10,8 @@ from dataclasses import replace
 
 import pytest
 
-from analysis import demo_evidence as de
-from analysis import ledger_evidence as le
+from analysis.experiments.demo import evidence as de
+from analysis.ledger import evidence as le
 
 
 def cell(factor, policy, ppl, blocks=None, same=None):
@@ -167,7 +167,7 @@ def test_every_entry_says_where_its_verdict_comes_from_in_one_shape(tmp_path):
     sys.path.insert(0, str(Path(__file__).parent))
     from fixture_store import write_fixture
 
-    from analysis import ledger
+    from analysis.ledger import ledger
     from lab.store import Store
 
     write_fixture(str(tmp_path / "s.db"))
@@ -205,14 +205,14 @@ def test_every_entry_says_where_its_verdict_comes_from_in_one_shape(tmp_path):
 
 
 def _entry(i, verdict, source="paper", label=None, why="", contradicts=""):
-    from analysis.ledger import Entry
+    from analysis.ledger.ledger import Entry
 
     return Entry(i, source, "c", "p", "w", "lm-ppl", verdict, "h", label=label, why=why,
                  paper_contradicts=contradicts)  # fmt: skip
 
 
 def test_the_summary_line_and_what_cannot_be_decided_by_hand():
-    from analysis.ledger import VERDICTS, Ledger
+    from analysis.ledger.ledger import VERDICTS, Ledger
 
     led = Ledger(
         [
@@ -242,7 +242,7 @@ def test_the_summary_line_and_what_cannot_be_decided_by_hand():
 
 
 def test_claims_files_name_their_duplicate_ids_and_may_lack_a_section(tmp_path):
-    from analysis.ledger import load_claims
+    from analysis.ledger.ledger import load_claims
 
     one = 'id = "x"\nkind = "coverage"\nclaim = "c"\n'
     p = tmp_path / "paper-only.toml"
@@ -256,7 +256,7 @@ def test_claims_files_name_their_duplicate_ids_and_may_lack_a_section(tmp_path):
 
 
 def test_claims_json_is_written_whole_with_one_space_indents(tmp_path):
-    from analysis.ledger import Ledger
+    from analysis.ledger.ledger import Ledger
 
     path = Ledger([_entry("a", "held")]).write_json(str(tmp_path / "claims.json"))
     text = open(path, encoding="utf-8").read()

@@ -14,9 +14,9 @@ import pytest
 import tomllib
 from scipy import stats as sst
 
-from analysis import ledger
-from analysis import ledger_evidence as le
-from analysis.ledger_evidence import LMRun
+from analysis.ledger import evidence as le
+from analysis.ledger import ledger
+from analysis.ledger.evidence import LMRun
 
 REF = os.path.join(os.path.dirname(ledger.CLAIMS_PATH))
 FIB = [1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377, 610, 987]  # the paper's §2 list
@@ -111,7 +111,7 @@ def test_power_of_two_is_not_reach_matched():
 
 # ------------------------------------------------------------------------------ computed
 def test_bool_mask_equals_the_gather_only_where_every_rung_is_an_integer():
-    from analysis.ledger_exact import boolmask_gap
+    from analysis.ledger.exact import boolmask_gap
 
     # the gather interpolates only a fractional α·f: integer products (α = 1, 2) are identical
     assert boolmask_gap(1.0) < 1e-12 and boolmask_gap(2.0) < 1e-12
@@ -149,7 +149,7 @@ def table3():
 
 
 def test_all_sparse_variants_on_the_papers_own_table_3():
-    from analysis.ledger_checks import LITTLE
+    from analysis.ledger.checks import LITTLE
 
     t3 = table3()
     fib = [float(r["change_at_4x_percent"]) for r in rows("table3_length_extrapolation.csv")]
@@ -359,8 +359,8 @@ def test_the_papers_own_contradictions_are_flagged_and_shown(tmp_path):
     doc = EMPTY.document()
     got = {c["id"]: c["paper_contradicts"] for c in doc["claims"] if c["paper_contradicts"]}
     assert got == flagged
-    from analysis.ledger_report import ledger_section
-    from analysis.report import Report
+    from analysis.ledger.report import ledger_section
+    from analysis.reports.report import Report
 
     r = Report("t")
     ledger_section(r, EMPTY)

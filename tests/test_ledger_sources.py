@@ -1,7 +1,7 @@
 """Where the claims ledger's evidence comes from, each path worked out by hand: a store's LM runs
 on two token bases and several datasets, its battery rows, its probe cells beside record files
 and grid files, stored attention timings, the main job's numbers merged into a store's runs, and
-how runs are ranked into scales (`analysis.ledger_evidence`)."""
+how runs are ranked into scales (`analysis.ledger.evidence`)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis import demo_evidence as de
-from analysis import ledger_evidence as le
+from analysis.experiments.demo import evidence as de
+from analysis.ledger import evidence as le
 from lab.store import Store
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -1,4 +1,4 @@
-"""The language-model claims about means are decided by a test (`analysis.ledger_checks`), never
+"""The language-model claims about means are decided by a test (`analysis.ledger.checks`), never
 by the means alone: one-sided t-tests against scipy, held only when every comparison is
 significant, did not hold on a significant reversal, otherwise not shown."""
 
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from analysis import ledger
-from analysis import ledger_evidence as le
-from analysis.ledger_evidence import LMRun
+from analysis.ledger import evidence as le
+from analysis.ledger import ledger
+from analysis.ledger.evidence import LMRun
 
 
 def build(runs):
@@ -163,7 +163,7 @@ def test_the_threshold_rules_are_registered_and_hashed(tmp_path):
     """Each threshold claim registers its test and threshold in claims.toml; the code applies
     the same numbers; claims.json's protocol carries them, so a changed threshold changes the
     hash."""
-    from analysis import ledger_checks as LC
+    from analysis.ledger import checks as LC
     from lab.ladder.drift import INERT_TOL
 
     claims = {c["id"]: c for c in ledger.load_claims()[0] + ledger.load_claims()[1]}

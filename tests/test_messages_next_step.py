@@ -6,10 +6,10 @@ asserted word for word, on stores built here whose contents say which message mu
 import pandas as pd
 import pytest
 
-from analysis.comparable import TableUnavailable
-from analysis.plots import extrapolation
-from analysis.report import Report
-from analysis.results import lm_sections
+from analysis.figures.plots import extrapolation
+from analysis.reports.report import Report
+from analysis.reports.results import lm_sections
+from analysis.tables.comparable import TableUnavailable
 from fiblab.ui.common import error_text
 from fiblab.ui.results import ResultsPanel
 from fiblab.ui.sections import panel_reason

@@ -13,10 +13,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis import paper
-from analysis.paperdb import DATASETS, load_final_ppl, load_retrieval, load_runs, parse_title
-from analysis.tables_paper import with_paper
-from analysis.tables_ppl import TABLE1_COLUMNS, table1
+from analysis.published import paper
+from analysis.published.paperdb import (
+    DATASETS,
+    load_final_ppl,
+    load_retrieval,
+    load_runs,
+    parse_title,
+)
+from analysis.tables.beside import with_paper
+from analysis.tables.ppl import TABLE1_COLUMNS, table1
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "reference"

@@ -18,8 +18,8 @@ from fixture_store import smoke_store
 from matplotlib.colors import to_rgb
 from PIL import Image
 
-from analysis import plots, style
-from analysis.report import Report
+from analysis.figures import plots, style
+from analysis.reports.report import Report
 from fiblab.ui.common import figure, png, set_png
 from fiblab.ui.coverage_explore import explore
 from fiblab.ui.coverage_figure import CoverageFigure

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from analysis import plots
+from analysis.figures import plots
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -1,4 +1,4 @@
-"""analysis.power: the seeds a gap needs and the power a comparison had, against statsmodels'
+"""analysis.statistics.power: the seeds a gap needs and the power a comparison had, against statsmodels'
 own calculation and against a simulation of the t-test."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from analysis.power import effect_size, plan, power, seeds_needed
+from analysis.statistics.power import effect_size, plan, power, seeds_needed
 
 
 def simulated_power(d, n_a, n_b, alpha=0.05, alternative="two-sided", reps=20_000, seed=0):
@@ -88,7 +88,7 @@ def test_detectable_effect_inverts_power(n_a, n_b, alternative):
     statsmodels' solver finds it."""
     from statsmodels.stats.power import TTestIndPower
 
-    from analysis.power import detectable_effect
+    from analysis.statistics.power import detectable_effect
 
     d = detectable_effect(n_a, n_b, 0.8, 0.05, alternative)
     assert power(d, n_a, n_b, 0.05, alternative) == pytest.approx(0.8, abs=1e-9)

@@ -162,9 +162,9 @@ def _write(path):
 
 
 def test_report_claims_and_notebook_give_one_verdict(tmp_path):
-    from analysis import trajectories
-    from analysis.demo import alpha_trajectory
-    from analysis.demo_evidence import demo_run
+    from analysis.experiments.demo.evidence import demo_run
+    from analysis.experiments.demo.job import alpha_trajectory
+    from analysis.figures import trajectories
     from fiblab.ui.results import AlphaExplorer
     from lab.ladder.drift import is_inert
     from probes.record import alpha_drift as record_drift
@@ -211,7 +211,7 @@ PAPER_TABLE2 = {  # the paper's Table 2, typed from the paper: (α min, α max, 
 
 
 def test_table2_paper_values_come_from_the_reference_copy():
-    from analysis.probe_table import paper_cells
+    from analysis.tables.probe_table import paper_cells
 
     got = {
         k: (v["alpha_min"], v["alpha_max"], v["acc"]["200"], v["acc"]["350"])
@@ -235,7 +235,7 @@ def test_table2_has_no_other_copy_in_the_code():
 
 
 def test_table2_rows_put_the_paper_beside_ours_only_where_it_applies():
-    from analysis.probe_table import format_table2, table2_rows
+    from analysis.tables.probe_table import format_table2, table2_rows
 
     records = load_records(str(ROOT / "benchmarks" / "results" / "probe-marked-paper.jsonl"))
     rows = table2_rows(records, "blur")

@@ -106,8 +106,8 @@ def test_the_registry_builds_the_models_the_old_tables_built():
 
 
 def test_paper_labels_and_title_bodies():
-    from analysis.paperdb import parse_title
-    from analysis.tables_rows import config_label
+    from analysis.published.paperdb import parse_title
+    from analysis.tables.rows import config_label
 
     for b, s, want in [
         ("fib", "fixed", "fib/fixed"),

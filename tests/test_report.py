@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
-from analysis.report import Report, markdown_table
+from analysis.reports.report import Report, markdown_table
 
 
 def test_markdown_table_layout_and_rounding():

@@ -18,7 +18,7 @@ import pytest
 from fixture_store import smoke_store
 from test_paperdb import build_fixture
 
-from analysis.report import MISSING_HTML, Report, html_table, markdown_table
+from analysis.reports.report import MISSING_HTML, Report, html_table, markdown_table
 from fiblab.cli import main as fiblab_main
 from fiblab.ui.results import ResultsPanel
 

@@ -17,8 +17,10 @@ import statistics
 import pytest
 from fixture_store import smoke_store
 
-from analysis import tables_position, tables_ppl, tables_seeds
-from analysis.results import build_report
+from analysis.reports.results import build_report
+from analysis.tables import position as tables_position
+from analysis.tables import ppl as tables_ppl
+from analysis.tables import seeds as tables_seeds
 from fiblab.cli import main
 from lab.store import Store
 

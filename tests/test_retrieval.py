@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from analysis.probe_table import format_table2, table2_rows
+from analysis.tables.probe_table import format_table2, table2_rows
 from fiblab.cli import main as cli_main
 from probes.grid import load_records, run_grid, table2
 from probes.record import alpha_drift

@@ -1,4 +1,4 @@
-"""The schedule search (analysis.search*, `fiblab search`): spaces, proxies, the Optuna study and
+"""The schedule search (analysis.experiments.search.search*, `fiblab search`): spaces, proxies, the Optuna study and
 the store agreeing on every trial, the winners' re-run, and one-line errors."""
 
 from __future__ import annotations
@@ -8,8 +8,7 @@ import math
 
 import pytest
 
-from analysis.search import SearchConfig, run_search, trial_run_name
-from analysis.search_objectives import (
+from analysis.experiments.search.objectives import (
     ProbeSpec,
     Pruned,
     TrialTask,
@@ -17,8 +16,9 @@ from analysis.search_objectives import (
     layers_to_reach,
     parse_objectives,
 )
-from analysis.search_report import compare, rerun, winners
-from analysis.search_space import coprime_strides, parse_space
+from analysis.experiments.search.report import compare, rerun, winners
+from analysis.experiments.search.search import SearchConfig, run_search, trial_run_name
+from analysis.experiments.search.space import coprime_strides, parse_space
 from fiblab.cli import main
 from lab.store import Store
 
@@ -221,7 +221,7 @@ def test_cli_search_writes_the_store(tmp_path, capsys):
 
 
 def test_ppl_objective_is_seeded_and_stored(tmp_path):
-    from analysis.search_objectives import LMSpec
+    from analysis.experiments.search.objectives import LMSpec
 
     space = parse_space("linear", layers=2, window=2, rungs=8, seq_len=64)
     cfg = SearchConfig(space, parse_objectives(["ppl"]), trials=1, seed=5, lm=LMSpec(steps=3))
@@ -243,7 +243,7 @@ def test_a_trial_left_running_by_an_ended_search_is_failed_on_resume(tmp_path):
     import subprocess
     import sys
 
-    from analysis.search import DRIVER_ATTR
+    from analysis.experiments.search.search import DRIVER_ATTR
 
     url = f"sqlite:///{tmp_path / 'search.db'}"
     space = parse_space("linear", layers=4)

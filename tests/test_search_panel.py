@@ -148,10 +148,10 @@ def test_the_view_of_a_two_objective_study_and_its_figures():
     hand running max; every figure has labelled axes and a legend, shown at its pixel size."""
     import ipywidgets as W
 
-    from analysis.search import SearchConfig, run_search
-    from analysis.search_objectives import parse_objectives
-    from analysis.search_space import parse_space
-    from analysis.style import png
+    from analysis.experiments.search.objectives import parse_objectives
+    from analysis.experiments.search.search import SearchConfig, run_search
+    from analysis.experiments.search.space import parse_space
+    from analysis.figures.style import png
     from fiblab.ui.common import set_png
     from fiblab.ui.search_view import alpha_figure, front_figure, progress_figure, search_view
 
@@ -185,9 +185,9 @@ def test_the_view_of_a_two_objective_study_and_its_figures():
 def test_identical_schedules_are_one_row_and_the_front_counts_points(tmp_path):
     """Issue 28 item 5: a search that draws one schedule three times shows it as one row of the
     leaders (naming the other trials) and the front's legend counts points, not trials."""
-    from analysis.search import SearchConfig, run_search
-    from analysis.search_objectives import parse_objectives
-    from analysis.search_space import parse_space
+    from analysis.experiments.search.objectives import parse_objectives
+    from analysis.experiments.search.search import SearchConfig, run_search
+    from analysis.experiments.search.space import parse_space
     from fiblab.ui.search_view import front_figure, schedule_key, search_view
 
     space = parse_space("linear", layers=4)

@@ -19,9 +19,9 @@ optuna = pytest.importorskip("optuna")
 # ≈ 35 s (a two-node cluster); test_ray_sweep keeps Ray in the default suite
 pytestmark = pytest.mark.slow
 
-from analysis.search import SearchConfig, trial_run_name  # noqa: E402
-from analysis.search_objectives import evaluate, parse_objectives  # noqa: E402
-from analysis.search_space import parse_space  # noqa: E402
+from analysis.experiments.search.objectives import evaluate, parse_objectives  # noqa: E402
+from analysis.experiments.search.search import SearchConfig, trial_run_name  # noqa: E402
+from analysis.experiments.search.space import parse_space  # noqa: E402
 from fiblab.cli import main  # noqa: E402
 from lab.store import Store  # noqa: E402
 
@@ -182,7 +182,7 @@ def test_cli_bad_ray_input_is_one_line_and_exit_2(extra, says, tmp_path, capsys)
 
 
 class LastInFirstOut:
-    """An executor without Ray (`analysis.search.TrialExecutor`): ``slots`` trials out, the
+    """An executor without Ray (`analysis.experiments.search.search.TrialExecutor`): ``slots`` trials out, the
     newest returned first, so trials are told in another order than they were asked."""
 
     def __init__(self, slots, bad=False):
@@ -200,7 +200,7 @@ class LastInFirstOut:
 
 
 def test_an_executor_keeps_its_slots_full_and_each_result_is_told(tmp_path):
-    from analysis.search import run_search
+    from analysis.experiments.search.search import run_search
 
     cfg = SearchConfig(parse_space("linear"), parse_objectives(["distinct"]), trials=9)
     ex = LastInFirstOut(3)

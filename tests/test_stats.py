@@ -1,7 +1,7 @@
 """Seed statistics against hand computation: means and spreads, the pooled std, Welch's t-test by
 its formula (and a closed-form t tail at 2 degrees of freedom), the bootstrap interval against the
 exact bootstrap distribution enumerated by brute force, and the plain-English verdicts (decided by
-`analysis.decide`, whose rules tests/test_decide.py checks at their boundaries)."""
+`analysis.statistics.decide`, whose rules tests/test_decide.py checks at their boundaries)."""
 
 import itertools
 import math
@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from scipy import stats as st
 
-from analysis.assess import assess, claim_kind, verdict
-from analysis.power import detectable_effect
-from analysis.stats import (
+from analysis.statistics.assess import assess, claim_kind, verdict
+from analysis.statistics.power import detectable_effect
+from analysis.statistics.stats import (
     bootstrap_ci,
     describe,
     gap,

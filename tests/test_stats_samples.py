@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 from scipy import stats as st
 
-from analysis.assess import assess
-from analysis.stats import (
+from analysis.statistics.assess import assess
+from analysis.statistics.stats import (
     as_sample,
     bootstrap_ci,
     pooled_std,

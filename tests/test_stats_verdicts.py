@@ -2,7 +2,7 @@
 
 ``verdict`` / ``assess`` against hand-made samples whose gap, σ and Welch p are known by hand
 (zero-spread samples, the closed-form 2-dof tail), the decision rules at their exact boundaries
-(p = α either way, a tie's margin; `analysis.decide` has its own tests in tests/test_decide.py),
+(p = α either way, a tie's margin; `analysis.statistics.decide` has its own tests in tests/test_decide.py),
 every keyword reaching the line, the "no data" and "cannot tell" records,
 the p-value's printed form; ``describe`` on 0, 1 and 2 values (no numpy warnings for a config with
 one seed); ``gap`` / ``margin`` edge cases and the names the error messages give.
@@ -15,9 +15,9 @@ import warnings
 import pytest
 from scipy import stats as sst
 
-from analysis import decide
-from analysis.assess import assess, verdict
-from analysis.stats import WelchResult, describe, gap, margin, welch
+from analysis.statistics import decide
+from analysis.statistics.assess import assess, verdict
+from analysis.statistics.stats import WelchResult, describe, gap, margin, welch
 
 NAN = float("nan")
 A = [1.0, 2.0, 3.0]  # mean 2, s² = 1

@@ -1,5 +1,5 @@
 """`fiblab demo --scale study`: every stage at smoke scale, reuse on a second run, the exact
-continuation of a rung, the rung rule, the seeds plan and the budget cap (analysis.study*)."""
+continuation of a rung, the rung rule, the seeds plan and the budget cap (analysis.experiments.study.study*)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from analysis import power as P
-from analysis import study_plan as SP
+from analysis.experiments.study import plan as SP
+from analysis.statistics import power as P
 
 
 def _strict(text: str):
@@ -37,7 +37,7 @@ def _ckpt_mtimes(runs: str) -> dict:
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
-    from analysis.demo import run_demo
+    from analysis.experiments.demo.job import run_demo
 
     root = tmp_path_factory.mktemp("study")
     runs, out = str(root / "runs"), str(root / "report")
@@ -60,7 +60,7 @@ def smoke(tmp_path_factory):
 
 def _study_again(smoke, tmp_path, sc, prepare, log=lambda *a: None):
     """The study under settings ``sc`` on a copy of the smoke's runs (``prepare(runs)`` first)."""
-    from analysis.study import run_study
+    from analysis.experiments.study.study import run_study
 
     runs = str(tmp_path / "runs")
     shutil.copytree(smoke["runs"], runs)
@@ -96,7 +96,7 @@ def test_every_stage_runs(smoke):
         assert os.path.exists(os.path.join(smoke["out"], f)), f
     with open(os.path.join(smoke["out"], "claims.json")) as f:  # the whole ledger, strict JSON
         doc = _strict(f.read())
-    from analysis import ledger
+    from analysis.ledger import ledger
 
     assert len(doc["claims"]) == len(ledger.load_claims()[0]) + len(ledger.load_claims()[1])
     assert len(doc["protocol_sha256"]) == 64
@@ -108,7 +108,7 @@ def test_the_ledger_decides_the_lm_claims_from_the_study_store(smoke):
     claims file; smoke-scale runs decide nothing, so none of them is held or did not hold."""
     import tomllib
 
-    from analysis import ledger
+    from analysis.ledger import ledger
 
     with open(ledger.CLAIMS_PATH, "rb") as f:
         want = [
@@ -145,7 +145,7 @@ def test_second_run_reuses_everything(smoke):
 
 def test_rungs_continue_exactly_and_runs_are_marked(smoke, tmp_path):
     """The 4-step rung was resumed from the 2-step one, and equals a run trained from scratch."""
-    from analysis.study import study_config
+    from analysis.experiments.study.study import study_config
     from lab.store import Store
     from lab.training.checkpoint import latest_good_checkpoint
     from lab.training.train import train
@@ -176,7 +176,7 @@ def test_results_json_is_strict(smoke):
 
 
 def test_a_small_budget_runs_fewer_seeds_and_reports_power(smoke, tmp_path):
-    from analysis.study import PLAN_FILE
+    from analysis.experiments.study.study import PLAN_FILE
 
     def prepare(runs):
         os.remove(os.path.join(runs, f"study-smoke-{PLAN_FILE}"))  # decide the plan again
@@ -192,7 +192,7 @@ def test_a_small_budget_runs_fewer_seeds_and_reports_power(smoke, tmp_path):
     pl = cmp_["plan"]
     if pl is not None:  # σ > 0: the power those seeds had for the paper's gap
         assert pl["seeds"] == sc.first_seeds
-        from analysis.study_report import PAPER
+        from analysis.experiments.study.report import PAPER
 
         alpha = 0.05 / len(PAPER)  # Holm's first threshold in the study's family
         assert pl["alpha"] == pytest.approx(alpha)
@@ -264,7 +264,7 @@ def test_coprime_that_is_the_stagger_at_this_depth_is_not_run(smoke, tmp_path):
 
 
 def test_cli_accepts_the_study_scales_and_keeps_the_default():
-    from analysis.demo import SCALES
+    from analysis.experiments.demo.job import SCALES
     from fiblab.cli import build_parser
 
     a = build_parser().parse_args(["demo", "--scale", "study"])
@@ -280,8 +280,8 @@ def test_the_study_keeps_the_precision_it_started_in(tmp_path, cpu_profile):
     """A study resolves its precision once and records it; continued on a machine whose `auto`
     answers otherwise, it keeps the recorded one (and says so), so no comparison mixes
     precisions.  A study from before the record takes its runs' checkpoint precision."""
-    from analysis.study import study_config
-    from analysis.study_precision import PRECISION_FILE, study_precision
+    from analysis.experiments.study.precision import PRECISION_FILE, study_precision
+    from analysis.experiments.study.study import study_config
     from lab.training.checkpoint import save_checkpoint
 
     runs, said = tmp_path / "runs", []
@@ -308,7 +308,7 @@ def test_window_nll_is_each_windows_cross_entropy_and_the_noise_is_paired(smoke)
     perplexity comparison gets its evaluation and seed noise."""
     import torch.nn.functional as F
 
-    from analysis.study_windows import comparison_noise, window_nll
+    from analysis.experiments.study.windows import comparison_noise, window_nll
     from lab.evaluation.evalrun import open_run
     from lab.evaluation.evaluate import heldout_perplexity, heldout_splits
 

@@ -1,5 +1,5 @@
-"""The study's plan (analysis.study_plan), by hand and against independent oracles: the rung
-rule, the seeds plan against `analysis.power` and a simulation of σ's bound, the budget's extra
+"""The study's plan (analysis.experiments.study.plan), by hand and against independent oracles: the rung
+rule, the seeds plan against `analysis.statistics.power` and a simulation of σ's bound, the budget's extra
 seeds, the whole-study estimate.  No training here (tests/test_study.py runs the study)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from analysis import power as P
-from analysis import study_plan as SP
+from analysis.experiments.study import plan as SP
+from analysis.statistics import power as P
 
 
 def test_chosen_rung_rule_on_hand_built_curves():
@@ -114,9 +114,9 @@ def test_search_best_is_the_searchs_linear_ramp():
 def test_search_best_is_what_the_registered_search_finds():
     """The declared α are the best trial of the registered search (seeded, in memory)."""
     optuna = pytest.importorskip("optuna")
-    from analysis.search import SearchConfig, run_search
-    from analysis.search_objectives import parse_objectives
-    from analysis.search_space import parse_space
+    from analysis.experiments.search.objectives import parse_objectives
+    from analysis.experiments.search.search import SearchConfig, run_search
+    from analysis.experiments.search.space import parse_space
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     space = parse_space("linear", layers=4, window=12, seq_len=128, rungs=15)
@@ -130,7 +130,7 @@ def test_search_best_is_what_the_registered_search_finds():
 def test_every_scheme_builds_its_config_at_the_study_scale(tmp_path):
     """Each scheme's TrainConfig at the study's own scale (the smoke scale uses another preset,
     so only this catches a scheme without a preset): the schedule, base and W it must have."""
-    from analysis.study import study_config
+    from analysis.experiments.study.study import study_config
 
     sc = SP.STUDY_SCALES["study"]
     want = {

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.tables_length import table3_from_store
-from analysis.tables_position import table4_from_store
-from analysis.tables_ppl import table1_from_store
-from analysis.tables_seeds import table5_from_store
+from analysis.tables.length import table3_from_store
+from analysis.tables.position import table4_from_store
+from analysis.tables.ppl import table1_from_store
+from analysis.tables.seeds import table5_from_store
 from lab.lm.model import ModelConfig
 from lab.store import Store
 from lab.training.trainconfig import TrainConfig

@@ -10,14 +10,14 @@ import pandas as pd
 import pytest
 from test_paperdb import build_fixture, ppl_of
 
-from analysis import paper
-from analysis import trajectories as tj
-from analysis.paperdb import load_final_ppl, load_retrieval
-from analysis.tables_length import table3, table3_from_lenextrap, table3_from_store
-from analysis.tables_paper import published, with_paper
-from analysis.tables_position import table4_from_posloss, table4_from_store
-from analysis.tables_ppl import table1_from_store
-from analysis.tables_probe import (
+from analysis.figures import trajectories as tj
+from analysis.published import paper
+from analysis.published.paperdb import load_final_ppl, load_retrieval
+from analysis.tables.beside import published, with_paper
+from analysis.tables.length import table3, table3_from_lenextrap, table3_from_store
+from analysis.tables.position import table4_from_posloss, table4_from_store
+from analysis.tables.ppl import table1_from_store
+from analysis.tables.probe import (
     probe_cells_from_paperdb,
     probe_cells_from_records,
     probe_cells_from_store,
@@ -25,9 +25,9 @@ from analysis.tables_probe import (
     table2_from_paperdb,
     table2_from_store,
 )
-from analysis.tables_rows import config_label
-from analysis.tables_seeds import table5, table5_from_final_ppl, table5_from_store
-from analysis.tables_store import lm_evals, lm_runs
+from analysis.tables.rows import config_label
+from analysis.tables.runs import lm_evals, lm_runs
+from analysis.tables.seeds import table5, table5_from_final_ppl, table5_from_store
 from lab.lm.model import ModelConfig
 from lab.store import Store
 from lab.store.variant import seed_of, variant_of
@@ -565,7 +565,7 @@ def test_extrapolation_rows_on_one_token_basis_by_hand():
 
     import pandas as pd
 
-    from analysis.tables_store import same_tokens_basis
+    from analysis.tables.runs import same_tokens_basis
 
     def row(run, kind, ctx, loss, tokens):
         return {

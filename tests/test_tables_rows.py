@@ -1,4 +1,4 @@
-"""What every table's rows share (`analysis.tables_rows`): the paper's row order, the
+"""What every table's rows share (`analysis.tables.rows`): the paper's row order, the
 ``variant`` column only where it says something, the notes, rounding — against hand-written
 expected tables."""
 
@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.comparable import TableUnavailable
-from analysis.tables_rows import comparable_rows, config_label, finish_table, paper_order, rounded
+from analysis.tables.comparable import TableUnavailable
+from analysis.tables.rows import comparable_rows, config_label, finish_table, paper_order, rounded
 from lab.store.variant import variant_of
 
 # -- the paper's order -----------------------------------------------------------------------

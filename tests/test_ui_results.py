@@ -13,7 +13,7 @@ from fixture_store import smoke_store
 from scipy import stats as st
 from test_paperdb import build_fixture, ppl_of
 
-from analysis.paper import REFERENCE_DIR
+from analysis.published.paper import REFERENCE_DIR
 from fiblab.ui.results import NO_RUNS, AlphaExplorer, ResultsPanel
 from lab.lm.model import ModelConfig
 from lab.store import Store

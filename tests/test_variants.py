@@ -14,13 +14,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import tables_position
-from analysis.comparable import TableUnavailable, natural_key
-from analysis.results import build_report
-from analysis.tables_length import table3_from_store
-from analysis.tables_position import table4_from_store
-from analysis.tables_ppl import table1_from_store
-from analysis.tables_seeds import table5_from_store
+from analysis.reports.results import build_report
+from analysis.tables import position as tables_position
+from analysis.tables.comparable import TableUnavailable, natural_key
+from analysis.tables.length import table3_from_store
+from analysis.tables.position import table4_from_store
+from analysis.tables.ppl import table1_from_store
+from analysis.tables.seeds import table5_from_store
 from fiblab.cli import main as cli_main
 from lab.lm.config import config_from_dict
 from lab.lm.model import ModelConfig

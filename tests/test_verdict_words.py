@@ -1,4 +1,4 @@
-"""The LM verdicts' words in README and RESULTS follow claims.json (`analysis.verdict_words`)."""
+"""The LM verdicts' words in README and RESULTS follow claims.json (`analysis.ledger.verdict_words`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from analysis import verdict_words as VW
+from analysis.ledger import verdict_words as VW
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -130,7 +130,7 @@ def test_the_ways_a_sentence_names_a_comparison(line, named):
 def test_readme_and_results_say_what_the_committed_study_decided():
     """The README's and RESULTS' LM verdicts are the blocks generated from the committed study's
     claims.json, and no other line there names an LM claim beside a verdict it does not carry
-    (regenerate: python -m analysis.verdict_words benchmarks/results/study/claims.json README.md
+    (regenerate: python -m analysis.ledger.verdict_words benchmarks/results/study/claims.json README.md
     benchmarks/RESULTS.md)."""
     source = "benchmarks/results/study/claims.json"
     with open(os.path.join(ROOT, source), encoding="utf-8") as f:
@@ -146,8 +146,8 @@ def test_the_pairs_a_sentence_or_the_study_names_are_claims_tomls_own():
     """`scheme_pairs`: the paper's beats / ties claims between two schemes by short name, the
     one over seeds where there is one; the study's declared comparisons and the sentences'
     aliases both read it, so a claim renamed or re-paired in claims.toml moves them too."""
-    from analysis.ledger import load_claims, scheme_pairs
-    from analysis.study_report import PAPER
+    from analysis.experiments.study.report import PAPER
+    from analysis.ledger.ledger import load_claims, scheme_pairs
 
     claims = [
         {"id": "grid", "compare": ["fib/stagger", "fib/fixed", "beats", "grid"]},

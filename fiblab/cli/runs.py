@@ -139,7 +139,7 @@ def cmd_probe(args) -> int:
                 f"  acc {accs}"
             )
         return 0
-    from analysis.probe_table import PAPER_MECHANISM, format_table2, table2_rows
+    from analysis.tables.probe_table import PAPER_MECHANISM, format_table2, table2_rows
 
     for mech in dict.fromkeys(c.mechanism for c in cells):
         rows = table2_rows(records, mech)
@@ -325,9 +325,9 @@ def _train_on_ray(args, cfg) -> int:
 
 
 def cmd_demo(args) -> int:
-    """The main job (analysis.demo): coverage, a reduced Table 2 probe, small LMs trained and
+    """The main job (analysis.experiments.demo.job): coverage, a reduced Table 2 probe, small LMs trained and
     evaluated at 1×/2×/4× length, and a report with the paper's claims checked."""
-    from analysis.demo import run_demo
+    from analysis.experiments.demo.job import run_demo
 
     run_demo(
         args.scale,
@@ -343,8 +343,9 @@ def cmd_report(args) -> int:
     """A Markdown + HTML report of runs in the store (every table and figure that applies), the
     claims ledger first and claims.json beside it; with ``--json`` every table as JSON records
     on stdout (the numbers the Markdown prints) and the ledger under ``claims``."""
-    from analysis import ledger, ledger_evidence
-    from analysis.results import build_report
+    from analysis.ledger import evidence as ledger_evidence
+    from analysis.ledger import ledger
+    from analysis.reports.results import build_report
     from lab.store import Store
     from lab.util import jsonio
     from probes.grid import load_records

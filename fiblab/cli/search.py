@@ -105,9 +105,9 @@ def add_search(subparsers) -> None:
 
 def build_config(args):
     """The `SearchConfig` of parsed arguments (a ValueError names a bad SPACE or objective)."""
-    from analysis.search import SearchConfig
-    from analysis.search_objectives import LMSpec, ProbeSpec, parse_objectives
-    from analysis.search_space import parse_space
+    from analysis.experiments.search.objectives import LMSpec, ProbeSpec, parse_objectives
+    from analysis.experiments.search.search import SearchConfig
+    from analysis.experiments.search.space import parse_space
 
     objectives = parse_objectives(args.objective)
     probe = any(o.name == "probe" for o in objectives)
@@ -135,7 +135,7 @@ def build_config(args):
 
 def _search(cfg, args, store, log):
     """The study run here, or with ``--ray`` as Ray tasks (`fiblab.ray_search`)."""
-    from analysis.search import run_search
+    from analysis.experiments.search.search import run_search
 
     if not args.ray:
         return run_search(cfg, store=store, log=log)
@@ -169,7 +169,7 @@ def check_ray_args(args) -> None:
 def cmd_search(args) -> int:
     check_ray_args(args)
     cfg = build_config(args)
-    from analysis.search_report import compare, format_compare, rerun
+    from analysis.experiments.search.report import compare, format_compare, rerun
     from lab.store import Store
 
     log = None if args.quiet else (lambda line: print(line, file=sys.stderr))

@@ -5,7 +5,7 @@
     fiblab.ui.probes     ProbePanel (notebook 02) over fiblab.probe_launch; its form in
                          fiblab.ui.probe_form, its status and tables in fiblab.ui.probe_view
     fiblab.ui.train      TrainPanel (notebook 03) over fiblab.launch
-    fiblab.ui.alphas     AlphaExplorer (notebook 04) over analysis.trajectories
+    fiblab.ui.alphas     AlphaExplorer (notebook 04) over analysis.figures.trajectories
     fiblab.ui.results    ResultsPanel (notebook 05); its sections in fiblab.ui.sections,
                          what 04 and 05 share in fiblab.ui.results_common
     fiblab.ui.search_panel  SearchPanel (notebook 06) over fiblab.search_launch; what it reads of

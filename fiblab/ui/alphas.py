@@ -2,8 +2,8 @@
 
 It lists the runs of the experiment store that logged α (language-model runs and retrieval-probe
 runs, kind shown), plots α per layer over steps for the chosen ones
-(`analysis.plots.alpha_trajectories`), tabulates the α range at each run's last step
-(`analysis.trajectories.final_range`) and the largest distance from the initial α per layer
+(`analysis.figures.plots.alpha_trajectories`), tabulates the α range at each run's last step
+(`analysis.figures.trajectories.final_range`) and the largest distance from the initial α per layer
 (`trajectories.drift`), and checks the paper's "learned α is inert" claim with a tolerance slider
 (`trajectories.inert`): a plain sentence such as "3 of 4 runs stay within 0.05 of their init".
 A layer list picks the layers drawn, and the view draws α or its drift α − α_init on an axis
@@ -22,8 +22,8 @@ import html
 import ipywidgets as W
 import pandas as pd
 
-from analysis import plots
-from analysis import trajectories as TJ
+from analysis.figures import plots
+from analysis.figures import trajectories as TJ
 from fiblab.ui.common import (
     Shown,
     error_widget,

@@ -112,7 +112,7 @@ def parse_numbers(text: str, what: str, cast=float) -> list:
 def png(fig) -> bytes:
     """Render a matplotlib Figure (Agg, no pyplot state) to PNG bytes at its own size
     (figsize × dpi pixels, nothing cropped), so that `set_png` can show it 1:1."""
-    from analysis import style
+    from analysis.figures import style
 
     return style.png(fig)
 
@@ -130,7 +130,7 @@ def set_png(image: W.Image, data: bytes) -> None:
 
     The widget's width is set from the PNG header (without it a VBox stretches the image to its
     own width: a small figure blown up several times and blurred), at most the output area's."""
-    from analysis import style
+    from analysis.figures import style
 
     w, h = style.png_size(data)
     image.value = data
@@ -147,11 +147,11 @@ def set_png(image: W.Image, data: bytes) -> None:
 def figure(width: float, height: float, dpi: int | None = None, layout: str | None = None):
     """A pyplot-free Agg figure (no global state, safe from threads) of ``width`` × ``height``
     inches at ``dpi`` (default: the lab's, 96 = one CSS pixel a dot), in the lab's seaborn
-    theme (`analysis.style`)."""
+    theme (`analysis.figures.style`)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from analysis import style
+    from analysis.figures import style
 
     style.apply_theme()
     fig = Figure(figsize=(width, height), dpi=style.DPI if dpi is None else dpi, layout=layout)

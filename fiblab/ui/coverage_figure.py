@@ -7,7 +7,7 @@ from matplotlib import patheffects
 from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.ticker import FixedLocator, NullLocator, PercentFormatter
 
-from analysis import style
+from analysis.figures import style
 from fiblab.ui.common import png
 
 WIDTH = 980  # px: the explorer's controls are about this wide

@@ -28,7 +28,7 @@ import threading
 
 import ipywidgets as W
 
-from analysis.probe_table import format_table2, table2_rows
+from analysis.tables.probe_table import format_table2, table2_rows
 from fiblab import probe_launch as PL
 from fiblab.ui.common import (
     LaunchPanel,

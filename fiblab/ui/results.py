@@ -1,16 +1,16 @@
 """The results panel (notebook 05): `ResultsPanel`; notebook 04's `AlphaExplorer` is
 `fiblab.ui.alphas` (importable from here too, as the notebooks do).
 
-`ResultsPanel` rebuilds the paper's Tables 1–5 from the store (`analysis.tables_ppl` … `tables_seeds`, finished runs
+`ResultsPanel` rebuilds the paper's Tables 1–5 from the store (`analysis.tables.ppl` … `tables_seeds`, finished runs
 only; the LM runs to use, the dataset and the probe mechanism are chosen with widgets) and shows
-each beside the published table (`analysis.tables_paper.published`): Table 1's layout, Table 2
+each beside the published table (`analysis.tables.beside.published`): Table 1's layout, Table 2
 (the marked probe), Table 3 (length extrapolation, rung set recomputed and frozen, and the
 position-matched blocks), Table 4 (loss per position bin), Table 5 (seeds: mean, std and a
-verdict line from `analysis.assess.assess` on "fib/stagger beats fib/fixed" wherever both have at
+verdict line from `analysis.statistics.assess.assess` on "fib/stagger beats fib/fixed" wherever both have at
 least two seeds), with the extrapolation and position-bin plots.  Given the authors' ``fib.db``
 (a text box; by default ``../shared/reference/fib.db`` next to the project when it exists) it also
 shows the paper's tables rebuilt from it.  **export report** writes
-`analysis.results.build_report` to ``reports/<name>/`` (``report.md``, ``report.html`` with its
+`analysis.reports.results.build_report` to ``reports/<name>/`` (``report.md``, ``report.html`` with its
 figures embedded, PNGs) and shows links that open both in JupyterLab (relative to the
 notebook's folder, the kernel's working directory).  A table wider than the panel scrolls in its
 own box.  The sections themselves are built without widgets in `fiblab.ui.sections`.
@@ -34,7 +34,8 @@ from pathlib import Path
 import ipywidgets as W
 import pandas as pd
 
-from analysis import plots, tables_store
+from analysis.figures import plots
+from analysis.tables import runs as tables_store
 from fiblab.ui.alphas import RUNS_HINT, AlphaExplorer, inert_sentence
 from fiblab.ui.common import (
     ROOT,
@@ -100,7 +101,7 @@ class ResultsPanel(Shown):
     State: ``sections`` ({key: {"title", "ours", "paper", "message"}} for keys ``table1``,
     ``table2``, ``table3``, ``table3_blocks``, ``table4``, ``table5``: ``ours`` is the frame
     built from the store or None, ``message`` says why it is missing), ``verdicts`` (Table 5's
-    verdict lines), ``assessments`` (their `analysis.assess.Verdict` objects), ``paper_sections``
+    verdict lines), ``assessments`` (their `analysis.statistics.assess.Verdict` objects), ``paper_sections``
     (the tables rebuilt from fib.db), ``figures`` ({"extrapolation", "position_bins"}),
     ``report_path`` (report.md after an export), ``message`` and ``error``.
     """
@@ -353,9 +354,9 @@ class ResultsPanel(Shown):
 
     # -- export ----------------------------------------------------------------------------------
     def export(self) -> str:
-        """Write `analysis.results.build_report` for the selected runs to
+        """Write `analysis.reports.results.build_report` for the selected runs to
         ``<reports_dir>/<report name>/``; returns the path of report.md."""
-        from analysis.results import build_report
+        from analysis.reports.results import build_report
 
         name = self.report_name.value.strip()
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name or ""):

@@ -1,4 +1,4 @@
-"""The live figures of notebooks 02 and 03, drawn in the lab's style (`analysis.style`).
+"""The live figures of notebooks 02 and 03, drawn in the lab's style (`analysis.figures.style`).
 
 `probe_alphas(records, max_panels)` — α per layer over steps for a probe grid: the cells that
 differ only in their seed share a panel, each layer's line is the mean over seeds with a band
@@ -21,7 +21,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
-from analysis import style
+from analysis.figures import style
 
 __all__ = ["probe_alphas", "training_curves", "group_cells"]
 

@@ -20,7 +20,7 @@ import threading
 
 import ipywidgets as W
 
-from analysis.search_objectives import OBJECTIVES
+from analysis.experiments.search.objectives import OBJECTIVES
 from fiblab import search_launch as SL
 from fiblab.ui.common import (
     LaunchPanel,

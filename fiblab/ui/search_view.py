@@ -1,10 +1,10 @@
 """What notebook 06 shows of a running schedule search, read from its Optuna study, and its
-figures in the lab's style (`analysis.style`).
+figures in the lab's style (`analysis.figures.style`).
 
 `search_view(study, cfg, top)` is a pure read: every finished trial's values, the best value so
 far per objective (a step line over trial numbers), the Pareto front when there are several
 objectives (the study's best trials), and the leading schedules' per-layer α
-(`analysis.search_report.winners`, decoded by the search's own space) beside the linear stagger
+(`analysis.experiments.search.report.winners`, decoded by the search's own space) beside the linear stagger
 under the same convention.  `progress_figure`, `front_figure` and `alpha_figure` draw it.
 """
 
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from analysis import style
-from analysis.search import SearchConfig, require_optuna
-from analysis.search_objectives import proxy_values
-from analysis.search_report import winners
+from analysis.experiments.search.objectives import proxy_values
+from analysis.experiments.search.report import winners
+from analysis.experiments.search.search import SearchConfig, require_optuna
+from analysis.figures import style
 
 __all__ = [
     "SearchView",

@@ -14,16 +14,14 @@ import re
 
 import pandas as pd
 
-from analysis import (
-    tables_length,
-    tables_paper,
-    tables_position,
-    tables_ppl,
-    tables_probe,
-    tables_seeds,
-)
-from analysis.assess import assess
-from analysis.comparable import TableUnavailable
+from analysis.statistics.assess import assess
+from analysis.tables import beside as tables_paper
+from analysis.tables import length as tables_length
+from analysis.tables import position as tables_position
+from analysis.tables import ppl as tables_ppl
+from analysis.tables import probe as tables_probe
+from analysis.tables import seeds as tables_seeds
+from analysis.tables.comparable import TableUnavailable
 from fiblab.ui.results_common import frame_html, note_html
 
 __all__ = [
@@ -75,7 +73,7 @@ TRAIN_LM = (
 
 def section(key: str, build) -> dict:
     """One section: ``build()`` returns (frame, note); a table that cannot be built
-    (`analysis.comparable.TableUnavailable`: why, and what to run) or an empty frame becomes the
+    (`analysis.tables.comparable.TableUnavailable`: why, and what to run) or an empty frame becomes the
     section's message, and the notes of a built one (``attrs["notes"]``: duplicate runs
     resolved) join its note. Any other exception is a bug and reaches the panel's error."""
     n = PAPER_OF[key]
@@ -190,7 +188,7 @@ def _table2(st, mech):
 
 def seed_verdicts(t5: pd.DataFrame | None) -> tuple[list[str], list]:
     """Table 5's verdict lines on "fib/stagger beats fib/fixed" per W (and variant) and their
-    `analysis.assess.Verdict` objects: Welch's t-test where both have at least two seeds."""
+    `analysis.statistics.assess.Verdict` objects: Welch's t-test where both have at least two seeds."""
     verdicts, assessments = [], []
     a_name, b_name = VERDICT_PAIR
     if t5 is None or t5.empty:
@@ -278,7 +276,7 @@ def paper_db_view(path: str | None) -> tuple[dict[str, dict], str | None, str]:
     """The paper's tables rebuilt from the authors' database at ``path`` (None: no path given),
     beside the published ones: ({key: {"title", "table", "message"}}, the path read or None, the
     HTML to show)."""
-    from analysis import paperdb
+    from analysis.published import paperdb
 
     if path is None:
         return (

@@ -8,7 +8,7 @@
     light             the periodic cheap evaluation during training
 
 Writers (`lab.training.train`, `lab.evaluation.evaluate`) build an `EvalKind` and store ``str(kind)``; readers
-(`analysis.tables_store`) get it back with `EvalKind.parse`, which is strict (``parse(str(k)) == k``
+(`analysis.tables.runs`) get it back with `EvalKind.parse`, which is strict (``parse(str(k)) == k``
 for every kind, and only the texts above parse), so the store's strings stay exactly what they
 were and older stores read the same.
 """

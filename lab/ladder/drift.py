@@ -7,7 +7,7 @@ The paper calls learned α "inert" when it stays within 0.05 of its start.  Here
     inert            = drift ≤ tol (INERT_TOL = 0.05)
 
 Every caller — the probe records (`probes.record.alpha_drift`), the trajectory frames of
-`analysis.trajectories`, the report's claims and the notebook's α panel — uses these functions,
+`analysis.figures.trajectories`, the report's claims and the notebook's α panel — uses these functions,
 so the report and the notebook give the same verdict on the same run.  A NaN α (a dense layer)
 is skipped; a layer whose start is unknown (NaN / None) makes its drift, and the run's, NaN, and
 the verdict None ("cannot tell").

@@ -1,5 +1,5 @@
 """Whether a process is alive: one definition for the launchers (`fiblab.detached`) and for the
-schedule search's clean-up of trials left by a killed driver (`analysis.search`), which may not
+schedule search's clean-up of trials left by a killed driver (`analysis.experiments.search.search`), which may not
 import the front ends."""
 
 from __future__ import annotations

@@ -1,0 +1,470 @@
+"""Figures for the paper's results: each function takes tables or plain data, returns a matplotlib
+``Figure`` and, given ``path``, also writes it as a PNG (parent folders are created).
+
+Every figure is drawn in the lab's one style (`analysis.figures.style`: seaborn's theme, one colour per
+configuration, an ordered palette for layers) at the pixel size it is saved and shown at, with
+labelled axes (units in brackets) and a legend or a colour key.  Figures are built with
+``matplotlib.figure.Figure`` directly, not through ``pyplot``: nothing is drawn on screen, no
+global figure list grows, and saving works headless (Agg) with any backend selected. In a
+notebook, ``display(fig)`` (or the figure as a cell's last value under the inline backend)
+shows it.
+
+Functions
+---------
+``perplexity_vs_window(table1)``      perplexity against W, one line per base/schedule
+``extrapolation(table3)``             perplexity against evaluation length, both rung policies
+``position_bins(table4)``             NLL per position bin, one line per schedule; gap rows apart
+``alpha_trajectories(traj)``          α against step, one line per layer, one panel per run
+``rung_heatmap(sets)``                layers × distance: which distances each layer attends
+``coverage_curves(sets_by_scheme)``   distinct attended distances ≤ δ, against δ
+``receptive_field_curves(fractions)`` share of distances reachable after each layer
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator, PercentFormatter
+
+from analysis.figures import style
+from analysis.figures.style import CONFIG_COLORS
+
+__all__ = [
+    "perplexity_vs_window",
+    "extrapolation",
+    "position_bins",
+    "alpha_trajectories",
+    "rung_heatmap",
+    "coverage_curves",
+    "receptive_field_curves",
+    "CONFIG_COLORS",
+]
+
+#: The pixel size of one panel of a report figure (width, height).
+PANEL = (720, 420)
+
+
+def _color(label: str, i: int) -> str:
+    return style.config_color(label, i)
+
+
+def _figure(nrows: int = 1, ncols: int = 1, size=PANEL):
+    fig = style.figure(int(size[0] * ncols), int(size[1] * nrows))
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    return fig, axes
+
+
+def _save(fig: Figure, path) -> Figure:
+    if path is not None:
+        folder = os.path.dirname(os.fspath(path))
+        if folder:
+            os.makedirs(folder, exist_ok=True)
+        fig.savefig(path, dpi=fig.dpi, format="png")
+    return fig
+
+
+def _legend(ax, n_entries: int, handles=None, title: str | None = None):
+    """Inside the axes when short, to the right of them when long (it would hide data)."""
+    if n_entries > 6:
+        return style.legend_outside(ax, handles, title=title, ncol=2 if n_entries > 16 else 1)
+    kw = {} if handles is None else {"handles": handles}
+    return ax.legend(fontsize="small", title=title, title_fontsize="small", **kw)
+
+
+def _need(df: pd.DataFrame, cols, who: str) -> None:
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise ValueError(
+            f"the {who} plot: the frame lacks columns {missing} (it has {list(df.columns)}); "
+            f"pass the table the plot is named for"
+        )
+
+
+def _variant(row: dict) -> str:
+    """A row's variant text for its legend label (tables of several variants per config)."""
+    v = row.get("variant")
+    return f" ({v})" if isinstance(v, str) and v else ""
+
+
+def perplexity_vs_window(
+    table: pd.DataFrame, dataset: str = "fineweb_edu", path=None, title: str | None = None
+) -> Figure:
+    """Perplexity on ``dataset`` against the window W, one line per (base, schedule).
+
+    ``table`` is Table-1-shaped (``base``, ``schedule``, ``W`` and a column per dataset:
+    :func:`analysis.tables.ppl.table1`, :func:`~analysis.tables.ppl.table1_from_store` or
+    :func:`analysis.published.paper.perplexity`). Lines are labelled ``base/schedule``, points sorted by W.
+    """
+    _need(table, ["base", "schedule", "W", dataset], "perplexity-vs-W")
+    fig, ax = _figure()
+    ax = ax[0, 0]
+    keys = ["base", "schedule"] + (["variant"] if "variant" in table.columns else [])
+    for i, (key, g) in enumerate(table.groupby(keys, sort=False)):
+        g = g.sort_values("W")
+        label = f"{key[0]}/{key[1]}" + _variant(dict(zip(keys, key)))
+        ax.plot(
+            g["W"].to_numpy(dtype=float),
+            g[dataset].to_numpy(dtype=float),
+            marker="o",
+            label=label,
+            color=_color(f"{key[0]}/{key[1]}", i),
+        )
+    ws = sorted({int(w) for w in table["W"].dropna()})
+    if ws:
+        ax.set_xticks(ws)
+    ax.set_xlabel("window W (tokens)")
+    ax.set_ylabel(f"held-out perplexity ({dataset})")
+    ax.set_title(title or f"Held-out perplexity against window ({dataset})")
+    _legend(ax, len(ax.get_lines()), title="configuration")
+    return _save(fig, path)
+
+
+_MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
+_PPL = re.compile(r"^(?P<frozen>frozen_)?ppl_T(?P<L>\d+)$")
+
+
+def extrapolation(
+    table: pd.DataFrame, path=None, relative: bool = False, title: str | None = None
+) -> Figure:
+    """Perplexity against evaluation length, one colour per row of a Table-3 frame
+    (:func:`analysis.tables.length.table3_from_store`, :func:`~analysis.tables.length.table3_from_lenextrap` or
+    :func:`analysis.published.paper.length_extrapolation`).
+
+    The recomputed-rung curve (``ppl_T{L}``, the paper's policy) is solid; the frozen-rung curve
+    (``frozen_ppl_T{L}``, drawn from the row's shortest length, where both policies agree) is
+    dashed with open markers (visible where the two coincide). Colour follows the configuration,
+    the marker the window W; the legend lists the rows and, apart, what solid and dashed mean.
+    ``relative`` divides each curve by its value at the shortest length. Log-2 x axis, ticks at
+    the evaluated lengths.
+    """
+    _need(table, ["model"], "extrapolation (Table 3)")
+    full = sorted(
+        (int(m["L"]), c) for c in table.columns if (m := _PPL.match(c)) and not m["frozen"]
+    )
+    frozen = sorted((int(m["L"]), c) for c in table.columns if (m := _PPL.match(c)) and m["frozen"])
+    if not full:
+        raise ValueError(
+            f"the extrapolation plot needs Table 3's ppl_T{{L}} columns and the table has no "
+            f"ppl_T… column (it has {list(table.columns)}): pass Table 3"
+        )
+    fig, ax = _figure()
+    ax = ax[0, 0]
+    windows = sorted({int(w) for w in table["W"].dropna()}) if "W" in table.columns else []
+    rows, any_frozen = [], False
+    for i, r in enumerate(table.to_dict("records")):
+        has_w = "W" in r and not pd.isna(r["W"])
+        label = str(r["model"]) + (f" W={r['W']}" if has_w else "") + _variant(r)
+        color = _color(r["model"], i)
+        marker = _MARKERS[windows.index(int(r["W"])) % len(_MARKERS)] if has_w else "o"
+        pts = [(L, float(r[c])) for L, c in full if not pd.isna(r[c])]
+        if not pts:
+            continue
+        x0, y0 = pts[0]
+        scale = y0 if relative else 1.0
+        ax.plot(
+            [p[0] for p in pts],
+            [p[1] / scale for p in pts],
+            marker=marker,
+            color=color,
+            label=label,
+            zorder=3,
+        )
+        rows.append(Line2D([], [], color=color, marker=marker, label=label))
+        fz = [(L, float(r[c])) for L, c in frozen if not pd.isna(r[c]) and L > x0]
+        if fz:
+            any_frozen = True
+            ax.plot(
+                [x0] + [p[0] for p in fz],
+                [y0 / scale] + [p[1] / scale for p in fz],
+                marker=marker,
+                markerfacecolor="white",
+                linestyle="--",
+                color=color,
+                label=f"{label} (frozen rungs)",
+                zorder=4,
+            )
+    ax.set_xscale("log", base=2)
+    lengths = sorted({L for L, _ in full} | {L for L, _ in frozen})
+    ax.set_xticks(lengths, [f"{L:,}" for L in lengths])
+    ax.minorticks_off()
+    ax.set_xlabel("evaluation length (tokens)")
+    ax.set_ylabel(
+        "perplexity ÷ perplexity at the shortest length" if relative else "held-out perplexity"
+    )
+    ax.set_title(
+        title
+        or "Length extrapolation"
+        + (" (solid: rungs recomputed, dashed: frozen)" if any_frozen else "")
+    )
+    policies = []
+    if any_frozen:  # what the two line styles mean
+        policies = [
+            Line2D([], [], color="#333333", label="rungs recomputed for the length"),
+            Line2D([], [], color="#333333", ls="--", marker="o", mfc="white", label="rungs frozen"),
+        ]
+    _legend(ax, len(rows) + len(policies), handles=rows + policies)
+    return _save(fig, path)
+
+
+def position_bins(table: pd.DataFrame, path=None, title: str | None = None) -> Figure:
+    """Mean NLL per position bin, one line per row of a Table-4 frame
+    (:func:`analysis.tables.position.table4_from_store`, :func:`analysis.published.paper.position_nll`, …). Gap
+    rows (``schedule`` of the form ``"a - b"``) go to a second panel below."""
+    _need(table, ["schedule"], "position-bin (Table 4)")
+    bins = sorted((int(c[1:]), c) for c in table.columns if re.fullmatch(r"b\d+", c))
+    if not bins:
+        raise ValueError(
+            f"the position-bin plot needs Table 4's columns b0, b1, … and the table has none "
+            f"(it has {list(table.columns)}): pass Table 4"
+        )
+    is_gap = table["schedule"].astype(str).str.contains(" - ", regex=False)
+    if is_gap.any():  # the gap panel is the shorter one below
+        fig = style.figure(PANEL[0], PANEL[1] + 260)
+        axes = fig.subplots(2, 1, squeeze=False, sharex=True, height_ratios=[PANEL[1] - 60, 200])
+    else:
+        fig, axes = _figure()
+    x = np.array([b for b, _ in bins])
+    for panel, rows in enumerate([table[~is_gap], table[is_gap]][: 1 + int(is_gap.any())]):
+        ax = axes[panel, 0]
+        for i, r in enumerate(rows.to_dict("records")):
+            label = str(r["schedule"]) + ("" if "W" not in r or pd.isna(r["W"]) else f" W={r['W']}")
+            label += _variant(r)
+            ax.plot(
+                x,
+                [float(r[c]) for _, c in bins],
+                marker="o",
+                label=label,
+                color=_color(r["schedule"], i) if panel == 0 else "#4d4d4d",
+            )
+        ax.set_xticks(x)
+        ax.set_xticklabels([c for _, c in bins])
+        ax.set_ylabel("NLL (nats/token)" if panel == 0 else "NLL difference (nats/token)")
+        if panel == 1:
+            ax.axhline(0.0, color="black", linewidth=0.8)
+        _legend(ax, len(ax.get_lines()) - panel, title="configuration" if panel == 0 else None)
+    axes[-1, 0].set_xlabel("position bin of the training window (b0 = earliest positions)")
+    axes[0, 0].set_title(title or "Loss by position in the window")
+    return _save(fig, path)
+
+
+def alpha_trajectories(
+    traj: pd.DataFrame,
+    runs=None,
+    path=None,
+    show_init: bool = True,
+    title: str | None = None,
+    layers=None,
+    drift: bool = False,
+) -> Figure:
+    """α against training step, one line per layer, one panel per run.
+
+    ``traj`` is a trajectory frame (:func:`analysis.figures.trajectories.from_store` /
+    :func:`~analysis.figures.trajectories.from_records`: ``run``, ``step``, ``layer``, ``alpha``, and
+    ``alpha_init``); ``runs`` picks runs (default: all), ``layers`` layers (default: all).
+    ``show_init`` marks each layer's start with a dotted line in its colour. Layers are coloured
+    in order (an ordered palette per panel: dark = first layer, light = last); each panel's
+    legend, right of it, names the layers (with more than 16, every few of them: the palette's
+    order says the rest).
+
+    ``drift``: plot α − α_init instead, on an axis fitted to the drift (a learned α that moves
+    0.003 is a flat line on the α axis, which keeps a span of 0.2 so that small moves do not
+    look large); each panel's label states the drift axis's span, so its scale is never
+    mistaken for α's. Needs ``alpha_init``.
+    """
+    _need(traj, ["run", "step", "layer", "alpha"], "α trajectory")
+    if drift:
+        _need(traj, ["alpha_init"], "α drift")
+    names = (
+        list(dict.fromkeys(traj["run"]))
+        if runs is None
+        else ([runs] if isinstance(runs, str) else list(runs))
+    )
+    unknown = [r for r in names if r not in set(traj["run"])]
+    if unknown or not names:
+        raise ValueError(
+            f"the α trajectory plot has no trajectory for runs {unknown or names} (the frame "
+            f"has {sorted(set(traj['run']))[:10]}): name runs that logged α"
+        )
+    if layers is not None:
+        layers = {int(k) for k in layers}
+        traj = traj[traj["layer"].isin(layers)]
+        empty = [r for r in names if not (traj["run"] == r).any()]
+        if empty:
+            raise ValueError(
+                f"runs {empty} have none of layers {sorted(layers)}: pick layers they have"
+            )
+    fig, axes = _figure(len(names), 1, size=(PANEL[0] + 40, 250))
+    for ax, name in zip(axes[:, 0], names):
+        g = traj[traj["run"] == name]
+        shown = sorted(g["layer"].unique())
+        has_init = False
+        for layer, color in zip(shown, style.layer_colors(len(shown))):
+            gl = g[g["layer"] == layer].sort_values("step")
+            y = gl["alpha"].to_numpy(dtype=float)
+            init = gl["alpha_init"].iloc[0] if "alpha_init" in gl.columns else None
+            if drift:
+                y = y - (float(init) if init is not None and pd.notna(init) else float("nan"))
+            ax.plot(gl["step"].to_numpy(), y, color=color, label=f"layer {layer}")
+            if show_init and not drift and init is not None and pd.notna(init):
+                has_init = True
+                ax.axhline(float(init), color=color, linestyle=":", linewidth=1.0)
+        if drift:
+            ax.axhline(0.0, color="#555555", linestyle=":", linewidth=1.0)
+            style.min_span(ax, 1e-4)
+            lo, hi = ax.get_ylim()
+            ax.set_ylabel(f"α − α_init\n(axis {lo:+.2g} … {hi:+.2g})", fontsize="small")
+        else:
+            style.min_span(ax, 0.2)
+            ax.set_ylabel("α")
+        ax.set_title(name, fontsize="small")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        every = 1 if len(shown) <= 16 else -(-len(shown) // 8)
+        keep = set(shown[::every]) | {shown[-1]}
+        handles = [ln for ln in ax.get_lines() if ln.get_label() in {f"layer {k}" for k in keep}]
+        if has_init:
+            handles.append(Line2D([], [], color="#555555", ls=":", label="initial α"))
+        style.legend_outside(ax, handles, ncol=2 if len(handles) > 9 else 1)
+    axes[-1, 0].set_xlabel("step")
+    if title:
+        fig.suptitle(title)
+    return _save(fig, path)
+
+
+def rung_heatmap(
+    sets: Sequence[Sequence[int]],
+    seq_len: int | None = None,
+    path=None,
+    title: str | None = None,
+    labels: Sequence[str] | None = None,
+) -> Figure:
+    """Which distances each layer attends: an image with one row per layer (layer 0 at the top)
+    and one column per distance 0 … seq_len−1, 1 where attended (distances ≥ seq_len are
+    ignored). ``sets`` is a list of per-layer distance lists (``ModelConfig.attended_sets()``,
+    ``probes.coverage.layer_sets``); ``seq_len`` defaults to the largest distance + 1.
+
+    Attended distances are dark on white (a two-entry colour key on the right). Each attended
+    distance is also marked by a line at least one pixel wide over the image, so that none
+    drops out of the picture when T is larger than the axes are wide (1,024 distances in about
+    800 pixels: a plain image would skip every fifth column)."""
+    sets = [list(s) for s in sets]
+    if not sets:
+        raise ValueError(
+            "the rung heatmap got no layers (sets is empty): pass one list of attended "
+            "distances per layer"
+        )
+    T = seq_len if seq_len is not None else max((max(s) for s in sets if s), default=0) + 1
+    if T < 1:
+        raise ValueError(f"the rung heatmap's seq_len={seq_len!r} must be at least 1")
+    grid = np.zeros((len(sets), T))
+    for i, s in enumerate(sets):
+        for d in s:
+            if 0 <= d < T:
+                grid[i, d] = 1.0
+    from matplotlib.colors import ListedColormap
+
+    L = len(sets)
+    fig, ax = _figure(size=(900, 110 + 20 * min(L, 48)))
+    ax = ax[0, 0]
+    ax.grid(False)
+    dark = "#1b3a5c"
+    two = ListedColormap(["#ffffff", dark])
+    ax.imshow(
+        grid,
+        aspect="auto",
+        interpolation="nearest",
+        cmap=two,
+        vmin=0,
+        vmax=1,
+        extent=(-0.5, T - 0.5, L - 0.5, -0.5),
+    )
+    ax.eventplot(
+        [[d for d in s if 0 <= d < T] for s in sets],
+        lineoffsets=range(L),
+        linelengths=1.0,
+        linewidths=1.0,
+        colors=dark,
+    )
+    ax.set_xlim(-0.5, T - 0.5)
+    ax.set_ylim(L - 0.5, -0.5)
+    every = max(1, -(-L // 24))
+    names = list(labels) if labels is not None else [str(i) for i in range(L)]
+    ax.set_yticks(range(L)[::every])
+    ax.set_yticklabels(names[::every], fontsize="small")
+    for spine in ax.spines.values():
+        spine.set_visible(True)
+        spine.set_color("#888888")
+    style.legend_outside(
+        ax,
+        [
+            Patch(facecolor=dark, label="attended"),
+            Patch(facecolor="white", edgecolor="#888888", label="not attended"),
+        ],
+    )
+    ax.set_xlabel("distance δ = t − s (tokens)")
+    ax.set_ylabel("layer")
+    ax.set_title(title or f"Attended distances per layer ({len(sets)} layers, T={T})")
+    return _save(fig, path)
+
+
+def coverage_curves(
+    sets_by_scheme: Mapping[str, Sequence[Sequence[int]]],
+    seq_len: int,
+    path=None,
+    title: str | None = None,
+) -> Figure:
+    """Distinct-distance coverage: for each scheme, the number of distinct distances in
+    0 … δ that some layer attends, against δ (a step curve ending at the union size). ``sets_by_
+    scheme`` maps a name to its per-layer distance lists (e.g. ``probes.receptive_field.
+    scheme_sets``)."""
+    if not sets_by_scheme:
+        raise ValueError("the coverage plot got no schemes: pass {name: per-layer distance lists}")
+    fig, ax = _figure()
+    ax = ax[0, 0]
+    x = np.arange(seq_len)
+    for i, (name, sets) in enumerate(sets_by_scheme.items()):
+        hit = np.zeros(seq_len, dtype=bool)
+        for s in sets:
+            idx = [d for d in s if 0 <= d < seq_len]
+            hit[idx] = True
+        y = np.cumsum(hit)
+        ax.step(x, y, where="post", label=f"{name} ({int(y[-1])})", color=_color(name, i))
+    ax.set_xlim(0, seq_len - 1)
+    ax.set_xlabel("distance δ (tokens)")
+    ax.set_ylabel("distinct attended distances ≤ δ")
+    ax.set_title(title or f"Distinct-distance coverage (T={seq_len}, window counted)")
+    _legend(ax, len(sets_by_scheme), title="scheme (distinct distances)")
+    return _save(fig, path)
+
+
+def receptive_field_curves(
+    fractions: Mapping[str, Sequence[float]], path=None, title: str | None = None
+) -> Figure:
+    """Share of distances 0 … T−1 reachable after layers 1 … L, one line per scheme
+    (``fractions`` maps a name to ``probes.receptive_field.reachable_fraction(...)`` or a
+    ``receptive_report``'s ``reachable_fraction``)."""
+    if not fractions:
+        raise ValueError(
+            "the receptive-field plot got no schemes: pass {name: reachable fractions}"
+        )
+    fig, ax = _figure()
+    ax = ax[0, 0]
+    for i, (name, fr) in enumerate(fractions.items()):
+        y = np.asarray(list(fr), dtype=float)
+        ax.plot(np.arange(1, len(y) + 1), y, marker="o", label=name, color=_color(name, i))
+    depth = max((len(list(fr)) for fr in fractions.values()), default=1)
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.set_xlim(0.5, depth + 0.5)
+    ax.set_xlabel("layers passed (path length ℓ)")
+    ax.set_ylabel("share of distances 0…T−1 reachable")
+    ax.set_ylim(-0.02, 1.02)
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+    ax.set_title(title or "Receptive field through the stack")
+    _legend(ax, len(fractions), title="scheme")
+    return _save(fig, path)

@@ -1,0 +1,162 @@
+"""Words that follow the numbers: the README's and RESULTS' sentences on the paper's language-model
+claims are generated from a committed ``claims.json``, and checked against it.
+
+Between the markers ``<!-- lm-verdicts begin … -->`` and ``<!-- lm-verdicts end -->`` a document
+holds the table `lm_block` writes from the claims file; `problems` reports a block that is not
+what the file gives today, and any line outside the blocks that names an LM claim (by id, or by
+the study's wording of it) beside a verdict the file does not carry. Run
+
+    python -m analysis.ledger.verdict_words benchmarks/results/study/claims.json README.md benchmarks/RESULTS.md
+
+to rewrite the blocks after a new study, and ``--check`` to only report (the test suite runs the
+check, so a "held" the verdict does not carry fails CI).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+
+from analysis.ledger.ledger import load_claims, scheme_pairs
+
+__all__ = ["BEGIN", "END", "lm_claims", "lm_block", "sync", "problems", "main"]
+
+BEGIN = "<!-- lm-verdicts begin: generated from {source} by `python -m analysis.ledger.verdict_words`; do not edit -->"
+END = "<!-- lm-verdicts end -->"
+_BLOCK = re.compile(
+    r"<!-- lm-verdicts begin: generated from (\S+) .*?-->\n(.*?)<!-- lm-verdicts end -->", re.S
+)
+
+#: The ways a sentence names a comparison claim without its id ("a beats b", "a ties b", "a vs b",
+#: "a over b", "a's gain over b", the schemes by their short names), → the id; the pairs are
+#: claims.toml's own (`analysis.ledger.ledger.scheme_pairs`).
+_PAIRS = {pair: c["id"] for pair, c in scheme_pairs(load_claims()[0]).items()}
+ALIASES = {
+    re.compile(
+        rf"(?<![\w-]){re.escape(a)}(?:'s gain)?\s+(?:beats|ties|vs\.?|over|against)\s+"
+        rf"{re.escape(b)}(?![\w-])"
+    ): cid
+    for (a, b), cid in _PAIRS.items()
+}
+#: Words that state a verdict, as the ledger writes them and as a sentence might.
+_WORDS = {
+    "held": "held",
+    "did not hold": "did not hold",
+    "not shown": "not shown",
+    "not tested here": "not tested here",
+    "yes": "held",
+    "magnitude not reproduced": "magnitude not reproduced",
+    "at chance": "at chance",
+}
+
+
+def lm_claims(doc: dict) -> list[dict]:
+    """The paper's language-model claims of a claims.json document, in file order."""
+    return [
+        c
+        for c in doc["claims"]
+        if c.get("source") == "paper" and str(c.get("kind", "")).startswith("lm")
+    ]
+
+
+def _numbers(c: dict) -> str:
+    s = c.get("stats") or {}
+    if "p_adjusted" in s and s.get("ci") and s.get("effect") is not None:
+        lo, hi = s["ci"]  # the registered metric's gap (ln ppl: nats), a better than b positive
+        return (
+            f"{s.get('a')} vs {s.get('b')}: gap {s['effect']:+.4f} nats, 95 % CI [{lo:+.4f}, "
+            f"{hi:+.4f}], p {s.get('p_raw', float('nan')):.3g}, Holm p {s['p_adjusted']:.3g} "
+            f"({s.get('family')}; n = {s.get('n_a')} vs {s.get('n_b')})"
+        )
+    return (c.get("here") or c.get("why") or "").replace("|", "/").replace("\n", " ")
+
+
+def _verdict(c: dict) -> str:
+    return c["verdict"] + (f" — {c['label']}" if c.get("label") else "")
+
+
+def lm_block(doc: dict, source: str, tested_only: bool = False) -> str:
+    """The markdown block (markers included) of the LM claims' verdicts; ``tested_only`` leaves
+    out the claims the evidence did not test (their count is still given)."""
+    rows = lm_claims(doc)
+    shown = [c for c in rows if not (tested_only and c["verdict"] == "not tested here")]
+    counts: dict[str, int] = {}
+    for c in rows:
+        counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
+    lines = [
+        BEGIN.format(source=source),
+        f"The paper's {len(rows)} language-model claims as `{source}` decides them: "
+        + ", ".join(f"{n} {v}" for v, n in counts.items())
+        + f" (protocol SHA-256 `{doc.get('protocol_sha256', '')[:12]}…`).",
+        "",
+        "| claim | verdict | here |",
+        "|---|---|---|",
+    ]
+    lines += [f"| `{c['id']}` | **{_verdict(c)}** | {_numbers(c)} |" for c in shown]
+    return "\n".join(lines) + "\n" + END
+
+
+def sync(text: str, doc: dict, source: str, tested_only: bool = False) -> str:
+    """``text`` with every block rewritten from ``doc`` (text without a block is unchanged)."""
+    return _BLOCK.sub(lambda m: lm_block(doc, source, tested_only), text)
+
+
+def _said(line: str) -> set[str]:
+    low = line.lower()
+    return {v for w, v in _WORDS.items() if re.search(rf"(?<![\w-]){re.escape(w)}(?![\w-])", low)}
+
+
+def problems(text: str, doc: dict, source: str, tested_only: bool = False) -> list[str]:
+    """What in ``text`` says more (or other) than ``doc``: a block that differs from the one
+    the file gives, and a line outside the blocks that names one LM claim beside a verdict word
+    the claim does not carry."""
+    out = []
+    for m in _BLOCK.finditer(text):
+        if m.group(0) != lm_block(doc, m.group(1), tested_only):
+            out.append(f"the block from {m.group(1)} is not what {source} gives today")
+    verdicts = {c["id"]: {c["verdict"], c.get("label")} - {None} for c in lm_claims(doc)}
+    outside = _BLOCK.sub("", text)
+    for n, line in enumerate(outside.splitlines(), 1):
+        named = {i for i in verdicts if i in line}
+        named |= {i for a, i in ALIASES.items() if a.search(line.lower()) and i in verdicts}
+        if len(named) != 1:  # a line naming several claims cannot be attributed word by word
+            continue
+        (cid,) = named
+        wrong = _said(line) - verdicts[cid]
+        if wrong:
+            out.append(
+                f"line {n} names {cid} beside {sorted(wrong)}, but {source} says "
+                f"{sorted(verdicts[cid])}: {line.strip()[:160]}"
+            )
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m analysis.ledger.verdict_words", description=__doc__
+    )
+    ap.add_argument("claims", help="a claims.json (e.g. benchmarks/results/study/claims.json)")
+    ap.add_argument("docs", nargs="+", help="markdown files holding an lm-verdicts block")
+    ap.add_argument("--check", action="store_true", help="report only; exit 1 on a problem")
+    a = ap.parse_args(argv)
+    with open(a.claims, encoding="utf-8") as f:
+        doc = json.load(f)
+    bad = 0
+    for path in a.docs:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        tested_only = path.endswith("README.md")
+        if not a.check:
+            text = sync(text, doc, a.claims, tested_only)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+        for p in problems(text, doc, a.claims, tested_only):
+            print(f"{path}: {p}")
+            bad += 1
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,3 @@
+"""The paper's own numbers: its published tables (`paper`, from analysis/reference/) and the
+authors' results database when one is given (`paperdb`).
+"""

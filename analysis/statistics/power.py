@@ -1,0 +1,171 @@
+"""Statistical power of the lab's seed comparisons: how many seeds a gap needs, and how much
+power a comparison that was run actually had.
+
+The lab compares two configurations by their per-seed values (held-out perplexity, probe
+accuracy) with Welch's t-test (`analysis.statistics.stats.welch`). Before a study spends hours on seeds it
+should know how many it needs: for a relative gap ``g`` (stagger 2.5 % below fixed) between means
+near ``m`` with seed-to-seed standard deviation ``σ``, the standardised effect is
+``d = g·m / σ`` (Cohen's d), and the power of a two-sample t-test with ``n_a`` and ``n_b`` seeds
+is the probability that the noncentral t statistic (df = n_a + n_b − 2, noncentrality
+``d·sqrt(n_a·n_b / (n_a + n_b))``) falls beyond the test's critical value. That is the textbook
+equal-variance calculation statsmodels' ``TTestIndPower`` makes; with equal seed counts and
+similar variances Welch's test has the same power to within a seed. The tests check it against
+statsmodels and against a simulation of the t-test itself.
+
+A "not shown" verdict reports the power its comparison had for the paper's effect, and the
+smallest effect its seeds could have detected (`detectable_effect`, the minimum detectable
+effect), so a reader can tell "no effect" from "too few seeds to see one".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from scipy import optimize, stats
+
+__all__ = [
+    "effect_size",
+    "power",
+    "seeds_needed",
+    "detectable_effect",
+    "PowerPlan",
+    "plan",
+    "sigma_upper",
+    "ALTERNATIVES",
+]
+
+#: ``two-sided``: a difference either way; ``larger``: the first mean above the second.
+ALTERNATIVES = ("two-sided", "larger")
+
+
+def effect_size(rel_gap: float, mean: float, sigma: float) -> float:
+    """Cohen's d of a relative gap: ``rel_gap·mean / sigma`` (all as measured: 0.025 for 2.5 %).
+
+    ``sigma`` is the per-seed standard deviation of one configuration (or the pooled one)."""
+    if not (sigma > 0 and math.isfinite(sigma)):
+        raise ValueError(f"sigma={sigma!r} must be a positive number (the seed-to-seed std)")
+    return abs(rel_gap * mean) / sigma
+
+
+def _check(n_a: int, n_b: int, alpha: float, alternative: str) -> None:
+    if n_a < 2 or n_b < 2:
+        raise ValueError(f"seeds ({n_a}, {n_b}): a t-test needs at least 2 per side")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha={alpha!r} must lie in (0, 1), e.g. 0.05")
+    if alternative not in ALTERNATIVES:
+        raise ValueError(f"alternative={alternative!r} is unknown: use one of {ALTERNATIVES}")
+
+
+def power(
+    d: float, n_a: int, n_b: int | None = None, alpha: float = 0.05, alternative: str = "two-sided"
+) -> float:
+    """The probability that a two-sample t-test at level ``alpha`` with ``n_a`` and ``n_b``
+    seeds (``n_b`` defaults to ``n_a``) rejects "no difference" when the true standardised gap
+    is ``d``."""
+    n_b = n_a if n_b is None else n_b
+    _check(n_a, n_b, alpha, alternative)
+    df = n_a + n_b - 2
+    nc = abs(d) * math.sqrt(n_a * n_b / (n_a + n_b))
+    if alternative == "larger":
+        crit = stats.t.ppf(1 - alpha, df)
+        return float(stats.nct.sf(crit, df, nc))
+    crit = stats.t.ppf(1 - alpha / 2, df)
+    lower = stats.nct.cdf(-crit, df, nc)  # scipy gives NaN for a large nc, where it is ≈ 0
+    return float(stats.nct.sf(crit, df, nc) + (0.0 if math.isnan(lower) else lower))
+
+
+def seeds_needed(
+    d: float,
+    target: float = 0.8,
+    alpha: float = 0.05,
+    alternative: str = "two-sided",
+    most: int = 10_000,
+) -> int | None:
+    """The fewest seeds per configuration (equal on both sides) whose test has at least
+    ``target`` power for gap ``d``; None if even ``most`` seeds do not reach it (d ≈ 0)."""
+    if not 0 < target < 1:
+        raise ValueError(f"target={target!r} must lie in (0, 1), e.g. 0.8")
+    # power grows with n: double up to the first n with enough power, then bisect below it
+    # (never evaluating far beyond it, where the noncentral t's tail loses precision)
+    lo, hi = 1, 2
+    while power(d, hi, hi, alpha, alternative) < target:
+        if hi >= most:
+            return None
+        lo, hi = hi, min(2 * hi, most)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if power(d, mid, mid, alpha, alternative) >= target:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def detectable_effect(
+    n_a: int,
+    n_b: int | None = None,
+    target: float = 0.8,
+    alpha: float = 0.05,
+    alternative: str = "two-sided",
+) -> float:
+    """The minimum detectable effect: the smallest standardised gap d (in σ) that a test with
+    ``n_a`` and ``n_b`` seeds rejects with probability ``target`` (the inverse of `power` in
+    d). Multiply by the seed-to-seed σ for the gap in the measured units: a "not shown" with a
+    detectable effect of 0.9σ says gaps much below 0.9σ were out of these seeds' reach."""
+    n_b = n_a if n_b is None else n_b
+    _check(n_a, n_b, alpha, alternative)
+    if not alpha < target < 1:  # at d = 0 the power is the test's size, alpha
+        raise ValueError(f"target={target!r} must lie in (alpha={alpha}, 1), e.g. 0.8")
+    hi = 1.0
+    while power(hi, n_a, n_b, alpha, alternative) < target:  # power rises with d: bracket it
+        hi *= 2
+    return float(
+        optimize.brentq(lambda d: power(d, n_a, n_b, alpha, alternative) - target, 0.0, hi)
+    )
+
+
+def sigma_upper(sigma: float, df: int, level: float = 0.95) -> float:
+    """The one-sided upper confidence bound of a standard deviation estimated with ``df``
+    degrees of freedom: ``sigma·sqrt(df / χ²_{1−level}(df))``. A seed plan made from the σ of a
+    first batch of 3–5 seeds is optimistic about as often as not; planned from this bound it has
+    its power unless σ is in the worst ``1 − level`` of what such a batch shows."""
+    if df < 1:
+        raise ValueError(f"df={df!r}: a standard deviation needs at least 1 degree of freedom")
+    if not 0 < level < 1:
+        raise ValueError(f"level={level!r} must lie in (0, 1), e.g. 0.95")
+    return float(sigma * math.sqrt(df / stats.chi2.ppf(1 - level, df)))
+
+
+@dataclass(frozen=True)
+class PowerPlan:
+    """How a seed comparison stands against an effect of a given size."""
+
+    rel_gap: float  # the effect looked for, relative (0.025: 2.5 %)
+    mean: float  # the mean it is relative to
+    sigma: float  # seed-to-seed std measured
+    d: float  # Cohen's d = rel_gap·mean / sigma
+    alpha: float
+    target: float
+    needed: int | None  # seeds per configuration for `target` power (None: out of reach)
+    seeds: int | None  # seeds per configuration run (None: not run yet)
+    achieved: float | None  # power with `seeds` (None: not run yet)
+
+    def to_json(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def plan(
+    rel_gap: float,
+    mean: float,
+    sigma: float,
+    seeds: int | None = None,
+    target: float = 0.8,
+    alpha: float = 0.05,
+    alternative: str = "two-sided",
+) -> PowerPlan:
+    """The seeds an effect needs and, when ``seeds`` were run, the power they had."""
+    d = effect_size(rel_gap, mean, sigma)
+    needed = seeds_needed(d, target, alpha, alternative)
+    achieved = power(d, seeds, seeds, alpha, alternative) if seeds and seeds >= 2 else None
+    return PowerPlan(rel_gap, mean, sigma, d, alpha, target, needed, seeds, achieved)
