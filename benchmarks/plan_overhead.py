@@ -26,7 +26,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from benchmarks.header import machine_header  # noqa: E402
 from lab.cost.measure import time_fn, time_round_robin
 from lab.ladder import plan
-from lab.lm.model import FibLM, config_for
+from lab.lm.model import FibLM
+from lab.lm.modelconfig import config_for
 from lab.machine.precision import autocast
 
 SCHEDULES = {

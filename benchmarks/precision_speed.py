@@ -31,7 +31,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from benchmarks.header import machine_header  # noqa: E402
 from lab.cost import contention
 from lab.cost.measure import time_round_robin
-from lab.lm.model import FibLM, config_for
+from lab.lm.model import FibLM
+from lab.lm.modelconfig import config_for
 from lab.machine.precision import autocast
 from lab.training.train import param_groups
 

@@ -42,7 +42,8 @@ from benchmarks.header import machine_header  # noqa: E402
 from lab import kernels
 from lab.cost.measure import CLOCKS, time_fn
 from lab.ladder.schemes import scheme
-from lab.lm.model import FibLM, config_for
+from lab.lm.model import FibLM
+from lab.lm.modelconfig import config_for
 from lab.training.train import lr_at, param_groups
 from lab.training.trainconfig import make_config
 

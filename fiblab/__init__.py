@@ -20,13 +20,13 @@ __version__ = "0.1.0"  # the one place it is written: pyproject.toml reads it fr
 # public name -> the module that defines it
 API_MODULES = {
     "build_model": "lab.lm.model",
-    "config_for": "lab.lm.model",
-    "ModelConfig": "lab.lm.model",
+    "config_for": "lab.lm.modelconfig",
+    "ModelConfig": "lab.lm.modelconfig",
     "FibLM": "lab.lm.model",
     "save_pretrained": "lab.publish.pretrained",
     "from_pretrained": "lab.publish.pretrained",
     "load_tokenizer": "lab.publish.pretrained",
-    "PRESETS": "lab.lm.model",
+    "PRESETS": "lab.lm.modelconfig",
     "sparse_attention": "lab.sparse.attention",
     "column_plan": "lab.sparse.attention",
     "plan_for": "lab.ladder.plan",

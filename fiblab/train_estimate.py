@@ -56,7 +56,7 @@ class Speed:
 
 
 def train_flops_per_token(model_cfg) -> float:
-    """Training FLOPs per token of a `lab.lm.model.ModelConfig` (forward × 3, lm head included)."""
+    """Training FLOPs per token of a `lab.lm.modelconfig.ModelConfig` (forward × 3, lm head included)."""
     from lab.cost.efficiency import analyze
 
     a = analyze(model_cfg)
@@ -73,6 +73,7 @@ def recorded_speed(store_path: str, target: float, limit: int = 20) -> Speed | N
 
     from lab.lm.config import config_from_dict
     from lab.store import Store
+    from lab.training.trainconfig import TrainConfig
 
     if not store_path or not os.path.exists(store_path):
         return None
@@ -87,7 +88,7 @@ def recorded_speed(store_path: str, target: float, limit: int = 20) -> Speed | N
         if not rates:
             continue
         try:
-            cfg = config_from_dict(json.loads(r.config_json or "{}"))
+            cfg = config_from_dict(json.loads(r.config_json or "{}"), TrainConfig)
             fpt = train_flops_per_token(cfg.model)
         except (ValueError, TypeError, AttributeError, KeyError):
             continue  # a config of another version: not a measure of this one
@@ -107,7 +108,8 @@ def measured_speed(steps: int = 3) -> Speed:
     on one micro-batch of 4 × 256 tokens, here, now."""
     import torch
 
-    from lab.lm.model import FibLM, config_for
+    from lab.lm.model import FibLM
+    from lab.lm.modelconfig import config_for
 
     cfg = config_for("cpu-small", attention="dense")
     torch.manual_seed(0)
@@ -140,7 +142,7 @@ def machine_speed(store_path: str, target: float) -> Speed:
     """This machine's speed for a model of ``target`` training FLOPs per token: the store's
     record of a model of about that size or at least as large as ``cpu-small`` (a much smaller
     one's overheads would make the estimate wildly long), else a timing here."""
-    from lab.lm.model import config_for
+    from lab.lm.modelconfig import config_for
 
     rec = recorded_speed(store_path, target)
     small = train_flops_per_token(config_for("cpu-small", attention="dense"))

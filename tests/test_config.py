@@ -22,7 +22,7 @@ from lab.lm.config import (
     split_overrides,
     typed_overrides,
 )
-from lab.lm.model import ModelConfig, config_for
+from lab.lm.modelconfig import ModelConfig, config_for
 from lab.store import Store
 from lab.training.train import train
 from lab.training.trainconfig import TrainConfig, config_from_file, make_config
@@ -202,28 +202,32 @@ def test_config_from_dict_round_trips_json():
     )
     raw = json.loads(json.dumps(cfg.to_dict()))  # tuples come back as lists
     assert isinstance(raw["betas"], list) and isinstance(raw["model"]["schedule"], list)
-    back = config_from_dict(raw)
+    back = config_from_dict(raw, TrainConfig)
     assert isinstance(back, TrainConfig) and back == cfg
     assert back.betas == (0.8, 0.9) and back.model.base == (1, 2, 5)
     m = json.loads(json.dumps(dataclasses.asdict(cfg.model)))  # efficiency's child spec
-    assert config_from_dict(m) == cfg.model == config_from_dict(m, ModelConfig)
+    assert config_from_dict(m, ModelConfig) == cfg.model
     # older files lack newer fields: those keep their defaults
     del raw["keep_ckpts"], raw["model"]["alpha_span"]
-    assert config_from_dict(raw) == cfg
+    assert config_from_dict(raw, TrainConfig) == cfg
     with pytest.raises(ValueError, match=r"\['model.colour'\] that ModelConfig does not know"):
-        config_from_dict({**raw, "model": {**raw["model"], "colour": "red"}}, source="c.json")
+        config_from_dict(
+            {**raw, "model": {**raw["model"], "colour": "red"}}, TrainConfig, source="c.json"
+        )
     with pytest.raises(ValueError, match=r"^c.json: model.window=abc: window must be an integer"):
-        config_from_dict({**raw, "model": {**raw["model"], "window": "abc"}}, source="c.json")
+        config_from_dict(
+            {**raw, "model": {**raw["model"], "window": "abc"}}, TrainConfig, source="c.json"
+        )
     with pytest.raises(ValueError, match=r"^c.json: betas=0.9: betas must be 2 comma"):
-        config_from_dict({**raw, "betas": [0.9]}, source="c.json")
+        config_from_dict({**raw, "betas": [0.9]}, TrainConfig, source="c.json")
 
 
 def test_read_config_errors(tmp_path):
     with pytest.raises(ValueError, match="does not exist"):
-        read_config(str(tmp_path / "nope.json"))
+        read_config(str(tmp_path / "nope.json"), TrainConfig)
     (tmp_path / "bad.json").write_text("{not json")
     with pytest.raises(ValueError, match="unreadable"):
-        read_config(str(tmp_path / "bad.json"))
+        read_config(str(tmp_path / "bad.json"), TrainConfig)
 
 
 # ------------------------------------------------------------------ the CLI: exit 2, one line
@@ -337,19 +341,19 @@ def test_config_json_reruns_and_varies_a_run(runs, capsys):
     )
     train(cfg, store_path=store, quiet=True)
     path = os.path.join(runs, "orig", "config.json")
-    assert read_config(path) == cfg == config_from_file(path)
+    assert read_config(path, TrainConfig) == cfg == config_from_file(path)
 
     common = ["train", "--config", path, "--store", store, "--quiet"]
     assert main(common) == 2  # same name: the run's checkpoints are not overwritten
     assert "already has checkpoints" in capsys.readouterr().err
     assert main([*common, "--name", "again"]) == 0
-    again = read_config(os.path.join(runs, "again", "config.json"))
+    again = read_config(os.path.join(runs, "again", "config.json"), TrainConfig)
     assert again == dataclasses.replace(cfg, name="again")
     assert _losses(store, "again") == _losses(store, "orig")  # the same run, step for step
 
     vary = ["--name", "varied", "--steps", "2", "--seed", "7", "--override", "lr=1e-3"]
     assert main([*common, *vary, "model.window=3", "betas=0.9,0.99"]) == 0
-    varied = read_config(os.path.join(runs, "varied", "config.json"))
+    varied = read_config(os.path.join(runs, "varied", "config.json"), TrainConfig)
     assert varied == dataclasses.replace(
         cfg,
         name="varied",

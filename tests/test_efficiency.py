@@ -10,7 +10,8 @@ import torch
 
 from fiblab.cli.measure import add_efficiency
 from lab.cost import efficiency as eff
-from lab.lm.model import FibLM, config_for
+from lab.lm.model import FibLM
+from lab.lm.modelconfig import config_for
 from lab.sparse.attention import bool_mask, sparse_attention
 
 INTEGER = ["fixed", "stagger", "coprime", "pow2", "pow2-stagger"]

@@ -15,7 +15,7 @@ from lab.lm.config import read_config
 from lab.store import Store
 from lab.training.checkpoint import list_checkpoints, load_checkpoint
 from lab.training.train import STOP_FILE
-from lab.training.trainconfig import make_config
+from lab.training.trainconfig import TrainConfig, make_config
 
 STEPS = 20
 # no periodic checkpoint or light eval: the stop's checkpoint is the only one mid-run
@@ -167,7 +167,7 @@ def test_run_finishes_and_a_stopped_run_resumes_exactly(runs):
     conf = stopped.command[5]
     assert conf == os.path.join(os.path.abspath(stopped.run_dir), "launch-config.json")
     want = make_config("tiny", {**FAST, "steps": STEPS, "name": "stopped", "run_dir": str(runs)})
-    assert read_config(conf) == want
+    assert read_config(conf, TrainConfig) == want
     straight = L.attach("straight", str(runs))  # a new kernel finds it again
     assert straight.pid == pid and straight.proc is None
     assert L.is_alive(straight)  # the kernel's death spared it
@@ -200,7 +200,9 @@ def test_run_finishes_and_a_stopped_run_resumes_exactly(runs):
     done = L.snapshot(straight)
     assert done["step"] == STEPS and done["eta_s"] == 0.0 and done["tokens_per_s"] > 0
     assert not done["alphas"].empty and done["alphas"].shape[1] == 2  # learned, 2 layers
-    trained = read_config(os.path.join(straight.run_dir, "config.json"))  # as training wrote it
+    trained = read_config(
+        os.path.join(straight.run_dir, "config.json"), TrainConfig
+    )  # as training wrote it
     assert trained == make_config(
         "tiny", {**FAST, "steps": STEPS, "name": "straight", "run_dir": str(runs)}
     )
@@ -214,7 +216,9 @@ def test_run_finishes_and_a_stopped_run_resumes_exactly(runs):
         _launch(runs, "stopped")
     again = L.resume(stopped)
     assert "--resume" in again.command and again.name == "stopped"
-    assert again.command[3:6] == ["train", "--config", conf] and read_config(conf) == want
+    assert (
+        again.command[3:6] == ["train", "--config", conf] and read_config(conf, TrainConfig) == want
+    )
     assert L.wait(again, timeout=180) == "done", L.log_tail(again)
     a, b = _losses(runs, "straight"), _losses(runs, "stopped")
     assert sorted(a) == list(range(1, STEPS + 1))

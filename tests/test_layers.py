@@ -127,3 +127,87 @@ def test_the_public_api_resolves_every_name():
         assert obj is getattr(__import__(fiblab.API_MODULES[name], fromlist=[name]), name)
     with pytest.raises(AttributeError):
         fiblab.no_such_name  # noqa: B018
+
+
+# ------------------------------------------------------------------ no cycles, no lazy facades
+def _module_of(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """{module: the project modules it imports}, every import statement counted — those inside
+    functions too (a lazy import is still a dependency; hiding a cycle in a function keeps it)."""
+    files = {_module_of(p): p for pkg in PACKAGES for p in (root / pkg).rglob("*.py")}
+
+    def owner(name: str) -> str | None:
+        while name and name not in files:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {m: set() for m in files}
+    for mod, path in files.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [f"{node.module}.{a.name}" for a in node.names]
+                targets = [owner(n) if n in files else owner(node.module) for n in names]
+            elif isinstance(node, ast.Import):
+                targets = [owner(a.name) for a in node.names]
+            else:
+                continue
+            graph[mod] |= {t for t in targets if t and t != mod and t.split(".")[0] in PACKAGES}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), sorted."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def test_no_module_imports_itself_through_others():
+    assert cycles(import_graph()) == []
+    # the check itself: a planted two-module cycle and a three-module one are found
+    planted = {"a": {"b"}, "b": {"a", "c"}, "c": {"d"}, "d": {"e"}, "e": {"c"}, "f": {"a"}}
+    assert cycles(planted) == [["a", "b"], ["c", "d", "e"]]
+
+
+def test_no_module_level_getattr_but_the_public_api():
+    """A module ``__getattr__`` hides where a name lives.  The one kept is ``fiblab``'s public
+    API (``fiblab.build_model``, …), lazy so that ``fiblab --help`` loads no torch."""
+    found = [
+        str(p.relative_to(ROOT))
+        for pkg in PACKAGES
+        for p in sorted((ROOT / pkg).rglob("*.py"))
+        if any(
+            isinstance(n, ast.FunctionDef) and n.name == "__getattr__"
+            for n in ast.parse(p.read_text(encoding="utf-8")).body
+        )
+    ]
+    assert found == ["fiblab/__init__.py"]

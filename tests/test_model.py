@@ -6,7 +6,8 @@ from dataclasses import replace
 import pytest
 import torch
 
-from lab.lm.model import PRESETS, build_model, config_for
+from lab.lm.model import build_model
+from lab.lm.modelconfig import PRESETS, config_for
 
 # SPEC §2.7's never-trained stagger rungs at T >= 2048.  SPEC writes 1152 for layer 10, the exact-
 # arithmetic round(987·7/6); the authors' code computes α·f in doubles, 1151.4999999999998 -> 1151,

@@ -23,7 +23,8 @@ from lab.evaluation.evaluate import attended_columns
 from lab.ladder import plan
 from lab.ladder.offsets import ALPHA_MIN, theta_from_alpha
 from lab.ladder.plan import plan_for
-from lab.lm.model import FibLM, ModelConfig
+from lab.lm.model import FibLM
+from lab.lm.modelconfig import ModelConfig
 from lab.sparse.attention import column_plan
 from probes.coverage import coverage
 

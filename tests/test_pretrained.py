@@ -75,7 +75,7 @@ def test_learned_alpha_round_trips():
 
 def test_learned_alpha_survives_the_folder(tmp_path):
     m = _model("learned")
-    back = FibLM.from_pretrained(m.save_pretrained(tmp_path / "m"))  # the model's own methods
+    back = from_pretrained(save_pretrained(m, tmp_path / "m"))
     assert back.alphas() == m.alphas()
     assert [float(b.attn.theta.detach()) for b in back.blocks] == pytest.approx(THETAS, abs=1e-7)
     doc = json.loads((tmp_path / "m" / "config.json").read_text())

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lab.ladder.drift import INERT_TOL, alpha_drift, is_inert, layer_drifts
-from lab.lm.model import ModelConfig
+from lab.lm.modelconfig import ModelConfig
 from lab.store import Store
 from lab.training.trainconfig import TrainConfig
 from probes.grid import append_record, load_records

@@ -15,7 +15,7 @@ from analysis.tables.length import table3_from_store
 from analysis.tables.position import table4_from_store
 from analysis.tables.ppl import table1_from_store
 from analysis.tables.seeds import table5_from_store
-from lab.lm.model import ModelConfig
+from lab.lm.modelconfig import ModelConfig
 from lab.store import Store
 from lab.training.trainconfig import TrainConfig
 

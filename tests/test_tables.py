@@ -28,7 +28,7 @@ from analysis.tables.probe import (
 from analysis.tables.rows import config_label
 from analysis.tables.runs import lm_evals, lm_runs
 from analysis.tables.seeds import table5, table5_from_final_ppl, table5_from_store
-from lab.lm.model import ModelConfig
+from lab.lm.modelconfig import ModelConfig
 from lab.store import Store
 from lab.store.variant import seed_of, variant_of
 from lab.training.trainconfig import TrainConfig

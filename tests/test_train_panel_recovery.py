@@ -251,7 +251,8 @@ def test_processes_box_says_what_happens_on_a_cpu(tmp_path):
 
 
 def test_training_flops_per_token_match_the_models_parameters():
-    from lab.lm.model import FibLM, config_for
+    from lab.lm.model import FibLM
+    from lab.lm.modelconfig import config_for
 
     cfg = config_for("cpu-small", attention="dense")
     n = FibLM(cfg).num_params(non_embedding=True)  # the blocks' weights (+ small norm gains)

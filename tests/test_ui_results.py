@@ -15,7 +15,7 @@ from test_paperdb import build_fixture, ppl_of
 
 from analysis.published.paper import REFERENCE_DIR
 from fiblab.ui.results import NO_RUNS, AlphaExplorer, ResultsPanel
-from lab.lm.model import ModelConfig
+from lab.lm.modelconfig import ModelConfig
 from lab.store import Store
 from lab.training.trainconfig import TrainConfig
 

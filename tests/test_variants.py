@@ -23,7 +23,7 @@ from analysis.tables.ppl import table1_from_store
 from analysis.tables.seeds import table5_from_store
 from fiblab.cli import main as cli_main
 from lab.lm.config import config_from_dict
-from lab.lm.model import ModelConfig
+from lab.lm.modelconfig import ModelConfig
 from lab.machine.precision import default_precision
 from lab.store import Store
 from lab.store.variant import data_hash, describe, differs, provenance, seed_of, variant_of, varying
@@ -557,7 +557,7 @@ def test_training_fills_preset_and_provenance_and_resume_keeps_started_at(tmp_pa
     assert variant_of(stored).data_hash == key and seed_of(stored) == 5
     on_disk = json.loads((tmp_path / "runs" / "pre" / "config.json").read_text())
     assert "provenance" not in on_disk and on_disk["preset"] == "tiny"
-    assert config_from_dict(stored) == cfg  # the store's copy restores config.json
+    assert config_from_dict(stored, TrainConfig) == cfg  # the store's copy restores config.json
     time.sleep(0.01)
     train(cfg, resume=True, store_path=store, quiet=True)  # from the last checkpoint
     with Store(store) as s:

@@ -29,7 +29,7 @@ import numpy as np
 from scipy import stats as _st
 
 from analysis.ledger.checks import AT_CHANCE, Finding, chance_band
-from analysis.ledger.compare import runs_by_window
+from analysis.ledger.evidence import runs_by_window
 from analysis.statistics.decide import POWER, Comparison, Protocol, settle
 
 __all__ = [

@@ -25,12 +25,13 @@ never compared and never ranked.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from analysis.ledger.across import additive
 from analysis.ledger.checks import Finding
+from analysis.ledger.evidence import runs_by_window
 from analysis.statistics.decide import Comparison, Decision, Protocol, compare, settle
 from analysis.statistics.power import plan
 from analysis.statistics.stats import describe, pooled_std
@@ -39,7 +40,6 @@ __all__ = [
     "MODES",
     "MAGNITUDE",
     "protocol",
-    "runs_by_window",
     "Pair",
     "pairwise",
     "ranking",
@@ -101,16 +101,6 @@ def _pair(a, b, W, ra, rb, pr: Protocol) -> Pair:
 
 def _fmt(x, d=2) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{d}f}"
-
-
-def runs_by_window(tier, label) -> dict:
-    """{W: [(run, ppl)]} of one configuration's finished runs (with a perplexity): what every
-    comparison over seeds reads, pairwise here and across configurations in `ledger_across`."""
-    out = defaultdict(list)
-    for r in tier.lms:
-        if r.label == label and not math.isnan(r.ppl):
-            out[r.W].append((r.name, r.ppl))
-    return out
 
 
 def _line(p: Pair, rel_gap: float | None) -> tuple[str, dict]:
@@ -275,8 +265,6 @@ def comparison_check(claim: dict, tier) -> Finding | None:
         return None
     a, b, mode, scope = claim["compare"]
     if mode == "additive":
-        from analysis.ledger.across import additive
-
         return additive(tier, a, b, pr)
     if mode in ("beats", "ties"):
         return pairwise(tier, a, b, scope, pr, claim.get("rel_gap"))

@@ -25,6 +25,7 @@ import glob
 import json
 import math
 import os
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 from lab.util.wording import plural
@@ -43,6 +44,7 @@ __all__ = [
     "run_label",
     "timing_tiers",
     "store_battery",
+    "runs_by_window",
 ]
 
 #: The paper's Table 2 task: its two distances and its steps (probes.settings.SCALES["paper"]).
@@ -353,3 +355,13 @@ def add_timings(ev: Evidence, timings) -> None:
     for t in timing_tiers(timings):
         ev.tiers.append(t)
         ev.sources.append(t.timings[0]["source"] if t.timings else t.setup)
+
+
+def runs_by_window(tier, label) -> dict:
+    """{W: [(run, ppl)]} of one configuration's finished runs (with a perplexity): what every
+    comparison over seeds reads, pairwise in `analysis.ledger.compare`, across configurations in `analysis.ledger.across`."""
+    out = defaultdict(list)
+    for r in tier.lms:
+        if r.label == label and not math.isnan(r.ppl):
+            out[r.W].append((r.name, r.ppl))
+    return out

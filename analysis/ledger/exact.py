@@ -271,7 +271,7 @@ def _boolmask_identical(timings=()) -> Finding:
 # --------------------------------------------------------------------------------------------
 def _attention_minority() -> Finding:
     from lab.cost.efficiency import analyze
-    from lab.lm.model import config_for
+    from lab.lm.modelconfig import config_for
 
     schemes = {
         "dense": dict(attention="dense"),

@@ -9,8 +9,9 @@ import argparse
 import sys
 
 from fiblab.cli.argtypes import DEVICE_HELP, device_arg, positive_int, scheme_arg
-from fiblab.cli.choices import DEFAULT_FACTORS, RUNG_POLICIES
+from fiblab.cli.choices import DEFAULT_FACTORS
 from fiblab.cli.choices import EFFICIENCY_SCHEMES as SCHEMES
+from lab.lm.modelconfig import RUNG_POLICIES
 from lab.util import paths
 
 
@@ -138,7 +139,7 @@ def cmd_efficiency(args) -> int:
     from fiblab.cli.argtypes import resolve_device
     from lab.cost.efficiency import efficiency_table
     from lab.lm.config import apply_overrides, split_overrides, typed_overrides
-    from lab.lm.model import ModelConfig, config_for
+    from lab.lm.modelconfig import ModelConfig, config_for
     from lab.util import jsonio
 
     items = split_overrides(args.override)  # ModelConfig fields, with or without "model."

@@ -18,7 +18,7 @@ from fiblab import train_estimate as TE
 from fiblab.train_eta import format_duration
 from lab.lm.config import format_value, read_config
 from lab.training.checkpoint import list_checkpoints
-from lab.training.trainconfig import TRAIN_PRESETS
+from lab.training.trainconfig import TRAIN_PRESETS, TrainConfig
 
 __all__ = [
     "preset_options",
@@ -52,7 +52,7 @@ def form_values(h: LA.RunHandle) -> dict:
     `fiblab.launch.launch` was given), else what its launch.json and launch-config.json say."""
     spec = h.spec or {}
     try:
-        data = read_config(os.path.join(h.run_dir, LA.CONFIG_NAME)).data
+        data = read_config(os.path.join(h.run_dir, LA.CONFIG_NAME), TrainConfig).data
     except ValueError:
         data = ""
     over = spec.get("overrides") or {}

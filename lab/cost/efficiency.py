@@ -51,7 +51,8 @@ from lab.cost.efficiency_measure import (
 from lab.ladder.plan import layer_sets
 from lab.ladder.schemes import SCHEMES as ALL_SCHEMES
 from lab.ladder.schemes import scheme as find_scheme
-from lab.lm.model import FibLM, ModelConfig, config_for
+from lab.lm.model import FibLM
+from lab.lm.modelconfig import ModelConfig, config_for
 
 # measurement is lab.cost.efficiency_measure's; these names stay importable from here, as before
 __all__ = [

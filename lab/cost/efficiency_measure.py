@@ -35,7 +35,8 @@ import torch
 
 from lab.cost.measure import peak_growth, run_child, time_fn, time_round_robin
 from lab.lm.config import config_from_dict
-from lab.lm.model import FibLM, ModelConfig
+from lab.lm.model import FibLM
+from lab.lm.modelconfig import ModelConfig
 from lab.machine.precision import autocast, default_precision
 
 

@@ -32,7 +32,7 @@ class Family(Enum):
 #: The texts an evaluation kind can have ({j} / {b}: a block / bin number).
 KIND_PATTERNS = ("full", "frozen", "full:block{j}", "frozen:block{j}", "bin{b}", "light")
 
-#: The rung policy of an extrapolation (`lab.lm.model.RUNG_POLICIES`) → its family.
+#: The rung policy of an extrapolation (`lab.lm.modelconfig.RUNG_POLICIES`) → its family.
 POLICY_FAMILY = {"recompute": Family.FULL, "freeze": Family.FROZEN}
 
 _TEXT = re.compile(

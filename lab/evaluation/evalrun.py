@@ -35,7 +35,8 @@ from lab.evaluation.evaluate import (
     position_resolved,
     train_len,
 )
-from lab.lm.model import RUNG_POLICIES, FibLM
+from lab.lm.model import FibLM
+from lab.lm.modelconfig import RUNG_POLICIES
 from lab.machine.precision import autocast, resolve_precision
 
 

@@ -59,7 +59,8 @@ import torch.nn.functional as F
 
 from lab.data.windows import n_windows, window_starts
 from lab.evaluation.evalkind import EvalKind
-from lab.lm.model import RUNG_POLICIES, FibLM
+from lab.lm.model import FibLM
+from lab.lm.modelconfig import RUNG_POLICIES
 from lab.machine.precision import autocast
 
 N_BINS = 8

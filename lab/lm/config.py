@@ -1,7 +1,7 @@
 """One typed config layer: overrides and configs read back from JSON, by each field's type.
 
 Every value is read by the declared type of its dataclass field (``typing.get_type_hints``), so
-`lab.training.trainconfig.TrainConfig`, `lab.lm.model.ModelConfig` and any other config dataclass share one rule:
+`lab.training.trainconfig.TrainConfig`, `lab.lm.modelconfig.ModelConfig` and any other config dataclass share one rule:
 
     int, float, bool, str           12 · 3e-4 · true/false · text
     X | None                        none / null -> None
@@ -30,7 +30,7 @@ import typing
 from collections.abc import Mapping
 
 from lab.ladder import offsets, schedules
-from lab.lm.model import ATTENTIONS, PATHS, RUNG_POLICIES, ModelConfig
+from lab.lm.modelconfig import ATTENTIONS, PATHS, RUNG_POLICIES, ModelConfig
 
 # str fields whose allowed values the core defines (class -> field -> names); Enum / Literal
 # annotations and a field's metadata["choices"] need no entry here
@@ -379,18 +379,11 @@ def _replace(cfg, typed: dict[str, object], section: str, prefix: str):
 # --------------------------------------------------------------------------------------------
 # configs from JSON
 # --------------------------------------------------------------------------------------------
-def config_from_dict(d: Mapping, cls: type | None = None, *, source: str = "config"):
-    """Rebuild a config dataclass from its dict (``asdict`` / config.json: tuples came back as
-    lists).  ``cls`` defaults to `lab.training.trainconfig.TrainConfig` when ``d`` has a ``model`` section,
-    else `lab.lm.model.ModelConfig`.  Fields missing from ``d`` keep their defaults; a field the
-    class does not know is an error (the file was written by another fiblab version)."""
-    if cls is None:
-        if isinstance(d.get("model"), Mapping):
-            from lab.training.trainconfig import TrainConfig  # it builds on this module
-
-            cls = TrainConfig
-        else:
-            cls = ModelConfig
+def config_from_dict(d: Mapping, cls: type, *, source: str = "config"):
+    """Rebuild a config dataclass ``cls`` (`lab.training.trainconfig.TrainConfig`,
+    `lab.lm.modelconfig.ModelConfig`, …) from its dict (``asdict`` / config.json: tuples came
+    back as lists).  Fields missing from ``d`` keep their defaults; a field the class does not
+    know is an error (the file was written by another fiblab version)."""
     # the store's copy of a run's config adds what training recorded (lab.store.variant.provenance)
     d = {k: v for k, v in d.items() if k != "provenance"}
     return _from_dict(cls, d, source, "")
@@ -424,8 +417,9 @@ def _from_dict(cls: type, d: Mapping, source: str, section: str):
         raise ValueError(f"{source}: {e}") from None
 
 
-def read_config(path: str, cls: type | None = None):
-    """The config dataclass in a JSON file (a run's config.json, as training writes it)."""
+def read_config(path: str, cls: type):
+    """The config dataclass ``cls`` in a JSON file (a run's config.json, as training writes it:
+    `lab.training.trainconfig.TrainConfig`)."""
     try:
         with open(path) as f:
             raw = json.load(f)

@@ -39,7 +39,8 @@ from pathlib import Path
 import torch
 
 from lab.data.tokenizer import EOT, atomic_path
-from lab.lm.model import FibLM, ModelConfig
+from lab.lm.model import FibLM
+from lab.lm.modelconfig import ModelConfig
 from lab.sparse.attention import sparse_attention
 
 ATTN_NAME = "fiblab_sparse"

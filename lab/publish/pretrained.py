@@ -24,7 +24,8 @@ from pathlib import Path
 
 from lab.data.tokenizer import BPETokenizer, atomic_path
 from lab.lm.config import config_from_dict
-from lab.lm.model import FibLM, ModelConfig
+from lab.lm.model import FibLM
+from lab.lm.modelconfig import ModelConfig
 from lab.util import jsonio
 
 FORMAT_KEY = "fiblab_format"
@@ -148,7 +149,7 @@ def read_config(path: str | os.PathLike) -> dict:
     except FileNotFoundError:
         raise ValueError(
             f"{cfg} is missing: {str(d)!r} is not a save_pretrained folder (write one with "
-            f"model.save_pretrained(dir) or fiblab export RUN --out DIR)"
+            f"fiblab.save_pretrained(model, dir) or fiblab export RUN --out DIR)"
         ) from None
     except (OSError, ValueError) as e:
         raise ValueError(f"{cfg} is unreadable ({e}): save the model again") from None

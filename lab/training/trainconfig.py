@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 
 from lab.lm.config import apply_overrides, read_config, typed_overrides
-from lab.lm.model import ModelConfig, config_for
+from lab.lm.modelconfig import ModelConfig, config_for
 
 
 @dataclass
