@@ -16,6 +16,7 @@ import subprocess
 import time
 
 from lab.machine.procs import pid_alive
+from lab.util.files import atomic_write
 
 __all__ = [
     "LIVE",
@@ -69,10 +70,7 @@ def start(cmd: list[str], log_path: str, *, env: dict | None = None, cwd: str | 
 
 def write_json(path: str, data: dict) -> None:
     """Write `data` atomically (a reader never sees half a file)."""
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=1)
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(data, indent=1))
 
 
 def read_json(path: str) -> dict | None:

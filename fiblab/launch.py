@@ -46,6 +46,7 @@ from lab.training.train import STOP_FILE
 from lab.training.train import request_stop as _touch_stop
 from lab.training.trainconfig import make_config
 from lab.util import paths
+from lab.util.files import atomic_write
 
 # where runs go by default, as the notebooks keep them (`lab.util.paths`: FIBLAB_STORE / FIBLAB_RUNS,
 # else <checkout>/runs, or ./runs for an installed fiblab), resolved when this module is imported
@@ -185,10 +186,7 @@ def launch(
         os.remove(stale)
     clear_phase(run_dir)  # nor an old process's phase be shown as this one's
     config = os.path.abspath(os.path.join(run_dir, CONFIG_NAME))  # the process reads it
-    tmp = config + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(cfg.to_dict(), f, indent=1)
-    os.replace(tmp, config)
+    atomic_write(config, json.dumps(cfg.to_dict(), indent=1))
     cmd = train_command(
         config=config, store=store, runs_dir=None, resume=resume, nproc=nproc, ray=ray
     )

@@ -30,6 +30,8 @@ import os
 import time
 from dataclasses import dataclass, field
 
+from lab.util.files import atomic_write
+
 __all__ = [
     "STOP_NAME",
     "PROGRESS_NAME",
@@ -55,10 +57,7 @@ class StopRequested(Exception):
 
 
 def _atomic_json(path: str, data: dict) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(_plain(data), f)
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(_plain(data)))
 
 
 def _plain(x):

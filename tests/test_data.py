@@ -443,5 +443,5 @@ def test_bad_vocab_and_lengths(tmp_path, tokdata):
         next(tokdata.eval_windows("val", n))
     with pytest.raises(ValueError, match="split 'test'"):
         tokdata.get_batch("test", 2, 8, seed=0, step=0)
-    with pytest.raises(ValueError, match="step -1"):
+    with pytest.raises(ValueError, match="step=-1 must be an integer >= 0"):
         tokdata.get_batch("train", 2, 8, seed=0, step=-1)

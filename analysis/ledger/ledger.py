@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -48,6 +47,7 @@ from analysis.ledger.probe import PROBE_CHECKS
 from analysis.published.paper import REFERENCE_DIR
 from analysis.statistics.decide import settle
 from lab.util import jsonio
+from lab.util.files import atomic_write
 
 __all__ = [
     "VERDICTS",
@@ -197,12 +197,7 @@ class Ledger:
 
     def write_json(self, path: str) -> str:
         """`document` as strict JSON (null for NaN) at ``path``."""
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        tmp = path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(jsonio.dumps(self.document(), indent=1))
-        os.replace(tmp, path)
-        return path
+        return atomic_write(path, jsonio.dumps(self.document(), indent=1))
 
 
 # --------------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from lab.util.jsonio import clean
+from lab.util.files import atomic_write
 
 __all__ = [
     "Report",
@@ -324,10 +325,7 @@ class Report:
             paths[name] = p
         for name, text in (("report.md", self.markdown()), ("report.html", self.html(figures))):
             p = os.path.join(out_dir, name)
-            tmp = p + ".tmp"
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write(text)
-            os.replace(tmp, p)
+            atomic_write(p, text)
             paths[name] = p
         return paths
 

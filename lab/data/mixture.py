@@ -27,14 +27,8 @@ from lab.data.prepared import (
     settings_hash,
 )
 from lab.data.sampling import batch_rng, check_window, to_xy
-from lab.data.tokenizer import (
-    DEFAULT_VOCAB,
-    BPETokenizer,
-    check_train_vocab,
-    nonneg_int,
-    positive_int,
-    resolve_tokenizer,
-)
+from lab.data.tokenizer import DEFAULT_VOCAB, BPETokenizer, check_train_vocab, resolve_tokenizer
+from lab.util.checks import nonneg_int, positive_int
 from lab.util.progress import reading
 
 PAPER_MIXTURE_WEIGHTS = {"fineweb_edu": 0.35, "wikipedia": 0.22, "tinystories": 0.20, "math": 0.23}

@@ -35,16 +35,15 @@ from lab.data.sampling import batch_rng, check_window, gather, window_batches
 from lab.data.tokenizer import (
     DEFAULT_VOCAB,
     BPETokenizer,
-    atomic_path,
     check_train_vocab,
-    nonneg_int,
-    positive_int,
     read_tokens,
     resolve_tokenizer,
     split_pieces,
     token_dtype,
 )
 from lab.data.windows import n_windows
+from lab.util.checks import nonneg_int, positive_int
+from lab.util.files import atomic_path, is_temporary
 from lab.util.progress import bytes_bar, reading
 
 TOKENIZER_TRAIN_CHARS = 100_000_000  # text the BPE trainer sees at most (per prepare/mixture)
@@ -482,5 +481,5 @@ def _clear_partial(out: Path) -> None:
     """A run killed mid-way may leave temp files or a stale meta-less entry: drop them."""
     (out / "meta.json").unlink(missing_ok=True)
     for p in out.iterdir():
-        if ".tmp-" in p.name or p.name in _ENTRY_FILES:
+        if ".tmp-" in p.name or is_temporary(p.name) or p.name in _ENTRY_FILES:
             p.unlink(missing_ok=True)

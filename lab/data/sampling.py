@@ -16,8 +16,8 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
-from lab.data.tokenizer import nonneg_int, positive_int
 from lab.data.windows import n_windows, window_starts
+from lab.util.checks import nonneg_int, positive_int
 
 
 def batch_rng(seed: int, step: int, micro: int = 0, rank: int = 0) -> np.random.Generator:

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
+
+from lab.util.checks import positive_int
+from lab.util.files import atomic_path
 
 EOT = "<|endoftext|>"
 #: separators looked for in a tokenizer without a tokenizer_config.json (GPT-2, Llama 3, Llama 2 /
@@ -293,36 +295,3 @@ def resolve_tokenizer(tokenizer) -> BPETokenizer | None:
 
 
 # ------------------------------------------------------------------------------------ helpers
-
-
-def positive_int(v, name: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-        raise ValueError(f"{name} {v!r} must be a positive integer")
-    return int(v)
-
-
-def nonneg_int(v, name: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-        raise ValueError(f"{name} {v!r} must be an integer >= 0")
-    return int(v)
-
-
-class atomic_path:
-    """with atomic_path(path) as tmp: write tmp; it replaces path only if the block succeeds."""
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        self.tmp = self.path.with_name(f"{self.path.name}.tmp-{os.getpid()}")
-
-    def __enter__(self) -> Path:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        return self.tmp
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            with open(self.tmp, "rb+") as f:
-                os.fsync(f.fileno())
-            os.replace(self.tmp, self.path)
-        else:
-            self.tmp.unlink(missing_ok=True)
-        return False

@@ -13,19 +13,15 @@ from collections.abc import Iterator
 
 import numpy as np
 
-
-def _positive(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name}={value!r} must be a positive integer")
-    return int(value)
+from lab.util.checks import positive_int
 
 
 def n_windows(n_tokens: int, seq_len: int, limit: int | None = None) -> int:
     """Complete non-overlapping windows of seq_len (+1 target) in n_tokens: floor((n − 1) / L),
     at most `limit`."""
-    L = _positive(seq_len, "seq_len")
+    L = positive_int(seq_len, "seq_len")
     count = max(int(n_tokens) - 1, 0) // L
-    return count if limit is None else min(count, _positive(limit, "limit"))
+    return count if limit is None else min(count, positive_int(limit, "limit"))
 
 
 def window_starts(
@@ -34,6 +30,6 @@ def window_starts(
     """The windows' first-token offsets, `batch_size` at a time (the last batch may be short):
     int64 arrays (B,) of 0, L, 2L, … over the `n_windows(n_tokens, seq_len, limit)` windows."""
     count = n_windows(n_tokens, seq_len, limit)
-    B = _positive(batch_size, "batch_size")
+    B = positive_int(batch_size, "batch_size")
     for a in range(0, count, B):
         yield np.arange(a, min(a + B, count), dtype=np.int64) * int(seq_len)

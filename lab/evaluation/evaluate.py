@@ -62,6 +62,7 @@ from lab.evaluation.evalkind import EvalKind
 from lab.lm.model import FibLM
 from lab.lm.modelconfig import RUNG_POLICIES
 from lab.machine.precision import autocast
+from lab.util.checks import positive_int
 
 N_BINS = 8
 POSITION_BIN_EDGES: tuple[int, ...] = (0, 127, 255, 383, 511, 639, 767, 895, 1023)  # T = 1024
@@ -235,10 +236,10 @@ def position_nll(
     tokens: a 1-D integer array (numpy / memmap / tensor).  seq_len defaults to model.cfg.seq_len.
     Raises ValueError when not one complete window fits."""
     tokens = _as_token_array(tokens)
-    L = _check_positive(seq_len if seq_len is not None else _model_seq_len(model), "seq_len")
-    _check_positive(batch_size, "batch_size")
+    L = positive_int(seq_len if seq_len is not None else _model_seq_len(model), "seq_len")
+    positive_int(batch_size, "batch_size")
     if limit_windows is not None:
-        _check_positive(limit_windows, "limit_windows")
+        positive_int(limit_windows, "limit_windows")
     count = n_windows(len(tokens), L, limit_windows)
     if count == 0:
         raise ValueError(
@@ -353,7 +354,7 @@ def length_extrapolation(
     A factor whose window needs more than the held-out tokens is skipped with a reason; at
     factor 1 both policies are the same model and share one measurement."""
     tokens = _as_token_array(tokens)
-    factors = [_check_positive(f, "factor") for f in factors]
+    factors = [positive_int(f, "factor") for f in factors]
     factors.sort(key=lambda f: f != 1)  # 1× first: the longer factors compare with it
     policies = list(policies)
     for p in policies:
@@ -409,7 +410,7 @@ def length_extrapolation(
 def position_bin_edges(seq_len: int) -> tuple[int, ...]:
     """The paper's 9 bin edges for windows of seq_len: floor(b·(seq_len−1)/8), b = 0…8
     (seq_len 1024 gives POSITION_BIN_EDGES)."""
-    _check_positive(seq_len, "seq_len")
+    positive_int(seq_len, "seq_len")
     if seq_len - 1 < N_BINS:
         raise ValueError(
             f"seq_len={seq_len} is too short for {N_BINS} position bins: need at "
@@ -471,12 +472,6 @@ def bin_gap(a, b) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------------------------
-def _check_positive(v, name: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-        raise ValueError(f"{name}={v!r} must be a positive integer")
-    return int(v)
-
-
 def _as_token_array(tokens):
     if isinstance(tokens, torch.Tensor):
         tokens = tokens.cpu().numpy()

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -47,6 +46,7 @@ from torch._subclasses.fake_tensor import FakeTensor  # private, but the one way
 from lab.cost.contention import BUSY_CORES, watch
 from lab.cost.measure import time_fn
 from lab.machine.hardware import machine
+from lab.util.files import atomic_write
 
 CACHE_ENV = "FIBLAB_CACHE_DIR"  # the folder of choices.json (default ~/.cache/fiblab)
 ENABLE_ENV = "FIBLAB_AUTOTUNE"  # "0": never measure, use each caller's static order
@@ -230,14 +230,8 @@ def _update(change: Callable[[dict], dict]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         entries = change(_read(path))
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{FILE}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump({"version": VERSION, "decisions": entries}, f, indent=1, sort_keys=True)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        doc = {"version": VERSION, "decisions": entries}
+        atomic_write(path, json.dumps(doc, indent=1, sort_keys=True))
     except OSError as err:  # a read-only home: the decision still holds for this process
         _ignore(path, f"cannot be written ({err})")
 

@@ -63,6 +63,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from lab.machine.procs import pid_alive
+from lab.util.files import atomic_write
 
 ENV_DIR = "FIBLAB_JOBS_DIR"  # the registry folder (default: <tmp>/fiblab-jobs-<uid>)
 ENV_THREADS = "FIBLAB_THREADS"  # pin this job to N torch threads
@@ -209,10 +210,7 @@ def live_jobs(folder: str | None = None) -> list[Job]:
 def _write(folder: str, job: Job) -> None:
     os.makedirs(folder, mode=0o700, exist_ok=True)
     path = os.path.join(folder, job.key + ".json")
-    tmp = path + ".tmp"  # readers list *.json only: they never see half a file
-    with open(tmp, "w") as f:
-        json.dump(asdict(job), f)
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(asdict(job)))  # readers list *.json only
 
 
 def threads_for_new_job(jobs: list[Job], n_cores: int | None = None) -> int:

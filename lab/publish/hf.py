@@ -38,10 +38,11 @@ from pathlib import Path
 
 import torch
 
-from lab.data.tokenizer import EOT, atomic_path
+from lab.data.tokenizer import EOT
 from lab.lm.model import FibLM
 from lab.lm.modelconfig import ModelConfig
 from lab.sparse.attention import sparse_attention
+from lab.util.files import atomic_path
 
 ATTN_NAME = "fiblab_sparse"
 FORMAT_VERSION = 1

@@ -22,11 +22,12 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from lab.data.tokenizer import BPETokenizer, atomic_path
+from lab.data.tokenizer import BPETokenizer
 from lab.lm.config import config_from_dict
 from lab.lm.model import FibLM
 from lab.lm.modelconfig import ModelConfig
 from lab.util import jsonio
+from lab.util.files import atomic_path
 
 FORMAT_KEY = "fiblab_format"
 FORMAT_VERSION = 1

@@ -18,6 +18,8 @@ import random
 import numpy as np
 import torch
 
+from lab.util.files import atomic_path
+
 
 # --------------------------------------------------------------------------------------------
 def _sha256(path: str) -> str:
@@ -29,12 +31,8 @@ def _sha256(path: str) -> str:
 
 
 def _atomic_write(path: str, write) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "wb") as f:
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
         write(f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def save_checkpoint(run_dir: str, step: int, state: dict, keep: int) -> str:

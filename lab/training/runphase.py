@@ -19,6 +19,8 @@ import json
 import os
 import time
 
+from lab.util.files import atomic_write
+
 PHASE_FILE = "phase.json"
 
 # the phases, as users read them (lab.training.train writes these; "evaluating …" and "final …" get the
@@ -66,10 +68,7 @@ def write_phase(run_dir: str, phase: str, **extra) -> None:
         if old.get("pid") != os.getpid():
             old = {}  # an earlier process's facts are not this one's
         data = {**old, **extra, "phase": phase, "since": time.time(), "pid": os.getpid()}
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            json.dump(data, f)
-        os.replace(tmp, path)
+        atomic_write(path, json.dumps(data))
     except OSError:
         pass
 
@@ -87,10 +86,7 @@ def beat(run_dir: str, step: int) -> None:
         return
     path = os.path.join(run_dir, PHASE_FILE)
     try:
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            json.dump({**old, "step": int(step), "step_at": time.time()}, f)
-        os.replace(tmp, path)
+        atomic_write(path, json.dumps({**old, "step": int(step), "step_at": time.time()}))
     except OSError:
         pass
 

@@ -16,6 +16,7 @@ import json
 import os
 
 from lab.training.checkpoint import list_checkpoints
+from lab.util.files import atomic_write
 
 __all__ = ["CACHE", "checkpoint_id", "finished", "evaluation_key", "cached", "save"]
 
@@ -107,8 +108,4 @@ def save(run_dir: str, key: dict, evaluation: dict, battery: dict) -> str:
     """Write the run's evaluations under ``key`` (atomically: a killed demo leaves the old file
     or none); returns the path. NaN and infinities are kept (Python's JSON reads them back)."""
     path = os.path.join(run_dir, CACHE)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump({"key": key, "eval": evaluation, "battery": battery}, f)
-    os.replace(tmp, path)
-    return path
+    return atomic_write(path, json.dumps({"key": key, "eval": evaluation, "battery": battery}))

@@ -15,6 +15,7 @@ import os
 import numpy as np
 
 from analysis.statistics.eval_noise import seed_se, window_bootstrap
+from lab.util.files import atomic_path
 
 __all__ = ["window_nll", "comparison_noise"]
 
@@ -36,9 +37,8 @@ def window_nll(run_dir: str) -> np.ndarray:
     with autocast("cpu", resolve_precision(r.precision or "auto", "cpu")):
         pn = position_nll(r.model, toks, T, per_window=True)
     per = pn.window_sums / T  # (W,)
-    tmp = f"{path}.{os.getpid()}.tmp.npy"
-    np.save(tmp, per)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.save(f, per)
     return per
 
 
