@@ -227,11 +227,11 @@ def test_cuda_on_a_machine_without_it_is_one_line_in_a_subprocess(tmp_path):
 def test_the_cli_lists_equal_the_labs_own():
     """fiblab.cli.choices copies what the heavy modules define (for a torch-free --help)."""
     from fiblab.cli import choices
-    from lab.cost.efficiency import SCHEMES
+    from lab.cost.efficiency import MODEL_SCHEMES
     from lab.evaluation.evaluate import DEFAULT_FACTORS
     from probes.settings import MECHANISMS
 
     assert choices.MECHANISMS == MECHANISMS
-    assert choices.EFFICIENCY_SCHEMES == SCHEMES
+    assert choices.EFFICIENCY_SCHEMES == MODEL_SCHEMES
     assert not hasattr(choices, "RUNG_POLICIES")  # torch-free at its source: no copy
     assert choices.DEFAULT_FACTORS == DEFAULT_FACTORS

@@ -101,7 +101,7 @@ def test_train_and_probe_write_under_fiblab_runs(no_env, tmp_path, capsys):
     assert (tmp_path / "r" / "fiblab.db").is_file()  # the store follows FIBLAB_RUNS
     assert not (tmp_path / "runs").exists()
     # train: the run folder goes under FIBLAB_RUNS (an explicit run_dir override still wins)
-    from fiblab.cli.runs import cmd_train
+    from fiblab.cli.train import cmd_train
 
     seen = {}
 

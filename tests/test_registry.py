@@ -129,7 +129,7 @@ def test_paper_labels_and_title_bodies():
 
 
 def test_front_ends_accept_any_spelling_and_print_the_old_names():
-    from lab.cost.efficiency import SCHEMES as EFF
+    from lab.cost.efficiency import MODEL_SCHEMES as EFF
     from lab.cost.efficiency import efficiency_table
     from probes.grid import grid
     from probes.receptive_field import scheme_sets

@@ -45,13 +45,16 @@ from fiblab.cli.attention import (
 )
 from fiblab.cli.battery import add_battery
 from fiblab.cli.choices import MECHANISMS
+from fiblab.cli.demo import cmd_demo
 from fiblab.cli.exports import add_export_store, add_log_options
 from fiblab.cli.measure import add_efficiency, add_eval
 from fiblab.cli.models import add_models
 from fiblab.cli.parser import FibParser
-from fiblab.cli.runs import cmd_demo, cmd_probe, cmd_report, cmd_train
+from fiblab.cli.probe import cmd_probe
+from fiblab.cli.report import cmd_report
 from fiblab.cli.search import add_search
 from fiblab.cli.sweep import add_ray_options, add_sweep
+from fiblab.cli.train import cmd_train
 from lab.util import paths
 
 # FIBLAB_STORE / FIBLAB_RUNS, else runs/fiblab.db and runs/ in the working directory

@@ -13,7 +13,7 @@ from lab.ladder.schemes import SCHEMES as _ALL
 
 #: probes.settings.MECHANISMS: the retrieval probe's mechanisms
 MECHANISMS: tuple[str, ...] = ("dense", "fib-fixed", "pow2", "fib-stagger", "learned", "blur")
-#: lab.cost.efficiency.SCHEMES: every scheme that is a model (blur is the probes' gather only)
+#: lab.cost.efficiency.MODEL_SCHEMES: every scheme that is a model (blur is the probes' gather only)
 EFFICIENCY_SCHEMES: tuple[str, ...] = tuple(s.short for s in _ALL if s.name != "blur")
 #: lab.evaluation.evaluate.DEFAULT_FACTORS: evaluation lengths, as multiples of the training length
 DEFAULT_FACTORS: tuple[int, ...] = (1, 2, 4, 8)

@@ -49,7 +49,7 @@ from lab.cost.efficiency_measure import (
     peak_memory,
 )
 from lab.ladder.plan import layer_sets
-from lab.ladder.schemes import SCHEMES as ALL_SCHEMES
+from lab.ladder.schemes import SCHEMES
 from lab.ladder.schemes import scheme as find_scheme
 from lab.lm.model import FibLM
 from lab.lm.modelconfig import ModelConfig, config_for
@@ -58,7 +58,7 @@ from lab.lm.modelconfig import ModelConfig, config_for
 __all__ = [
     "FLOPS_PER_READ_PER_DIM",
     "MODES",
-    "SCHEMES",
+    "MODEL_SCHEMES",
     "analyze",
     "attention_flops",
     "column_reads",
@@ -75,7 +75,7 @@ __all__ = [
 ]
 
 #: The schemes the efficiency table counts and times (`lab.ladder.schemes` short names), in its order.
-SCHEMES: tuple[str, ...] = tuple(s.short for s in ALL_SCHEMES if s.name != "blur")
+MODEL_SCHEMES: tuple[str, ...] = tuple(s.short for s in SCHEMES if s.name != "blur")
 FLOPS_PER_READ_PER_DIM = 4  # QKᵀ and PV: two multiply-adds of length D, 2 FLOPs each
 
 
@@ -97,7 +97,7 @@ def scheme_config(
 
 def _scheme(name, what: str):
     """The registry's scheme for ``name`` (any spelling) among those this table supports."""
-    return find_scheme(name, among=SCHEMES, what=what)
+    return find_scheme(name, among=MODEL_SCHEMES, what=what)
 
 
 # --------------------------------------------------------------------------------------------
@@ -186,7 +186,7 @@ def analyze(cfg: ModelConfig, alphas: Sequence[float] | None = None) -> dict:
 def efficiency_table(
     preset_or_cfg: str | ModelConfig = "probe-small",
     lengths: Sequence[int] | None = None,
-    schedules: Sequence[str] = tuple(SCHEMES),
+    schedules: Sequence[str] = MODEL_SCHEMES,
     measure: bool = False,
     repeats: int = 3,
     *,
@@ -208,7 +208,7 @@ def efficiency_table(
 
     schedules = list(schedules)
     if not schedules:
-        raise ValueError("schedules is empty: name at least one of " + ", ".join(SCHEMES))
+        raise ValueError("schedules is empty: name at least one of " + ", ".join(MODEL_SCHEMES))
     # any spelling in, the table's names out (fixed, stagger, …)
     schedules = [_scheme(s, "schedule").short for s in schedules]
     base_cfg = config_for(preset_or_cfg)

@@ -1,50 +1,8 @@
-"""Language-model evaluations: held-out perplexity, length extrapolation, position-resolved loss.
-
-Everything is built on one measurement, `position_nll`: the cross-entropy at every position of
-non-overlapping windows over a held-out token array, summed over the windows (float64).
-
-Windows (SPEC §5.1, `lab.data.windows`: the rule ``lab.data.eval_windows`` and training use too)
-    window i covers x = tokens[iL : iL+L], y = tokens[iL+1 : iL+L+1], i = 0 … floor((n−1)/L)−1.
-    Only complete windows are scored: the tail of a split that does not divide evenly is
-    **dropped**, and every count returned is the number of targets actually scored
-    (windows × L), never a configured budget.  ``limit_windows`` caps the number of windows.
-
-Held-out perplexity
-    ppl = exp(total NLL / tokens scored): `heldout_perplexity` on one array,
-    `domain_perplexities` per domain of a ``Mixture`` (one entry for a ``PreparedData``).
-
-Length extrapolation (SPEC §5.6, paper §4.5)
-    `length_extrapolation` rebuilds a trained model at factor × its training length T with
-    ``model.with_seq_len(L, rung_policy=…)``: "recompute" (the paper's behaviour: the rung set is
-    computed for L, so layers with α·f beyond T−1 gain never-trained rungs) or "freeze" (the
-    training-length rung set).  Each cell reports the whole-window perplexity, the
-    *position-matched* perplexity of each block j = positions [jT, (j+1)T) of the long windows
-    (block 0 sees exactly the context a training-length window sees), and the rungs each layer
-    attends at L but not at T.  The whole-window perplexity of a longer window holds a smaller
-    share of high-loss early positions, which alone lowers it (SPEC §10.2); the blocks remove that
-    confound: block j of every length is scored with at least jT tokens of context.
-    Without a limit factor m scores floor((n−1)/mT) windows (the paper's rule; ≈500K held-out
-    tokens give the same 499,712 at 1024, 2048 and 4096).  ``limit_windows`` counts
-    training-length windows: factor m scores max(1, limit // m) windows of mT, so the lengths
-    cover the same tokens where they can.
-    A factor whose window does not fit the held-out split is skipped with the reason.  A dense
-    model has no rung set: its "freeze" cells are skipped as identical to "recompute".
-
-Position-resolved loss (SPEC §5.7, paper Table 4)
-    8 bins over the prediction positions of a training-length window.  The paper's edges for
-    T = 1024 are the integer linspace over [0, 1023] with 9 points, `POSITION_BIN_EDGES`
-    = (0, 127, 255, 383, 511, 639, 767, 895, 1023); bin b covers positions [e_b, e_{b+1}), so bin 0
-    has 127 positions and the others 128.  For another T the edges are e_b = floor(b·(T−1)/8)
-    (the same linspace, truncated; T = 64 gives 0, 7, 15, 23, 31, 39, 47, 55, 63).  Position i is
-    the prediction of token i+1 of the window from tokens 0…i, exactly the paper's T−1
-    predictions; the last position (T−1, the token just past the window, scored by the
-    perplexity) lies in no bin.  Every position is scored in every window, so a bin's loss (the
-    mean of its per-position means) is also its mean NLL per token.  `bin_gap(a, b)` = a − b.
-
-Running these on a trained run folder and logging them to the store: `lab.evaluation.evalrun`
-(`open_run`, `load_run`, `evaluate_run`, `log_*`).
-Over ≈450 lines for one reason: the specification above and the three evaluations built on the
-one measurement `position_nll` belong together, so that a reader checks them against each other.
+"""Language-model evaluations: held-out perplexity, length extrapolation (under both rung
+policies, with position-matched blocks) and position-resolved loss — all three built on one
+measurement, `position_nll`, so that they agree by construction.  The window rule, the blocks
+that remove the long-window confound and the bin edges are specified in docs/evaluation.md;
+running them on a run folder and logging them to the store is `lab.evaluation.evalrun`.
 """
 
 from __future__ import annotations

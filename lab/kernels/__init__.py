@@ -1,46 +1,9 @@
-"""Column-attention implementations and the choice between them.
-
-One low-level operation, several implementations of the same math:
-
-    columns_attention(q, k, v, dists, fracs, scale, impl="auto", *, interpolated=None)
-
-q (B, H, T, D); k, v (B, KV, T, D), H % KV == 0, query head h reads KV head h // (H/KV);
-dists (C,) int64 distances lo_c ≥ 0; fracs (C,) float, 0 for integer columns.  Column c at query
-t ≥ lo_c reads the key/value (1 − f_c)·row[t − lo_c] + f_c·row[max(t − lo_c − 1, 0)]; t < lo_c is
-masked.  One softmax over the C columns per query.  Differentiable in q, k, v and fracs (the
-caller builds fracs = α·f_k − lo on α's graph, so the gradient reaches α).  ``interpolated``
-(bool (C,)) marks the columns that may read a second row; unmarked columns must have f = 0 and
-get no d/dfrac (saves the second-row work on the window); default: all columns when fracs
-requires grad, else those with f ≠ 0.
-
-Implementations (``impl``):
-
-``torch``    the pure-PyTorch reference, `lab.kernels.reference` (any device/dtype)
-``cpp``      the fused C++/OpenMP kernel, `lab.kernels.cpu` (CPU, float32/float64), compiled on
-             first use and cached
-``triton``   the fused Triton kernel, `lab.kernels.triton_attn` (CUDA; float32/16/bf16)
-``flex``     PyTorch's FlexAttention with a block mask from the distances, `lab.kernels.flex`
-             (integer columns only; CUDA, or CPU forward); never chosen by ``auto``
-``auto``     the fastest that can run on the tensors' device and dtype, measured: the
-             candidates are the device's kernel (cpp on CPU, triton on CUDA) and torch; at
-             the first call of a shape class on this machine both are timed briefly on the
-             call's tensors (forward, and backward when gradients are needed) and the winner
-             is cached in memory and in ``~/.cache/fiblab/choices.json`` (`lab.machine.autotune`;
-             ``FIBLAB_CACHE_DIR`` moves it, ``FIBLAB_AUTOTUNE=0`` turns timing off).  Without
-             timing (turned off, one candidate, fake / meta tensors, under torch.compile,
-             `resolve` without the call's tensors) the static order holds: cpp on CPU,
-             triton on CUDA, else torch.  When the device's kernel cannot be built or
-             imported (no compiler, no Triton) torch is used with a one-line warning (once
-             per kernel); for a dtype the kernel does not support, silently.
-             On CUDA, ``auto`` uses Triton only after its first-use check in this process
-             passed (`lab.kernels.selfcheck`: Triton against the PyTorch path on a small
-             problem, forward and backward, integer and interpolated columns); a failed check,
-             or a Triton call that raises, warns once and ``auto`` uses torch from then on.
-
-The environment variable ``FIBLAB_ATTN_IMPL`` (torch | cpp | triton | auto) overrides
-``impl="auto"`` for a whole process, e.g. ``FIBLAB_ATTN_IMPL=torch`` to compare against the
-reference; a forced implementation that cannot run raises `ImplUnavailable` (a ValueError: the
-CLI's one-line error) instead of falling back.
+"""Column attention and the choice between its implementations: `columns_attention(q, k, v,
+dists, fracs, scale, impl="auto")` — one softmax over C columns per query, each column an
+integer or interpolated row offset — in pure PyTorch (the reference), a fused C++ kernel, a
+fused Triton kernel or FlexAttention; ``impl="auto"`` measures which is fastest on this machine
+and falls back to the reference with one warning where a kernel cannot run.  The contract,
+every implementation and the choice rule are specified in docs/kernels.md.
 """
 
 from __future__ import annotations

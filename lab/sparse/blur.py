@@ -1,71 +1,11 @@
-"""Annealed Gaussian "blur" gather: the retrieval probe's learned-α attention.
+"""Annealed Gaussian "blur" gather: the retrieval probe's learned-α attention (never the LM's).
 
-Retrieval-only.  This module is used by the retrieval probe to learn a scale α that can actually
-move; it is never used in the language-model attention (lab.sparse.attention / lab.lm.model).
-
-Shapes (GQA, G = H / KV; query head h reads KV head h // G, K/V are never repeated):
-
-    q        (B, H,  T, D)
-    k, v     (B, KV, T, D)
-    alpha    0-d tensor (carries the gradient)
-    output   (B, H,  T, D)
-
-Columns a query at position t attends
--------------------------------------
-* window   d = 0 .. min(W, T−1): the exact rows t−d (valid for t ≥ d), as in lab.sparse.attention.
-* rungs    Fibonacci terms f_k > W (the filter is on the unscaled f, not α·f; f = 13..987 for
-           W = 8, K = 15).  Rung k is centred at the continuous distance d_k = α·f_k and reads a
-           Gaussian blur of the keys / values around it:
-
-               w  = max(width, 0.25)          R = ceil(2.5·w)
-               c  = round(d_k)                (half-to-even, detached)
-               skip the rung when c ≤ W or c > T − 1
-               taps j = clamp(c−R .. c+R, 1, T−1)      M = 2R+1 taps (boundary taps may repeat)
-               g_j = exp(−½·((j − d_k)/w)²) / Σ_j exp(−½·((j − d_k)/w)²)
-               kb[t] = Σ_j g_j · k[max(t − j, 0)]       (vb likewise)    valid for t ≥ c
-
-           No collision rule: every kept rung is its own column.  d(loss)/dα flows only through
-           d_k inside g, and it is non-zero for every α because the Gaussian is smooth in d_k —
-           the point of the blur: a wide Gaussian (w0 = 40) lets α move across many integer
-           distances early in training; `blur_width` anneals it to 0.5.
-
-One softmax (at least fp32) over the W+1 window columns and the kept rung columns, scale
-1/sqrt(D) unless given; output = Σ p · (value of each column).
-
-Two implementations of that one function (``impl``).  "auto" measures: where band can run
-(CPU, the C++ kernel builds, and its O(B·H·T²) memory stays within B·H·T² ≤ BAND_MAX_ELEMENTS)
-both are timed briefly on the call's tensors at the first call of a shape class on this machine
-and the faster is cached in memory and in ``~/.cache/fiblab/choices.json`` (`lab.machine.autotune`;
-``FIBLAB_CACHE_DIR`` moves it, ``FIBLAB_AUTOTUNE=0`` turns timing off); elsewhere fft.  Without
-timing (turned off, fake / meta tensors, under torch.compile) band where it can run, else fft.
-``FIBLAB_BLUR_IMPL=fft|band`` forces one for a whole process.
-
-* "band" — dense scores.  A rung's logit is Σ_o W_i[o]·S[t, max(t−o, 0)] with S = scale·QKᵀ
-  and W_i the rung's tap weights folded per offset, and the output is A·V where A[t, u] collects
-  every column's probability times its weight on key row u.  S, A·V and the backward's dA, dS
-  products are BLAS matmuls (bfloat16 under autocast); the band sums between them — logits,
-  softmax, A, and backward dS and dW (→ dα through W's graph) — are one C++ kernel each
-  (lab/kernels/csrc/blur_band.h), O(Σ_i band_i) a query.  Memory O(B·H·T²): at the probe's
-  T = 512 it is ≈2× faster than fft in float32 and ≈2× again under bf16 autocast.
-* "fft" — blurred rows by FFT, O(T) memory, any device; described next.
-
-Cost (fft)
-----------
-The M clamped taps of every kept rung are folded into one weight per offset o (scatter_add
-into a zero (r, n) tensor, differentiable; r = kept rungs).  kb and vb are then a causal
-convolution over time of k / v with that weight vector, done by FFT: k and v are stacked
-time-last, P copies of row 0 are put on the left (the "replicate row 0" padding; P = the largest
-hi − c, ≤ R), one rfft of length n ≥ T + P (n = s·2^a, s ∈ {1,3,5,9,15}) for k and v together,
-one rfft for all rungs' weights, then per rung a product of spectra and one irfft, whose rows
-P+c .. P+T−1 are kb / vb for t = c..T−1 (no row read wraps around the circle: P ≥ hi − c).
-The FFT runs in at least fp32 (float64 stays float64); autograd takes d(loss)/dα through the
-weight spectra.  Time O(B·KV·D·n·log n) per rung, independent of the width.
-
-The attention over the C = W+1+r columns (`_Columns`) is written out by hand, forward and
-backward, time-last: per column a dot product over D of aligned slices for the score and in-place
-multiply-adds for the output and the gradients; logits / probabilities are (B, KV, G, C, T).
-Memory O(B·H·T·(D + C) + r·B·KV·D·n) (the per-rung blurred rows are kept for backward): no
-(T, T) tensor and no (T, M, D) band of gathered keys is built.
+Each rung reads a Gaussian blur of the keys around its continuous distance α·f_k, so d(loss)/dα
+is non-zero for every α and a wide blur (annealed 40 → 0.5 by `blur_width`) lets α move across
+many integer distances early in training — what the paper's Table 2 probe needs.  Two exact
+implementations, measured per shape by ``impl="auto"``: "band" (dense scores, a C++ kernel for
+the band sums) and "fft" (O(T) memory, any device).  The columns, the taps, both algorithms and
+their costs are specified in docs/blur.md.
 """
 
 from __future__ import annotations

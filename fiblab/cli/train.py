@@ -1,0 +1,102 @@
+"""`fiblab train`: one language-model run (a preset or a config.json, overrides), here or on Ray."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from fiblab.cli.exports import log_spec
+
+
+def cmd_train(args) -> int:
+    from lab.lm.config import split_overrides
+    from lab.training.train import TrainingDiverged, train
+    from lab.training.trainconfig import config_from_file, make_config
+
+    overrides = split_overrides(args.override)
+    for key in ("steps", "data", "tokenizer", "name", "seed", "precision"):
+        if getattr(args, key) is not None:
+            overrides[key] = getattr(args, key)
+    if args.config and args.preset:
+        raise ValueError(
+            f"--preset {args.preset} and --config {args.config}: give one (the config file "
+            f"already holds the whole configuration; vary it with --override)"
+        )
+    if args.config:
+        cfg = config_from_file(args.config, overrides)
+    elif args.preset:
+        from lab.util.paths import runs_dir
+
+        overrides.setdefault("run_dir", runs_dir())  # FIBLAB_RUNS, else runs/
+        cfg = make_config(args.preset, overrides)
+    else:
+        raise ValueError(
+            "fiblab train needs --preset NAME (e.g. cpu-stagger) or --config "
+            "runs/NAME/config.json (a run's configuration, to re-run or vary it)"
+        )
+    if cfg.steps < 1:
+        raise ValueError(f"steps={cfg.steps} must be an integer >= 1 (optimizer steps)")
+    if getattr(args, "ray", None):
+        return _train_on_ray(args, cfg)
+    try:
+        out = train(
+            cfg,
+            resume=args.resume,
+            restart=args.restart,
+            store_path=args.store or None,
+            quiet=args.quiet,
+            log_to=log_spec(args),
+        )
+    except TrainingDiverged as e:
+        print(f"fiblab: training stopped: {e}", file=sys.stderr)
+        return 3
+    if out.get("status") == "stopped":
+        print(
+            f"{out['name']}: stopped at step {out.get('stopped_at')} by request; continue it "
+            f"with the same command and --resume"
+        )
+        return 0
+    if out["final_ppl"]:
+        print(
+            f"{out['name']}: final held-out perplexity "
+            + ", ".join(f"{k} {v:.3f}" for k, v in out["final_ppl"].items())
+            + f"  (run dir {out['run_dir']})"
+        )
+    return 0
+
+
+def _train_on_ray(args, cfg) -> int:
+    """``fiblab train … --ray ADDRESS``: the run as one Ray task (`fiblab.ray_run.train_on_ray`),
+    this process the store's one writer; prints what a local run prints."""
+    from fiblab.cli.sweep import ray_kwargs
+    from fiblab.ray_cluster import check_address
+    from lab.training.train import TrainingDiverged
+
+    check_address(args.ray)
+    if args.restart or log_spec(args) is not None:
+        raise ValueError(
+            f"--restart and --log/--tensorboard are for a run here, not with --ray {args.ray}: "
+            f"drop them (on Ray, a run's checkpoints and journal are in its run folder)"
+        )
+    from fiblab.ray_run import train_on_ray
+
+    try:
+        r = train_on_ray(
+            cfg, args.store or None, resume=args.resume, progress=not args.quiet, **ray_kwargs(args)
+        )
+    except TrainingDiverged as e:
+        print(f"fiblab: training stopped: {e}", file=sys.stderr)
+        return 3
+    if r.outcome == "stopped":
+        print(
+            f"{r.name}: stopped at step {r.stopped_at} by request; continue it with the same "
+            f"command and --resume"
+        )
+        return 0
+    if r.final_ppl:
+        print(
+            f"{r.name}: final held-out perplexity "
+            + ", ".join(f"{k} {v:.3f}" for k, v in r.final_ppl.items())
+            + f"  (run dir {os.path.join(cfg.run_dir, cfg.name)}; on Ray: {r.outcome})"
+        )
+    return 0
