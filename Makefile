@@ -26,8 +26,8 @@ mutation: venv
 	$(PY) scripts/mutation.py $(GROUPS)
 
 test-notebooks: venv
-	$(PY) -m pytest -q tests/test_notebooks.py tests/test_ui.py tests/test_browser.py
+	$(PY) -m pytest -q tests/fiblab/test_notebooks.py tests/fiblab/test_ui.py tests/fiblab/test_browser.py
 
-# notebooks are committed without outputs (tests/test_notebooks.py checks it)
+# notebooks are committed without outputs (tests/fiblab/test_notebooks.py checks it)
 strip-notebooks: venv
 	$(PY) -m fiblab.ui.nbstrip notebooks/*.ipynb

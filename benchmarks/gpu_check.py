@@ -49,7 +49,7 @@ On the lent H200 the image's own ``python3`` holds a CUDA torch and Triton (the 
 venv does not travel); one command for the compiled-kernel test and this script, ≈ 8 min:
 
     export PYTHONUNBUFFERED=1
-    python3 -m pytest -q tests/test_triton_kernel.py -k cuda 2>&1 | tee $OUT/pytest.log
+    python3 -m pytest -q tests/lab/test_triton_kernel.py -k cuda 2>&1 | tee $OUT/pytest.log
     python3 benchmarks/gpu_check.py --budget-s 390 --out $OUT/gpu-check.json | tee $OUT/log
 """
 

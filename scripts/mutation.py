@@ -48,16 +48,16 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
     "plan": (
         ["lab/ladder/offsets.py", "lab/ladder/plan.py", "lab/ladder/schedules.py"],
         [
-            "tests/test_offsets.py",
-            "tests/test_plan.py",
-            "tests/test_schedules.py",
-            "tests/test_plan_laws.py",
-            "tests/test_plan_edges.py",
+            "tests/lab/test_offsets.py",
+            "tests/lab/test_plan.py",
+            "tests/lab/test_schedules.py",
+            "tests/lab/test_plan_laws.py",
+            "tests/lab/test_plan_edges.py",
         ],
     ),
     "coverage": (
         ["probes/coverage.py", "probes/receptive_field.py"],
-        ["tests/test_coverage.py", "tests/test_coverage_laws.py"],
+        ["tests/probes/test_coverage.py", "tests/probes/test_coverage_laws.py"],
     ),
     "tables": (
         [
@@ -66,16 +66,16 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
             "analysis/statistics/stats.py",
         ],
         [
-            "tests/test_tables.py",
-            "tests/test_stats.py",
-            "tests/test_variants.py",
-            "tests/test_table_aggregation.py",
-            "tests/test_stats_samples.py",
-            "tests/test_stats_verdicts.py",
-            "tests/test_comparable.py",
-            "tests/test_tables_rows.py",
+            "tests/analysis/test_tables.py",
+            "tests/analysis/test_stats.py",
+            "tests/lab/test_variants.py",
+            "tests/analysis/test_table_aggregation.py",
+            "tests/analysis/test_stats_samples.py",
+            "tests/analysis/test_stats_verdicts.py",
+            "tests/analysis/test_comparable.py",
+            "tests/analysis/test_tables_rows.py",
             # reads benchmarks/results/, which mutmut does not copy into mutants/
-            "--deselect=tests/test_tables.py::test_table2_agrees_with_the_probe_runner_on_measured_cells",
+            "--deselect=tests/analysis/test_tables.py::test_table2_agrees_with_the_probe_runner_on_measured_cells",
         ],
     ),
     "store": (
@@ -86,24 +86,24 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
             "lab/store/readers.py",
         ],
         [
-            "tests/test_store.py",
-            "tests/test_records.py",
-            "tests/test_store_roundtrip.py",
-            "tests/test_store_connection.py",
-            "tests/test_store_writers.py",
-            "tests/test_store_readers.py",
+            "tests/lab/test_store.py",
+            "tests/probes/test_records.py",
+            "tests/lab/test_store_roundtrip.py",
+            "tests/lab/test_store_connection.py",
+            "tests/lab/test_store_writers.py",
+            "tests/lab/test_store_readers.py",
             # reads benchmarks/results/, which mutmut does not copy into mutants/
-            "--deselect=tests/test_records.py::test_table2_rows_put_the_paper_beside_ours_only_where_it_applies",
+            "--deselect=tests/probes/test_records.py::test_table2_rows_put_the_paper_beside_ours_only_where_it_applies",
         ],
     ),
     # issue 27: the decision rules of every verdict
     "verdicts": (
         ["analysis/statistics/decide.py", "analysis/statistics/assess.py"],
         [
-            "tests/test_decide.py",
-            "tests/test_decide_mutants.py",
-            "tests/test_ledger_decide.py",
-            "tests/test_stats_verdicts.py",
+            "tests/analysis/test_decide.py",
+            "tests/analysis/test_decide_mutants.py",
+            "tests/analysis/test_ledger_decide.py",
+            "tests/analysis/test_stats_verdicts.py",
         ],
     ),
     # issue 27: the ledger (one verdict a claim, tiers ranked) and the evidence it reads
@@ -114,29 +114,29 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
             "analysis/experiments/demo/evidence.py",
         ],
         [
-            "tests/test_ledger.py",
-            "tests/test_ledger_paper.py",
-            "tests/test_ledger_decide.py",
-            "tests/test_ledger_tests.py",
-            "tests/test_ledger_evidence.py",
-            "tests/test_ledger_sources.py",
+            "tests/analysis/test_ledger.py",
+            "tests/analysis/test_ledger_paper.py",
+            "tests/analysis/test_ledger_decide.py",
+            "tests/analysis/test_ledger_tests.py",
+            "tests/analysis/test_ledger_evidence.py",
+            "tests/analysis/test_ledger_sources.py",
         ],
     ),
     # issue 27: the study's plan (rung rule, seeds from σ's bound, budget)
-    "study-plan": (["analysis/experiments/study/plan.py"], ["tests/test_study_plan.py"]),
+    "study-plan": (["analysis/experiments/study/plan.py"], ["tests/analysis/test_study_plan.py"]),
     # issue 27: the checks behind the LM verdicts
     "ledger-checks": (
         ["analysis/ledger/checks.py"],
         [
-            "tests/test_ledger_tests.py",
-            "tests/test_ledger_checks_lines.py",
-            "tests/test_ledger.py",
-            "tests/test_ledger_paper.py",
-            "tests/test_ledger_decide.py",
+            "tests/analysis/test_ledger_tests.py",
+            "tests/analysis/test_ledger_checks_lines.py",
+            "tests/analysis/test_ledger.py",
+            "tests/analysis/test_ledger_paper.py",
+            "tests/analysis/test_ledger_decide.py",
         ],
     ),
     # issue 27: the variant that groups runs (its tests train models: seconds a mutant)
-    "variant": (["lab/store/variant.py"], ["tests/test_variants.py"]),
+    "variant": (["lab/store/variant.py"], ["tests/lab/test_variants.py"]),
 }
 CAUGHT = {"killed", "timeout", "segfault", "caught by type check"}
 SOURCES = ["lab", "probes", "analysis", "fiblab"]

@@ -4,7 +4,7 @@
   ``~/.cache/fiblab/choices.json`` (the measured implementation choices, `lab.machine.autotune`).
 * ``FIBLAB_AUTOTUNE=0`` → ``impl="auto"`` keeps its static order (cpp on CPU, band where it can
   run): results and call counts that never depend on which implementation won a race under
-  load.  tests/test_autotune.py turns measuring back on where it tests it.
+  load.  tests/lab/test_autotune.py turns measuring back on where it tests it.
 * ``FIBLAB_JOBS_DIR`` → a per-session registry of lab jobs (`lab.machine.cpu_share`), so the suite's
   jobs share the cores among themselves, not with lab jobs outside it.
 

@@ -3,7 +3,7 @@
 `write_fixture(path)` writes LM runs (fib/fixed and fib/stagger over 2 seeds, fib/learned with an
 α trajectory, dense) with final, extrapolation, position-matched and position-bin evaluations on
 'bible', and two marked-probe records, so that every section of notebooks 04 and 05 has data in
-seconds.  It lives with the tests, not in product code: tests/test_notebooks.py points
+seconds.  It lives with the tests, not in product code: tests/fiblab/test_notebooks.py points
 FIBLAB_STORE at one before it runs those notebooks.
 """
 

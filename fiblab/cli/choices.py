@@ -4,7 +4,7 @@
 them where those import torch (`probes.settings`, `lab.cost.efficiency`,
 `lab.evaluation.evaluate`); they are derived from the light registries where one exists
 (`lab.ladder.schemes`) or imported from torch-free ones (`lab.lm.modelconfig.RUNG_POLICIES`),
-and tests/test_cli_help.py checks that each equals the lab's own.
+and tests/fiblab/test_cli_help.py checks that each equals the lab's own.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ feature flags, so a build made for one CPU is never loaded on another.  Compilat
 are remembered for the process: `load()` raises `KernelUnavailable` with the reason.
 ``FIBLAB_CPU_MARCH=x86-64-v3`` (any gcc ``-march``) builds for that instruction set instead of
 this CPU's: one build for a cluster of mixed CPUs, and how the suite checks the AVX2 build
-against the float64 oracle on an AVX-512 machine (tests/test_kernels.py).
+against the float64 oracle on an AVX-512 machine (tests/lab/test_kernels.py).
 
 Autograd: two `torch.library.custom_op`s (``fiblab::cpu_columns_fwd`` / ``_bwd``, wrapping the
 extension's ``torch.ops.fiblab_cpu.forward`` / ``backward``) with `register_autograd` and fake

@@ -88,7 +88,7 @@ class StoreWriters(StoreConnection):
         Two writers starting the same name (two processes, or two Store objects) share this
         one row: the later start's config wins, their metrics / evaluations / α at the same key
         are one row each (the later write's value), their events all append; nothing is
-        duplicated or lost (tests/test_store_crash.py).
+        duplicated or lost (tests/lab/test_store_crash.py).
         """
         if not isinstance(name, str) or not name:
             raise ValueError(f"run name must be a non-empty string, got {name!r}")

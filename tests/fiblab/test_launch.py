@@ -1,0 +1,287 @@
+"""Launching a training run as a separate process: it finishes and lands in the store; a stop
+request ends it cleanly with a resumable checkpoint; resuming reproduces the uninterrupted run."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from fiblab import launch as L
+from lab.data.prepared import prepare
+from lab.lm.config import read_config
+from lab.store import Store
+from lab.training.checkpoint import list_checkpoints, load_checkpoint
+from lab.training.train import STOP_FILE
+from lab.training.trainconfig import TrainConfig, make_config
+
+STEPS = 20
+# no periodic checkpoint or light eval: the stop's checkpoint is the only one mid-run
+FAST = {"eval_every": 0, "ckpt_every": 1000, "log_every": 1, "eval_batch": 64}
+FAST["betas"] = (0.85, 0.95)  # a tuple field reaches the process typed
+ENV = {"OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}  # CPU: bit-exact resume
+
+
+def shared_corpus(tmp_path_factory):
+    """The embedded corpus tokenised at the tiny preset's vocab, once per test session
+    (tests/fiblab/test_notebooks.py reuses the same folder)."""
+    d = tmp_path_factory.getbasetemp() / "fiblab-tiny-data"
+    prepare("bible", vocab_size=512, cache_dir=str(d))  # a no-op once cached
+    return d
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A runs folder whose data cache already holds the embedded corpus at the tiny vocab."""
+    d = tmp_path_factory.mktemp("launch")
+    os.symlink(shared_corpus(tmp_path_factory), d / "data")
+    return d
+
+
+def _launch(runs, name, **kw):
+    return L.launch(
+        "tiny",
+        name=name,
+        steps=kw.pop("steps", STEPS),
+        overrides=FAST,
+        store=str(runs / "store.db"),
+        runs_dir=str(runs),
+        env=ENV,
+        nproc=1,
+        **kw,
+    )
+
+
+def _losses(runs, name):
+    with Store(runs / "store.db") as st:
+        m = st.metrics(name, names=["loss"])
+    return dict(zip(m["step"].tolist(), m["value"].tolist()))
+
+
+def test_command_is_cli_or_torchrun():
+    one = L.train_command(
+        "tiny",
+        name="a",
+        steps=5,
+        overrides="lr=1e-3\nmodel.window=4",
+        store="s.db",
+        runs_dir="R",
+        python="py",
+    )
+    assert one[:4] == ["py", "-m", "fiblab.cli", "train"]
+    assert one[one.index("--override") + 1 :] == ["run_dir=R", "lr=1e-3", "model.window=4"]
+    assert "--resume" not in one and one[one.index("--steps") + 1] == "5"
+    two = L.train_command("tiny", nproc=4, resume=True, python="py")
+    assert (
+        two[:7]
+        == [
+            "py",
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node=4",
+            "-m",
+            "fiblab.cli",
+        ]
+        and two[-1] == "--resume"
+    )
+    # typed values are written as lab.lm.config reads them back
+    typed = L.train_command("tiny", overrides={"betas": (0.8, 0.9), "val_tokens": None})
+    assert typed[typed.index("--override") + 1 :] == [
+        f"run_dir={L.DEFAULT_RUNS}",
+        "betas=0.8,0.9",
+        "val_tokens=none",
+    ]
+    # what launch() runs: the config file it wrote, nothing re-serialised
+    cfg = L.train_command(config="R/a/launch-config.json", store="s.db", runs_dir=None, python="py")
+    assert cfg == ["py", "-m", "fiblab.cli", "train", "--config", "R/a/launch-config.json"] + [
+        "--quiet",
+        "--store",
+        "s.db",
+    ]
+    with pytest.raises(ValueError, match="preset or a config"):
+        L.train_command("tiny", config="c.json")
+
+
+def test_auto_nproc_uses_the_gpus_the_step_splits_over():
+    assert [
+        L.auto_nproc(a, g) for a, g in [(3, 0), (4, 1), (4, 8), (2, 8), (8, 8), (6, 4), (32, 8)]
+    ] == [1, 1, 4, 2, 8, 3, 8]
+
+
+@pytest.mark.parametrize(
+    "kw, needle",
+    [
+        ({"overrides": "lr 1e-3"}, "key=value"),
+        ({"overrides": {"nope": 1}}, "names no training field"),
+        ({"nproc": 0}, "nproc"),
+        ({"nproc": 3}, "do not split over 3"),
+    ],
+)
+def test_bad_launch_fails_before_starting(tmp_path, kw, needle):
+    with pytest.raises(ValueError, match=needle):
+        L.launch("tiny", name="bad", store="", runs_dir=str(tmp_path), **kw)
+    assert not (tmp_path / "bad").exists()  # nothing was started
+    with pytest.raises(ValueError, match="unknown"):
+        L.launch("no-such-preset", runs_dir=str(tmp_path))
+
+
+KERNEL = """
+import json, sys, time
+from fiblab import launch as L
+h = L.launch("tiny", name="straight", steps={steps}, overrides={fast!r}, store={store!r},
+             runs_dir={runs!r}, env={env!r}, nproc=1)
+print(h.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def _launch_from_a_doomed_kernel(runs):
+    """Launch 'straight' from a stand-in kernel process, then SIGKILL the kernel's whole process
+    group, as a kernel restart does (jupyter_client kills the group); returns the run's PID."""
+    code = KERNEL.format(
+        steps=STEPS, fast=FAST, store=str(runs / "store.db"), runs=str(runs), env=ENV
+    )
+    kernel = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        pid = int(kernel.stdout.readline())
+    finally:
+        os.killpg(kernel.pid, signal.SIGKILL)
+        kernel.wait()
+    return pid
+
+
+def test_run_finishes_and_a_stopped_run_resumes_exactly(runs):
+    pid = _launch_from_a_doomed_kernel(runs)
+    stopped = _launch(runs, "stopped")  # both at once: two writers
+    assert stopped.proc is not None and stopped.pid != os.getpid()
+    assert os.getpgid(stopped.pid) == stopped.pid  # its own session
+    with pytest.raises(ValueError, match="already running"):
+        _launch(runs, "stopped")
+    # the process trains the config built and checked here, handed over as a file
+    assert stopped.command[3:5] == ["train", "--config"] and "--preset" not in stopped.command
+    conf = stopped.command[5]
+    assert conf == os.path.join(os.path.abspath(stopped.run_dir), "launch-config.json")
+    want = make_config("tiny", {**FAST, "steps": STEPS, "name": "stopped", "run_dir": str(runs)})
+    assert read_config(conf, TrainConfig) == want
+    straight = L.attach("straight", str(runs))  # a new kernel finds it again
+    assert straight.pid == pid and straight.proc is None
+    assert L.is_alive(straight)  # the kernel's death spared it
+
+    # stop the second run as soon as it has logged a step
+    deadline = time.monotonic() + 120
+    while L.snapshot(stopped)["step"] < 1:
+        assert L.is_alive(stopped), L.log_tail(stopped)
+        assert time.monotonic() < deadline, "the run logged no steps in 120 s"
+        time.sleep(0.05)
+    L.request_stop(stopped)
+    assert L.state(stopped) == "stopping"
+    assert L.wait(stopped, timeout=120) == "stopped", L.log_tail(stopped)
+    assert stopped.proc.returncode == 0  # a clean exit
+    snap = L.snapshot(stopped)
+    k = snap["step"]
+    assert 1 <= k < STEPS and snap["state"] == "stopped" and f"step {k}" in snap["message"]
+    ckpts = list_checkpoints(stopped.run_dir)
+    assert [os.path.basename(p) for p in ckpts] == [f"ckpt_{k:07d}.pt"]
+    assert load_checkpoint(ckpts[0])["step"] == k  # complete, checksum good
+    assert not os.path.exists(os.path.join(stopped.run_dir, STOP_FILE))  # request consumed
+    with Store(runs / "store.db") as st:
+        row = st.runs().set_index("name").loc["stopped"]
+        assert row.status in ("stopped", "pending") and f"step {k}" in row.message
+        assert "stopped" in st.events("stopped")["kind"].tolist()
+        assert "full" not in set(st.evals("stopped")["kind"])  # no final eval yet
+
+    # the uninterrupted run finished, and its rows are in the store
+    assert L.wait(straight, timeout=180) == "done", L.log_tail(straight)
+    done = L.snapshot(straight)
+    assert done["step"] == STEPS and done["eta_s"] == 0.0 and done["tokens_per_s"] > 0
+    assert not done["alphas"].empty and done["alphas"].shape[1] == 2  # learned, 2 layers
+    trained = read_config(
+        os.path.join(straight.run_dir, "config.json"), TrainConfig
+    )  # as training wrote it
+    assert trained == make_config(
+        "tiny", {**FAST, "steps": STEPS, "name": "straight", "run_dir": str(runs)}
+    )
+    assert trained.betas == (0.85, 0.95)
+    with Store(runs / "store.db") as st:
+        assert st.runs().set_index("name").loc["straight"].status == "done"
+        assert (st.evals("straight")["kind"] == "full").any()
+
+    # resume: same name, continues from step k, and matches the straight run bit for bit
+    with pytest.raises(ValueError, match="already has checkpoints"):
+        _launch(runs, "stopped")
+    again = L.resume(stopped)
+    assert "--resume" in again.command and again.name == "stopped"
+    assert (
+        again.command[3:6] == ["train", "--config", conf] and read_config(conf, TrainConfig) == want
+    )
+    assert L.wait(again, timeout=180) == "done", L.log_tail(again)
+    a, b = _losses(runs, "straight"), _losses(runs, "stopped")
+    assert sorted(a) == list(range(1, STEPS + 1))
+    assert a == b
+
+    # a new session can attach to the run from its launch.json
+    h = L.attach("stopped", str(runs))
+    assert h.pid == again.pid and h.proc is None and L.state(h) == "done"
+
+
+def test_failed_run_reports_why(runs):
+    h = L.launch(
+        "tiny",
+        name="nodata",
+        steps=2,
+        data=str(runs / "missing.txt"),
+        store=str(runs / "store.db"),
+        runs_dir=str(runs),
+        env=ENV,
+        nproc=1,
+    )
+    assert L.wait(h, timeout=60) == "failed"
+    snap = L.snapshot(h)
+    assert h.proc.returncode != 0 and "missing.txt" in snap["message"]
+
+
+def test_attach_unknown_run(tmp_path):
+    with pytest.raises(ValueError, match="no launched run"):
+        L.attach("ghost", str(tmp_path))
+
+
+def test_progress_moves_between_logged_steps_and_a_stop_shows_its_own_step(runs):
+    """The store hears of a step every ``log_every`` steps; the live view must still move every
+    few seconds (the process's heartbeat), and a stopped run shows the step it stopped at —
+    the same number as its message (issue 28: "step 40/60" beside "stopped at step 43")."""
+    from lab.training.runphase import BEAT_S
+
+    h = L.launch(
+        "tiny",
+        name="beating",
+        steps=100_000,
+        overrides={**FAST, "log_every": 1_000_000},  # logs only at the last step
+        store=str(runs / "store.db"),
+        runs_dir=str(runs),
+        env=ENV,
+        nproc=1,
+    )
+    deadline = time.monotonic() + 120
+    seen = []
+    while len(seen) < 2:
+        assert L.is_alive(h), L.log_tail(h)
+        assert time.monotonic() < deadline, f"no heartbeat in 120 s: {seen}"
+        s = L.snapshot(h)
+        if s["step"] > 0 and (not seen or s["step"] > seen[-1]):
+            seen.append(s["step"])
+            assert s["state"] == "running" and s["loss_curve"].empty  # nothing logged yet
+        time.sleep(BEAT_S / 4)
+    L.request_stop(h)
+    assert L.wait(h, timeout=120) == "stopped", L.log_tail(h)
+    snap = L.snapshot(h)
+    (k,) = {
+        int(p.split("_")[1].split(".")[0])
+        for p in os.listdir(h.run_dir)
+        if p.startswith("ckpt_") and p.endswith(".pt")
+    }
+    assert snap["step"] == k > seen[-1] and f"step {k}" in snap["message"]
