@@ -270,7 +270,9 @@ def test_peak_memory_positive(one_thread, cpu_profile):
     mem = eff.peak_memory(cfg, batch=2)
     assert set(mem) == {"fwd", "fwdbwd"}
     for v in mem.values():
-        assert math.isfinite(v) and v > logits
+        assert (
+            math.isfinite(v) and v >= logits
+        )  # at least: a no-grad forward may hold the logits alone
     assert mem["fwdbwd"] > mem["fwd"]  # activations are kept for backward
     with pytest.raises(ValueError, match="modes"):
         eff.peak_memory(cfg, modes=("bwd",))
