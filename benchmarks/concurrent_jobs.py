@@ -90,9 +90,9 @@ def job_command(kind: str, i: int, a, work: str) -> list[str]:
 
 
 def _launched(i: int, a, work: str, env: dict):
-    """A train job started through `fiblab.launch.launch` (the notebook launchers' path): its
+    """A train job started through `fiblab.jobs.launch.launch` (the notebook launchers' path): its
     Popen, which the launcher keeps on the handle."""
-    from fiblab.launch import launch
+    from fiblab.jobs.launch import launch
 
     h = launch(
         a.preset,
@@ -117,7 +117,7 @@ def run_together(kind: str, n: int, a, share: bool) -> dict:
             env[cpu_share.ENV_SHARE] = "0"
         logs = [open(os.path.join(work, f"job{i}.log"), "w+") for i in range(n)]
         t0 = time.perf_counter()
-        if a.via == "launcher":  # as notebook 03's panel starts a run (`fiblab.launch`)
+        if a.via == "launcher":  # as notebook 03's panel starts a run (`fiblab.jobs.launch`)
             procs = [_launched(i, a, work, env) for i in range(n)]
         else:
             procs = [

@@ -35,7 +35,7 @@ section or measurement that would start past --budget-s is skipped and recorded 
 6. ``flex``   the same attention table's flex_attention column (integer set, hand-built block
    mask, torch.compile'd; CUDA only), late because every length compiles anew.
 7. ``ray``    one tiny Ray sweep on the GPU: a local Ray instance, two ``tiny`` runs of 6 steps,
-   one GPU per task (`fiblab.ray_run.run_sweep`, what ``fiblab sweep`` runs), against the same
+   one GPU per task (`fiblab.cluster.ray_run.run_sweep`, what ``fiblab sweep`` runs), against the same
    two runs trained here (losses, evaluations and α to 1e-3 relative; bit-equality recorded).
    Skipped, and recorded as such, without CUDA (so in a dry run) or without Ray.
 

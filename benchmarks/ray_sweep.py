@@ -7,7 +7,7 @@ overhead per task.
 
 Each measurement starts its own `ray.cluster_utils.Cluster` on this machine: a head with no
 CPUs (it only schedules) and 1 or 2 worker nodes of ``--cpus-per-node`` CPUs, each task on one
-thread (`fiblab.ray_run.run_probe_grid`, ``threads=1``).  Throughput is cells per hour over the
+thread (`fiblab.cluster.ray_run.run_probe_grid`, ``threads=1``).  Throughput is cells per hour over the
 grid's wall time (the cluster's start and the workers' imports excluded); the ratio is 2 nodes / 1 node.  The overhead is
 the wall time per task of ``--overhead-tasks`` tasks that return at once (submit, schedule,
 return, fetch), on the 1-node cluster.  On one machine the 2 "nodes" share its cores: the ratio
@@ -42,7 +42,7 @@ def measure(nodes: int, cpus: int, cells, settings, overhead_tasks: int) -> dict
     import ray
     from ray.cluster_utils import Cluster
 
-    from fiblab.ray_run import run_probe_grid
+    from fiblab.cluster.ray_run import run_probe_grid
 
     c = Cluster()
     c.add_node(num_cpus=0, include_dashboard=False)

@@ -6,7 +6,7 @@ against the paper's stagger and coprime schedules.
     python benchmarks/search_figures.py --smoke              # end to end in under a minute
 
 Two searches, as `fiblab search` runs them (`analysis.experiments.search.search.run_search`, or
-`fiblab.ray_search.run_search_on_ray` with ``--ray``; the study in memory, no store):
+`fiblab.cluster.ray_search.run_search_on_ray` with ``--ray``; the study in memory, no store):
 
 - the proxy: ``linear`` space, objective ``distinct``, the paper's convention (L=16, W=8, K=15,
   T=1024), ``--proxy-trials`` trials;
@@ -54,7 +54,7 @@ def search_figure(cfg, args) -> dict:
     def go():
         if not args.ray:
             return run_search(cfg)
-        from fiblab.ray_search import run_search_on_ray
+        from fiblab.cluster.ray_search import run_search_on_ray
 
         return run_search_on_ray(cfg, address=args.ray, threads=args.threads)
 
@@ -97,8 +97,8 @@ def search_figure(cfg, args) -> dict:
 @contextmanager
 def ray_session(address: str, threads: int):
     """Ray connected for both searches, every worker slot warmed (imports done)."""
-    from fiblab.ray_cluster import connect, task_resources
-    from fiblab.ray_search import cluster_slots
+    from fiblab.cluster.ray_cluster import connect, task_resources
+    from fiblab.cluster.ray_search import cluster_slots
 
     with connect(address) as ray:
         res = task_resources(ray, threads)

@@ -1,7 +1,7 @@
 """fiblab: a laboratory for depth-staggered Fibonacci sparse attention.
 
 This package is the top layer: the ``fiblab`` command (`fiblab.cli`), the notebook widgets
-(`fiblab.ui`), the run launcher (`fiblab.launch`) and the public API below, re-exported from
+(`fiblab.ui`), the run launcher (`fiblab.jobs.launch`) and the public API below, re-exported from
 the layers it sits on (bottom to top: `lab` the core, `probes`, `analysis`)::
 
     import fiblab

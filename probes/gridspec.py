@@ -2,7 +2,7 @@
 inits and seeds, the distances, the steps, the precision and the jobs — and the settings and
 cells they mean.
 
-Notebook 02's form, the detached grid process (`fiblab.probe_launch`, which turns a spec into a
+Notebook 02's form, the detached grid process (`fiblab.jobs.probe_launch`, which turns a spec into a
 ``fiblab probe …`` command) and a grid found again after a kernel restart all go through one
 `GridSpec`, so the cells a process trains are the cells the form showed, and attaching a grid
 fills the form with exactly its settings.

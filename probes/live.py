@@ -1,7 +1,7 @@
 """A probe grid's live state, in small files beside its results: what a notebook reads while
 cells train, and the stop request the training loop checks between steps.
 
-A grid folder (``<runs>/probe-grids/<name>/``, `fiblab.probe_launch`) holds, besides its
+A grid folder (``<runs>/probe-grids/<name>/``, `fiblab.jobs.probe_launch`) holds, besides its
 results JSONL and log:
 
     progress.json    written by the grid process: its pid, the grid's cell keys in order, its

@@ -140,7 +140,24 @@ ANALYSIS = {
     "search_report": "analysis.experiments.search.report",
     "search_space": "analysis.experiments.search.space",
 }
-ROOTS = {"lab": (LAB, FILE), "analysis": (ANALYSIS, {})}
+FIBLAB = {
+    # detached jobs a notebook or the CLI starts, watches, stops and resumes
+    "detached": "fiblab.jobs.detached",
+    "launch": "fiblab.jobs.launch",
+    "probe_launch": "fiblab.jobs.probe_launch",
+    "search_launch": "fiblab.jobs.search_launch",
+    "probe_progress": "fiblab.jobs.probe_progress",
+    "train_command": "fiblab.jobs.train_command",
+    "train_estimate": "fiblab.jobs.train_estimate",
+    "train_eta": "fiblab.jobs.train_eta",
+    # Ray: sweeps, single runs and search trials as tasks
+    "ray_cluster": "fiblab.cluster.ray_cluster",
+    "ray_progress": "fiblab.cluster.ray_progress",
+    "ray_run": "fiblab.cluster.ray_run",
+    "ray_search": "fiblab.cluster.ray_search",
+    "sweepspec": "fiblab.cluster.sweepspec",
+}
+ROOTS = {"lab": (LAB, FILE), "analysis": (ANALYSIS, {}), "fiblab": (FIBLAB, {})}
 R = "lab"
 
 SKIP_DIRS = {".git", ".venv", ".mutation", "node_modules", "shared", "__pycache__", "runs"}

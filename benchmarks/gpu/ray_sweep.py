@@ -1,7 +1,7 @@
 """Section 7, ``ray``: one tiny Ray sweep on the GPU, its results against the same runs here.
 
-A local Ray instance (`fiblab.ray_cluster.connect("local")`, which sees this machine's GPUs)
-runs two ``tiny`` LM runs through `fiblab.ray_run.run_sweep`, one GPU per task; the driver
+A local Ray instance (`fiblab.cluster.ray_cluster.connect("local")`, which sees this machine's GPUs)
+runs two ``tiny`` LM runs through `fiblab.cluster.ray_run.run_sweep`, one GPU per task; the driver
 writes them into a store.  The same two configs are then trained in this process on the same
 GPU into another store, and the two stores' losses, evaluations and α are compared: equal up to
 ``TOL`` relative (the same seeds on the same GPU; CUDA's atomics in a backward pass may make
@@ -68,7 +68,7 @@ def compare(got: dict, want: dict) -> tuple[float, bool]:
 
 def tiny_sweep(root: str, gpus: bool | None = True, address: str = "local") -> dict:
     """The sweep on Ray and the same runs here; the record of the comparison."""
-    from fiblab.ray_run import run_sweep
+    from fiblab.cluster.ray_run import run_sweep
     from lab.training.train import train
 
     cfgs = tiny_configs(os.path.join(root, "ray"))

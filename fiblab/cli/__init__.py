@@ -297,7 +297,7 @@ def build_parser() -> FibParser:
         metavar="DIR",
         help="folder for live progress (progress.json, live/*.json per running cell) and the "
         "stop request: touch DIR/STOP and the running cells are abandoned, finished ones kept "
-        "(default: none; fiblab.probe_launch sets it)",
+        "(default: none; fiblab.jobs.probe_launch sets it)",
     )
     add_log_options(s)
     add_ray_options(s)
@@ -363,7 +363,7 @@ def build_parser() -> FibParser:
     s.add_argument("--store", default=paths.store_path(), help=STORE_HELP)
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     add_log_options(s)
-    add_ray_options(s)  # the run as one Ray task (fiblab.ray_run.train_on_ray)
+    add_ray_options(s)  # the run as one Ray task (fiblab.cluster.ray_run.train_on_ray)
     s.set_defaults(fn=cmd_train)
 
     add_eval(sub)

@@ -57,7 +57,7 @@ def cmd_probe(args) -> int:
     keep = _store_writer(args.store, live)
     done = {r["key"]: r for r in G.load_records(out)}
     if not args.json:  # a long grid says how long before it starts
-        from fiblab.probe_progress import start_estimate
+        from fiblab.jobs.probe_progress import start_estimate
 
         todo = [c for c, k in zip(cells, keys) if k not in done]
         line = start_estimate(todo, settings, args.scale, args.task, args.jobs or 1)
@@ -152,10 +152,10 @@ def cmd_probe(args) -> int:
 
 
 def _ray_grid(args, cells, settings, out: str, keep, live) -> list[dict]:
-    """The grid's cells as Ray tasks (`fiblab.ray_run.run_probe_grid`): records appended to
+    """The grid's cells as Ray tasks (`fiblab.cluster.ray_run.run_probe_grid`): records appended to
     ``out`` and kept in the store by this process as each cell returns."""
     from fiblab.cli.sweep import ray_kwargs
-    from fiblab.ray_cluster import check_address
+    from fiblab.cluster.ray_cluster import check_address
 
     check_address(args.ray)
     if args.jobs > 1:
@@ -163,7 +163,7 @@ def _ray_grid(args, cells, settings, out: str, keep, live) -> list[dict]:
             f"--jobs {args.jobs} is for a grid run here, not with --ray {args.ray}: drop it "
             f"(Ray runs as many cells at once as the cluster holds; see --ray-threads)"
         )
-    from fiblab.ray_run import run_probe_grid
+    from fiblab.cluster.ray_run import run_probe_grid
 
     return run_probe_grid(
         cells,
@@ -224,6 +224,6 @@ def _live_start(args, keys: list[str], out: str):
         exit=None,
         message="",
         started=time.time(),
-        lanes=None,  # a Ray grid's cells at once, once it knows (fiblab.ray_run)
+        lanes=None,  # a Ray grid's cells at once, once it knows (fiblab.cluster.ray_run)
     )
     return LiveSpec(args.live)

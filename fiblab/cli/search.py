@@ -134,13 +134,13 @@ def build_config(args):
 
 
 def _search(cfg, args, store, log):
-    """The study run here, or with ``--ray`` as Ray tasks (`fiblab.ray_search`)."""
+    """The study run here, or with ``--ray`` as Ray tasks (`fiblab.cluster.ray_search`)."""
     from analysis.experiments.search.search import run_search
 
     if not args.ray:
         return run_search(cfg, store=store, log=log)
     from fiblab.cli.sweep import ray_kwargs
-    from fiblab.ray_search import run_search_on_ray
+    from fiblab.cluster.ray_search import run_search_on_ray
 
     return run_search_on_ray(
         cfg, store=store, log=log, parallel=args.ray_parallel, **ray_kwargs(args)
@@ -156,7 +156,7 @@ def check_ray_args(args) -> None:
                 f"or use --jobs for trials at once here"
             )
         return
-    from fiblab.ray_cluster import check_address
+    from fiblab.cluster.ray_cluster import check_address
 
     check_address(args.ray)
     if args.jobs > 1:

@@ -2,7 +2,7 @@
 ``fiblab probe`` shares.
 
 Nothing heavy at the top: ray, torch and the lab's training are imported by `cmd_sweep` (and
-by `fiblab.ray_run`), so ``fiblab --help`` stays fast."""
+by `fiblab.cluster.ray_run`), so ``fiblab --help`` stays fast."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def retries_arg(text: str) -> int:
 def add_ray_options(s, default: str | None = None) -> None:
     """``--ray ADDRESS`` and the per-task resources on a subcommand that fans out work
     (``default`` None: without --ray the subcommand runs here, as it always did)."""
-    from fiblab.ray_cluster import ADDRESS_HELP
+    from fiblab.cluster.ray_cluster import ADDRESS_HELP
 
     s.add_argument(
         "--ray",
@@ -100,7 +100,7 @@ def add_sweep(sub) -> None:
 
 
 def ray_kwargs(args) -> dict:
-    """The `fiblab.ray_run` keywords the ``--ray*`` options give."""
+    """The `fiblab.cluster.ray_run` keywords the ``--ray*`` options give."""
     return {
         "address": args.ray,
         "threads": args.ray_threads,
@@ -110,8 +110,8 @@ def ray_kwargs(args) -> dict:
 
 
 def cmd_sweep(args) -> int:
-    from fiblab.ray_cluster import check_address
-    from fiblab.sweepspec import load_spec, sweep_configs
+    from fiblab.cluster.ray_cluster import check_address
+    from fiblab.cluster.sweepspec import load_spec, sweep_configs
 
     check_address(args.ray)
     configs = sweep_configs(load_spec(args.spec), args.runs, where=f"sweep spec {args.spec}")
@@ -125,7 +125,7 @@ def cmd_sweep(args) -> int:
         for c in configs:
             print(f"{c.name:<28} {c.preset:<20} seed {c.seed:<4} {c.run_dir}/{c.name}")
         return 0
-    from fiblab.ray_run import run_sweep
+    from fiblab.cluster.ray_run import run_sweep
 
     results = run_sweep(configs, args.store or None, progress=not args.quiet, **ray_kwargs(args))
     for r in results:

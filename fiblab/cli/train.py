@@ -66,10 +66,10 @@ def cmd_train(args) -> int:
 
 
 def _train_on_ray(args, cfg) -> int:
-    """``fiblab train … --ray ADDRESS``: the run as one Ray task (`fiblab.ray_run.train_on_ray`),
+    """``fiblab train … --ray ADDRESS``: the run as one Ray task (`fiblab.cluster.ray_run.train_on_ray`),
     this process the store's one writer; prints what a local run prints."""
     from fiblab.cli.sweep import ray_kwargs
-    from fiblab.ray_cluster import check_address
+    from fiblab.cluster.ray_cluster import check_address
     from lab.training.train import TrainingDiverged
 
     check_address(args.ray)
@@ -78,7 +78,7 @@ def _train_on_ray(args, cfg) -> int:
             f"--restart and --log/--tensorboard are for a run here, not with --ray {args.ray}: "
             f"drop them (on Ray, a run's checkpoints and journal are in its run folder)"
         )
-    from fiblab.ray_run import train_on_ray
+    from fiblab.cluster.ray_run import train_on_ray
 
     try:
         r = train_on_ray(

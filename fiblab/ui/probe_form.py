@@ -11,8 +11,8 @@ from dataclasses import replace
 
 import ipywidgets as W
 
-from fiblab import probe_launch as PL
-from fiblab.ray_cluster import check_address
+from fiblab.cluster.ray_cluster import check_address
+from fiblab.jobs import probe_launch as PL
 from fiblab.ui.common import error_widget, guarded, parse_numbers, show_error
 from lab.machine.cpu_share import cores as cores_here
 from lab.machine.precision import PRECISIONS, describe_auto
@@ -111,7 +111,7 @@ class ProbeForm:
             description="Ray address",
             placeholder="(none: here; local, auto, HOST:PORT)",
             style=style,
-        )  # the cells as Ray tasks (fiblab.ray_run); the cluster then sets the cells at once
+        )  # the cells as Ray tasks (fiblab.cluster.ray_run); the cluster then sets the cells at once
         self.ray.add_class("fib-probe-ray")
         self.name = W.Text(
             value=name, description="grid name", placeholder="(task-scale)", style=style
@@ -209,7 +209,7 @@ class ProbeForm:
             return False
 
     def grid_name(self) -> str:
-        """The name a launch uses: the name box, else `fiblab.probe_launch.default_name`."""
+        """The name a launch uses: the name box, else `fiblab.jobs.probe_launch.default_name`."""
         return self.name.value.strip() or PL.default_name(self.spec(), self.runs)
 
     def results_path(self) -> str:

@@ -1,7 +1,7 @@
 """How notebook 02 shows a probe grid: its status line, the running cells' live values, the
 results table with a legend for the cells' names, and the grids in the run list.
 
-Pure text from a `fiblab.probe_launch.GridSnapshot` (tested without widgets); the panel
+Pure text from a `fiblab.jobs.probe_launch.GridSnapshot` (tested without widgets); the panel
 (`fiblab.ui.probes.ProbePanel`) puts it into its widgets.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import math
 
-from fiblab import probe_launch as PL
+from fiblab.jobs import probe_launch as PL
 from fiblab.ui.common import html_table
 from lab.util.wording import duration, plural
 from probes.settings import KEY_LEGEND

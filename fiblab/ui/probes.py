@@ -4,7 +4,7 @@ layout beside the paper's numbers.
 
 The form (`fiblab.ui.probe_form`) is a `probes.gridspec.GridSpec` (`ProbePanel.spec()`,
 `.settings()`, `.cells()`: pure, testable); the text of the live view is `fiblab.ui.probe_view`.  **launch** starts ``python -m fiblab.cli probe … --live <grid folder>`` through
-`fiblab.probe_launch` in its own session, so the kernel stays free, Kernel › Interrupt or a
+`fiblab.jobs.probe_launch` in its own session, so the kernel stays free, Kernel › Interrupt or a
 restart do not touch it, and a paper-scale grid can run for hours.  A background thread
 (``auto_refresh``) redraws every ``every`` seconds from the grid's files: cells done, the running
 cell's step, loss, α and live accuracy, the results table as cells finish, an ETA from measured
@@ -29,7 +29,7 @@ import threading
 import ipywidgets as W
 
 from analysis.tables.probe_table import format_table2, table2_rows
-from fiblab import probe_launch as PL
+from fiblab.jobs import probe_launch as PL
 from fiblab.ui.common import (
     LaunchPanel,
     Watcher,
@@ -58,7 +58,7 @@ class ProbePanel(ProbeForm, LaunchPanel):
     """One probe grid: the form (`fiblab.ui.probe_form.ProbeForm`), the buttons and the live
     view; display the object (or ``.widget``) in a notebook.
 
-    State: ``handle`` (the `fiblab.probe_launch.GridHandle` watched), ``snap`` (its last
+    State: ``handle`` (the `fiblab.jobs.probe_launch.GridHandle` watched), ``snap`` (its last
     `GridSnapshot`), ``records`` (its finished cells), ``progress_steps`` (steps done),
     ``error`` (the message shown, or None), ``store`` / ``runs`` (where results go; grids live
     in ``<runs>/probe-grids/<name>/``).  ``out_dir`` is an older name for ``runs``.

@@ -10,8 +10,8 @@ shows this list and a user clicks *attach* instead of typing a run's name.  The 
     rows() -> list[RunRow]    the runs of that kind, most recent first
     stop(name) / resume(name) act on one of them (resume returns whatever the launcher returns)
 
-`LMRuns` is the training runs' source (`fiblab.launch`), `ProbeGrids` the probe grids'
-(`fiblab.probe_launch`); every panel lists both.
+`LMRuns` is the training runs' source (`fiblab.jobs.launch`), `ProbeGrids` the probe grids'
+(`fiblab.jobs.probe_launch`); every panel lists both.
 A panel passes ``on_attach={kind: callback}`` for the kinds it can show; the other kinds' attach
 button is disabled, with a tooltip naming the notebook that shows them.
 """
@@ -24,10 +24,10 @@ from dataclasses import dataclass
 
 import ipywidgets as W
 
-from fiblab import detached
-from fiblab import launch as LA
-from fiblab import probe_launch as PL
-from fiblab.train_eta import format_duration
+from fiblab.jobs import detached
+from fiblab.jobs import launch as LA
+from fiblab.jobs import probe_launch as PL
+from fiblab.jobs.train_eta import format_duration
 from fiblab.ui.common import Shown, error_widget, guarded, show_error
 from lab.util.wording import plural
 
@@ -49,7 +49,7 @@ class RunRow:
 
 
 class LMRuns:
-    """Training runs launched with `fiblab.launch` under ``runs_dir``."""
+    """Training runs launched with `fiblab.jobs.launch` under ``runs_dir``."""
 
     kind = "LM run"
 
@@ -64,7 +64,7 @@ class LMRuns:
 
     @classmethod
     def row(cls, name: str, s: dict) -> RunRow:
-        """A run's row from its snapshot (`fiblab.launch.snapshot`): the panel watching the run
+        """A run's row from its snapshot (`fiblab.jobs.launch.snapshot`): the panel watching the run
         shows the list's row from the same snapshot as its status line, so the two agree."""
         detail = f"step {s['step']} / {s['steps']}"
         if s["state"] == "starting" and s.get("phase"):
@@ -81,7 +81,7 @@ class LMRuns:
 
 
 class ProbeGrids:
-    """Probe grids launched with `fiblab.probe_launch` under ``runs_dir``: a `RunList` source."""
+    """Probe grids launched with `fiblab.jobs.probe_launch` under ``runs_dir``: a `RunList` source."""
 
     kind = "probe grid"
 

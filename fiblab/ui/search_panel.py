@@ -1,7 +1,7 @@
 """The schedule-search panel (notebook 06): pick a space, objectives, trials and a seed, launch
 `fiblab search …` as a separate process, watch it search, stop it, resume it.
 
-**launch** starts the search through `fiblab.search_launch` (the lifecycle of `fiblab.detached`,
+**launch** starts the search through `fiblab.jobs.search_launch` (the lifecycle of `fiblab.jobs.detached`,
 as notebooks 02 and 03 launch theirs) in ``<runs>/searches/<name>/``; the kernel stays free and a
 restart does not stop it.  A `fiblab.ui.common.Watcher` re-reads the search's Optuna study every
 ``every`` seconds: trials done / total, the best value so far per objective (a step line over the
@@ -21,7 +21,7 @@ import threading
 import ipywidgets as W
 
 from analysis.experiments.search.objectives import OBJECTIVES
-from fiblab import search_launch as SL
+from fiblab.jobs import search_launch as SL
 from fiblab.ui.common import (
     LaunchPanel,
     Watcher,
@@ -57,7 +57,7 @@ SPACES = (
 
 
 class Searches:
-    """Searches launched with `fiblab.search_launch` under ``runs_dir``: a `RunList` source."""
+    """Searches launched with `fiblab.jobs.search_launch` under ``runs_dir``: a `RunList` source."""
 
     kind = "search"
 
@@ -84,7 +84,7 @@ class Searches:
 class SearchPanel(LaunchPanel):
     """One search: the form, the buttons and the live view; display the object (or ``.widget``).
 
-    State: ``handle`` (the `fiblab.search_launch.SearchHandle` watched), ``snap`` (its last
+    State: ``handle`` (the `fiblab.jobs.search_launch.SearchHandle` watched), ``snap`` (its last
     `SearchState`), ``view`` (its last `SearchView`: trial values, best so far, front, leaders),
     ``error`` (the message shown, or None)."""
 

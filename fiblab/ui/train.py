@@ -1,19 +1,19 @@
 """The training panel (notebook 03): launch a language-model run as a separate process, watch it
 through the experiment store, and pick it up again after a kernel restart.
 
-The Launch button calls `fiblab.launch.launch` (``python -m fiblab.cli train …`` in its own session,
+The Launch button calls `fiblab.jobs.launch.launch` (``python -m fiblab.cli train …`` in its own session,
 or torchrun over every visible GPU), so the kernel stays free and a kernel restart does not stop
 the run.  A background thread (``auto_refresh``) calls `refresh` every few seconds while the run
 lives: what the process is doing (starting, preparing the data, the first step, training,
 evaluating), loss and perplexity curves, tokens/s, an ETA from its own measured step and
-evaluation times (`fiblab.train_eta`) and — for learned-α runs — α per layer.  Stop asks the loop
+evaluation times (`fiblab.jobs.train_eta`) and — for learned-α runs — α per layer.  Stop asks the loop
 to checkpoint and exit after its current step; Resume continues from there.
 
 On open the panel lists every run that is running, stopping, stopped or failed
 (`fiblab.ui.runlist.RunList`: LM runs and the probe grids, which notebook 02 shows); *attach* shows that run here and fills the form with its settings, so the
 form always describes the run on screen.  On a machine without GPUs a launch that would train for
 more than an hour (the paper's presets: weeks) first says how long, and starts only on a second
-click ("launch anyway"; `fiblab.train_estimate`).
+click ("launch anyway"; `fiblab.jobs.train_estimate`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import time
 
 import ipywidgets as W
 
-from fiblab import launch as LA
+from fiblab.jobs import launch as LA
 from fiblab.ui.common import (
     LaunchPanel,
     Watcher,
@@ -56,8 +56,8 @@ class TrainPanel(LaunchPanel):
     """Widgets to launch, watch, stop and resume one training run, and the list of runs to pick
     up again.
 
-    State: ``handle`` (the `fiblab.launch.RunHandle` shown), ``snap`` (the last
-    `fiblab.launch.snapshot`), ``state`` (its state string), ``error`` (the message shown, or
+    State: ``handle`` (the `fiblab.jobs.launch.RunHandle` shown), ``snap`` (the last
+    `fiblab.jobs.launch.snapshot`), ``state`` (its state string), ``error`` (the message shown, or
     None), ``warning`` (the long-run warning awaiting a second click, or None), ``runlist``.
     ``sources``: the run-list sources beside the LM runs (default: the probe grids, which
     notebook 02 shows);
@@ -224,7 +224,7 @@ class TrainPanel(LaunchPanel):
 
     def ray_address(self) -> str | None:
         """The form's Ray address (ValueError naming a bad one), None when empty: here."""
-        from fiblab.ray_cluster import check_address
+        from fiblab.cluster.ray_cluster import check_address
 
         text = self.ray.value.strip()
         return check_address(text) if text else None

@@ -12,10 +12,10 @@ import time
 
 import ipywidgets as W
 
-from fiblab import detached
-from fiblab import launch as LA
-from fiblab import train_estimate as TE
-from fiblab.train_eta import format_duration
+from fiblab.jobs import detached
+from fiblab.jobs import launch as LA
+from fiblab.jobs import train_estimate as TE
+from fiblab.jobs.train_eta import format_duration
 from lab.lm.config import format_value, read_config
 from lab.training.checkpoint import list_checkpoints
 from lab.training.trainconfig import TRAIN_PRESETS, TrainConfig
@@ -49,7 +49,7 @@ def form_values(h: LA.RunHandle) -> dict:
     """The launch settings of a run, as the form shows them: preset, name, steps (0: the
     preset's), data, overrides (one key=value a line), nproc and the Ray address ('' for a run
     here) — from the handle's spec (what
-    `fiblab.launch.launch` was given), else what its launch.json and launch-config.json say."""
+    `fiblab.jobs.launch.launch` was given), else what its launch.json and launch-config.json say."""
     spec = h.spec or {}
     try:
         data = read_config(os.path.join(h.run_dir, LA.CONFIG_NAME), TrainConfig).data
@@ -113,7 +113,7 @@ def name_taken(cfg, runs: str) -> tuple[str, bool] | None:
 
 def long_run_warning(cfg, store: str, gpus: int) -> str | None:
     """On a machine without GPUs, a run estimated to train for over an hour
-    (`fiblab.train_estimate`): how long, on what basis, and what to do; else None."""
+    (`fiblab.jobs.train_estimate`): how long, on what basis, and what to do; else None."""
     if gpus or not TE.may_be_long(cfg):
         return None
     speed = TE.machine_speed(store, TE.train_flops_per_token(cfg.model))

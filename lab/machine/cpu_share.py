@@ -40,7 +40,7 @@ How a job's own thread count meets the share:
   others (max-min fair).  A ``--jobs N`` grid alone thus runs exactly as before, and beside a
   training run its workers and the run share the cores.
 * a **Ray task** is pinned at ``--ray-threads`` (`pin`): Ray reserved that many CPUs for it and
-  promises the same numbers whatever the node (`fiblab.ray_cluster`); lab jobs outside Ray on
+  promises the same numbers whatever the node (`fiblab.cluster.ray_cluster`); lab jobs outside Ray on
   that node take what the tasks leave.
 * ``FIBLAB_THREADS=N`` **pins** this job to N threads whatever else runs; the others count its
   N as taken.  ``FIBLAB_CPU_SHARE=0`` switches sharing off for this job: it keeps torch's threads

@@ -1,4 +1,4 @@
-"""Whether a process is alive: one definition for the launchers (`fiblab.detached`) and for the
+"""Whether a process is alive: one definition for the launchers (`fiblab.jobs.detached`) and for the
 schedule search's clean-up of trials left by a killed driver (`analysis.experiments.search.search`), which may not
 import the front ends."""
 

@@ -1,7 +1,7 @@
 """A store-shaped journal: a training run's store writes as JSON lines, replayed into the store
 later by its one writer.
 
-A run trained on another machine (a Ray task, `fiblab.ray_run`) must not open the SQLite store
+A run trained on another machine (a Ray task, `fiblab.cluster.ray_run`) must not open the SQLite store
 (WAL needs a local filesystem, and the store has one writer: the driver).  `lab.training.train.train`
 takes ``store=StoreJournal(path)`` instead: every `start_run` / `log_metrics` / `log_eval` /
 `log_alphas` / `log_event` / `set_status` call becomes one line of ``path`` (in the run's own

@@ -4,7 +4,7 @@ The store learns of a run only once its data is loaded and its model built (`lab
 the store's row with the data's provenance), so the first seconds to minutes of a launched run
 — importing torch, tokenising the corpus, loading a checkpoint, building the attention kernel in
 the first step — and its evaluations are invisible there.  The training process (rank 0) writes
-``<run_dir>/phase.json`` at each such phase; a launcher (`fiblab.launch.snapshot`) reads it and
+``<run_dir>/phase.json`` at each such phase; a launcher (`fiblab.jobs.launch.snapshot`) reads it and
 shows the phase instead of a silent bar.  The file also carries what an ETA needs and only the
 process knows: the step it started from (so a resumed run's speed is measured on its own steps)
 and how many tokens its light and final evaluations score.

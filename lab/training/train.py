@@ -249,7 +249,7 @@ def train(
     (`lab.training.runlog`, e.g. TensorBoard); not part of the run's configuration or identity.
     ``store``: instead of opening ``store_path``, log into this store-shaped writer (a
     `lab.store.journal.StoreJournal` in the run folder, for a run on another machine whose
-    driver alone writes the store; `fiblab.ray_run`)."""
+    driver alone writes the store; `fiblab.cluster.ray_run`)."""
     di = init_distributed()
     accum = cfg.accum
     if accum % di.world:

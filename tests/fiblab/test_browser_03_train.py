@@ -10,7 +10,7 @@ import os
 import browser_support as B
 import pytest
 
-from fiblab import launch as LA
+from fiblab.jobs import launch as LA
 
 # ≈ 1–2 min on 2 cores: with the other long tests (pytest -m slow), outside the default suite
 pytestmark = [*B.REQUIRES, pytest.mark.slow]

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from fiblab import launch as L
+from fiblab.jobs import launch as L
 from lab.data.prepared import prepare
 from lab.lm.config import read_config
 from lab.store import Store
@@ -130,7 +130,7 @@ def test_bad_launch_fails_before_starting(tmp_path, kw, needle):
 
 KERNEL = """
 import json, sys, time
-from fiblab import launch as L
+from fiblab.jobs import launch as L
 h = L.launch("tiny", name="straight", steps={steps}, overrides={fast!r}, store={store!r},
              runs_dir={runs!r}, env={env!r}, nproc=1)
 print(h.pid, flush=True)

@@ -1,4 +1,4 @@
-"""Probe grids as separate processes (fiblab.probe_launch): a launched grid finishes with the
+"""Probe grids as separate processes (fiblab.jobs.probe_launch): a launched grid finishes with the
 records an in-process `run_grid` of the same cells computes, in its JSONL and in the store; a
 stop request ends it within seconds keeping the finished cells (none twice), and resuming it
 finishes with the uninterrupted run's records; a fresh Python process (a kernel restart's
@@ -15,8 +15,8 @@ import time
 import pytest
 import torch
 
-from fiblab import probe_launch as PL
 from fiblab.cli import main
+from fiblab.jobs import probe_launch as PL
 from lab.store import Store
 from probes.grid import load_records, run_grid
 from probes.gridspec import GridSpec

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from fiblab import probe_launch as PL
+from fiblab.jobs import probe_launch as PL
 from fiblab.ui.probe_view import fmt_duration, status_html
 from fiblab.ui.probes import ProbePanel
 from probes.gridspec import GridSpec

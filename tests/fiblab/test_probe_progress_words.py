@@ -3,7 +3,7 @@ when the kernel is not built yet, since a built one gives the first step in abou
 
 from __future__ import annotations
 
-from fiblab import probe_progress as PP
+from fiblab.jobs import probe_progress as PP
 from lab.kernels import cpu
 
 

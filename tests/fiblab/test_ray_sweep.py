@@ -1,4 +1,4 @@
-"""Sweeps on Ray (fiblab.ray_run) against a real two-node cluster on this machine.
+"""Sweeps on Ray (fiblab.cluster.ray_run) against a real two-node cluster on this machine.
 
 The oracle is the lab's own local path: the same cells (`probes.grid.run_grid`) and the same
 runs (`lab.training.train.train` into a store) run here in this process, on the same one torch thread a
@@ -74,7 +74,7 @@ def _task_lines(err: str, names: list[str]) -> dict:
 
 
 def test_probe_grid_on_ray_equals_the_local_grid(cluster, tmp_path, one_thread, capsys):
-    from fiblab.ray_run import run_probe_grid
+    from fiblab.cluster.ray_run import run_probe_grid
     from probes.grid import grid, load_records, run_grid
 
     assert len([n for n in ray.nodes() if n["Alive"]]) == 2
@@ -105,7 +105,7 @@ def test_probe_grid_on_ray_equals_the_local_grid(cluster, tmp_path, one_thread, 
 
 
 def test_probe_cells_on_ray_report_live_and_obey_a_stop_request(cluster, tmp_path):
-    from fiblab.ray_run import run_probe_grid
+    from fiblab.cluster.ray_run import run_probe_grid
     from probes.grid import grid, load_records
     from probes.live import LIVE_DIR, LiveSpec, StopRequested, request_stop
 
@@ -157,7 +157,7 @@ def _numbers(store_path: str, name: str) -> dict:
 
 
 def test_lm_sweep_on_ray_equals_local_runs_and_a_rerun_skips(cluster, tmp_path, one_thread, capsys):
-    from fiblab.ray_run import run_sweep
+    from fiblab.cluster.ray_run import run_sweep
     from lab.training.train import train
 
     local_store = str(tmp_path / "local.db")
@@ -269,7 +269,7 @@ def test_driver_killed_mid_sweep_resumes_with_nothing_duplicated(cluster, tmp_pa
     assert p.returncode == 0, err.decode()
     assert "tiny-s0" in out.decode() and "trained" in out.decode()
     # the resumed runs equal uninterrupted local runs, each number once
-    from fiblab.sweepspec import load_spec, sweep_configs
+    from fiblab.cluster.sweepspec import load_spec, sweep_configs
 
     local_store = str(tmp_path / "local.db")
     for cfg in sweep_configs(load_spec(str(spec)), str(tmp_path / "local")):
@@ -304,7 +304,7 @@ def test_bad_ray_input_is_one_line(tmp_path, capsys):
     spec = tmp_path / "s.toml"
     spec.write_text('[[group]]\npresets = ["tiny"]\nseeds = [0, 0]\n')
     with pytest.raises(ValueError, match="already in an earlier group"):
-        from fiblab.sweepspec import load_spec, sweep_configs
+        from fiblab.cluster.sweepspec import load_spec, sweep_configs
 
         sweep_configs(load_spec(str(spec)), "runs")
     cfgs = sweep_configs(
@@ -360,7 +360,7 @@ def test_a_worker_node_removed_mid_sweep_is_retried_from_its_checkpoint(
     file: the fixture's worker node is replaced at the end)."""
     import threading
 
-    from fiblab.ray_run import run_sweep
+    from fiblab.cluster.ray_run import run_sweep
     from lab.training.train import train
 
     c, worker = cluster
@@ -397,10 +397,10 @@ def test_a_worker_node_removed_mid_sweep_is_retried_from_its_checkpoint(
 
 
 def test_a_launched_grid_can_target_a_cluster(tmp_path):
-    """The notebooks' launcher (`fiblab.probe_launch`, notebook 02) passes GridSpec.ray on as
+    """The notebooks' launcher (`fiblab.jobs.probe_launch`, notebook 02) passes GridSpec.ray on as
     --ray; the address changes no result, so the same grid on Ray is the same grid."""
-    from fiblab import probe_launch as PL
     from fiblab.cli import build_parser
+    from fiblab.jobs import probe_launch as PL
     from probes.gridspec import GridSpec
 
     spec = GridSpec(scale="tiny", depths=(2,), seeds=(0,), ray="local")
@@ -457,7 +457,7 @@ def test_a_sweep_run_taken_by_another_config_is_refused_before_anything(tmp_path
         assert (len(st.events()), st.runs().to_dict()) == before
     # the same config done in the store is still skipped (no Ray needed to know it)
     same = make_config("tiny", {"steps": 5, "seed": 0, "name": "tiny-s0", "run_dir": str(runs)})
-    from fiblab.ray_run import config_clash
+    from fiblab.cluster.ray_run import config_clash
 
     assert config_clash({**same.to_dict(), "run_dir": "other", "micro_batch": 1}, same) is None
     # a run folder of another config (its checkpoints would be resumed): refused as well
@@ -470,13 +470,14 @@ def test_a_sweep_run_taken_by_another_config_is_refused_before_anything(tmp_path
 
 
 def test_a_ray_grid_eta_shares_the_work_over_the_cluster_lanes():
-    """fiblab.probe_launch's ETA with GridSpec.ray: the lanes the grid process found (its
+    """fiblab.jobs.probe_launch's ETA with GridSpec.ray: the lanes the grid process found (its
     progress.json), none before it says so.  By hand: rate 0.1 s a step at depth 2 = 0.05 s a
     layer-step; work left 10 steps × depth 2 running + 20 steps × depth 2 × 2 pending = 100
     layer-steps = 5 s, over min(2 lanes, 3 cells) = 2.5 s (one at a time it would be 5 s)."""
     import math
 
-    from fiblab.probe_launch import eta_seconds, grid_lanes
+    from fiblab.jobs.probe_launch import grid_lanes
+    from fiblab.jobs.probe_progress import eta_seconds
 
     running, pending = [(2, 10, 20, 0.1)], [2, 2]
     assert grid_lanes({"ray": "auto", "jobs": 1}, {}) is None
@@ -491,9 +492,9 @@ def test_a_ray_grid_eta_shares_the_work_over_the_cluster_lanes():
 def test_train_on_ray_is_launchable_and_the_form_targets_a_cluster(tmp_path, capsys):
     """Notebook 03's launcher and form pass a Ray address on as ``fiblab train --ray``; empty:
     today's command; a bad one is refused before anything starts."""
-    from fiblab import launch as LA
     from fiblab.cli import build_parser, main
-    from fiblab.train_command import train_command
+    from fiblab.jobs import launch as LA
+    from fiblab.jobs.train_command import train_command
 
     cmd = train_command("tiny", store="s.db", runs_dir="r", ray="10.0.0.5:6379")
     args = build_parser().parse_args(cmd[3:])
@@ -533,10 +534,10 @@ def test_train_on_ray_is_launchable_and_the_form_targets_a_cluster(tmp_path, cap
 
 @pytest.mark.slow
 def test_a_launched_run_on_ray_stops_by_request_and_resumes(cluster, tmp_path):
-    """`fiblab.launch` with ray=HOST:PORT (the module's cluster): the run trains as a task, a
+    """`fiblab.jobs.launch` with ray=HOST:PORT (the module's cluster): the run trains as a task, a
     stop request in its folder reaches the task (checkpoint kept, state stopped), and resume
     continues it on the cluster to the end, each step's loss in the store once."""
-    from fiblab import launch as LA
+    from fiblab.jobs import launch as LA
 
     c, _ = cluster
     store, runs = str(tmp_path / "s.db"), str(tmp_path / "runs")

@@ -1,6 +1,6 @@
 """The run list every panel shows on open (fiblab.ui.runlist) and the detached-process pieces
-both launchers share (fiblab.detached): which runs are listed, which buttons are live, what the
-buttons call; launch.json files found again by `fiblab.launch.list_runs`."""
+both launchers share (fiblab.jobs.detached): which runs are listed, which buttons are live, what the
+buttons call; launch.json files found again by `fiblab.jobs.launch.list_runs`."""
 
 import json
 import os
@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from fiblab import detached
-from fiblab import launch as LA
+from fiblab.jobs import detached
+from fiblab.jobs import launch as LA
 from fiblab.ui.runlist import LMRuns, RunList, RunRow
 
 

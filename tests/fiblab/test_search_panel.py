@@ -9,7 +9,7 @@ import time
 import optuna
 import pytest
 
-from fiblab import search_launch as SL
+from fiblab.jobs import search_launch as SL
 from fiblab.ui.search_panel import SearchPanel
 from lab.store import Store
 

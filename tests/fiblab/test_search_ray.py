@@ -1,4 +1,4 @@
-"""The schedule search on Ray (fiblab.ray_search, `fiblab search --ray`) against a real two-node
+"""The schedule search on Ray (fiblab.cluster.ray_search, `fiblab search --ray`) against a real two-node
 cluster on this machine (Ray's `ray.cluster_utils.Cluster`, a head and a worker of 1 CPU each).
 
 The oracles: a hand count of the distinct distances (the window 0..W and every rung round(α·f)
@@ -69,7 +69,7 @@ TRIALS = 25  # as the local search's stated budget (tests/analysis/test_search.p
 
 
 def test_search_on_ray_equals_local_values_and_the_store(cluster, tmp_path, monkeypatch):
-    from fiblab.ray_search import RayTrials, cluster_slots, run_search_on_ray
+    from fiblab.cluster.ray_search import RayTrials, cluster_slots, run_search_on_ray
 
     assert len([n for n in ray.nodes() if n["Alive"]]) == 2
     url = f"sqlite:///{tmp_path / 'search.db'}"
@@ -88,7 +88,7 @@ def test_search_on_ray_equals_local_values_and_the_store(cluster, tmp_path, monk
         res = run_search_on_ray(cfg, store, address=cluster.address)
         study = optuna.load_study(study_name=res.study_name, storage=url)
         study_and_store_agree(study, store, res.study_name)
-    from fiblab.ray_cluster import task_resources
+    from fiblab.cluster.ray_cluster import task_resources
 
     assert cluster_slots(ray, task_resources(ray, 1, False)) == 2  # 2 nodes × 1 CPU
     assert max(in_flight) == 2 and len(in_flight) == TRIALS
@@ -102,7 +102,7 @@ def test_search_on_ray_equals_local_values_and_the_store(cluster, tmp_path, monk
 
 
 def test_worker_faults_fail_one_trial_each_and_the_search_completes(cluster, tmp_path):
-    from fiblab.ray_search import run_search_on_ray
+    from fiblab.cluster.ray_search import run_search_on_ray
 
     died = str(tmp_path / "died")
 

@@ -14,9 +14,9 @@ import time
 
 import pytest
 
-from fiblab import launch as LA
-from fiblab import train_estimate as TE
-from fiblab.train_eta import estimate, evals_left, format_duration
+from fiblab.jobs import launch as LA
+from fiblab.jobs import train_estimate as TE
+from fiblab.jobs.train_eta import estimate, evals_left, format_duration
 from fiblab.ui.train import TrainPanel
 from lab.data.prepared import prepare
 from lab.store import Store

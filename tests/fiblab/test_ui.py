@@ -287,7 +287,7 @@ def test_probe_panel_runs_a_tiny_grid(tmp_path):
         store=str(tmp_path / "s.db"),
         out_dir=str(tmp_path),
     )
-    p.launch_button.click()  # a separate process (fiblab.probe_launch); the kernel is free
+    p.launch_button.click()  # a separate process (fiblab.jobs.probe_launch); the kernel is free
     assert p.error is None and p.handle is not None
     assert p.wait(timeout=300) == "done"
     assert p.error is None and len(p.records) == 1
@@ -325,7 +325,7 @@ def test_train_panel_buttons_follow_the_run(tmp_path):
     resume becomes available.  A `sleep` process stands in for the training run."""
     import subprocess
 
-    from fiblab import launch as LA
+    from fiblab.jobs import launch as LA
     from fiblab.ui.train import TrainPanel
     from lab.training.train import STOP_FILE
 
@@ -401,7 +401,7 @@ def test_train_panels_run_list_row_agrees_with_its_status_line(tmp_path, monkeyp
     snapshot. The snapshot is the real one of a stand-in process, its step moved by hand."""
     import subprocess
 
-    from fiblab import launch as LA
+    from fiblab.jobs import launch as LA
     from fiblab.ui.runlist import RunRow
     from fiblab.ui.train import TrainPanel
 

@@ -203,7 +203,7 @@ def test_a_ray_task_is_pinned_at_its_threads(jobs_dir):
 
 
 def test_the_panel_line_and_the_estimate_say_what_shares_the_machine(jobs_dir, tmp_path):
-    from fiblab import train_estimate as TE
+    from fiblab.jobs import train_estimate as TE
     from fiblab.ui.train import TrainPanel
 
     alone = C.describe([], 2)
@@ -343,7 +343,7 @@ def test_the_lab_leaves_the_wait_policy_to_the_user_even_beside_other_jobs(
     it (the share keeps the jobs' threads within the cores instead): libgomp in a ``fiblab``
     command beside a live lab job reads torch's default, or the user's own policy; a launched
     child gets no policy the user did not set."""
-    from fiblab import detached
+    from fiblab.jobs import detached
 
     _entry(jobs_dir, name="another run")  # a live lab job
     beside = _omp_report(jobs_dir, {})

@@ -78,7 +78,7 @@ def test_every_store_and_runs_default_of_the_cli_follows_the_variables(no_env, t
 
 
 def test_the_notebooks_and_the_launcher_keep_runs_in_the_checkout(no_env):
-    from fiblab import launch
+    from fiblab.jobs import launch
     from fiblab.ui import common
 
     assert common.store_path() == str(ROOT / "runs" / "fiblab.db")

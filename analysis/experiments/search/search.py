@@ -5,7 +5,7 @@
 The driver asks Optuna for a batch of trials, turns each into a plain `TrialTask`, hands the
 batch to a *dispatcher* (in this process, one at a time with the pruner; a local process pool;
 any callable ``(tasks) -> list of values-or-exception``), and tells the study each result.  An
-*executor* (`TrialExecutor`: ``slots``, ``submit(task)``, ``next_done()``; `fiblab.ray_search`'s
+*executor* (`TrialExecutor`: ``slots``, ``submit(task)``, ``next_done()``; `fiblab.cluster.ray_search`'s
 Ray tasks) instead keeps up to ``slots`` trials in flight and each result is told as it returns;
 its trials report nothing back, so no pruner then.  Samplers: TPE (seeded) for one objective, NSGA-II (seeded) for several (the study's
 best trials are then the Pareto front).  Pruner: the median rule on a trained objective's

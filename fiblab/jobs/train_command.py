@@ -1,6 +1,6 @@
 """The command line that starts a training process, and how many processes a launch uses.
 
-Pure pieces of `fiblab.launch` (which re-exports them): ``python -m fiblab.cli train …``, or
+Pure pieces of `fiblab.jobs.launch` (which re-exports them): ``python -m fiblab.cli train …``, or
 ``python -m torch.distributed.run --standalone --nproc_per_node=N -m fiblab.cli train …`` over
 several GPUs.
 """
@@ -51,7 +51,7 @@ def train_command(
 ) -> list[str]:
     """The argv that trains ``preset``, or the config file ``config`` (a run's config.json, as
     `launch` writes it: then nothing else is needed), under torchrun when ``nproc`` > 1, or as
-    a Ray task on the cluster at ``ray`` (`fiblab.ray_cluster` addresses; one process here).
+    a Ray task on the cluster at ``ray`` (`fiblab.cluster.ray_cluster` addresses; one process here).
     Typed override values are written as `lab.lm.config` reads them back (betas=0.9,0.95).
     Pure: starts nothing."""
     if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:

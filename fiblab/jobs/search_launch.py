@@ -1,6 +1,6 @@
 """Launch a schedule search (`fiblab search …`) as a separate process, find it again, stop it.
 
-The lifecycle is `fiblab.detached`'s, as for training runs and probe grids: the process starts
+The lifecycle is `fiblab.jobs.detached`'s, as for training runs and probe grids: the process starts
 in its own session, so a busy or restarted kernel does not stop it.  Everything of a search
 lives in ``<runs>/searches/<name>/``:
 
@@ -29,7 +29,7 @@ import sys
 import time
 from dataclasses import dataclass, field, fields
 
-from fiblab import detached
+from fiblab.jobs import detached
 from lab.util import paths
 
 SEARCHES_DIR = "searches"  # under the runs folder

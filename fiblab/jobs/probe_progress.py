@@ -1,5 +1,5 @@
 """How far a probe grid is, in words and seconds: pure functions of its state and live files
-(`probes.live`), used by `fiblab.probe_launch.snapshot`."""
+(`probes.live`), used by `fiblab.jobs.probe_launch.snapshot`."""
 
 from __future__ import annotations
 

@@ -22,8 +22,8 @@ States (`state`): ``starting`` (process alive, no step logged yet), ``running``,
 experiment store, so a run launched with ``store=''`` can only be told apart by its exit code.
 What a live process is doing (``phase``: starting, preparing the data, the first step, training,
 evaluating) comes from the file it writes beside its checkpoints (`lab.training.runphase`), and its ETA
-from its own measured step and evaluation times (`fiblab.train_eta`).  The command line itself
-is built in `fiblab.train_command` (re-exported here).
+from its own measured step and evaluation times (`fiblab.jobs.train_eta`).  The command line itself
+is built in `fiblab.jobs.train_command` (re-exported here).
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from fiblab import detached, train_eta
-from fiblab.train_command import auto_nproc, gpu_count, train_command
+from fiblab.jobs import detached, train_eta
+from fiblab.jobs.train_command import auto_nproc, gpu_count, train_command
 from lab.lm.config import split_overrides
 from lab.store import Store
 from lab.training.checkpoint import list_checkpoints
@@ -149,7 +149,7 @@ def launch(
     GPUs when there are several (as many as divide the step's micro-batches), else one process.  ``env`` adds environment variables; the
     process runs in ``cwd`` (default: the project root, where relative data paths resolve;
     for an installed fiblab the working directory).  ``ray``: a Ray address (``local``,
-    ``auto``, ``HOST:PORT``; `fiblab.ray_cluster`): the process runs the training as one Ray
+    ``auto``, ``HOST:PORT``; `fiblab.cluster.ray_cluster`): the process runs the training as one Ray
     task there (``fiblab train --ray``; one GPU or ``--ray-threads`` CPUs of the cluster, the
     run folder on storage the nodes share); a stop request reaches the task through the run
     folder, as it reaches a local run.  None or '': here, as always.
@@ -157,7 +157,7 @@ def launch(
     store = store or ""
     ray = (ray or "").strip() or None
     if ray:
-        from fiblab.ray_cluster import check_address
+        from fiblab.cluster.ray_cluster import check_address
 
         check_address(ray)
     over = split_overrides(overrides)
@@ -298,7 +298,7 @@ def terminate(h: RunHandle, timeout: float = 10.0) -> None:
     if h.store:
         with _suppress(), Store(h.store) as st:
             st.set_status(h.name, "failed", "terminated by the launcher")
-            st.log_event(h.name, "terminated", "SIGTERM from fiblab.launch.terminate")
+            st.log_event(h.name, "terminated", "SIGTERM from fiblab.jobs.launch.terminate")
 
 
 class _suppress:
@@ -358,7 +358,7 @@ def snapshot(h: RunHandle) -> dict:
     10 logged steps), phase (what a live process is doing, in words: "starting the process",
     "preparing the data …", "training", "evaluating at step 200 …"; "" after it exited) and
     phase_since (when that began, epoch seconds),
-    eta (a `fiblab.train_eta.Eta`: steps and evaluations left, from this process's own
+    eta (a `fiblab.jobs.train_eta.Eta`: steps and evaluations left, from this process's own
     measurements), eta_s (its seconds; 0 for a finished run, NaN when not known or nothing
     runs: stopping, stopped, failed), message (the store's, for an exited run; the log tail
     when it failed), returncode, and the DataFrames ``loss_curve`` (step, value), ``evals``

@@ -17,7 +17,7 @@ metrics, evaluations and α are upserts, and a replay skips the events already t
 
 `train_on_ray` is ``fiblab train … --ray``: one run through the same path.  A sweep run done in
 the store (or with a run folder) under its name but another configuration is refused before
-anything runs (`check_same_configs`).  What the drivers print: `fiblab.ray_progress`.
+anything runs (`check_same_configs`).  What the drivers print: `fiblab.cluster.ray_progress`.
 
 The tasks are module-level functions, so Ray's workers import them from the installed lab.
 """
@@ -30,8 +30,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from fiblab.ray_cluster import TaskResources, connect, task_resources
-from fiblab.ray_progress import TaskLines, report_start
+from fiblab.cluster.ray_cluster import TaskResources, connect, task_resources
+from fiblab.cluster.ray_progress import TaskLines, report_start
 from lab.store.journal import JOURNAL_NAME, StoreJournal, finished, read_journal, replay
 from lab.util.progress import bar as progress_bar
 
@@ -51,7 +51,7 @@ def probe_cell_task(cell, settings, threads: int, log_to=None, live=None, starte
     """One probe cell on a worker, on ``threads`` torch threads: its record and its node (with
     ``live`` / ``log_to``, the worker reports into the grid's live folder and the cell's log
     folder, which must be on storage the nodes share, and checks the stop request itself;
-    ``started``: the driver's queue for the start line, `fiblab.ray_progress`)."""
+    ``started``: the driver's queue for the start line, `fiblab.cluster.ray_progress`)."""
     from lab.machine.cpu_share import pin
     from probes.runner import run_cell
 

@@ -1,8 +1,8 @@
 """A process that outlives the notebook that started it: start it in its own session, record it
 in a small JSON file beside its outputs, tell whether it still runs, read its log, stop it.
 
-Both launchers use it: `fiblab.launch` (a training run, ``<runs>/<name>/launch.json``) and
-`fiblab.probe_launch` (a probe grid).  What each process *is* (its states, its stop request,
+Both launchers use it: `fiblab.jobs.launch` (a training run, ``<runs>/<name>/launch.json``) and
+`fiblab.jobs.probe_launch` (a probe grid).  What each process *is* (its states, its stop request,
 where its live values come from) is the launcher's; how a detached process is started, found
 again after a kernel restart and killed is here, once.
 """

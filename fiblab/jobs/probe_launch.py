@@ -1,8 +1,8 @@
 """Launch a probe grid as a separate process, watch it through its live files, stop it, resume it.
 
-The way `fiblab.launch` runs training: a `probes.gridspec.GridSpec` is checked here (its cells
+The way `fiblab.jobs.launch` runs training: a `probes.gridspec.GridSpec` is checked here (its cells
 and settings are built first, so bad input fails at once), then ``python -m fiblab.cli probe …
---live <grid folder>`` starts in a new session (`fiblab.detached`), so neither a busy nor a
+--live <grid folder>`` starts in a new session (`fiblab.jobs.detached`), so neither a busy nor a
 restarted kernel stops it.  Everything of a grid lives in ``<runs>/probe-grids/<name>/``:
 
     grid.json      the handle: name, spec, command, pid (what `attach` and `list_grids` read)
@@ -34,8 +34,8 @@ import sys
 import time
 from dataclasses import dataclass, field, fields, replace
 
-from fiblab import detached
-from fiblab.probe_progress import activity, eta_seconds
+from fiblab.jobs import detached
+from fiblab.jobs.probe_progress import activity, eta_seconds
 from lab.util import paths
 from probes import live as LV
 from probes.grid import append_record, load_records

@@ -69,7 +69,7 @@ def check_threads(threads) -> int:
 def _code_root() -> str:
     """The folder holding the lab's packages (`fiblab`, `lab`, …): the workers of a local
     cluster import them from there, as this process does."""
-    return str(Path(__file__).resolve().parents[1])
+    return str(Path(__file__).resolve().parents[2])
 
 
 @contextmanager

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 
-from fiblab.ray_cluster import TaskResources, connect, task_resources
+from fiblab.cluster.ray_cluster import TaskResources, connect, task_resources
 
 DEFAULT_RETRIES = 3
 
@@ -116,7 +116,7 @@ def run_search_on_ray(
     """`analysis.experiments.search.search.run_search` with the trials as Ray tasks (see the module docstring);
     its `SearchResult`.  ``fn`` replaces `evaluate` on the workers (tests inject faults)."""
     from analysis.experiments.search.search import run_search
-    from fiblab.ray_run import check_retries
+    from fiblab.cluster.ray_run import check_retries
 
     check_retries(retries)
     check_parallel(parallel)
