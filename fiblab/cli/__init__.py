@@ -19,6 +19,9 @@ fiblab export RUN --out DIR [--hf]                     safetensors model folder 
 fiblab sample RUN_OR_DIR --prompt TEXT [--max-new-tokens 64]   text from a trained model
 fiblab export-store --tensorboard DIR [RUN ...]         runs in the store as TensorBoard events
 fiblab doctor [--json]                                  this machine, the lab's choices, expected times
+
+Past 450 lines because the small commands keep their parser and one-line handler here; every
+command with real work has a module of its own (train, probe, demo, report, measure, search, …).
 """
 
 from __future__ import annotations

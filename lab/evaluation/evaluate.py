@@ -3,6 +3,8 @@ policies, with position-matched blocks) and position-resolved loss — all three
 measurement, `position_nll`, so that they agree by construction.  The window rule, the blocks
 that remove the long-window confound and the bin edges are specified in docs/evaluation.md;
 running them on a run folder and logging them to the store is `lab.evaluation.evalrun`.
+One module past 450 lines on purpose: the three evaluations share `position_nll` and its
+window rule, and a reader checks them against each other in one place.
 """
 
 from __future__ import annotations
