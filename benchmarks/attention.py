@@ -34,6 +34,8 @@ import sys
 
 import torch
 
+from lab.ladder.offsets import Ladder
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from benchmarks.header import machine_header  # noqa: E402
 from lab import kernels
@@ -77,7 +79,9 @@ def run_once(name: str, q, k, v, backward: bool):
     alpha = spec["alpha"]
     if alpha == "tensor":
         alpha = torch.tensor(spec.get("value", 1.0), device=q.device, requires_grad=backward)
-    out = sparse_attention(q, k, v, alpha=alpha, window=8, path=spec["path"], impl=spec["impl"])
+    out = sparse_attention(
+        q, k, v, alpha=alpha, ladder=Ladder(8), path=spec["path"], impl=spec["impl"]
+    )
     if backward:
         out.sum().backward()
     return out

@@ -34,7 +34,7 @@ from lab.cost.measure import time_round_robin
 from lab.lm.model import FibLM
 from lab.lm.modelconfig import config_for
 from lab.machine.precision import autocast
-from lab.training.train import param_groups
+from lab.training.optim import param_groups
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # name: (model preset, model overrides, batch, T)

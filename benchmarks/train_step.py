@@ -44,7 +44,7 @@ from lab.cost.measure import CLOCKS, time_fn
 from lab.ladder.schemes import scheme
 from lab.lm.model import FibLM
 from lab.lm.modelconfig import config_for
-from lab.training.train import lr_at, param_groups
+from lab.training.optim import lr_at, param_groups
 from lab.training.trainconfig import make_config
 
 SCHEDULES = {  # model overrides per schedule (`lab.ladder.schemes` short names)

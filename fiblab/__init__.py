@@ -6,7 +6,7 @@ the layers it sits on (bottom to top: `lab` the core, `probes`, `analysis`)::
 
     import fiblab
     model = fiblab.build_model("paper-60m", schedule="stagger")
-    out = fiblab.sparse_attention(q, k, v, alpha=0.8, window=8)
+    out = fiblab.sparse_attention(q, k, v, alpha=0.8, ladder=fiblab.Ladder(8))
 
 Names are imported on first use, so ``import fiblab`` stays cheap (no torch until needed).
 """
@@ -32,6 +32,7 @@ API_MODULES = {
     "plan_for": "lab.ladder.plan",
     "ColumnPlan": "lab.ladder.plan",
     "attended_distances": "lab.ladder.offsets",
+    "Ladder": "lab.ladder.offsets",
     "layer_sets": "lab.ladder.plan",
     "fibonacci": "lab.ladder.offsets",
     "layer_alphas": "lab.ladder.schedules",

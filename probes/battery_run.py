@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from lab.util.checks import nonneg_int, positive_int
 from probes.battery import HOPS, LEGO_LENGTHS, N_DISTRACTORS, run_battery
 
 #: Bump when the battery's items or scoring change, so stored results say which they came from.
@@ -140,10 +141,8 @@ def score_run(run_dir: str, n: int = 100, seed: int = 0, device="cpu") -> RunBat
     a checkpoint or a model too short for the items."""
     from lab.publish.export import run_model
 
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n={n!r} must be an integer >= 1 (items per chain length): pass --n 100")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed={seed!r} must be an integer >= 0: pass --seed 0")
+    positive_int(n, "n", "items per chain length: pass --n 100")
+    nonneg_int(seed, "seed", "pass --seed 0")
     r = run_model(run_dir, device, log=lambda *a: None)
     vocab = r.config.model.vocab_size
     report = run_battery(r.model, vocab, n=n, seed=seed, device=device)

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from lab.ladder.offsets import Base
+from lab.ladder.offsets import Ladder
 from lab.ladder.plan import layer_sets
 from lab.ladder.schedules import Schedule, layer_alphas
 
@@ -58,34 +58,32 @@ def _band_share(mask: np.ndarray) -> float:
 
 def coverage(
     alphas: Sequence[float],
-    window: int,
     seq_len: int,
-    base: Base = "fib",
-    rungs: int = 15,
-    rounding: str = "round",
+    ladder: Ladder,
     band: int | None = None,
     longer: int = 8,
 ) -> dict:
     """The full coverage report for one per-layer α list (see the module docstring)."""
+    window, base = ladder.window, ladder.base
     band = window if band is None else band
     if band < 0:
         raise ValueError(f"band={band} must be >= 0 (it defaults to the window W)")
-    sets = layer_sets(alphas, window, seq_len, base, rungs, rounding)
+    sets = layer_sets(alphas, seq_len, ladder)
     union = sorted(set().union(*sets))
     counts = np.zeros(seq_len, dtype=np.int64)
     for s in sets:
         counts[s] += 1
-    long_sets = layer_sets(alphas, window, seq_len * longer, base, rungs, rounding)
+    long_sets = layer_sets(alphas, seq_len * longer, ladder)
     masks = [band_mask(s, band, seq_len) for s in sets]
     union_mask = band_mask(union, band, seq_len)
     return {
         "convention": {
             "layers": len(alphas),
             "window": window,
-            "rungs": rungs,
+            "rungs": ladder.rungs,
             "seq_len": seq_len,
             "base": base if isinstance(base, str) else list(base),
-            "rounding": rounding,
+            "rounding": ladder.rounding,
             "band": band,
             "window_counted": True,
         },
@@ -105,17 +103,14 @@ def coverage(
 def schedule_coverage(
     schedule: Schedule,
     layers: int,
-    window: int = 8,
     seq_len: int = 1024,
-    base: Base = "fib",
-    rungs: int = 15,
-    rounding: str = "round",
+    ladder: Ladder = Ladder(8),
     band: int | None = None,
     stride: int | None = None,
 ) -> dict:
     """`coverage` for a named schedule ("fixed", "stagger", "coprime") or a custom α list."""
     alphas = layer_alphas(schedule, layers, stride=stride)
-    report = coverage(alphas, window, seq_len, base, rungs, rounding, band)
+    report = coverage(alphas, seq_len, ladder, band=band)
     report["convention"]["schedule"] = schedule if isinstance(schedule, str) else "custom"
     return report
 

@@ -16,6 +16,7 @@ import time
 import torch
 
 from lab.machine import cpu_share
+from lab.util.checks import positive_int
 from lab.util.jsonio import append_line
 from lab.util.progress import bar as progress_bar
 from probes.live import StopRequested
@@ -82,8 +83,7 @@ def run_grid(
     running cells are abandoned — the cells finished before it are in `out_path`, and running
     the grid again trains only the others.
     """
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise ValueError(f"jobs={jobs!r} must be an integer >= 1")
+    positive_int(jobs, "jobs", "cells run at once")
     settings = settings.resolved()  # "auto" → the precision this CPU computes in (and keys by)
     done = {r["key"]: r for r in load_records(out_path)} if out_path else {}
     todo = [c for c in cells if c.key(settings) not in done]

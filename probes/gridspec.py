@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
+from lab.util.checks import positive_int
 from lab.util.wording import plural
 from probes.grid import grid
 from probes.settings import INITS, TASK_SCALES, Cell, ProbeSettings
@@ -105,8 +106,7 @@ class GridSpec:
         bad = [d for d in self.depths if d < 1]
         if bad:
             raise ValueError(f"depths {bad} must be >= 1 (layers; the paper uses 2, 4, 8)")
-        if isinstance(self.jobs, bool) or not isinstance(self.jobs, int) or self.jobs < 1:
-            raise ValueError(f"jobs={self.jobs!r} must be an integer >= 1 (cells run at once)")
+        positive_int(self.jobs, "jobs", "cells run at once")
         if self.ray is not None and self.jobs > 1:
             raise ValueError(
                 f"jobs={self.jobs} and ray={self.ray!r}: give one (with Ray the cluster sets "

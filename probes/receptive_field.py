@@ -21,6 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.signal import fftconvolve
 
+from lab.ladder.offsets import Ladder
 from lab.ladder.plan import layer_sets
 from lab.ladder.schedules import layer_alphas
 from lab.ladder.schemes import scheme as find_scheme
@@ -108,7 +109,11 @@ def scheme_sets(
     s = find_scheme(scheme)
     if s.attention == "dense":
         return [list(range(seq_len))] * layers
-    return layer_sets(layer_alphas(s.schedule, layers), window, seq_len, s.base, rungs, rounding)
+    return layer_sets(
+        layer_alphas(s.schedule, layers),
+        seq_len,
+        Ladder(window, base=s.base, rungs=rungs, rounding=rounding),
+    )
 
 
 def receptive_report(sets: Sequence[Sequence[int]], seq_len: int, residual: float = 0.0) -> dict:

@@ -169,10 +169,10 @@ def test_cli_names_stay_and_aliases_are_accepted(capsys):
 
 # ------------------------------------------------------------------------------ evaluation kinds
 HAND_KINDS = {  # text -> (family, block, bin), written out
-    "full": (Family.FULL, None, None),
+    "full": (Family.RECOMPUTED, None, None),
     "frozen": (Family.FROZEN, None, None),
-    "full:block0": (Family.FULL, 0, None),
-    "full:block3": (Family.FULL, 3, None),
+    "full:block0": (Family.RECOMPUTED, 0, None),
+    "full:block3": (Family.RECOMPUTED, 3, None),
     "frozen:block12": (Family.FROZEN, 12, None),
     "bin0": (Family.BIN, None, 0),
     "bin7": (Family.BIN, None, 7),
@@ -189,7 +189,7 @@ def test_evalkind_parses_hand_written_strings(text):
 
 
 def test_evalkind_round_trips_every_kind_the_writers_make():
-    kinds = [EvalKind.full(), EvalKind.frozen(), EvalKind.light()]
+    kinds = [EvalKind.recomputed(), EvalKind.frozen(), EvalKind.light()]
     kinds += [EvalKind.of_policy(p, j) for p in ("recompute", "freeze") for j in range(9)]
     kinds += [EvalKind.of_bin(b) for b in range(8)]
     for k in kinds:
@@ -232,9 +232,9 @@ def test_evalkind_rejects_impossible_records():
     with pytest.raises(ValueError, match="bin=None"):
         EvalKind(Family.BIN)
     with pytest.raises(ValueError, match="no bin"):
-        EvalKind(Family.FULL, bin=1)
+        EvalKind(Family.RECOMPUTED, bin=1)
     with pytest.raises(ValueError, match="block=-1"):
-        EvalKind.full(-1)
+        EvalKind.recomputed(-1)
     with pytest.raises(ValueError, match="policy='shift'"):
         EvalKind.of_policy("shift")
 

@@ -1,3 +1,4 @@
-"""Figures: the lab's one plotting style (`style`), the paper's figures from tables (`plots`), and
-learned-α trajectories read from the store or probe records (`trajectories`).
+"""Figures: the lab's one plotting style and panel helpers (`style`), the paper's figures from
+tables (`plots`), the attended sets themselves (`structure`), and learned-α trajectories read
+from the store or probe records (`trajectories`).
 """

@@ -15,23 +15,20 @@ Functions
 ``extrapolation(table3)``             perplexity against evaluation length, both rung policies
 ``position_bins(table4)``             NLL per position bin, one line per schedule; gap rows apart
 ``alpha_trajectories(traj)``          α against step, one line per layer, one panel per run
-``rung_heatmap(sets)``                layers × distance: which distances each layer attends
-``coverage_curves(sets_by_scheme)``   distinct attended distances ≤ δ, against δ
-``receptive_field_curves(fractions)`` share of distances reachable after each layer
+
+The attended-set figures (rung heatmap, coverage and receptive-field curves) are
+`analysis.figures.structure`.
 """
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
-from matplotlib.ticker import MaxNLocator, PercentFormatter
+from matplotlib.ticker import MaxNLocator
 
 from analysis.figures import style
 from analysis.figures.style import CONFIG_COLORS
@@ -41,41 +38,8 @@ __all__ = [
     "extrapolation",
     "position_bins",
     "alpha_trajectories",
-    "rung_heatmap",
-    "coverage_curves",
-    "receptive_field_curves",
     "CONFIG_COLORS",
 ]
-
-#: The pixel size of one panel of a report figure (width, height).
-PANEL = (720, 420)
-
-
-def _color(label: str, i: int) -> str:
-    return style.config_color(label, i)
-
-
-def _figure(nrows: int = 1, ncols: int = 1, size=PANEL):
-    fig = style.figure(int(size[0] * ncols), int(size[1] * nrows))
-    axes = fig.subplots(nrows, ncols, squeeze=False)
-    return fig, axes
-
-
-def _save(fig: Figure, path) -> Figure:
-    if path is not None:
-        folder = os.path.dirname(os.fspath(path))
-        if folder:
-            os.makedirs(folder, exist_ok=True)
-        fig.savefig(path, dpi=fig.dpi, format="png")
-    return fig
-
-
-def _legend(ax, n_entries: int, handles=None, title: str | None = None):
-    """Inside the axes when short, to the right of them when long (it would hide data)."""
-    if n_entries > 6:
-        return style.legend_outside(ax, handles, title=title, ncol=2 if n_entries > 16 else 1)
-    kw = {} if handles is None else {"handles": handles}
-    return ax.legend(fontsize="small", title=title, title_fontsize="small", **kw)
 
 
 def _need(df: pd.DataFrame, cols, who: str) -> None:
@@ -103,7 +67,7 @@ def perplexity_vs_window(
     :func:`analysis.published.paper.perplexity`). Lines are labelled ``base/schedule``, points sorted by W.
     """
     _need(table, ["base", "schedule", "W", dataset], "perplexity-vs-W")
-    fig, ax = _figure()
+    fig, ax = style.panels()
     ax = ax[0, 0]
     keys = ["base", "schedule"] + (["variant"] if "variant" in table.columns else [])
     for i, (key, g) in enumerate(table.groupby(keys, sort=False)):
@@ -114,7 +78,7 @@ def perplexity_vs_window(
             g[dataset].to_numpy(dtype=float),
             marker="o",
             label=label,
-            color=_color(f"{key[0]}/{key[1]}", i),
+            color=style.config_color(f"{key[0]}/{key[1]}", i),
         )
     ws = sorted({int(w) for w in table["W"].dropna()})
     if ws:
@@ -122,8 +86,8 @@ def perplexity_vs_window(
     ax.set_xlabel("window W (tokens)")
     ax.set_ylabel(f"held-out perplexity ({dataset})")
     ax.set_title(title or f"Held-out perplexity against window ({dataset})")
-    _legend(ax, len(ax.get_lines()), title="configuration")
-    return _save(fig, path)
+    style.legend(ax, len(ax.get_lines()), title="configuration")
+    return style.save(fig, path)
 
 
 _MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
@@ -154,14 +118,14 @@ def extrapolation(
             f"the extrapolation plot needs Table 3's ppl_T{{L}} columns and the table has no "
             f"ppl_T… column (it has {list(table.columns)}): pass Table 3"
         )
-    fig, ax = _figure()
+    fig, ax = style.panels()
     ax = ax[0, 0]
     windows = sorted({int(w) for w in table["W"].dropna()}) if "W" in table.columns else []
     rows, any_frozen = [], False
     for i, r in enumerate(table.to_dict("records")):
         has_w = "W" in r and not pd.isna(r["W"])
         label = str(r["model"]) + (f" W={r['W']}" if has_w else "") + _variant(r)
-        color = _color(r["model"], i)
+        color = style.config_color(r["model"], i)
         marker = _MARKERS[windows.index(int(r["W"])) % len(_MARKERS)] if has_w else "o"
         pts = [(L, float(r[c])) for L, c in full if not pd.isna(r[c])]
         if not pts:
@@ -209,8 +173,8 @@ def extrapolation(
             Line2D([], [], color="#333333", label="rungs recomputed for the length"),
             Line2D([], [], color="#333333", ls="--", marker="o", mfc="white", label="rungs frozen"),
         ]
-    _legend(ax, len(rows) + len(policies), handles=rows + policies)
-    return _save(fig, path)
+    style.legend(ax, len(rows) + len(policies), handles=rows + policies)
+    return style.save(fig, path)
 
 
 def position_bins(table: pd.DataFrame, path=None, title: str | None = None) -> Figure:
@@ -226,10 +190,12 @@ def position_bins(table: pd.DataFrame, path=None, title: str | None = None) -> F
         )
     is_gap = table["schedule"].astype(str).str.contains(" - ", regex=False)
     if is_gap.any():  # the gap panel is the shorter one below
-        fig = style.figure(PANEL[0], PANEL[1] + 260)
-        axes = fig.subplots(2, 1, squeeze=False, sharex=True, height_ratios=[PANEL[1] - 60, 200])
+        fig = style.figure(style.PANEL[0], style.PANEL[1] + 260)
+        axes = fig.subplots(
+            2, 1, squeeze=False, sharex=True, height_ratios=[style.PANEL[1] - 60, 200]
+        )
     else:
-        fig, axes = _figure()
+        fig, axes = style.panels()
     x = np.array([b for b, _ in bins])
     for panel, rows in enumerate([table[~is_gap], table[is_gap]][: 1 + int(is_gap.any())]):
         ax = axes[panel, 0]
@@ -241,17 +207,17 @@ def position_bins(table: pd.DataFrame, path=None, title: str | None = None) -> F
                 [float(r[c]) for _, c in bins],
                 marker="o",
                 label=label,
-                color=_color(r["schedule"], i) if panel == 0 else "#4d4d4d",
+                color=style.config_color(r["schedule"], i) if panel == 0 else "#4d4d4d",
             )
         ax.set_xticks(x)
         ax.set_xticklabels([c for _, c in bins])
         ax.set_ylabel("NLL (nats/token)" if panel == 0 else "NLL difference (nats/token)")
         if panel == 1:
             ax.axhline(0.0, color="black", linewidth=0.8)
-        _legend(ax, len(ax.get_lines()) - panel, title="configuration" if panel == 0 else None)
+        style.legend(ax, len(ax.get_lines()) - panel, title="configuration" if panel == 0 else None)
     axes[-1, 0].set_xlabel("position bin of the training window (b0 = earliest positions)")
     axes[0, 0].set_title(title or "Loss by position in the window")
-    return _save(fig, path)
+    return style.save(fig, path)
 
 
 def alpha_trajectories(
@@ -300,7 +266,7 @@ def alpha_trajectories(
             raise ValueError(
                 f"runs {empty} have none of layers {sorted(layers)}: pick layers they have"
             )
-    fig, axes = _figure(len(names), 1, size=(PANEL[0] + 40, 250))
+    fig, axes = style.panels(len(names), 1, size=(style.PANEL[0] + 40, 250))
     for ax, name in zip(axes[:, 0], names):
         g = traj[traj["run"] == name]
         shown = sorted(g["layer"].unique())
@@ -334,137 +300,4 @@ def alpha_trajectories(
     axes[-1, 0].set_xlabel("step")
     if title:
         fig.suptitle(title)
-    return _save(fig, path)
-
-
-def rung_heatmap(
-    sets: Sequence[Sequence[int]],
-    seq_len: int | None = None,
-    path=None,
-    title: str | None = None,
-    labels: Sequence[str] | None = None,
-) -> Figure:
-    """Which distances each layer attends: an image with one row per layer (layer 0 at the top)
-    and one column per distance 0 … seq_len−1, 1 where attended (distances ≥ seq_len are
-    ignored). ``sets`` is a list of per-layer distance lists (``ModelConfig.attended_sets()``,
-    ``probes.coverage.layer_sets``); ``seq_len`` defaults to the largest distance + 1.
-
-    Attended distances are dark on white (a two-entry colour key on the right). Each attended
-    distance is also marked by a line at least one pixel wide over the image, so that none
-    drops out of the picture when T is larger than the axes are wide (1,024 distances in about
-    800 pixels: a plain image would skip every fifth column)."""
-    sets = [list(s) for s in sets]
-    if not sets:
-        raise ValueError(
-            "the rung heatmap got no layers (sets is empty): pass one list of attended "
-            "distances per layer"
-        )
-    T = seq_len if seq_len is not None else max((max(s) for s in sets if s), default=0) + 1
-    if T < 1:
-        raise ValueError(f"the rung heatmap's seq_len={seq_len!r} must be at least 1")
-    grid = np.zeros((len(sets), T))
-    for i, s in enumerate(sets):
-        for d in s:
-            if 0 <= d < T:
-                grid[i, d] = 1.0
-    from matplotlib.colors import ListedColormap
-
-    L = len(sets)
-    fig, ax = _figure(size=(900, 110 + 20 * min(L, 48)))
-    ax = ax[0, 0]
-    ax.grid(False)
-    dark = "#1b3a5c"
-    two = ListedColormap(["#ffffff", dark])
-    ax.imshow(
-        grid,
-        aspect="auto",
-        interpolation="nearest",
-        cmap=two,
-        vmin=0,
-        vmax=1,
-        extent=(-0.5, T - 0.5, L - 0.5, -0.5),
-    )
-    ax.eventplot(
-        [[d for d in s if 0 <= d < T] for s in sets],
-        lineoffsets=range(L),
-        linelengths=1.0,
-        linewidths=1.0,
-        colors=dark,
-    )
-    ax.set_xlim(-0.5, T - 0.5)
-    ax.set_ylim(L - 0.5, -0.5)
-    every = max(1, -(-L // 24))
-    names = list(labels) if labels is not None else [str(i) for i in range(L)]
-    ax.set_yticks(range(L)[::every])
-    ax.set_yticklabels(names[::every], fontsize="small")
-    for spine in ax.spines.values():
-        spine.set_visible(True)
-        spine.set_color("#888888")
-    style.legend_outside(
-        ax,
-        [
-            Patch(facecolor=dark, label="attended"),
-            Patch(facecolor="white", edgecolor="#888888", label="not attended"),
-        ],
-    )
-    ax.set_xlabel("distance δ = t − s (tokens)")
-    ax.set_ylabel("layer")
-    ax.set_title(title or f"Attended distances per layer ({len(sets)} layers, T={T})")
-    return _save(fig, path)
-
-
-def coverage_curves(
-    sets_by_scheme: Mapping[str, Sequence[Sequence[int]]],
-    seq_len: int,
-    path=None,
-    title: str | None = None,
-) -> Figure:
-    """Distinct-distance coverage: for each scheme, the number of distinct distances in
-    0 … δ that some layer attends, against δ (a step curve ending at the union size). ``sets_by_
-    scheme`` maps a name to its per-layer distance lists (e.g. ``probes.receptive_field.
-    scheme_sets``)."""
-    if not sets_by_scheme:
-        raise ValueError("the coverage plot got no schemes: pass {name: per-layer distance lists}")
-    fig, ax = _figure()
-    ax = ax[0, 0]
-    x = np.arange(seq_len)
-    for i, (name, sets) in enumerate(sets_by_scheme.items()):
-        hit = np.zeros(seq_len, dtype=bool)
-        for s in sets:
-            idx = [d for d in s if 0 <= d < seq_len]
-            hit[idx] = True
-        y = np.cumsum(hit)
-        ax.step(x, y, where="post", label=f"{name} ({int(y[-1])})", color=_color(name, i))
-    ax.set_xlim(0, seq_len - 1)
-    ax.set_xlabel("distance δ (tokens)")
-    ax.set_ylabel("distinct attended distances ≤ δ")
-    ax.set_title(title or f"Distinct-distance coverage (T={seq_len}, window counted)")
-    _legend(ax, len(sets_by_scheme), title="scheme (distinct distances)")
-    return _save(fig, path)
-
-
-def receptive_field_curves(
-    fractions: Mapping[str, Sequence[float]], path=None, title: str | None = None
-) -> Figure:
-    """Share of distances 0 … T−1 reachable after layers 1 … L, one line per scheme
-    (``fractions`` maps a name to ``probes.receptive_field.reachable_fraction(...)`` or a
-    ``receptive_report``'s ``reachable_fraction``)."""
-    if not fractions:
-        raise ValueError(
-            "the receptive-field plot got no schemes: pass {name: reachable fractions}"
-        )
-    fig, ax = _figure()
-    ax = ax[0, 0]
-    for i, (name, fr) in enumerate(fractions.items()):
-        y = np.asarray(list(fr), dtype=float)
-        ax.plot(np.arange(1, len(y) + 1), y, marker="o", label=name, color=_color(name, i))
-    depth = max((len(list(fr)) for fr in fractions.values()), default=1)
-    ax.xaxis.get_major_locator().set_params(integer=True)
-    ax.set_xlim(0.5, depth + 0.5)
-    ax.set_xlabel("layers passed (path length ℓ)")
-    ax.set_ylabel("share of distances 0…T−1 reachable")
-    ax.set_ylim(-0.02, 1.02)
-    ax.yaxis.set_major_formatter(PercentFormatter(1.0))
-    ax.set_title(title or "Receptive field through the stack")
-    _legend(ax, len(fractions), title="scheme")
-    return _save(fig, path)
+    return style.save(fig, path)

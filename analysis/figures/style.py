@@ -22,10 +22,15 @@ importing the analysis layer stays cheap.
 from __future__ import annotations
 
 import io
+import os
 import struct
 from collections.abc import Sequence
 
 __all__ = [
+    "PANEL",
+    "panels",
+    "save",
+    "legend",
     "DPI",
     "THEME",
     "RC",
@@ -200,3 +205,31 @@ def seed_band(
         ax=ax,
     )
     return ax
+
+
+#: The pixel size of one panel of a report figure (width, height).
+PANEL = (720, 420)
+
+
+def panels(nrows: int = 1, ncols: int = 1, size=PANEL):
+    """A figure of nrows × ncols panels of ``size`` pixels each, and its axes (2-D array)."""
+    fig = figure(int(size[0] * ncols), int(size[1] * nrows))
+    return fig, fig.subplots(nrows, ncols, squeeze=False)
+
+
+def save(fig, path):
+    """Write ``fig`` as a PNG at ``path`` (parent folders made) when a path is given; returns it."""
+    if path is not None:
+        folder = os.path.dirname(os.fspath(path))
+        if folder:
+            os.makedirs(folder, exist_ok=True)
+        fig.savefig(path, dpi=fig.dpi, format="png")
+    return fig
+
+
+def legend(ax, n_entries: int, handles=None, title: str | None = None):
+    """Inside the axes when short, to the right of them when long (it would hide data)."""
+    if n_entries > 6:
+        return legend_outside(ax, handles, title=title, ncol=2 if n_entries > 16 else 1)
+    kw = {} if handles is None else {"handles": handles}
+    return ax.legend(fontsize="small", title=title, title_fontsize="small", **kw)

@@ -17,6 +17,7 @@ import copy
 import functools
 
 from analysis.ledger.checks import Finding
+from lab.ladder.offsets import Ladder
 
 __all__ = ["ABOUT", "coverage_findings", "exact_findings", "boolmask_gap"]
 
@@ -33,7 +34,7 @@ def _union(schedule: str, layers: int, rungs: int, window=8, seq_len=1024, base=
     from lab.ladder.schedules import layer_alphas
     from probes.coverage import coverage
 
-    return coverage(layer_alphas(schedule, layers), window, seq_len, base, rungs)
+    return coverage(layer_alphas(schedule, layers), seq_len, Ladder(window, base=base, rungs=rungs))
 
 
 # --------------------------------------------------------------------------------------------
@@ -153,7 +154,8 @@ def new_offsets(base: str, schedule: str, T: int = 4096, T0: int = 1024) -> dict
     from lab.ladder.schedules import layer_alphas
 
     a = layer_alphas(schedule, 16)
-    s0, sT = layer_sets(a, 8, T0, base, 15), layer_sets(a, 8, T, base, 15)
+    ladder = Ladder(8, base=base, rungs=15)
+    s0, sT = layer_sets(a, T0, ladder), layer_sets(a, T, ladder)
     return {i: sorted(set(y) - set(x)) for i, (x, y) in enumerate(zip(s0, sT)) if set(y) - set(x)}
 
 
@@ -185,9 +187,11 @@ def _reach_matched() -> Finding:
     from lab.ladder.offsets import rung_distances
 
     reach = {
-        (b, a): max(rung_distances(a, 8, 1024, b)) for b in ("fib", "pow2") for a in (0.5, 1.0, 1.5)
+        (b, a): max(rung_distances(a, 1024, Ladder(8, base=b)))
+        for b in ("fib", "pow2")
+        for a in (0.5, 1.0, 1.5)
     }
-    rungs = {b: len(rung_distances(1.0, 0, 1024, b)) for b in ("fib", "pow2")}
+    rungs = {b: len(rung_distances(1.0, 1024, Ladder(0, base=b))) for b in ("fib", "pow2")}
     ok = all(reach[("fib", a)] == reach[("pow2", a)] for a in (0.5, 1.0, 1.5))
     return Finding(
         "held" if ok else "did not hold",
@@ -217,9 +221,9 @@ def boolmask_gap(alpha: float, T: int = 128, window: int = 8) -> float:
 
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, h, T, 16, generator=g, dtype=torch.float64) for h in (2, 1, 1))
-    mask = sparse_attention(q, k, v, alpha=float(alpha), window=window, path="mask")
+    mask = sparse_attention(q, k, v, alpha=float(alpha), ladder=Ladder(window), path="mask")
     a = torch.tensor(float(alpha), dtype=torch.float64)
-    gather = sparse_attention(q, k, v, alpha=a, window=window, path="interp", impl="torch")
+    gather = sparse_attention(q, k, v, alpha=a, ladder=Ladder(window), path="interp", impl="torch")
     return float((mask - gather).abs().max())
 
 

@@ -9,9 +9,7 @@ prints the population one (ddof = 0), which :func:`describe` reports as ``std_po
 Functions
 ---------
 ``describe(values)``
-    n, mean, std (ddof 1), std_pop (ddof 0), sem, min, max of one sample.
-``seed_summary(df, by, value)``
-    :func:`describe` per configuration of a long frame (one row per config).
+    n, mean, std (ddof 1), std_pop (ddof 0), sem, min, max of one sample (Table 5's statistics).
 ``samples(df, by, value)``
     ``{config: array of values}`` from a long frame.
 ``pooled_std(*samples)``
@@ -39,7 +37,6 @@ __all__ = [
     "WelchResult",
     "as_sample",
     "describe",
-    "seed_summary",
     "samples",
     "pooled_std",
     "gap",
@@ -100,23 +97,6 @@ def samples(df: pd.DataFrame, by: str | Sequence[str], value: str) -> dict:
     out = {}
     for key, g in df.groupby(keys if len(keys) > 1 else keys[0], sort=False, dropna=False):
         out[key] = as_sample(g[value].to_numpy(), f"{value} of {key!r}")
-    return out
-
-
-def seed_summary(df: pd.DataFrame, by: str | Sequence[str], value: str) -> pd.DataFrame:
-    """Per-configuration :func:`describe` of a long frame (one row per seed and config).
-
-    Returns one row per distinct ``by`` value (in order of first appearance) with the ``by``
-    columns, then ``n``, ``mean``, ``std`` (ddof 1), ``std_pop``, ``sem``, ``min``, ``max``.
-    """
-    keys = [by] if isinstance(by, str) else list(by)
-    rows = []
-    for key, x in samples(df, keys, value).items():
-        key = key if isinstance(key, tuple) else (key,)
-        rows.append({**dict(zip(keys, key)), **describe(x)})
-    cols = keys + ["n", "mean", "std", "std_pop", "sem", "min", "max"]
-    out = pd.DataFrame(rows, columns=cols)
-    out["n"] = out["n"].astype("int64")
     return out
 
 

@@ -10,6 +10,7 @@ from benchmarks.gpu.flex import FlexInteger, flex_available
 from benchmarks.gpu.impls import dense_baseline, flash_taken, triton_attention
 from benchmarks.gpu.run import Run
 from lab.cost.measure import peak_growth, time_fn
+from lab.ladder.offsets import Ladder
 from lab.ladder.plan import plan_for
 from lab.sparse.attention import sparse_attention
 
@@ -33,33 +34,37 @@ def attn_impls(T: int, dev: torch.device, launch):
     impls = {
         "dense-sdpa": (lambda q, k, v, a: dense_baseline(q, k, v), False),
         "mask": (
-            lambda q, k, v, a: sparse_attention(q, k, v, alpha=1.0, window=W, rungs=K, path="mask"),
+            lambda q, k, v, a: sparse_attention(
+                q, k, v, alpha=1.0, ladder=Ladder(W, rungs=K), path="mask"
+            ),
             False,
         ),
         "shift": (
             lambda q, k, v, a: sparse_attention(
-                q, k, v, alpha=1.0, window=W, rungs=K, path="shift"
+                q, k, v, alpha=1.0, ladder=Ladder(W, rungs=K), path="shift"
             ),
             False,
         ),
         "interp": (
-            lambda q, k, v, a: sparse_attention(q, k, v, alpha=a, window=W, rungs=K, path="interp"),
+            lambda q, k, v, a: sparse_attention(
+                q, k, v, alpha=a, ladder=Ladder(W, rungs=K), path="interp"
+            ),
             True,
         ),
         "auto-int": (
-            lambda q, k, v, a: sparse_attention(q, k, v, alpha=1.0, window=W, rungs=K),
+            lambda q, k, v, a: sparse_attention(q, k, v, alpha=1.0, ladder=Ladder(W, rungs=K)),
             False,
         ),
         "auto-learned": (
-            lambda q, k, v, a: sparse_attention(q, k, v, alpha=a, window=W, rungs=K),
+            lambda q, k, v, a: sparse_attention(q, k, v, alpha=a, ladder=Ladder(W, rungs=K)),
             True,
         ),
         "triton-int": (
-            lambda q, k, v, a: triton_attention(q, k, v, 1.0, W, rungs=K, launch=launch),
+            lambda q, k, v, a: triton_attention(q, k, v, 1.0, Ladder(W, rungs=K), launch=launch),
             False,
         ),
         "triton-learned": (
-            lambda q, k, v, a: triton_attention(q, k, v, a, W, rungs=K, launch=launch),
+            lambda q, k, v, a: triton_attention(q, k, v, a, Ladder(W, rungs=K), launch=launch),
             True,
         ),
     }
@@ -73,7 +78,7 @@ def flex_impl(T: int, dev: torch.device):
     def flex(q, k, v, a):
         if "f" not in holder:
             holder["f"] = FlexInteger(
-                plan_for(1.0, ATTN["window"], T, rungs=ATTN["rungs"]).dists, T, dev
+                plan_for(1.0, T, Ladder(ATTN["window"], rungs=ATTN["rungs"])).dists, T, dev
             )
         return holder["f"](q, k, v)
 
@@ -116,7 +121,7 @@ def section_tune(run: Run, T: int, dtype) -> tuple[int, int] | None:
             break
         try:
             fn = lambda q, k, v, a, L=launch: triton_attention(
-                q, k, v, a, ATTN["window"], rungs=ATTN["rungs"], launch=L
+                q, k, v, a, Ladder(ATTN["window"], rungs=ATTN["rungs"]), launch=L
             )
             ms = measure(run, "triton-learned", fn, T, dtype, True, True)["ms"]
             rows.append(dict(block_t=launch[0], num_warps=launch[1], ms=ms))

@@ -11,6 +11,7 @@ from benchmarks.gpu.flex import FlexInteger, flex_available
 from benchmarks.gpu.impls import triton_attention
 from benchmarks.gpu.run import Run
 from lab.kernels.oracle import oracle_attention
+from lab.ladder.offsets import Ladder
 from lab.ladder.plan import plan_for
 from lab.sparse.attention import column_plan, sparse_attention
 
@@ -42,7 +43,8 @@ def section_check(run: Run, shapes, launch=None) -> None:
             k64 = torch.randn(B, KV, T, D, generator=g, dtype=torch.float64).to(dev)
             v64 = torch.randn(B, KV, T, D, generator=g, dtype=torch.float64).to(dev)
             go64 = torch.randn(B, H, T, D, generator=g, dtype=torch.float64).to(dev)
-            kw = dict(window=sh["window"], base=sh["base"], rungs=sh["rungs"])
+            ladder = Ladder(sh["window"], base=sh["base"], rungs=sh["rungs"])
+            kw = dict(ladder=ladder)
             scale = 1.0 / math.sqrt(D)
             a32 = float(torch.tensor(sh["alpha"], dtype=torch.float32))  # α as training holds it
             refs, alpha_scale = {}, {}
@@ -54,13 +56,11 @@ def section_check(run: Run, shapes, launch=None) -> None:
             for mode, rdt in ((m, d) for m in ("int", "learned") for d in ref_dtypes):
                 q, k, v = (rounded(x, rdt).clone().requires_grad_() for x in (q64, k64, v64))
                 if mode == "int":
-                    cols = column_plan(sh["alpha"], sh["window"], T, sh["base"], sh["rungs"])
+                    cols = column_plan(sh["alpha"], T, ladder)
                     leaves = (q, k, v)
                 else:
                     a = torch.tensor(a32, dtype=torch.float64, device=dev, requires_grad=True)
-                    cols = column_plan(
-                        a, sh["window"], T, sh["base"], sh["rungs"], interpolate=True
-                    )
+                    cols = column_plan(a, T, ladder, interpolate=True)
                     leaves = (q, k, v, a)
                 fr = [f for _, f in cols if f is not None]
                 out = oracle_attention(q, k, v, cols, scale)
@@ -145,7 +145,7 @@ def section_check(run: Run, shapes, launch=None) -> None:
                         lambda q, k, v, a: sparse_attention(q, k, v, alpha=a, path="auto", **kw),
                     )
                 if flex_available(dev) and si == 0:  # one shape: compiles are slow
-                    dists = plan_for(sh["alpha"], sh["window"], T, sh["base"], sh["rungs"]).dists
+                    dists = plan_for(sh["alpha"], T, ladder).dists
                     flex = FlexInteger(dists, T, dev)
                     yield (
                         "flex",

@@ -19,6 +19,7 @@ from benchmarks.gpu.impls import triton_attention
 from benchmarks.gpu.run import Run
 from lab import kernels
 from lab.kernels import selfcheck
+from lab.ladder.offsets import Ladder
 from lab.ladder.plan import plan_for
 
 FLEX_VS_TRITON = dict(B=1, H=8, KV=2, D=64, window=8, rungs=15, alpha=1.0)
@@ -69,12 +70,15 @@ def section_gate(run: Run, T: int, smoke: bool) -> None:
         torch.randn(c["B"], n, T, c["D"], generator=g).to(dev, dt).requires_grad_(grad)
         for n in (c["H"], c["KV"], c["KV"])
     )
-    plan = plan_for(c["alpha"], c["window"], T, rungs=c["rungs"])
+    plan = plan_for(c["alpha"], T, Ladder(c["window"], rungs=c["rungs"]))
     flex = FlexInteger(plan.dists, T, dev)
     outs = {}
     for name, fn in (
         ("flex", lambda: flex(q, k, v, scale=1 / math.sqrt(c["D"]))),
-        ("triton", lambda: triton_attention(q, k, v, c["alpha"], c["window"], rungs=c["rungs"])),
+        (
+            "triton",
+            lambda: triton_attention(q, k, v, c["alpha"], Ladder(c["window"], rungs=c["rungs"])),
+        ),
     ):
         out = fn()
         go = torch.ones_like(out)

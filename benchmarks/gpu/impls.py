@@ -9,6 +9,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from lab.ladder.offsets import Ladder
 from lab.ladder.plan import plan_for
 
 
@@ -17,11 +18,7 @@ def triton_attention(
     k,
     v,
     alpha,
-    window,
-    base="fib",
-    rungs=15,
-    rounding="round",
-    reach=None,
+    ladder: Ladder,
     scale=None,
     launch=None,
 ):
@@ -32,7 +29,7 @@ def triton_attention(
     T, D = q.shape[-2], q.shape[-1]
     scale = 1.0 / math.sqrt(D) if scale is None else scale
     learned = isinstance(alpha, torch.Tensor)
-    plan = plan_for(alpha, window, T, base, rungs, rounding, reach, interpolate=learned)
+    plan = plan_for(alpha, T, ladder, interpolate=learned)
     dists, fracs, interp = plan.kernel_inputs(
         alpha if learned else None,
         q.device,

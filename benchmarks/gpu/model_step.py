@@ -26,12 +26,8 @@ def forced_triton(launch):
         v,
         *,
         alpha,
-        window,
-        base="fib",
-        rungs=15,
-        rounding="round",
+        ladder,
         path="auto",
-        reach=None,
         scale=None,
     ):
         if path in ("dense", "mask"):
@@ -40,17 +36,11 @@ def forced_triton(launch):
                 k,
                 v,
                 alpha=alpha,
-                window=window,
-                base=base,
-                rungs=rungs,
-                rounding=rounding,
+                ladder=ladder,
                 path=path,
-                reach=reach,
                 scale=scale,
             )
-        return triton_attention(
-            q, k, v, alpha, window, base, rungs, rounding, reach, scale, launch=launch
-        )
+        return triton_attention(q, k, v, alpha, ladder, scale, launch=launch)
 
     model_mod.sparse_attention = routed
     try:
@@ -64,7 +54,7 @@ def train_step_time(
 ) -> tuple[float, int]:
     """(median seconds of one optimizer step, sequence length)."""
     from lab.lm.model import build_model
-    from lab.training.train import param_groups
+    from lab.training.optim import param_groups
 
     dev = run.device
     torch.manual_seed(0)

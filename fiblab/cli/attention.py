@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import time
 
+from lab.ladder.offsets import Ladder
+
 
 # --------------------------------------------------------------------------------------------
 def cmd_selfcheck(args) -> int:
@@ -80,17 +82,21 @@ def cmd_selfcheck(args) -> int:
     return 0
 
 
+def _ladder(args, **override) -> Ladder:
+    """The rule's settings the command line gave (``--window --base --rungs --rounding
+    --reach``), with ``override`` replacing some."""
+    given = dict(base=args.base, rungs=args.rungs, rounding=args.rounding)
+    given["reach"] = getattr(args, "reach", None)
+    return Ladder(args.window, **{**given, **override})
+
+
 def cmd_offsets(args) -> int:
     from lab.ladder.plan import plan_for
 
     plan = plan_for(
         args.alpha,
-        args.window,
         args.seq_len,
-        args.base,
-        args.rungs,
-        args.rounding,
-        args.reach,
+        _ladder(args),
         interpolate=args.interp,
     )
     if args.interp:
@@ -120,7 +126,11 @@ def cmd_schedule(args) -> int:
         print(f"coprime stride S = {args.stride or coprime_stride(args.layers)}")
     union: set[int] = set()
     for ell, a in enumerate(alphas):
-        d = attended_distances(a, args.window, args.seq_len, args.base, args.rungs, args.rounding)
+        d = attended_distances(
+            a,
+            args.seq_len,
+            _ladder(args),
+        )
         union.update(d)
         line = f"layer {ell:>2}  alpha={a:.4f}  |set|={len(d)}"
         if args.sets:
@@ -149,13 +159,10 @@ def cmd_coverage(args) -> int:
     report = schedule_coverage(
         args.alphas or args.schedule,
         args.layers,
-        args.window,
-        args.seq_len,
-        args.base,
-        args.rungs,
-        args.rounding,
-        args.band,
-        args.stride,
+        seq_len=args.seq_len,
+        ladder=_ladder(args),
+        band=args.band,
+        stride=args.stride,
     )
     if args.json:
         if not args.full:
@@ -194,20 +201,14 @@ def cmd_receptive_field(args) -> int:
         if args.alphas:
             sets = layer_sets(
                 layer_alphas(args.alphas, args.layers),
-                args.window,
                 args.seq_len,
-                args.base,
-                args.rungs,
-                args.rounding,
+                _ladder(args),
             )
         elif args.base == "pow2" and s.base == "fib":  # the scheme's schedule on pow2 rungs
             sets = layer_sets(
                 layer_alphas(s.schedule, args.layers),
-                args.window,
                 args.seq_len,
-                "pow2",
-                args.rungs,
-                args.rounding,
+                _ladder(args, base="pow2"),
             )
         else:
             sets = scheme_sets(

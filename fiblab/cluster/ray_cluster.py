@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.machine.cpu_share import cores
+from lab.util.checks import positive_int
 
 RAY_MISSING = "Ray is not installed: pip install 'fiblab[ray]' (or pip install ray)"
 ADDRESS_HELP = (
@@ -61,9 +62,7 @@ def check_address(address: str) -> str:
 
 def check_threads(threads) -> int:
     """A positive integer thread count, else a ValueError naming it."""
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"threads per Ray task {threads!r} must be an integer >= 1")
-    return threads
+    return positive_int(threads, "threads", "per Ray task")
 
 
 def _code_root() -> str:

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 
 from fiblab.cluster.ray_cluster import TaskResources, connect, task_resources
+from lab.util.checks import positive_int
 
 DEFAULT_RETRIES = 3
 
@@ -97,9 +98,7 @@ class RayTrials:
 def check_parallel(parallel) -> int | None:
     if parallel is None:
         return None
-    if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
-        raise ValueError(f"--ray-parallel {parallel!r} must be an integer >= 1 (trials at once)")
-    return parallel
+    return positive_int(parallel, "--ray-parallel", "trials at once")
 
 
 def run_search_on_ray(

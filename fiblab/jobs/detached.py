@@ -1,8 +1,9 @@
 """A process that outlives the notebook that started it: start it in its own session, record it
 in a small JSON file beside its outputs, tell whether it still runs, read its log, stop it.
 
-Both launchers use it: `fiblab.jobs.launch` (a training run, ``<runs>/<name>/launch.json``) and
-`fiblab.jobs.probe_launch` (a probe grid).  What each process *is* (its states, its stop request,
+The three launchers use it: `fiblab.jobs.launch` (a training run, ``<runs>/<name>/launch.json``),
+`fiblab.jobs.probe_launch` (a probe grid) and `fiblab.jobs.search_launch` (a search); their handles
+extend `Handle`.  What each process *is* (its states, its stop request,
 where its live values come from) is the launcher's; how a detached process is started, found
 again after a kernel restart and killed is here, once.
 """
@@ -14,11 +15,14 @@ import os
 import signal
 import subprocess
 import time
+from dataclasses import dataclass, field, fields
+from typing import ClassVar
 
 from lab.machine.procs import pid_alive
 from lab.util.files import atomic_write
 
 __all__ = [
+    "Handle",
     "LIVE",
     "TERMINAL",
     "pid_alive",
@@ -47,6 +51,62 @@ def cmdline_is_ours(pid: int, marker: bytes = MARKER) -> bool:
             return marker in f.read()
     except OSError:
         return True
+
+
+@dataclass(kw_only=True)
+class Handle:
+    """What a launcher keeps of one detached process: its name, where it writes, how it was
+    started, and (in the launching process only) the `subprocess.Popen` that reaps it.
+
+    Each launcher's handle adds what its process is (a run's preset and steps, a grid's cells, a
+    search's space) and its folder (`out_dir`); its states, stop request and live values stay the
+    launcher's.  Saved as JSON beside the outputs (`to_json`), so a new kernel can attach."""
+
+    name: str
+    runs_dir: str
+    store: str  # '' when the process writes no store
+    pid: int
+    command: list[str]
+    started: float = 0.0
+    env: dict = field(default_factory=dict)  # extra environment the process was started with
+    cwd: str | None = None
+    proc: subprocess.Popen | None = field(default=None, repr=False, compare=False)
+
+    KIND: ClassVar[str] = "process"  # how messages name it: "run", "probe grid", "search"
+    LOG_NAME: ClassVar[str] = "process.log"
+
+    @property
+    def out_dir(self) -> str:
+        """The folder the process writes in (its log, its handle file, its outputs)."""
+        raise NotImplementedError
+
+    @property
+    def log_path(self) -> str:
+        return os.path.join(self.out_dir, self.LOG_NAME)
+
+    def to_json(self) -> dict:
+        """Every field but the `Popen`, as JSON types."""
+        return json.loads(
+            json.dumps({f.name: getattr(self, f.name) for f in fields(self) if f.name != "proc"})
+        )
+
+    def is_alive(self) -> bool:
+        """Whether the process still runs (a PID reused by another program does not count)."""
+        if self.proc is not None:
+            return self.proc.poll() is None
+        return pid_alive(self.pid) and cmdline_is_ours(self.pid)
+
+    def log_tail(self, lines: int = 20) -> str:
+        """The last lines of the process's log."""
+        return log_tail(self.log_path, lines)
+
+    def kill(self, timeout: float = 10.0) -> bool:
+        """SIGTERM to the process group, SIGKILL after ``timeout``; False if it was not alive."""
+        return kill_group(self.pid, self.is_alive, timeout)
+
+    def wait_exit(self, timeout: float | None, poll: float = 0.5, on_poll=None) -> None:
+        """Block while it runs (`wait_exit`); TimeoutError after ``timeout`` seconds."""
+        wait_exit(self.is_alive, f"{self.KIND} {self.name!r}", self.pid, timeout, poll, on_poll)
 
 
 def start(cmd: list[str], log_path: str, *, env: dict | None = None, cwd: str | None = None):

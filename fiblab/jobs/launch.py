@@ -23,7 +23,7 @@ experiment store, so a run launched with ``store=''`` can only be told apart by 
 What a live process is doing (``phase``: starting, preparing the data, the first step, training,
 evaluating) comes from the file it writes beside its checkpoints (`lab.training.runphase`), and its ETA
 from its own measured step and evaluation times (`fiblab.jobs.train_eta`).  The command line itself
-is built in `fiblab.jobs.train_command` (re-exported here).
+is built in `fiblab.jobs.train_process`.
 """
 
 from __future__ import annotations
@@ -31,21 +31,21 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from fiblab.jobs import detached, train_eta
-from fiblab.jobs.train_command import auto_nproc, gpu_count, train_command
+from fiblab.jobs.train_process import auto_nproc, gpu_count, train_command
 from lab.lm.config import split_overrides
 from lab.store import Store
 from lab.training.checkpoint import list_checkpoints
 from lab.training.runphase import EXITING, STARTING, clear_phase, read_phase
-from lab.training.train import STOP_FILE
-from lab.training.train import request_stop as _touch_stop
+from lab.training.stop import STOP_FILE
+from lab.training.stop import request_stop as _touch_stop
 from lab.training.trainconfig import make_config
 from lab.util import paths
+from lab.util.checks import positive_int
 from lab.util.files import atomic_write
 
 # where runs go by default, as the notebooks keep them (`lab.util.paths`: FIBLAB_STORE / FIBLAB_RUNS,
@@ -61,61 +61,39 @@ TERMINAL = detached.TERMINAL
 __all__ = [
     "RunHandle",
     "build_config",
-    "train_command",
-    "auto_nproc",
     "launch",
     "attach",
     "list_runs",
     "resume",
     "request_stop",
     "terminate",
-    "is_alive",
     "state",
     "snapshot",
     "wait",
-    "log_tail",
-    "gpu_count",
     "TERMINAL",
 ]
 
 
-@dataclass
-class RunHandle:
-    """One launched run: what was started, where it writes, and (in the launching process) the
-    `subprocess.Popen` object used to reap it and read its exit code."""
+@dataclass(kw_only=True)
+class RunHandle(detached.Handle):
+    """One launched training run (`detached.Handle`: name, pid, command, log, …)."""
 
-    name: str
     preset: str
     run_dir: str  # <runs>/<name>: checkpoints, config, launch.log
-    runs_dir: str
-    store: str  # '' when the run writes no store
-    pid: int
-    command: list[str]
     steps: int
     tokens_per_step: int
     learned: bool
     spec: dict = field(default_factory=dict)  # launch() arguments, for resume()
-    started: float = 0.0
-    proc: subprocess.Popen | None = field(default=None, repr=False, compare=False)
+
+    KIND = "run"
+    LOG_NAME = LOG_NAME
 
     @property
-    def log_path(self) -> str:
-        return os.path.join(self.run_dir, LOG_NAME)
+    def out_dir(self) -> str:
+        return self.run_dir
 
     def __repr__(self) -> str:  # what a notebook prints for a returned handle
         return f"<run {self.name!r}: preset {self.preset}, {self.steps:,} steps, pid {self.pid}>"
-
-    def to_json(self) -> dict:
-        return json.loads(
-            json.dumps({f.name: getattr(self, f.name) for f in fields(self) if f.name != "proc"})
-        )
-
-
-def is_alive(h: RunHandle) -> bool:
-    """Whether the launched process is still running."""
-    if h.proc is not None:
-        return h.proc.poll() is None
-    return detached.pid_alive(h.pid)
 
 
 def build_config(preset: str, *, name=None, steps=None, data=None, overrides=None, runs_dir):
@@ -164,11 +142,7 @@ def launch(
     cfg = build_config(preset, name=name, steps=steps, data=data, overrides=over, runs_dir=runs_dir)
     if nproc is None:
         nproc = 1 if ray else auto_nproc(cfg.accum, gpu_count())
-    if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
-        raise ValueError(
-            f"nproc={nproc!r} must be an integer >= 1 (processes, one per GPU), "
-            f"or None for one per visible GPU"
-        )
+    positive_int(nproc, "nproc", "processes, one per GPU, or None for one per visible GPU")
     if cfg.accum % nproc:
         raise ValueError(
             f"{cfg.accum} micro-batches per step do not split over {nproc} "
@@ -274,7 +248,7 @@ def list_runs(runs_dir: str = DEFAULT_RUNS) -> list[RunHandle]:
 def resume(h: RunHandle, **changes) -> RunHandle:
     """Launch ``h`` again with resume=True (same preset, name, overrides; ``changes`` override
     launch() arguments, e.g. ``steps=``)."""
-    if is_alive(h):
+    if h.is_alive():
         raise ValueError(
             f"run {h.name!r} is still running (pid {h.pid}): stop it and wait for it "
             f"to exit before resuming"
@@ -293,7 +267,7 @@ def terminate(h: RunHandle, timeout: float = 10.0) -> None:
     """Hard stop: SIGTERM to the run's process group (SIGKILL after ``timeout``); the run is
     marked failed in the store.  Prefer `request_stop`, which keeps a checkpoint of the last
     step; this one loses the steps since the last periodic checkpoint."""
-    if not detached.kill_group(h.pid, lambda: is_alive(h), timeout):
+    if not h.kill(timeout):
         return
     if h.store:
         with _suppress(), Store(h.store) as st:
@@ -309,11 +283,6 @@ class _suppress:
         return exc[0] is not None and issubclass(exc[0], Exception)
 
 
-def log_tail(h: RunHandle, lines: int = 20) -> str:
-    """The last lines of the run's launch.log."""
-    return detached.log_tail(h.log_path, lines)
-
-
 def _store_row(h: RunHandle, st: Store) -> dict | None:
     runs = st.runs()
     row = runs[runs["name"] == h.name]
@@ -327,7 +296,7 @@ def _last_event(h: RunHandle, st: Store) -> str | None:
 
 def state(h: RunHandle, _row: dict | None = None, _event: str | None = None) -> str:
     """starting | running | stopping | done | stopped | failed (see the module docstring)."""
-    alive = is_alive(h)
+    alive = h.is_alive()
     if h.store and _row is None and os.path.exists(h.store):
         with Store(h.store) as st:
             _row, _event = _store_row(h, st), _last_event(h, st)
@@ -414,7 +383,7 @@ def snapshot(h: RunHandle) -> dict:
     message = message if isinstance(message, str) else ""  # the store's NULL reads as NaN
     rc = h.proc.returncode if h.proc is not None else None
     if st_ == "failed" and (not message or rc not in (None, 0)):
-        message = log_tail(h, 8) or "the process exited without recording a result"
+        message = h.log_tail(8) or "the process exited without recording a result"
     return {
         "name": h.name,
         "state": st_,
@@ -438,5 +407,5 @@ def snapshot(h: RunHandle) -> dict:
 def wait(h: RunHandle, timeout: float | None = None, poll: float = 0.5, on_poll=None) -> str:
     """Block until the process exits (calling ``on_poll()`` every ``poll`` seconds); returns
     the final `state`.  Raises TimeoutError after ``timeout`` seconds, leaving the run alone."""
-    detached.wait_exit(lambda: is_alive(h), f"run {h.name!r}", h.pid, timeout, poll, on_poll)
+    h.wait_exit(timeout, poll, on_poll)
     return state(h)

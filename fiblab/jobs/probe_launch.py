@@ -29,10 +29,9 @@ from __future__ import annotations
 import math
 import os
 import re
-import subprocess
 import sys
 import time
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 
 from fiblab.jobs import detached
 from fiblab.jobs.probe_progress import activity, eta_seconds
@@ -62,7 +61,6 @@ __all__ = [
     "launch_grid",
     "attach",
     "list_grids",
-    "is_alive",
     "state",
     "snapshot",
     "eta_seconds",
@@ -71,7 +69,6 @@ __all__ = [
     "resume",
     "terminate",
     "wait",
-    "log_tail",
     "TERMINAL",
 ]
 
@@ -80,39 +77,29 @@ def grids_dir(runs_dir: str = DEFAULT_RUNS) -> str:
     return os.path.join(runs_dir, GRIDS_DIR)
 
 
-@dataclass
-class GridHandle:
-    """One launched grid: what was started, where it writes, and (in the launching process) the
-    `subprocess.Popen` used to reap it and read its exit code."""
+@dataclass(kw_only=True)
+class GridHandle(detached.Handle):
+    """One launched probe grid (`detached.Handle`: name, pid, command, log, …)."""
 
-    name: str
     grid_dir: str
-    runs_dir: str
-    store: str  # '' when the grid writes no store
-    pid: int
-    command: list[str]
     spec: dict  # GridSpec.to_dict()
     keys: list[str]  # the cells' record names, in training order
     depths: list[int]  # each cell's depth (the ETA scales step times by it)
     steps: int  # steps per cell
-    started: float = 0.0
-    env: dict = field(default_factory=dict)
-    cwd: str | None = None
-    proc: subprocess.Popen | None = field(default=None, repr=False, compare=False)
+
+    KIND = "probe grid"
+    LOG_NAME = LOG_NAME
+
+    @property
+    def out_dir(self) -> str:
+        return self.grid_dir
 
     @property
     def results_path(self) -> str:
         return os.path.join(self.grid_dir, RESULTS_NAME)
 
-    @property
-    def log_path(self) -> str:
-        return os.path.join(self.grid_dir, LOG_NAME)
-
     def grid_spec(self) -> GridSpec:
         return GridSpec.from_dict(self.spec)
-
-    def to_json(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "proc"}
 
 
 @dataclass(frozen=True)
@@ -231,12 +218,6 @@ def grid_command(
     return cmd + ["--out", out, "--store", store or "", "--live", live_dir]
 
 
-def is_alive(h: GridHandle) -> bool:
-    if h.proc is not None:
-        return h.proc.poll() is None
-    return detached.pid_alive(h.pid) and detached.cmdline_is_ours(h.pid)
-
-
 def launch_grid(
     spec: GridSpec,
     name: str | None = None,
@@ -312,7 +293,7 @@ def _progress(h: GridHandle) -> dict | None:
 def state(h: GridHandle) -> str:
     """starting | running | stopping | done | stopped | failed (see the module docstring)."""
     prog = _progress(h)
-    if is_alive(h):
+    if h.is_alive():
         if LV.stop_requested(h.grid_dir):
             return "stopping"
         return "running" if prog is not None else "starting"
@@ -364,7 +345,7 @@ def snapshot(h: GridHandle) -> GridSnapshot:
     message = str(prog.get("message") or "")
     rc = h.proc.returncode if h.proc is not None else None
     if st == "failed":
-        tail = log_tail(h, 8)
+        tail = h.log_tail(8)
         message = (message + "\n" if message else "") + (
             tail or "the process exited without recording a result"
         )
@@ -392,7 +373,7 @@ def request_stop(h: GridHandle) -> str:
 def resume(h: GridHandle, **changes) -> GridHandle:
     """Launch the stopped (or failed) grid again: the same command, so only the cells not in
     its results file train.  ``changes`` alter the spec (e.g. ``jobs=2``)."""
-    if is_alive(h):
+    if h.is_alive():
         raise ValueError(
             f"probe grid {h.name!r} is still running (pid {h.pid}): stop it and wait for it "
             f"to exit before resuming"
@@ -406,16 +387,11 @@ def resume(h: GridHandle, **changes) -> GridHandle:
 def terminate(h: GridHandle, timeout: float = 10.0) -> None:
     """Hard stop: SIGTERM to the grid's process group (SIGKILL after ``timeout``); the grid
     reads "failed".  Prefer `request_stop`: both keep the finished cells."""
-    detached.kill_group(h.pid, lambda: is_alive(h), timeout)
+    h.kill(timeout)
 
 
 def wait(h: GridHandle, timeout: float | None = None, poll: float = 0.5, on_poll=None) -> str:
     """Block until the process exits (calling ``on_poll()`` every ``poll`` seconds); returns
     the final `state`.  TimeoutError after ``timeout`` seconds, leaving the grid alone."""
-    detached.wait_exit(lambda: is_alive(h), f"probe grid {h.name!r}", h.pid, timeout, poll, on_poll)
+    h.wait_exit(timeout, poll, on_poll)
     return state(h)
-
-
-def log_tail(h: GridHandle, lines: int = 20) -> str:
-    """The last lines of the grid's log."""
-    return detached.log_tail(h.log_path, lines)

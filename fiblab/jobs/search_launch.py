@@ -24,10 +24,9 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import subprocess
 import sys
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 from fiblab.jobs import detached
 from lab.util import paths
@@ -51,14 +50,12 @@ __all__ = [
     "launch_search",
     "attach",
     "list_searches",
-    "is_alive",
     "search_config",
     "load_study",
     "state",
     "request_stop",
     "resume",
     "wait",
-    "log_tail",
 ]
 
 
@@ -66,37 +63,28 @@ def searches_dir(runs_dir: str = DEFAULT_RUNS) -> str:
     return os.path.join(runs_dir, SEARCHES_DIR)
 
 
-@dataclass
-class SearchHandle:
-    """One launched search (and, in the launching process, its `subprocess.Popen`)."""
+@dataclass(kw_only=True)
+class SearchHandle(detached.Handle):
+    """One launched search (`detached.Handle`: name, pid, command, log, …)."""
 
-    name: str
     folder: str
-    runs_dir: str
-    store: str  # '' when the search writes no store
-    pid: int
-    command: list[str]
     space: str
     objectives: list[str]
     trials: int
     seed: int
     storage: str
     extra: list[str] = field(default_factory=list)  # more `fiblab search` options
-    started: float = 0.0
-    env: dict = field(default_factory=dict)
-    cwd: str | None = None
-    proc: subprocess.Popen | None = field(default=None, repr=False, compare=False)
+
+    KIND = "search"
+    LOG_NAME = LOG_NAME
 
     @property
-    def log_path(self) -> str:
-        return os.path.join(self.folder, LOG_NAME)
+    def out_dir(self) -> str:
+        return self.folder
 
     @property
     def stop_path(self) -> str:
         return os.path.join(self.folder, STOP_NAME)
-
-    def to_json(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "proc"}
 
 
 @dataclass(frozen=True)
@@ -207,8 +195,9 @@ def launch_search(
         space, objectives, trials, seed, name, storage, store or "", runs_dir, list(extra)
     )
     h = SearchHandle(
-        name, folder, runs_dir, store or "", -1, cmd, space, objectives, trials, seed, storage,
-        list(extra), time.time(), dict(env or {}), cwd,
+        name=name, folder=folder, runs_dir=runs_dir, store=store or "", pid=-1, command=cmd,
+        space=space, objectives=objectives, trials=trials, seed=seed, storage=storage,
+        extra=list(extra), started=time.time(), env=dict(env or {}), cwd=cwd,
     )  # fmt: skip
     search_config(h)  # a ValueError (bad space, objective…) before starting
     detached.refuse_if_running(meta, f"search {name!r}")
@@ -235,12 +224,6 @@ def attach(name: str, runs_dir: str = DEFAULT_RUNS) -> SearchHandle:
 def list_searches(runs_dir: str = DEFAULT_RUNS) -> list[SearchHandle]:
     """Every search launched under ``runs_dir``, the most recently started first."""
     return detached.list_handles(searches_dir(runs_dir), META_NAME, SearchHandle)
-
-
-def is_alive(h: SearchHandle) -> bool:
-    if h.proc is not None:
-        return h.proc.poll() is None
-    return detached.pid_alive(h.pid) and detached.cmdline_is_ours(h.pid)
 
 
 def _study_created(path: str, name: str) -> bool:
@@ -289,7 +272,7 @@ def state(h: SearchHandle, study=None) -> SearchState:
 
     study = load_study(h) if study is None else study
     done = 0 if study is None else finished_trials(study)
-    alive = is_alive(h)
+    alive = h.is_alive()
     stop = os.path.exists(h.stop_path)
     message = ""
     if alive:
@@ -302,18 +285,18 @@ def state(h: SearchHandle, study=None) -> SearchState:
             st = "done"
         else:
             st = "failed"
-            message = log_tail(h, 8) or "the process exited without a word"
+            message = h.log_tail(8) or "the process exited without a word"
     return SearchState(h.name, st, done, h.trials, message)
 
 
 def request_stop(h: SearchHandle, timeout: float = 10.0) -> bool:
     """Stop the search now: STOP is written, then the process group terminated (the trials in
     flight are lost; finished ones stay in the study and the store).  False if it had ended."""
-    if not is_alive(h):
+    if not h.is_alive():
         return False
     with open(h.stop_path, "w") as f:
         f.write(f"{time.time()}\n")
-    detached.kill_group(h.pid, lambda: is_alive(h), timeout)
+    h.kill(timeout)
     _fail_abandoned(h)
     return True
 
@@ -349,7 +332,7 @@ def _fail_abandoned(h: SearchHandle) -> list[int]:
 
 def resume(h: SearchHandle) -> SearchHandle:
     """Launch a stopped (or failed) search again: the study continues to its trials."""
-    if is_alive(h):
+    if h.is_alive():
         raise ValueError(f"search {h.name!r} is still running (pid {h.pid}): stop it first")
     return launch_search(
         h.space, h.objectives, h.trials, h.seed, h.name, extra=h.extra, store=h.store,
@@ -359,9 +342,5 @@ def resume(h: SearchHandle) -> SearchHandle:
 
 def wait(h: SearchHandle, timeout: float | None = None, poll: float = 0.5, on_poll=None) -> str:
     """Block until the process exits; returns the final state's word."""
-    detached.wait_exit(lambda: is_alive(h), f"search {h.name!r}", h.pid, timeout, poll, on_poll)
+    h.wait_exit(timeout, poll, on_poll)
     return state(h).state
-
-
-def log_tail(h: SearchHandle, lines: int = 20) -> str:
-    return detached.log_tail(h.log_path, lines)

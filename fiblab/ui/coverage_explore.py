@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from lab.ladder.offsets import Base, attended_distances
+from lab.ladder.offsets import Base, Ladder, attended_distances
 from lab.ladder.schedules import layer_alphas
 from probes.coverage import coverage
 from probes.receptive_field import reachable_fraction
@@ -62,12 +62,13 @@ def explore(
     sequence adds, relative to T), ``heatmap`` (edges, counts) and ``seconds``.
     """
     t0 = time.perf_counter()
-    report = coverage(list(alphas), window, seq_len, base, rungs, rounding, band, longer=2)
+    ladder = Ladder(window, base=base, rungs=rungs, rounding=rounding)
+    report = coverage(list(alphas), seq_len, ladder, band=band, longer=2)
     sets = report["per_layer_sets"]
     current = [set(s) for s in sets]
     new_at = {2: report["beyond_reach"]}
     new_at[4] = [
-        sorted(set(attended_distances(a, window, 4 * seq_len, base, rungs, rounding)) - cur)
+        sorted(set(attended_distances(a, 4 * seq_len, ladder)) - cur)
         for a, cur in zip(alphas, current)
     ]
     report["new_at"] = new_at

@@ -165,7 +165,7 @@ class ProbePanel(ProbeForm, LaunchPanel):
         """Start the grid the widgets describe as a separate process (ValueError before starting
         on bad input).  The same cells under the same name continue that grid."""
         show_error(self, None)
-        if self.handle is not None and PL.is_alive(self.handle):
+        if self.handle is not None and self.handle.is_alive():
             raise ValueError(
                 f"probe grid {self.handle.name!r} is still running: stop it first, or wait "
                 f"for it to finish"

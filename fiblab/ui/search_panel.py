@@ -199,7 +199,7 @@ class SearchPanel(LaunchPanel):
     def launch(self, watch: bool | None = None) -> SL.SearchHandle:
         """Start the search the form describes (a ValueError before starting on bad input)."""
         show_error(self, None)
-        if self.handle is not None and SL.is_alive(self.handle):
+        if self.handle is not None and self.handle.is_alive():
             raise ValueError(
                 f"search {self.handle.name!r} is still running: stop it first, or wait for it"
             )

@@ -25,6 +25,7 @@ import time
 import ipywidgets as W
 
 from fiblab.jobs import launch as LA
+from fiblab.jobs.train_process import gpu_count
 from fiblab.ui.common import (
     LaunchPanel,
     Watcher,
@@ -92,7 +93,7 @@ class TrainPanel(LaunchPanel):
         self.every = every
         self.render = render
         self.env = env
-        self.gpus = LA.gpu_count() if gpus is None else gpus
+        self.gpus = gpu_count() if gpus is None else gpus
         self.handle: LA.RunHandle | None = None
         self.snap: dict | None = None
         self.error: str | None = None
@@ -234,7 +235,7 @@ class TrainPanel(LaunchPanel):
         that would take over an hour on this GPU-less machine is not started: the estimate is
         shown and the next launch (``anyway=True``, or a second click) starts it."""
         show_error(self, None)
-        if self.handle is not None and LA.is_alive(self.handle):
+        if self.handle is not None and self.handle.is_alive():
             raise ValueError(
                 f"run {self.handle.name!r} (shown below) is still running: stop it first, "
                 f"or wait for it to finish"
@@ -398,7 +399,7 @@ class TrainPanel(LaunchPanel):
         self.stats.value = stats_html(s)
         self.show_share()
         if st == "failed":
-            self.log.value = f"<pre>{html.escape(LA.log_tail(self.handle, 15))}</pre>"
+            self.log.value = f"<pre>{html.escape(self.handle.log_tail(15))}</pre>"
         else:
             self.log.value = ""
 

@@ -53,6 +53,7 @@ from lab.ladder.schemes import SCHEMES
 from lab.ladder.schemes import scheme as find_scheme
 from lab.lm.model import FibLM
 from lab.lm.modelconfig import ModelConfig, config_for
+from lab.util.checks import positive_int
 
 # measurement is lab.cost.efficiency_measure's; these names stay importable from here, as before
 __all__ = [
@@ -89,8 +90,7 @@ def scheme_config(
     spelling), at length `seq_len`."""
     over = _scheme(scheme, "scheme").model_overrides()
     if seq_len is not None:
-        if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1:
-            raise ValueError(f"seq_len={seq_len!r} must be a positive integer")
+        positive_int(seq_len, "seq_len")
         over.update(seq_len=seq_len, train_seq_len=None)
     return config_for(preset_or_cfg, **over)
 
@@ -160,7 +160,9 @@ def analyze(cfg: ModelConfig, alphas: Sequence[float] | None = None) -> dict:
         reads = [p.reads() for p in plans]
         layer_alpha = list(cfg.layer_alphas() if alphas is None else alphas)
         sets = layer_sets(
-            layer_alpha, cfg.window, T, cfg.base, cfg.rungs, cfg.rounding, cfg.rung_reach
+            layer_alpha,
+            T,
+            cfg.ladder,
         )
         union = len(set().union(*sets))
     flops = [attention_flops(r, H, D) for r in reads]

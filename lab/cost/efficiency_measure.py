@@ -38,6 +38,7 @@ from lab.lm.config import config_from_dict
 from lab.lm.model import FibLM
 from lab.lm.modelconfig import ModelConfig
 from lab.machine.precision import autocast, default_precision
+from lab.util.checks import positive_int
 
 
 # --------------------------------------------------------------------------------------------
@@ -79,9 +80,8 @@ def measure_models(
     over ``repeats`` after one warm-up; the fwd+bwd keys only with ``backward``)."""
     if not models:
         raise ValueError("models is empty: pass at least one {name: model}")
-    for name, value in (("batch", batch), ("repeats", repeats)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name}={value!r} must be a positive integer")
+    positive_int(batch, "batch")
+    positive_int(repeats, "repeats")
     first = next(iter(models.values()))
     cfg = getattr(first, "cfg", None)
     if cfg is None:
@@ -128,6 +128,7 @@ def _attention_inputs(seq_len, batch, n_heads, n_kv_heads, head_dim, device, gra
 
 
 def _attention_call(spec: dict, q, k, v, backward: bool) -> None:
+    from lab.ladder.offsets import Ladder
     from lab.sparse.attention import sparse_attention
 
     alpha = spec["alpha"]
@@ -135,9 +136,7 @@ def _attention_call(spec: dict, q, k, v, backward: bool) -> None:
         alpha = torch.tensor(float(alpha), device=q.device, requires_grad=backward)
     kw = dict(
         alpha=alpha,
-        window=spec["window"],
-        base=spec["base"],
-        rungs=spec["rungs"],
+        ladder=Ladder(spec["window"], base=spec["base"], rungs=spec["rungs"]),
         path=spec["path"],
     )
     if backward:

@@ -1,6 +1,7 @@
 """The kind of an evaluation row: a typed record whose text is the store's ``kind`` column.
 
-    full              whole windows at context_len, rung set recomputed (the paper's policy)
+    full              whole windows at context_len, rung set recomputed (the paper's policy,
+                      `recompute`; `Family.RECOMPUTED`: "full" is the store's text, kept)
     frozen            whole windows at context_len, rung set frozen at the training length
     full:block{j}     positions [j·T, (j+1)·T) of windows of length context_len (T: training)
     frozen:block{j}   the same under the frozen rung set
@@ -23,7 +24,9 @@ __all__ = ["Family", "EvalKind", "KIND_PATTERNS", "POLICY_FAMILY"]
 
 
 class Family(Enum):
-    FULL = "full"  # rung set recomputed at the evaluation length
+    # rung set recomputed at the evaluation length (the policy `recompute`).  Its text in the
+    # store is "full", as every store written so far has it; the member says what it means.
+    RECOMPUTED = "full"
     FROZEN = "frozen"  # rung set frozen at the training length
     BIN = "bin"  # one position bin of training-length windows
     LIGHT = "light"  # periodic cheap evaluation during training
@@ -33,7 +36,7 @@ class Family(Enum):
 KIND_PATTERNS = ("full", "frozen", "full:block{j}", "frozen:block{j}", "bin{b}", "light")
 
 #: The rung policy of an extrapolation (`lab.lm.modelconfig.RUNG_POLICIES`) → its family.
-POLICY_FAMILY = {"recompute": Family.FULL, "freeze": Family.FROZEN}
+POLICY_FAMILY = {"recompute": Family.RECOMPUTED, "freeze": Family.FROZEN}
 
 _TEXT = re.compile(
     r"^(?:(?P<policy>full|frozen)(?::block(?P<block>0|[1-9]\d*))?"
@@ -59,7 +62,7 @@ class EvalKind:
         if not isinstance(self.family, Family):
             raise ValueError(f"family={self.family!r} must be a Family ({list(Family)})")
         if self.block is not None:
-            if self.family not in (Family.FULL, Family.FROZEN):
+            if self.family not in (Family.RECOMPUTED, Family.FROZEN):
                 raise ValueError(f"a {self.family.value} evaluation has no block")
             _index(self.block, "block")
         if self.family is Family.BIN:
@@ -69,8 +72,8 @@ class EvalKind:
 
     # -- constructors --------------------------------------------------------------------------
     @classmethod
-    def full(cls, block: int | None = None) -> EvalKind:
-        return cls(Family.FULL, block)
+    def recomputed(cls, block: int | None = None) -> EvalKind:
+        return cls(Family.RECOMPUTED, block)
 
     @classmethod
     def frozen(cls, block: int | None = None) -> EvalKind:
@@ -126,7 +129,7 @@ class EvalKind:
     @property
     def policy(self) -> str | None:
         """``full`` | ``frozen`` for whole-window and block kinds, else None."""
-        return self.family.value if self.family in (Family.FULL, Family.FROZEN) else None
+        return self.family.value if self.family in (Family.RECOMPUTED, Family.FROZEN) else None
 
     @property
     def is_whole(self) -> bool:

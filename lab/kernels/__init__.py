@@ -26,10 +26,10 @@ DEVICE_KERNEL = {"cpu": "cpp", "cuda": "triton"}  # what 'auto' prefers on each 
 _WARNED: set[str] = set()
 
 
-class ImplUnavailable(ValueError, RuntimeError):
+class ImplUnavailable(ValueError):
     """A forced implementation (``impl=`` or FIBLAB_ATTN_IMPL) that cannot run here.  The
     user's setting is at fault, not the lab: a ValueError, so the CLI prints its one line and
-    exits 2; also a RuntimeError, as it was before."""
+    exits 2."""
 
 
 # --------------------------------------------------------------------------------------------

@@ -31,7 +31,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Union
+
+from lab.util.checks import positive_int
 
 Base = Union[str, Sequence[float]]
 ROUNDINGS = ("round", "floor", "ceil")
@@ -44,8 +47,7 @@ ALPHA_SPAN = 1.0
 # --------------------------------------------------------------------------------------------
 def fibonacci(K: int = 15) -> list[int]:
     """The first K Fibonacci rungs 1, 2, 3, 5, 8, … (no duplicate 1). K=15 ends at 987."""
-    if not isinstance(K, int) or K < 1:
-        raise ValueError(f"rungs K={K!r} must be an integer >= 1 (the paper uses K=15)")
+    K = positive_int(K, "rungs K", "the paper uses K=15")
     out = [1, 2]
     while len(out) < K:
         out.append(out[-1] + out[-2])
@@ -108,7 +110,8 @@ def theta_from_alpha(
     if not (alpha_min < alpha < hi):
         raise ValueError(
             f"learned alpha={alpha!r} must lie strictly inside ({alpha_min}, {hi}); "
-            f"clamp it first (the paper clamps to [{alpha_min + 0.05}, {hi - 0.05}])"
+            f"start it inside (the paper's learned schedules start in [{alpha_min + 0.05}, "
+            f"{hi - 0.05}])"
         )
     return math.log((alpha - alpha_min) / (hi - alpha))
 
@@ -129,9 +132,52 @@ def check_alpha(alpha: float) -> None:
         )
 
 
-def _check_len(name: str, value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name}={value!r} must be a positive integer")
+@dataclass(frozen=True)
+class Ladder:
+    """The rule's settings besides α and the length: one record, so they travel together.
+
+    window   W: distances 0..W are always attended
+    base     "fib", "pow2" or a custom list of distances (kept as a tuple)
+    rungs    K, the number of Fibonacci rungs ("fib" only)
+    rounding how an integer rung is made from α·f ("round", "floor", "ceil")
+    reach    the length the rungs are computed for; None: the input length (see the docstring)
+
+    A model's config builds one (`ModelConfig.ladder`); the plan, the attention paths, the
+    coverage probes, the search and the CLI take it.  Frozen and hashable: it keys the plan
+    cache.  Checked once, here.
+
+    >>> Ladder(8).reach_at(1024), Ladder(8, reach=512).reach_at(4096)
+    (1024, 512)
+    """
+
+    window: int
+    base: Base = "fib"
+    rungs: int = 15
+    rounding: str = "round"
+    reach: int | None = None
+
+    def __post_init__(self) -> None:
+        check_window(self.window)
+        if not isinstance(self.base, str):
+            object.__setattr__(self, "base", tuple(self.base))
+        resolve_base(self.base, self.rungs, 2)  # an unknown or bad base fails here
+        if self.rounding not in ROUNDINGS:
+            raise ValueError(f"rounding={self.rounding!r} is unknown: use one of {ROUNDINGS}")
+        if self.reach is not None:
+            positive_int(self.reach, "reach")
+
+    def reach_at(self, seq_len: int) -> int:
+        """The length the rungs are computed for when the input is ``seq_len`` long."""
+        return seq_len if self.reach is None else self.reach
+
+    def limit(self, seq_len: int) -> int:
+        """The largest distance a rung may take at ``seq_len``: min(T, reach) − 1."""
+        positive_int(seq_len, "seq_len")
+        return min(seq_len, self.reach_at(seq_len)) - 1
+
+    def values(self, seq_len: int) -> list[float]:
+        """The unscaled rungs at ``seq_len`` (pow2's depend on the reach)."""
+        return resolve_base(self.base, self.rungs, max(self.reach_at(seq_len), 2))
 
 
 def round_distance(x: float, rounding: str = "round") -> int:
@@ -163,91 +209,58 @@ def scaled_rungs(alpha: float, values: Sequence[float]) -> list[float]:
 
 
 def integer_columns(
-    targets: Sequence[float],
-    window: int,
-    seq_len: int,
-    reach: int | None = None,
-    rounding: str = "round",
+    targets: Sequence[float], seq_len: int, ladder: Ladder
 ) -> list[tuple[int, int]]:
     """The integer rule: ``(k, d)`` pairs, base order, with d = r(α·f_k) the rounded target.
 
     Kept when W < d ≤ min(T, reach) − 1 and d is new (collision rule: *merge* — a rung landing
     on the window or on an earlier rung adds nothing; the first rung keeps the distance).
     """
-    check_window(window)
-    _check_len("seq_len", seq_len)
-    reach = seq_len if reach is None else reach
-    _check_len("reach", reach)
-    limit = min(seq_len, reach) - 1
+    limit = ladder.limit(seq_len)
     seen: set[int] = set()
     out = []
     for k, x in enumerate(targets):
-        d = round_distance(x, rounding)
-        if d <= window or d > limit or d in seen:
+        d = round_distance(x, ladder.rounding)
+        if d <= ladder.window or d > limit or d in seen:
             continue
         seen.add(d)
         out.append((k, d))
     return out
 
 
-def rung_distances(
-    alpha: float,
-    window: int,
-    seq_len: int,
-    base: Base = "fib",
-    rungs: int = 15,
-    rounding: str = "round",
-    reach: int | None = None,
-) -> list[int]:
+def rung_distances(alpha: float, seq_len: int, ladder: Ladder) -> list[int]:
     """Sorted integer rung distances beyond the window: {r(α·f) : W < r ≤ min(T, reach) − 1}."""
     check_alpha(alpha)
-    check_window(window)
-    _check_len("seq_len", seq_len)
-    reach = seq_len if reach is None else reach
-    _check_len("reach", reach)
-    targets = scaled_rungs(alpha, resolve_base(base, rungs, max(reach, 2)))
-    return sorted(d for _, d in integer_columns(targets, window, seq_len, reach, rounding))
+    targets = scaled_rungs(alpha, ladder.values(seq_len))
+    return sorted(d for _, d in integer_columns(targets, seq_len, ladder))
 
 
-def attended_distances(
-    alpha: float,
-    window: int,
-    seq_len: int,
-    base: Base = "fib",
-    rungs: int = 15,
-    rounding: str = "round",
-    reach: int | None = None,
-) -> list[int]:
+def attended_distances(alpha: float, seq_len: int, ladder: Ladder) -> list[int]:
     """Sorted integer distances one query attends: {0..W} ∪ rungs (window capped at T − 1).
 
-    >>> attended_distances(1.0, 8, 1024)[9:]
+    >>> attended_distances(1.0, 1024, Ladder(8))[9:]
     [13, 21, 34, 55, 89, 144, 233, 377, 610, 987]
     """
-    window_set = list(range(min(window, seq_len - 1) + 1)) if seq_len >= 1 else []
-    return window_set + rung_distances(alpha, window, seq_len, base, rungs, rounding, reach)
+    rungs = rung_distances(alpha, seq_len, ladder)
+    return list(range(min(ladder.window, seq_len - 1) + 1)) + rungs
 
 
 # --------------------------------------------------------------------------------------------
 # interpolated columns (learned α; the interp path)
 # --------------------------------------------------------------------------------------------
-def interp_columns(
-    targets: Sequence[float], window: int, seq_len: int, reach: int | None = None
-) -> list[tuple[int, int]]:
+def interp_columns(targets: Sequence[float], seq_len: int, ladder: Ladder) -> list[tuple[int, int]]:
     """The paper's rule for which scaled rungs become interpolated columns.
 
     ``targets`` are the continuous distances α·f_k in base order.  Returns ``(k, lo)`` pairs for
     the kept rungs, where ``lo = floor(α·f_k)``: skip when round(α·f) ≤ W, lo > min(T, reach) − 1,
     or lo already taken by a window distance or an earlier kept rung (dropped, not merged).
     """
-    check_window(window)
-    _check_len("seq_len", seq_len)
-    reach = seq_len if reach is None else reach
-    limit = min(seq_len, reach) - 1
-    used = set(range(min(window, seq_len - 1) + 1))
+    limit = ladder.limit(seq_len)
+    used = set(range(min(ladder.window, seq_len - 1) + 1))
     out = []
     for k, x in enumerate(targets):
         lo = math.floor(x)
-        if round(x) <= window or lo > limit or lo in used:
+        if round(x) <= ladder.window or lo > limit or lo in used:
             continue
         used.add(lo)
         out.append((k, lo))

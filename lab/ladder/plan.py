@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lab.ladder import offsets
-from lab.ladder.offsets import ROUNDINGS, Base
+from lab.ladder.offsets import Ladder
 
 CACHE_ENV = "FIBLAB_PLAN_CACHE"
 CACHE_SIZE = 1024
@@ -52,11 +52,9 @@ class ColumnPlan:
     interpolated: tuple[bool, ...]  # (C,) True: reads rows t − lo and t − lo − 1
     rung: tuple[int, ...]  # (C,) base index k, −1 for the window
     scale: tuple[float, ...]  # (C,) f_k, 0.0 for the window
-    window: int
     seq_len: int
-    reach: int
-    base: str | tuple  # a base name, or the custom distances as given
-    rounding: str
+    ladder: Ladder  # window, base, rungs, rounding and the reach as asked (None: seq_len)
+    reach: int  # the reach in force: ladder.reach_at(seq_len)
     interpolate: bool  # the rule: True interpolated (drop), False integer (merge)
     _tensors: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
 
@@ -66,7 +64,7 @@ class ColumnPlan:
     @property
     def n_window(self) -> int:
         """Columns of the dense window {0..min(W, T − 1)}."""
-        return min(self.window, self.seq_len - 1) + 1
+        return min(self.ladder.window, self.seq_len - 1) + 1
 
     @property
     def distances(self) -> list[int]:
@@ -155,43 +153,25 @@ class ColumnPlan:
 # --------------------------------------------------------------------------------------------
 # building plans
 # --------------------------------------------------------------------------------------------
-def _build(
-    alpha: float,
-    window: int,
-    seq_len: int,
-    base: Base,
-    rungs: int,
-    rounding: str,
-    reach: int,
-    interpolate: bool,
-) -> ColumnPlan:
+def _build(alpha: float, seq_len: int, ladder: Ladder, interpolate: bool) -> ColumnPlan:
     offsets.check_alpha(alpha)
-    offsets.check_window(window)
-    for name, v in (("seq_len", seq_len), ("reach", reach)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name}={v!r} must be a positive integer")
-    if rounding not in ROUNDINGS:
-        raise ValueError(f"rounding={rounding!r} is unknown: use one of {ROUNDINGS}")
-    fs = offsets.resolve_base(base, rungs, max(reach, 2))
+    ladder.limit(seq_len)  # checks seq_len
+    fs = ladder.values(seq_len)
     targets = offsets.scaled_rungs(alpha, fs)  # α·f_k, float64, base order
     if interpolate:
-        kept = offsets.interp_columns(targets, window, seq_len, reach)  # base order
+        kept = offsets.interp_columns(targets, seq_len, ladder)  # base order
     else:
-        kept = sorted(
-            offsets.integer_columns(targets, window, seq_len, reach, rounding), key=lambda c: c[1]
-        )
-    n_win = min(window, seq_len - 1) + 1
+        kept = sorted(offsets.integer_columns(targets, seq_len, ladder), key=lambda c: c[1])
+    n_win = min(ladder.window, seq_len - 1) + 1
     return ColumnPlan(
         alpha=alpha,
         dists=tuple(range(n_win)) + tuple(d for _, d in kept),
         interpolated=(False,) * n_win + (interpolate,) * len(kept),
         rung=(-1,) * n_win + tuple(k for k, _ in kept),
         scale=(0.0,) * n_win + tuple(fs[k] for k, _ in kept),
-        window=window,
         seq_len=seq_len,
-        reach=reach,
-        base=base,
-        rounding=rounding,
+        ladder=ladder,
+        reach=ladder.reach_at(seq_len),
         interpolate=interpolate,
     )
 
@@ -200,23 +180,13 @@ _cached_build = functools.lru_cache(maxsize=CACHE_SIZE, typed=True)(_build)  # 1
 _CACHE = {"enabled": os.environ.get(CACHE_ENV, "1").strip() != "0"}
 
 
-def plan_for(
-    alpha: float,
-    window: int,
-    seq_len: int,
-    base: Base = "fib",
-    rungs: int = 15,
-    rounding: str = "round",
-    reach: int | None = None,
-    interpolate: bool = False,
-) -> ColumnPlan:
-    """The columns a layer of scale α reads at length ``seq_len`` (see the module docstring).
+def plan_for(alpha: float, seq_len: int, ladder: Ladder, interpolate: bool = False) -> ColumnPlan:
+    """The columns a layer of scale α reads at length ``seq_len`` under ``ladder``.
 
-    ``alpha`` a number (a 0-d tensor is read once, as its float64 value); ``reach`` the length
-    the rung set is computed for (default seq_len); ``interpolate`` picks the rule: False the
-    integer set (``rounding``), True the interpolated columns (``rounding`` unused).
+    ``alpha`` a number (a 0-d tensor is read once, as its float64 value); ``interpolate`` picks
+    the rule: False the integer set (``ladder.rounding``), True the interpolated columns.
 
-    >>> plan_for(1.0, 8, 1024).dists[9:]
+    >>> plan_for(1.0, 1024, Ladder(8)).dists[9:]
     (13, 21, 34, 55, 89, 144, 233, 377, 610, 987)
     """
     if hasattr(alpha, "detach"):  # a tensor: one host transfer
@@ -228,23 +198,15 @@ def plan_for(
     elif isinstance(alpha, numbers.Real) and not isinstance(alpha, bool):
         alpha = float(alpha)  # numpy scalars too
     offsets.check_alpha(alpha)
-    reach = seq_len if reach is None else reach
-    key_base = base if isinstance(base, str) else tuple(base)
-    args = (alpha, window, seq_len, key_base, rungs, rounding, reach, bool(interpolate))
+    if not isinstance(ladder, Ladder):
+        raise TypeError(f"ladder={ladder!r} must be a lab.ladder.offsets.Ladder, e.g. Ladder(8)")
+    args = (alpha, seq_len, ladder, bool(interpolate))
     return _cached_build(*args) if _CACHE["enabled"] else _build(*args)
 
 
-def layer_sets(
-    alphas: Sequence[float],
-    window: int,
-    seq_len: int,
-    base: Base = "fib",
-    rungs: int = 15,
-    rounding: str = "round",
-    reach: int | None = None,
-) -> list[list[int]]:
+def layer_sets(alphas: Sequence[float], seq_len: int, ladder: Ladder) -> list[list[int]]:
     """Each layer's sorted integer attended distances (one integer plan per α)."""
-    return [plan_for(a, window, seq_len, base, rungs, rounding, reach).distances for a in alphas]
+    return [plan_for(a, seq_len, ladder).distances for a in alphas]
 
 
 # --------------------------------------------------------------------------------------------

@@ -20,16 +20,18 @@ from collections.abc import Sequence
 from typing import Union
 
 from lab.ladder.offsets import ALPHA_MIN, ALPHA_SPAN
+from lab.util.checks import positive_int
 from lab.util.wording import plural
 
 Schedule = Union[str, Sequence[float]]
 SCHEDULES = ("fixed", "stagger", "coprime", "learned")
-LEARNED_CLAMP = 0.05  # the paper clamps initial learned α to [0.55, 1.45]
+# A learned schedule's *initial* α is clamped to [0.55, 1.45], as the paper's probes did; while
+# training nothing is clamped (α = 0.5 + sigmoid(θ) stays inside (0.5, 1.5) by construction).
+INIT_MARGIN = 0.05
 
 
 def _check_layers(n_layers: int) -> None:
-    if isinstance(n_layers, bool) or not isinstance(n_layers, int) or n_layers < 1:
-        raise ValueError(f"n_layers={n_layers!r} must be an integer >= 1")
+    positive_int(n_layers, "n_layers")
 
 
 def coprime_stride(n_layers: int) -> int:
@@ -130,7 +132,7 @@ def layer_alphas(
         start = layer_alphas(
             init, n_layers, stride=stride, alpha_min=alpha_min, alpha_span=alpha_span
         )
-        lo, hi = alpha_min + LEARNED_CLAMP, alpha_min + alpha_span - LEARNED_CLAMP
+        lo, hi = alpha_min + INIT_MARGIN, alpha_min + alpha_span - INIT_MARGIN
         return [min(max(a, lo), hi) for a in start]
     raise ValueError(
         f"schedule={schedule!r} is unknown: use one of {SCHEDULES} or a list of {n_layers} alphas"

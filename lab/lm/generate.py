@@ -19,6 +19,8 @@ import math
 
 import torch
 
+from lab.util.checks import positive_int
+
 
 def _check(model, ids, max_new_tokens, temperature, top_k, eot_id) -> None:
     if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.dtype.is_floating_point:
@@ -50,8 +52,8 @@ def _check(model, ids, max_new_tokens, temperature, top_k, eot_id) -> None:
             f"temperature={temperature!r} must be a finite number >= 0 (0: greedy, 1: the "
             f"model's distribution)"
         )
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
-        raise ValueError(f"top_k={top_k!r} must be a positive integer, or None for no cut")
+    if top_k is not None:
+        positive_int(top_k, "top_k", "or None for no cut")
     if eot_id is not None and not 0 <= eot_id < V:
         raise ValueError(f"eot_id={eot_id!r} is outside [0, vocab_size={V})")
 

@@ -105,12 +105,8 @@ class Attention(nn.Module):
             k,
             v,
             alpha=self.alpha,
-            window=cfg.window,
-            base=cfg.base,
-            rungs=cfg.rungs,
-            rounding=cfg.rounding,
+            ladder=cfg.ladder,
             path=path,
-            reach=cfg.rung_reach,
         )  # (B,H,T,D)
         return self.o_proj(y.transpose(1, 2).reshape(B, T, cfg.n_heads * cfg.head_dim))
 

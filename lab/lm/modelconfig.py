@@ -6,12 +6,15 @@ training config build on it without importing the model."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Union
 
 from lab.ladder import offsets, schedules
+from lab.ladder.offsets import Ladder
 from lab.ladder.plan import ColumnPlan, plan_for
+from lab.util.checks import positive_int
 
 RUNG_POLICIES = ("recompute", "freeze")
 ATTENTIONS = ("sparse", "dense")
@@ -47,9 +50,7 @@ class ModelConfig:
 
     def __post_init__(self):
         for name in ("d_model", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "seq_len"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name}={v!r} must be a positive integer")
+            positive_int(getattr(self, name), name)
         if self.n_heads % self.n_kv_heads:
             raise ValueError(
                 f"n_heads={self.n_heads} must be a multiple of n_kv_heads={self.n_kv_heads}"
@@ -115,6 +116,12 @@ class ModelConfig:
             alpha_span=self.alpha_span,
         )
 
+    @functools.cached_property
+    def ladder(self) -> Ladder:
+        """The attention rule's settings as one record (window, base, rungs, rounding, reach);
+        built once per config (the config is frozen), as every layer's forward reads it."""
+        return Ladder(self.window, self.base, self.rungs, self.rounding, self.rung_reach)
+
     @property
     def interpolated(self) -> bool:
         """Whether the sparse layers read interpolated columns (a learned α, or path='interp')."""
@@ -126,12 +133,8 @@ class ModelConfig:
         T = self.seq_len if seq_len is None else seq_len
         return plan_for(
             alpha,
-            self.window,
             T,
-            self.base,
-            self.rungs,
-            self.rounding,
-            self.rung_reach,
+            self.ladder,
             interpolate=self.interpolated,
         )
 
@@ -166,7 +169,9 @@ class ModelConfig:
             return [list(range(self.seq_len))] * self.n_layers
         return [
             plan_for(
-                a, self.window, self.seq_len, self.base, self.rungs, self.rounding, self.rung_reach
+                a,
+                self.seq_len,
+                self.ladder,
             ).distances
             for a in self.layer_alphas()
         ]

@@ -112,7 +112,9 @@ def run_card(r: RunModel, store_path: str | None) -> ModelCard:
             df = st.evals(r.name)
         T = r.model.cfg.seq_len
         rows = df[
-            (df["step"] == r.step) & (df["kind"] == str(EvalKind.full())) & (df["context_len"] == T)
+            (df["step"] == r.step)
+            & (df["kind"] == str(EvalKind.recomputed()))
+            & (df["context_len"] == T)
         ]
         ppl = {str(d): float(math.exp(loss)) for d, loss in zip(rows["dataset"], rows["loss"])}
     return ModelCard(

@@ -39,6 +39,7 @@ from pathlib import Path
 import torch
 
 from lab.data.tokenizer import EOT
+from lab.ladder.offsets import Ladder
 from lab.lm.model import FibLM
 from lab.lm.modelconfig import ModelConfig
 from lab.sparse.attention import sparse_attention
@@ -210,12 +211,14 @@ def fiblab_sparse_attention(module, query, key, value, attention_mask, scaling=N
         key,
         value,
         alpha=float(spec["alphas"][module.layer_idx]),
-        window=int(spec["window"]),
-        base=base,
-        rungs=int(spec["rungs"]),
-        rounding=spec["rounding"],
+        ladder=Ladder(
+            int(spec["window"]),
+            base=base,
+            rungs=int(spec["rungs"]),
+            rounding=spec["rounding"],
+            reach=reach,
+        ),
         path=spec["path"],
-        reach=reach,
         scale=scaling,
     )  # (B, H, k, D)
     return y[:, :, kv_len - q_len :].transpose(1, 2).contiguous(), None  # (B, q, H, D)

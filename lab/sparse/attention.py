@@ -44,7 +44,7 @@ import torch.nn.functional as F
 
 from lab import kernels
 from lab.kernels.shapes import check_qkv  # noqa: F401  (re-exported: lab.sparse.blur uses it)
-from lab.ladder.offsets import Base, check_alpha, check_window
+from lab.ladder.offsets import Ladder, check_alpha
 from lab.ladder.plan import ColumnPlan, plan_for
 
 PATHS = ("auto", "shift", "interp", "mask", "dense")
@@ -54,14 +54,7 @@ PATHS = ("auto", "shift", "interp", "mask", "dense")
 # the column plan: which distances a query reads, integer or interpolated (`lab.ladder.plan`)
 # --------------------------------------------------------------------------------------------
 def column_plan(
-    alpha,
-    window: int,
-    seq_len: int,
-    base: Base = "fib",
-    rungs: int = 15,
-    rounding: str = "round",
-    reach: int | None = None,
-    interpolate: bool = False,
+    alpha, seq_len: int, ladder: Ladder, interpolate: bool = False
 ) -> list[tuple[int, torch.Tensor | None]]:
     """Columns as (distance lo, frac) pairs; frac is None for an exact integer column.
 
@@ -69,7 +62,7 @@ def column_plan(
     attended set.  With ``interpolate=True`` (α a 0-d tensor) the window is exact and each kept
     rung carries frac = α·f − floor(α·f) as a tensor attached to α's graph (in α's dtype).
     """
-    plan = plan_for(alpha, window, seq_len, base, rungs, rounding, reach, interpolate)
+    plan = plan_for(alpha, seq_len, ladder, interpolate)
     if not interpolate:
         return [(d, None) for d in plan.dists]
     a = (
@@ -128,22 +121,20 @@ def sparse_attention(
     v: torch.Tensor,
     *,
     alpha,
-    window: int,
-    base: Base = "fib",
-    rungs: int = 15,
-    rounding: str = "round",
+    ladder: Ladder,
     path: str = "auto",
-    reach: int | None = None,
     scale: float | None = None,
     impl: str = "auto",
 ) -> torch.Tensor:
     """Attention over {0..W} ∪ scaled rungs.  Returns (B, H, T, D).
 
+    ladder  the window, base, rungs, rounding and reach (`lab.ladder.offsets.Ladder`, e.g.
+            ``Ladder(8)``).  Its reach defaults to the input length T; pass the training length
+            to freeze the rung set when running a model at a longer length.
+
     alpha   a Python float selects the integer attended set (rounded by ``rounding``); a 0-d
             tensor selects the interpolated gather and carries the gradient to α.
     path    "auto" (float → shift, tensor → interp), "shift", "interp", "mask" or "dense".
-    reach   the length the rung set is computed for (default: the input length T).  Pass the
-            training length to freeze the rung set when running a model at a longer length.
     impl    how shift / interp run: "auto" (the faster of the device's fused kernel and
             PyTorch, measured once per machine and shape class; the FIBLAB_ATTN_IMPL
             environment variable overrides it), "torch", "cpp" or "triton" —
@@ -157,7 +148,6 @@ def sparse_attention(
     scale = 1.0 / math.sqrt(D) if scale is None else scale
     if path == "dense":
         return dense_attention(q, k, v, scale)
-    check_window(window)
     is_tensor = isinstance(alpha, torch.Tensor)
     if is_tensor:
         if alpha.numel() != 1:
@@ -176,7 +166,7 @@ def sparse_attention(
         check_alpha(alpha)
         value = alpha
         path = "shift" if path == "auto" else path
-    plan = plan_for(value, window, T, base, rungs, rounding, reach, interpolate=path == "interp")
+    plan = plan_for(value, T, ladder, interpolate=path == "interp")
     if path == "mask":
         return F.scaled_dot_product_attention(
             q, k, v, attn_mask=bool_mask(T, plan.dists, q.device), scale=scale, enable_gqa=H != KV

@@ -60,17 +60,9 @@ def write_phase(run_dir: str, phase: str, **extra) -> None:
     training run over a progress note).  Only into a folder that exists (a launched run's, made
     by the launcher; the loop makes its own when the run really starts): a run refused while its
     data loads must leave no folder behind."""
-    path = os.path.join(run_dir, PHASE_FILE)
-    if not os.path.isdir(run_dir):
-        return
-    try:
-        old = read_phase(run_dir) or {}
-        if old.get("pid") != os.getpid():
-            old = {}  # an earlier process's facts are not this one's
-        data = {**old, **extra, "phase": phase, "since": time.time(), "pid": os.getpid()}
-        atomic_write(path, json.dumps(data))
-    except OSError:
-        pass
+    if os.path.isdir(run_dir):
+        facts = {**extra, "phase": phase, "since": time.time(), "pid": os.getpid()}
+        _merge(run_dir, facts, only_ours=False)
 
 
 #: Seconds between heartbeats of a training loop (`beat`): a live view moves at least this often
@@ -81,12 +73,20 @@ BEAT_S = 2.0
 def beat(run_dir: str, step: int) -> None:
     """Record the step the loop has reached, keeping the phase and its start time: a live view
     shows step and ETA between the logged steps (`lab.training.train` calls it at most every `BEAT_S`)."""
-    old = read_phase(run_dir)
-    if old is None or old.get("pid") != os.getpid():
-        return
-    path = os.path.join(run_dir, PHASE_FILE)
+    _merge(run_dir, {"step": int(step), "step_at": time.time()}, only_ours=True)
+
+
+def _merge(run_dir: str, facts: dict, only_ours: bool) -> None:
+    """Write ``facts`` over what this process's phase file holds, atomically; never raises.
+    An earlier process's facts are not this one's: they are dropped, or with ``only_ours``
+    (a heartbeat before any phase of this process) nothing is written."""
     try:
-        atomic_write(path, json.dumps({**old, "step": int(step), "step_at": time.time()}))
+        old = read_phase(run_dir) or {}
+        if old.get("pid") != os.getpid():
+            if only_ours:
+                return
+            old = {}
+        atomic_write(os.path.join(run_dir, PHASE_FILE), json.dumps({**old, **facts}))
     except OSError:
         pass
 

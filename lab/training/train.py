@@ -9,7 +9,9 @@ Exact resume: the batch of (step, micro-batch) is a pure function of the seed (`
 checkpoint holds the model, the optimizer, the step and every RNG state, so a run killed at any
 moment and resumed from its last good checkpoint reproduces the uninterrupted loss curve bit for
 bit on CPU.  Checkpoints are written atomically with a SHA-256 sidecar (`lab.training.checkpoint`); the
-config and its presets are `lab.training.trainconfig` (both importable from here too).
+config and its presets are `lab.training.trainconfig`, the optimizer's groups and LR schedule
+`lab.training.optim`, the process group `lab.training.distributed`, stop requests
+`lab.training.stop`.
 
 Under ``torchrun --nproc_per_node=N`` the same entry point runs DistributedDataParallel (gloo on
 CPU, NCCL on GPUs); each rank takes every N-th micro-batch of the global step, so N processes see
@@ -28,8 +30,8 @@ A run on the CPU registers with the machine's other lab jobs for the loop's dura
 torch threads to its share of the cores at step boundaries (`lab.machine.cpu_share`: side by side, jobs
 that each took every core ran 5–17× slower; ``FIBLAB_THREADS=N`` pins a run's threads).
 
-Near 500 lines on purpose: the loop, its evaluation, its stop protocol and its store logging
-share the run's state step by step; the config and checkpoints are already modules of their own.
+The loop, its evaluation and its store logging share the run's state step by step, so they stay
+one module.
 """
 
 from __future__ import annotations
@@ -38,7 +40,6 @@ import contextlib
 import math
 import os
 import time
-from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -50,141 +51,35 @@ from lab.machine.precision import autocast, resolve_precision
 from lab.store.variant import provenance
 from lab.training import runphase
 from lab.training.checkpoint import (
-    CorruptCheckpoint,
     check_resume_precision,
     latest_good_checkpoint,
-    list_checkpoints,
-    load_checkpoint,
     resume_point,
     rng_state,
     save_checkpoint,
     set_rng_state,
 )
+from lab.training.distributed import init_distributed
+from lab.training.optim import lr_at, param_groups
 from lab.training.rundata import load_data
 from lab.training.runlog import LogSpec, alpha_scalars, eval_tag, open_sink
 from lab.training.runphase import eval_tokens, write_phase
-from lab.training.trainconfig import TRAIN_PRESETS, TrainConfig, config_from_file, make_config
+from lab.training.stop import STOP_FILE, mark_stopped, stop_requested
+from lab.training.trainconfig import TrainConfig
 from lab.util import jsonio
 from lab.util.progress import bar as progress_bar
 
-# defined in lab.training.trainconfig, lab.training.checkpoint and lab.training.rundata, importable from here as before
-__all__ = [
-    "STOP_FILE",
-    "TRAIN_PRESETS",
-    "CorruptCheckpoint",
-    "DistInfo",
-    "TrainConfig",
-    "TrainingDiverged",
-    "config_from_file",
-    "dataset_name",
-    "eval_sets",
-    "evaluate",
-    "init_distributed",
-    "latest_good_checkpoint",
-    "list_checkpoints",
-    "load_checkpoint",
-    "load_data",
-    "lr_at",
-    "make_config",
-    "param_groups",
-    "request_stop",
-    "rng_state",
-    "save_checkpoint",
-    "set_rng_state",
-    "stop_requested",
-    "train",
-]
-
-
-# --------------------------------------------------------------------------------------------
-# the recipe's pure pieces
-# --------------------------------------------------------------------------------------------
-def lr_at(step: int, cfg: TrainConfig) -> float:
-    """LR for optimizer step s = 1..steps: linear warm-up, then cosine to min_lr_frac·peak."""
-    if step < cfg.warmup:
-        return cfg.lr * step / cfg.warmup
-    p = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
-    lo = cfg.min_lr_frac
-    return cfg.lr * (lo + (1 - lo) * 0.5 * (1 + math.cos(math.pi * p)))
-
-
-def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
-    """Weight decay on ≥2-D tensors only; norm gains and θ (0-d/1-d) are excluded."""
-    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
-    other = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": other, "weight_decay": 0.0}]
-
-
-# --------------------------------------------------------------------------------------------
-# distributed helpers
-# --------------------------------------------------------------------------------------------
-@dataclass
-class DistInfo:
-    rank: int = 0
-    world: int = 1
-    device: torch.device = torch.device("cpu")
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-
-def init_distributed() -> DistInfo:
-    """torchrun sets RANK / WORLD_SIZE / LOCAL_RANK; without them this is a single process."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    cuda = torch.cuda.is_available()
-    if world <= 1:
-        return DistInfo(device=torch.device("cuda" if cuda else "cpu"))
-    if not dist.is_initialized():
-        dist.init_process_group("nccl" if cuda else "gloo")
-    local = int(os.environ.get("LOCAL_RANK", "0"))
-    device = torch.device(f"cuda:{local}") if cuda else torch.device("cpu")
-    if cuda:
-        torch.cuda.set_device(device)
-    return DistInfo(rank=dist.get_rank(), world=dist.get_world_size(), device=device)
+__all__ = ["TrainingDiverged", "dataset_name", "eval_sets", "mean_nll", "train"]
 
 
 class TrainingDiverged(RuntimeError):
-    pass
-
-
-# --------------------------------------------------------------------------------------------
-# stop requests
-# --------------------------------------------------------------------------------------------
-STOP_FILE = "STOP"
-
-
-def request_stop(run_dir: str) -> str:
-    """Ask the run writing to ``run_dir`` to stop after its current step; returns the file."""
-    os.makedirs(run_dir, exist_ok=True)
-    path = os.path.join(run_dir, STOP_FILE)
-    with open(path, "w") as f:
-        f.write(f"stop requested at {time.time():.3f}\n")
-    return path
-
-
-def stop_requested(run_dir: str, di: DistInfo | None = None) -> bool:
-    """True when ``run_dir/STOP`` exists (under torchrun: on any rank, so all ranks agree)."""
-    flag = os.path.exists(os.path.join(run_dir, STOP_FILE))
-    if di is not None and di.world > 1:
-        t = torch.tensor([1.0 if flag else 0.0], device=di.device)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        flag = bool(t.item())
-    return flag
-
-
-def _mark_stopped(store, name: str, step: int) -> None:
-    """Record a requested stop: a 'stopped' event and status 'stopped'."""
-    msg = f"stopped by request at step {step}; resume to continue"
-    store.log_event(name, "stopped", msg)
-    store.set_status(name, "stopped", msg)
+    """The loss became NaN or infinite: the run stops with a message naming the step."""
 
 
 # --------------------------------------------------------------------------------------------
 # evaluation
 # --------------------------------------------------------------------------------------------
 @torch.no_grad()
-def evaluate(
+def mean_nll(
     model: FibLM, batches, device: torch.device = torch.device("cpu"), precision: str | None = None
 ) -> tuple[float, int]:
     """Mean NLL per scored token over (x, y) batches, and the number of tokens actually scored."""
@@ -335,7 +230,7 @@ def train(
         phase(what + (f" ({n:,} tokens)" if n else ""))
         t0 = time.perf_counter()
         for name, batches in sets.items():
-            loss, tokens = evaluate(model, batches(limit), di.device, precision)
+            loss, tokens = mean_nll(model, batches(limit), di.device, precision)
             out[name] = math.exp(loss)
             if store:
                 store.log_eval(
@@ -470,7 +365,7 @@ def train(
                 stopped_at = step
                 break
         if stopped_at is None:
-            final = run_eval(cfg.steps, EvalKind.full(), None) if di.main else {}
+            final = run_eval(cfg.steps, EvalKind.recomputed(), None) if di.main else {}
             status = "done"
         else:
             final = {}
@@ -496,7 +391,7 @@ def train(
             if status == "done":
                 store.set_status(cfg.name, "done")
             elif status == "stopped":
-                _mark_stopped(store, cfg.name, stopped_at)
+                mark_stopped(store, cfg.name, stopped_at)
             store.close()
         phase(runphase.EXITING, status=status, **({} if last is None else {"step": last}))
         if status == "stopped" and di.main:

@@ -1,22 +1,29 @@
 """Argument checks with one message each: the value, then what it must be
-(``seq_len=0 must be a positive integer``), so a user reads what to change."""
+(``seq_len=0 must be a positive integer``), so a user reads what to change.  NumPy integers
+count (they register as ``numbers.Integral``); numpy is not imported, so `fiblab --help` stays
+light."""
 
 from __future__ import annotations
 
-import numpy as np
+import numbers
 
 __all__ = ["positive_int", "nonneg_int"]
 
 
-def positive_int(value, name: str) -> int:
-    """``value`` as an int when it is an integer ≥ 1 (bools and floats are not), else ValueError."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name}={value!r} must be a positive integer")
+def _why(hint: str) -> str:
+    return f" ({hint})" if hint else ""
+
+
+def positive_int(value, name: str, hint: str = "") -> int:
+    """``value`` as an int when it is an integer ≥ 1 (bools and floats are not), else ValueError.
+    ``hint`` says what the number counts or what to pass; it ends the message in brackets."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name}={value!r} must be a positive integer{_why(hint)}")
     return int(value)
 
 
-def nonneg_int(value, name: str) -> int:
+def nonneg_int(value, name: str, hint: str = "") -> int:
     """``value`` as an int when it is an integer ≥ 0 (bools and floats are not), else ValueError."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-        raise ValueError(f"{name}={value!r} must be an integer >= 0")
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise ValueError(f"{name}={value!r} must be an integer >= 0{_why(hint)}")
     return int(value)

@@ -18,7 +18,7 @@ from fixture_store import smoke_store
 from matplotlib.colors import to_rgb
 from PIL import Image
 
-from analysis.figures import plots, style
+from analysis.figures import plots, structure, style
 from analysis.reports.report import Report
 from fiblab.ui.common import figure, png, set_png
 from fiblab.ui.coverage_explore import explore
@@ -26,6 +26,7 @@ from fiblab.ui.coverage_figure import CoverageFigure
 from fiblab.ui.probes import trajectory_png
 from fiblab.ui.run_figures import probe_alphas, training_curves
 from fiblab.ui.train import curves_png
+from lab.ladder.offsets import Ladder
 from lab.ladder.schedules import layer_alphas
 
 
@@ -188,14 +189,14 @@ def test_notebook_04_and_05_images_are_sized_from_their_pngs(tmp_path):
 
 
 def test_report_figures_are_saved_at_the_size_drawn(tmp_path):
-    fig = plots.receptive_field_curves({"fixed": [0.1, 0.5, 1.0]})
+    fig = structure.receptive_field_curves({"fixed": [0.1, 0.5, 1.0]})
     path = tmp_path / "rf.png"
-    plots.receptive_field_curves({"fixed": [0.1, 0.5, 1.0]}, path=path)
-    assert Image.open(path).size == px_size(fig) == plots.PANEL
+    structure.receptive_field_curves({"fixed": [0.1, 0.5, 1.0]}, path=path)
+    assert Image.open(path).size == px_size(fig) == style.PANEL
     rep = Report("r")
     rep.figure(fig, "rf", "caption")
     rep.write(str(tmp_path / "out"))
-    assert Image.open(tmp_path / "out" / "rf.png").size == plots.PANEL  # not cropped
+    assert Image.open(tmp_path / "out" / "rf.png").size == style.PANEL  # not cropped
 
 
 # ------------------------------------------------------------------- labels, legends, keys
@@ -227,9 +228,9 @@ def report_figures():
         "extrapolation": lambda: plots.extrapolation(t3),
         "position_bins": lambda: plots.position_bins(t4),
         "alpha": lambda: plots.alpha_trajectories(traj_frame()),
-        "rungs": lambda: plots.rung_heatmap(sets["stagger"], 8),
-        "coverage": lambda: plots.coverage_curves(sets, 8),
-        "receptive": lambda: plots.receptive_field_curves({"fixed": [0.1, 0.5]}),
+        "rungs": lambda: structure.rung_heatmap(sets["stagger"], 8),
+        "coverage": lambda: structure.coverage_curves(sets, 8),
+        "receptive": lambda: structure.receptive_field_curves({"fixed": [0.1, 0.5]}),
         "probe": lambda: probe_alphas(probe_records()),
         "curves": lambda: training_curves(snapshot(True)),
     }
@@ -345,8 +346,11 @@ def test_rung_heatmap_shows_every_attended_distance():
     from lab.ladder.offsets import attended_distances
 
     T = 1024  # more distances than the axes have pixels
-    sets = [attended_distances(a, 8, T, "fib", 15, "round") for a in layer_alphas("stagger", 4)]
-    fig = plots.rung_heatmap(sets, T)
+    sets = [
+        attended_distances(a, T, Ladder(8, base="fib", rungs=15, rounding="round"))
+        for a in layer_alphas("stagger", 4)
+    ]
+    fig = structure.rung_heatmap(sets, T)
     img = np.asarray(pil(png(fig)), dtype=float)
     ax = fig.axes[0]
     H = img.shape[0]

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from analysis.figures import plots
+from analysis.figures import plots, structure
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -116,22 +116,22 @@ def test_alpha_trajectories_one_line_per_layer(tmp_path):
 def test_rung_heatmap_image_is_the_sets(tmp_path):
     sets = [[0, 1, 2, 5], [0, 1, 2, 8, 30]]
     path = tmp_path / "rungs.png"
-    fig = plots.rung_heatmap(sets, seq_len=10, path=path)
+    fig = structure.rung_heatmap(sets, seq_len=10, path=path)
     assert written(path)
     img = np.asarray(fig.axes[0].images[0].get_array())
     expected = np.zeros((2, 10))
     expected[0, [0, 1, 2, 5]] = 1
     expected[1, [0, 1, 2, 8]] = 1  # 30 ≥ T is dropped
     assert (img == expected).all()
-    assert np.asarray(plots.rung_heatmap(sets).axes[0].images[0].get_array()).shape == (2, 31)
+    assert np.asarray(structure.rung_heatmap(sets).axes[0].images[0].get_array()).shape == (2, 31)
     with pytest.raises(ValueError, match="no layers"):
-        plots.rung_heatmap([])
+        structure.rung_heatmap([])
 
 
 def test_coverage_curves_count_the_union(tmp_path):
     schemes = {"fixed": [[0, 1, 3], [0, 1, 3]], "stagger": [[0, 1, 3], [0, 2, 6]]}
     path = tmp_path / "cov.png"
-    fig = plots.coverage_curves(schemes, seq_len=8, path=path)
+    fig = structure.coverage_curves(schemes, seq_len=8, path=path)
     assert written(path)
     lines = lines_by_label(fig.axes[0])
     # distinct attended distances ≤ δ for δ = 0..7; the union sizes label the lines
@@ -141,7 +141,7 @@ def test_coverage_curves_count_the_union(tmp_path):
 
 def test_receptive_field_curves(tmp_path):
     path = tmp_path / "rf.png"
-    fig = plots.receptive_field_curves(
+    fig = structure.receptive_field_curves(
         {"fixed": [0.1, 0.3, 0.5], "dense": [1.0, 1.0, 1.0]}, path=path
     )
     assert written(path)
@@ -149,4 +149,4 @@ def test_receptive_field_curves(tmp_path):
     assert list(lines["fixed"].get_xdata()) == [1, 2, 3]
     assert list(lines["fixed"].get_ydata()) == [0.1, 0.3, 0.5]
     with pytest.raises(ValueError, match="no schemes"):
-        plots.receptive_field_curves({})
+        structure.receptive_field_curves({})

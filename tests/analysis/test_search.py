@@ -279,3 +279,32 @@ def test_a_trial_left_running_by_an_ended_search_is_failed_on_resume(tmp_path):
         assert runs.loc[trial_run_name(first.study_name, numbers["elsewhere"]), "status"] == (
             "running"
         )
+
+
+@pytest.mark.parametrize("outcome", ["values", "pruned", "error"])
+def test_a_trial_is_recorded_in_the_store_before_the_study(outcome):
+    """A search process killed between the two writes must not leave a trial complete in the
+    study and "running" in the store (the panel's stopped search showed one): the store is
+    written first, so the study's trial is still RUNNING and `fail_abandoned` settles both.
+    Oracle: the order of the calls, recorded."""
+    from analysis.experiments.search.objectives import Pruned
+    from analysis.experiments.search.search import record_trial
+
+    calls = []
+
+    class Rec:
+        def __getattr__(self, name):
+            return lambda *a, **k: calls.append((type(self).__name__, name))
+
+    class Study(Rec):
+        pass
+
+    class StoreRec(Rec):
+        pass
+
+    space = parse_space("linear", layers=4)
+    cfg = SearchConfig(space, parse_objectives(["distinct"]))
+    task = TrialTask(space, {"alpha_first": 0.5, "alpha_last": 1.5}, ("distinct",))
+    res = {"values": {"distinct": 7.0}, "pruned": Pruned("early"), "error": RuntimeError("x")}
+    record_trial(Study(), 3, task, "search/s/3", res[outcome], cfg, StoreRec())
+    assert calls[-1] == ("Study", "tell") and {c for c, _ in calls[:-1]} == {"StoreRec"}

@@ -20,7 +20,6 @@ from analysis.statistics.stats import (
     margin,
     pooled_std,
     samples,
-    seed_summary,
     welch,
 )
 
@@ -45,18 +44,21 @@ def test_describe_by_hand():
         describe(["a", "b"])
 
 
-def test_seed_summary_matches_the_papers_table5_row():
+def test_table5_matches_the_papers_row_by_hand():
     # fib/stagger at W = 12, seeds 42 43 44: mean 42.08, std 0.159 (ddof 1), 0.130 (ddof 0)
+    from analysis.tables.seeds import table5
+
     x = [42.02, 41.96, 42.26]
     df = pd.DataFrame(
         {
             "config": ["fib/stagger"] * 3 + ["fib/fixed"] * 2,
+            "W": [12] * 5,
             "seed": [42, 43, 44, 42, 43],
             "ppl": x + [43.12, 43.16],
         }
     )
-    s = seed_summary(df, "config", "ppl")
-    assert list(s["config"]) == ["fib/stagger", "fib/fixed"]
+    s = table5(df)
+    assert list(s["config"]) == ["fib/stagger", "fib/fixed"]  # mean ascending
     row = s.iloc[0]
     ss = (42.02 - 42.08) ** 2 + (41.96 - 42.08) ** 2 + (42.26 - 42.08) ** 2  # 0.0504
     assert row["n"] == 3 and row["mean"] == pytest.approx(42.08)
@@ -65,7 +67,7 @@ def test_seed_summary_matches_the_papers_table5_row():
     assert s.iloc[1]["std"] == pytest.approx(0.04 / math.sqrt(2))
     assert list(samples(df, "config", "ppl")) == ["fib/stagger", "fib/fixed"]
     with pytest.raises(ValueError, match="lacks columns"):
-        seed_summary(df, "schedule", "ppl")
+        samples(df, "schedule", "ppl")
 
 
 def test_pooled_std_by_hand():

@@ -18,7 +18,6 @@ from analysis.statistics.stats import (
     bootstrap_ci,
     pooled_std,
     samples,
-    seed_summary,
     welch,
 )
 
@@ -125,43 +124,6 @@ def test_samples_keeps_a_missing_configuration_and_names_bad_values():
         ),
     ):
         samples(RUNS, ["offsets", "W"], "ppl")
-
-
-SUMMARY_COLUMNS = ["n", "mean", "std", "std_pop", "sem", "min", "max"]
-
-
-def test_seed_summary_by_two_columns_by_hand():
-    s = seed_summary(RUNS, ["offsets", "schedule"], "ppl")
-    assert list(s.columns) == ["offsets", "schedule", *SUMMARY_COLUMNS]
-    assert s["n"].dtype == np.int64
-    assert list(s["offsets"]) == ["fib", "fib", "dense", "pow2"]
-    assert list(s["schedule"])[:2] == ["stagger", "fixed"] and pd.isna(s["schedule"][2])
-    # fib/stagger 42, 44: mean 43, s = √2, σ_pop = 1, sem = √2/√2 = 1
-    # fib/fixed 43, 46: mean 44.5, s = 3/√2, σ_pop = 1.5, sem = 1.5
-    # dense 40, 41: mean 40.5, s = 1/√2, σ_pop = 0.5, sem = 0.5; pow2 50 alone
-    expected = [
-        [2, 43.0, math.sqrt(2), 1.0, 1.0, 42.0, 44.0],
-        [2, 44.5, 3 / math.sqrt(2), 1.5, 1.5, 43.0, 46.0],
-        [2, 40.5, 1 / math.sqrt(2), 0.5, 0.5, 40.0, 41.0],
-        [1, 50.0, NAN, 0.0, NAN, 50.0, 50.0],
-    ]
-    got = s[SUMMARY_COLUMNS].to_numpy(dtype=float)
-    np.testing.assert_allclose(got, np.array(expected), rtol=1e-12, equal_nan=True)
-
-
-def test_seed_summary_one_column_and_an_empty_frame():
-    s = seed_summary(RUNS, "offsets", "ppl")
-    assert list(s.columns) == ["offsets", *SUMMARY_COLUMNS]
-    assert list(s["offsets"]) == ["fib", "dense", "pow2"] and list(s["n"]) == [4, 2, 1]
-    assert s["n"].dtype == np.int64
-    assert (s["min"].tolist(), s["max"].tolist()) == ([42.0, 40.0, 50.0], [46.0, 41.0, 50.0])
-    # fib 42, 43, 44, 46: mean 43.75, Σ(x − x̄)² = 8.75, s = √(8.75/3), sem = s/2
-    assert s["sem"][0] == pytest.approx(math.sqrt(8.75 / 3) / 2)
-    # no runs yet: no rows, the same columns (a table built on it still finds them)
-    empty = seed_summary(RUNS.iloc[:0], ["offsets", "schedule"], "ppl")
-    assert len(empty) == 0
-    assert list(empty.columns) == ["offsets", "schedule", *SUMMARY_COLUMNS]
-    assert empty["n"].dtype == np.int64
 
 
 def test_pooled_std_of_one_two_value_sample():

@@ -102,7 +102,9 @@ def test_search_best_is_the_searchs_linear_ramp():
     from probes.coverage import schedule_coverage
 
     sc = SP.STUDY_SCALES["study"]
-    shape = dict(layers=4, window=sc.window, seq_len=sc.seq_len)
+    from lab.ladder.offsets import Ladder
+
+    shape = dict(layers=4, ladder=Ladder(sc.window), seq_len=sc.seq_len)
     best = schedule_coverage(list(SP.search_best_alphas(4)), **shape)
     stagger = schedule_coverage("stagger", **shape)
     assert (best["union"], stagger["union"]) == (33, 31)

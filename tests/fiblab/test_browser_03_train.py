@@ -81,7 +81,7 @@ def test_launch_stop_resume_and_a_kernel_restart_in_a_real_browser(jupyter, tmp_
             # a kernel restart while it trains: the run goes on
             B.restart_kernel(page)
             h = LA.attach(RUN, runs)
-            assert LA.is_alive(h) and LA.state(h) == "running"
+            assert h.is_alive() and LA.state(h) == "running"
             _shot(page, "after-restart")
 
             # the first cell again: a fresh panel lists the run; attach fills the form

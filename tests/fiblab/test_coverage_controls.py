@@ -7,7 +7,7 @@ paper's numbers and a brute-force set union."""
 import pytest
 
 from fiblab.ui.coverage import CoverageExplorer
-from lab.ladder.offsets import attended_distances
+from lab.ladder.offsets import Ladder, attended_distances
 from lab.ladder.schedules import layer_alphas
 
 
@@ -15,7 +15,7 @@ def union(alphas, rungs=15, base="fib", seq_len=1024, window=8):
     """Independent count: the size of the union of every layer's attended distances."""
     out = set()
     for a in alphas:
-        out |= set(attended_distances(a, window, seq_len, base, rungs))
+        out |= set(attended_distances(a, seq_len, Ladder(window, base=base, rungs=rungs)))
     return len(out)
 
 

@@ -10,11 +10,12 @@ import time
 import pytest
 
 from fiblab.jobs import launch as L
+from fiblab.jobs import train_process as TP
 from lab.data.prepared import prepare
 from lab.lm.config import read_config
 from lab.store import Store
 from lab.training.checkpoint import list_checkpoints, load_checkpoint
-from lab.training.train import STOP_FILE
+from lab.training.stop import STOP_FILE
 from lab.training.trainconfig import TrainConfig, make_config
 
 STEPS = 20
@@ -61,7 +62,7 @@ def _losses(runs, name):
 
 
 def test_command_is_cli_or_torchrun():
-    one = L.train_command(
+    one = TP.train_command(
         "tiny",
         name="a",
         steps=5,
@@ -73,7 +74,7 @@ def test_command_is_cli_or_torchrun():
     assert one[:4] == ["py", "-m", "fiblab.cli", "train"]
     assert one[one.index("--override") + 1 :] == ["run_dir=R", "lr=1e-3", "model.window=4"]
     assert "--resume" not in one and one[one.index("--steps") + 1] == "5"
-    two = L.train_command("tiny", nproc=4, resume=True, python="py")
+    two = TP.train_command("tiny", nproc=4, resume=True, python="py")
     assert (
         two[:7]
         == [
@@ -88,26 +89,28 @@ def test_command_is_cli_or_torchrun():
         and two[-1] == "--resume"
     )
     # typed values are written as lab.lm.config reads them back
-    typed = L.train_command("tiny", overrides={"betas": (0.8, 0.9), "val_tokens": None})
+    typed = TP.train_command("tiny", overrides={"betas": (0.8, 0.9), "val_tokens": None})
     assert typed[typed.index("--override") + 1 :] == [
         f"run_dir={L.DEFAULT_RUNS}",
         "betas=0.8,0.9",
         "val_tokens=none",
     ]
     # what launch() runs: the config file it wrote, nothing re-serialised
-    cfg = L.train_command(config="R/a/launch-config.json", store="s.db", runs_dir=None, python="py")
+    cfg = TP.train_command(
+        config="R/a/launch-config.json", store="s.db", runs_dir=None, python="py"
+    )
     assert cfg == ["py", "-m", "fiblab.cli", "train", "--config", "R/a/launch-config.json"] + [
         "--quiet",
         "--store",
         "s.db",
     ]
     with pytest.raises(ValueError, match="preset or a config"):
-        L.train_command("tiny", config="c.json")
+        TP.train_command("tiny", config="c.json")
 
 
 def test_auto_nproc_uses_the_gpus_the_step_splits_over():
     assert [
-        L.auto_nproc(a, g) for a, g in [(3, 0), (4, 1), (4, 8), (2, 8), (8, 8), (6, 4), (32, 8)]
+        TP.auto_nproc(a, g) for a, g in [(3, 0), (4, 1), (4, 8), (2, 8), (8, 8), (6, 4), (32, 8)]
     ] == [1, 1, 4, 2, 8, 3, 8]
 
 
@@ -170,17 +173,17 @@ def test_run_finishes_and_a_stopped_run_resumes_exactly(runs):
     assert read_config(conf, TrainConfig) == want
     straight = L.attach("straight", str(runs))  # a new kernel finds it again
     assert straight.pid == pid and straight.proc is None
-    assert L.is_alive(straight)  # the kernel's death spared it
+    assert straight.is_alive()  # the kernel's death spared it
 
     # stop the second run as soon as it has logged a step
     deadline = time.monotonic() + 120
     while L.snapshot(stopped)["step"] < 1:
-        assert L.is_alive(stopped), L.log_tail(stopped)
+        assert stopped.is_alive(), stopped.log_tail()
         assert time.monotonic() < deadline, "the run logged no steps in 120 s"
         time.sleep(0.05)
     L.request_stop(stopped)
     assert L.state(stopped) == "stopping"
-    assert L.wait(stopped, timeout=120) == "stopped", L.log_tail(stopped)
+    assert L.wait(stopped, timeout=120) == "stopped", stopped.log_tail()
     assert stopped.proc.returncode == 0  # a clean exit
     snap = L.snapshot(stopped)
     k = snap["step"]
@@ -196,7 +199,7 @@ def test_run_finishes_and_a_stopped_run_resumes_exactly(runs):
         assert "full" not in set(st.evals("stopped")["kind"])  # no final eval yet
 
     # the uninterrupted run finished, and its rows are in the store
-    assert L.wait(straight, timeout=180) == "done", L.log_tail(straight)
+    assert L.wait(straight, timeout=180) == "done", straight.log_tail()
     done = L.snapshot(straight)
     assert done["step"] == STEPS and done["eta_s"] == 0.0 and done["tokens_per_s"] > 0
     assert not done["alphas"].empty and done["alphas"].shape[1] == 2  # learned, 2 layers
@@ -219,7 +222,7 @@ def test_run_finishes_and_a_stopped_run_resumes_exactly(runs):
     assert (
         again.command[3:6] == ["train", "--config", conf] and read_config(conf, TrainConfig) == want
     )
-    assert L.wait(again, timeout=180) == "done", L.log_tail(again)
+    assert L.wait(again, timeout=180) == "done", again.log_tail()
     a, b = _losses(runs, "straight"), _losses(runs, "stopped")
     assert sorted(a) == list(range(1, STEPS + 1))
     assert a == b
@@ -269,7 +272,7 @@ def test_progress_moves_between_logged_steps_and_a_stop_shows_its_own_step(runs)
     deadline = time.monotonic() + 120
     seen = []
     while len(seen) < 2:
-        assert L.is_alive(h), L.log_tail(h)
+        assert h.is_alive(), h.log_tail()
         assert time.monotonic() < deadline, f"no heartbeat in 120 s: {seen}"
         s = L.snapshot(h)
         if s["step"] > 0 and (not seen or s["step"] > seen[-1]):
@@ -277,7 +280,7 @@ def test_progress_moves_between_logged_steps_and_a_stop_shows_its_own_step(runs)
             assert s["state"] == "running" and s["loss_curve"].empty  # nothing logged yet
         time.sleep(BEAT_S / 4)
     L.request_stop(h)
-    assert L.wait(h, timeout=120) == "stopped", L.log_tail(h)
+    assert L.wait(h, timeout=120) == "stopped", h.log_tail()
     snap = L.snapshot(h)
     (k,) = {
         int(p.split("_")[1].split(".")[0])

@@ -198,7 +198,7 @@ def test_a_new_grid_starts_with_the_cells_the_old_shared_results_file_holds(tmp_
 def test_a_launched_grid_records_what_run_grid_computes(tmp_path, oracle):
     h = _launch(tmp_path, TWO)
     assert PL.state(h) in ("starting", "running")
-    assert PL.wait(h, timeout=240) == "done", PL.log_tail(h)
+    assert PL.wait(h, timeout=240) == "done", h.log_tail()
     s = PL.snapshot(h)
     assert (s.done, s.total, s.trained_now) == (2, 2, 2) and s.running == []
     assert math.isnan(s.eta_s) and s.steps_done == s.steps_total == 2 * STEPS
@@ -224,7 +224,7 @@ def test_stop_keeps_finished_cells_and_resume_finishes_like_an_uninterrupted_run
     asked = time.monotonic()
     PL.request_stop(h)
     assert PL.state(h) == "stopping"
-    assert PL.wait(h, timeout=60) == "stopped", PL.log_tail(h)
+    assert PL.wait(h, timeout=60) == "stopped", h.log_tail()
     took = time.monotonic() - asked
     assert took < 20, f"the stop took {took:.1f} s"
     s = PL.snapshot(h)
@@ -245,7 +245,7 @@ def test_stop_keeps_finished_cells_and_resume_finishes_like_an_uninterrupted_run
     first = PL.snapshot(h2)
     assert first.state in ("starting", "running") and first.message == ""  # nothing stale
     assert "stopped" not in status_html(first)
-    assert PL.wait(h2, timeout=240) == "done", PL.log_tail(h2)
+    assert PL.wait(h2, timeout=240) == "done", h2.log_tail()
     s = PL.snapshot(h2)
     assert (s.done, s.trained_now) == (3, 3 - k)
     lines = load_records(h.results_path)
@@ -337,7 +337,7 @@ def test_with_two_jobs_each_running_cell_is_visible(tmp_path):
         s = PL.snapshot(h)
         assert s.state == "running" and "seed 0" in s.activity and "seed 1" in s.activity
         PL.request_stop(h)
-        assert PL.wait(h, timeout=60) == "stopped", PL.log_tail(h)
+        assert PL.wait(h, timeout=60) == "stopped", h.log_tail()
         assert load_records(h.results_path) == [] and _live_files(h) == []
     finally:
         PL.terminate(h)

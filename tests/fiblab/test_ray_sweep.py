@@ -494,7 +494,7 @@ def test_train_on_ray_is_launchable_and_the_form_targets_a_cluster(tmp_path, cap
     today's command; a bad one is refused before anything starts."""
     from fiblab.cli import build_parser, main
     from fiblab.jobs import launch as LA
-    from fiblab.jobs.train_command import train_command
+    from fiblab.jobs.train_process import train_command
 
     cmd = train_command("tiny", store="s.db", runs_dir="r", ray="10.0.0.5:6379")
     args = build_parser().parse_args(cmd[3:])
@@ -527,7 +527,19 @@ def test_train_on_ray_is_launchable_and_the_form_targets_a_cluster(tmp_path, cap
     with pytest.raises(ValueError, match="is not a Ray address"):
         p.launch()
     assert not os.listdir(tmp_path)
-    h = LA.RunHandle("r", "tiny", "d", "rd", "", 1, [], 4, 1, False, spec={"ray": "auto"})
+    h = LA.RunHandle(
+        name="r",
+        preset="tiny",
+        run_dir="d",
+        runs_dir="rd",
+        store="",
+        pid=1,
+        command=[],
+        steps=4,
+        tokens_per_step=1,
+        learned=False,
+        spec={"ray": "auto"},
+    )
     assert form_values(h)["ray"] == "auto"
     assert form_values(replace(h, spec={"preset": "tiny"}))["ray"] == ""
 
@@ -549,17 +561,17 @@ def test_a_launched_run_on_ray_stops_by_request_and_resumes(cluster, tmp_path):
     )  # fmt: skip
     assert h.command[h.command.index("--ray") + 1] == c.address and h.spec["ray"] == c.address
     deadline = time.time() + 180
-    while time.time() < deadline and LA.is_alive(h) and LA.snapshot(h)["step"] < 2:
+    while time.time() < deadline and h.is_alive() and LA.snapshot(h)["step"] < 2:
         time.sleep(0.5)  # the driver follows the task's journal: the store shows its steps
-    assert LA.is_alive(h), LA.log_tail(h)
+    assert h.is_alive(), h.log_tail()
     LA.request_stop(h)
-    assert LA.wait(h, timeout=180) == "stopped", LA.log_tail(h)
+    assert LA.wait(h, timeout=180) == "stopped", h.log_tail()
     s = LA.snapshot(h)
     assert 2 <= s["step"] < 60 and _checkpoints(tmp_path / "runs" / "r")
-    assert "stopped at step" in LA.log_tail(h)
+    assert "stopped at step" in h.log_tail()
     h2 = LA.resume(h)
     assert "--resume" in h2.command and h2.spec["ray"] == c.address
-    assert LA.wait(h2, timeout=240) == "done", LA.log_tail(h2)
+    assert LA.wait(h2, timeout=240) == "done", h2.log_tail()
     with Store(store) as st:
         loss = st.metrics("r", names=["loss"])
         kinds = st.events("r")["kind"].tolist()

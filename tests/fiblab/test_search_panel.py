@@ -96,13 +96,13 @@ def test_stop_stops_a_long_search_and_a_fresh_panel_lists_and_attaches_both(fini
     h = p.launch()
     deadline = time.monotonic() + 90
     while p.refresh().done < 2:
-        assert time.monotonic() < deadline, SL.log_tail(h)
+        assert time.monotonic() < deadline, h.log_tail()
         time.sleep(0.3)
     assert p.state == "running" and not p.stop_button.disabled
     asked = time.monotonic()
     p.stop()
     assert time.monotonic() - asked < 15
-    assert p.state == "stopped" and not SL.is_alive(h)
+    assert p.state == "stopped" and not h.is_alive()
     assert not p.resume_button.disabled and p.stop_button.disabled
     done = p.snap.done
     assert 2 <= done < 100_000

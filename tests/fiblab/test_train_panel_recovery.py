@@ -133,7 +133,7 @@ def test_a_fresh_panel_lists_attaches_stops_and_resumes_a_run(runs):
 def test_a_finished_runs_name_is_refused_with_a_next_step_that_works(runs):
     p = _panel(runs, preset="tiny", steps=3, name="fin", overrides=LONG)
     p.launch()
-    assert p.wait(timeout=180) == "done", LA.log_tail(p.handle)
+    assert p.wait(timeout=180) == "done", p.handle.log_tail()
     assert p.resume_button.disabled and p.stop_button.disabled
     assert "ETA" not in p.stats.value
     p.launch_button.click()

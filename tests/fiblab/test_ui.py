@@ -10,7 +10,7 @@ import pytest
 
 from fiblab.ui.coverage import CoverageExplorer
 from fiblab.ui.coverage_explore import explore, heatmap, log_bins
-from lab.ladder.offsets import attended_distances
+from lab.ladder.offsets import Ladder, attended_distances
 from lab.ladder.schedules import layer_alphas
 from probes.coverage import coverage
 
@@ -19,7 +19,11 @@ def union_of(alphas, window=8, seq_len=1024, base="fib", rungs=15, rounding="rou
     """Independent count: the set union of every layer's attended distances."""
     out = set()
     for a in alphas:
-        out |= set(attended_distances(a, window, seq_len, base, rungs, rounding))
+        out |= set(
+            attended_distances(
+                a, seq_len, Ladder(window, base=base, rungs=rungs, rounding=rounding)
+            )
+        )
     return len(out), len([d for d in out if d > window])
 
 
@@ -61,10 +65,10 @@ def test_moving_one_slider_changes_the_union_and_reset_restores(ex):
     want = layer_alphas("stagger", 16)
     want[3] = 1.23
     assert ex.alphas == want
-    direct = coverage(want, 8, 1024)
+    direct = coverage(want, 1024, Ladder(8))
     assert ex.result["union"] == direct["union"] == union_of(want)[0] != before
     assert f">{direct['union']}<" in ex.union_label.value
-    assert ex.result["per_layer_sets"][3] == attended_distances(1.23, 8, 1024)
+    assert ex.result["per_layer_sets"][3] == attended_distances(1.23, 1024, Ladder(8))
     ex.reset.click()
     assert ex.alphas == layer_alphas("stagger", 16) and ex.result["union"] == before
     assert ex.error is None
@@ -171,8 +175,8 @@ def test_longer_length_rungs_and_heatmap(ex):
     a = layer_alphas("stagger", 16)
     for ell in (0, 15):
         extra = sorted(
-            set(attended_distances(a[ell], 8, 4096, rungs=16))
-            - set(attended_distances(a[ell], 8, 1024, rungs=16))
+            set(attended_distances(a[ell], 4096, Ladder(8, rungs=16)))
+            - set(attended_distances(a[ell], 1024, Ladder(8, rungs=16)))
         )
         assert ex.result["new_at"][4][ell] == extra
     edges, counts = ex.result["heatmap"]
@@ -327,7 +331,7 @@ def test_train_panel_buttons_follow_the_run(tmp_path):
 
     from fiblab.jobs import launch as LA
     from fiblab.ui.train import TrainPanel
-    from lab.training.train import STOP_FILE
+    from lab.training.stop import STOP_FILE
 
     p = TrainPanel(preset="tiny", store="", runs=str(tmp_path), auto_refresh=False)
     assert p.state == "idle" and p.stop_button.disabled
@@ -381,7 +385,9 @@ def test_the_explorer_says_what_it_did_and_what_it_counts(ex):
     assert dict((v, k) for k, v in ex.rounding.options)["round"] == "round (half to even)"
     from lab.ladder.offsets import attended_distances
 
-    assert attended_distances(0.5, 0, 64, "fib", 1, "round") == [0]  # 0.5 → 0, half to even
+    assert attended_distances(0.5, 64, Ladder(0, base="fib", rungs=1, rounding="round")) == [
+        0
+    ]  # 0.5 → 0, half to even
     ex.layers.value = 1
     ex.schedule.value = "custom"
     ex.custom_alphas.value = "0.5"

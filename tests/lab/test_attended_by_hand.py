@@ -20,6 +20,7 @@ import torch
 
 from lab.kernels import cpu
 from lab.kernels.oracle import oracle_attention
+from lab.ladder.offsets import Ladder
 from lab.lm.model import build_model
 from lab.sparse.attention import sparse_attention
 
@@ -160,7 +161,7 @@ def test_integer_paths_attend_the_hand_written_set(
 
     def fn(q, k, v):
         return sparse_attention(
-            q, k, v, alpha=alpha, window=W, rungs=K, rounding=rounding, path=path, impl=impl
+            q, k, v, alpha=alpha, ladder=Ladder(W, rungs=K, rounding=rounding), path=path, impl=impl
         )
 
     assert (fn(q, k, v).double() - brute_force(q, k, v, dists)).abs().max() <= 1e-5
@@ -174,7 +175,7 @@ def test_interp_path_reads_the_hand_written_columns(request, alpha, W, K, T, win
         request.getfixturevalue("cpp")
     q, k, v = make_qkv(T, seed=T, dtype=torch.float64)
     a = torch.tensor(alpha, dtype=torch.float64, requires_grad=True)
-    got = sparse_attention(q, k, v, alpha=a, window=W, rungs=K, impl=impl)
+    got = sparse_attention(q, k, v, alpha=a, ladder=Ladder(W, rungs=K), impl=impl)
     a_ref = torch.tensor(alpha, dtype=torch.float64, requires_grad=True)
     cols = [(d, None) for d in window] + [(lo, a_ref * f - lo) for lo, f in rungs]
     ref = oracle_attention(q, k, v, cols)
@@ -187,8 +188,13 @@ def test_interp_path_reads_the_hand_written_columns(request, alpha, W, K, T, win
     support = set(window)
     for lo, f in rungs:
         support |= {lo, min(lo + 1, T - 1)} if alpha * f != lo else {lo}  # row 0 clamp
-    fn = lambda q, k, v: sparse_attention(  # noqa: E731
-        q, k, v, alpha=torch.tensor(alpha, dtype=torch.float64), window=W, rungs=K, impl=impl
+    fn = lambda q, k, v: sparse_attention(
+        q,
+        k,
+        v,
+        alpha=torch.tensor(alpha, dtype=torch.float64),
+        ladder=Ladder(W, rungs=K),
+        impl=impl,
     )
     assert key_support(fn, q, k, v) == sorted(support)
 

@@ -13,7 +13,7 @@ import torch
 from memtrace import MaxNumel
 
 from lab.kernels.oracle import oracle_attention
-from lab.ladder.offsets import attended_distances, fibonacci, powers_of_two
+from lab.ladder.offsets import Ladder, attended_distances, fibonacci, powers_of_two
 from lab.sparse.attention import sparse_attention
 
 
@@ -65,8 +65,10 @@ CASES = [  # (window, alpha, base, rungs, T)
 @pytest.mark.parametrize("path", ["shift", "mask"])
 def test_integer_paths_match_oracle(W, alpha, base, rungs, T, H, KV, path):
     q, k, v = make_qkv(2, H, KV, T, 8, seed=T + W)
-    dists = attended_distances(alpha, W, T, base, rungs)
-    got = sparse_attention(q, k, v, alpha=alpha, window=W, base=base, rungs=rungs, path=path)
+    dists = attended_distances(alpha, T, Ladder(W, base=base, rungs=rungs))
+    got = sparse_attention(
+        q, k, v, alpha=alpha, ladder=Ladder(W, base=base, rungs=rungs), path=path
+    )
     assert got.shape == q.shape
     assert (got.double() - oracle_integer(q, k, v, dists)).abs().max() <= 1e-5
 
@@ -75,11 +77,11 @@ def test_longer_than_largest_rung_full_base():
     # T = 1100 exceeds the largest fib rung 987; alpha = 0.5 sets and GQA 4
     q, k, v = make_qkv(1, 4, 1, 1100, 4, seed=3)
     for alpha in (0.5, 1.0):
-        dists = attended_distances(alpha, 8, 1100)
+        dists = attended_distances(alpha, 1100, Ladder(8))
         assert max(dists) in (494, 987)
         ref = oracle_integer(q, k, v, dists)
         for path in ("shift", "mask"):
-            got = sparse_attention(q, k, v, alpha=alpha, window=8, path=path)
+            got = sparse_attention(q, k, v, alpha=alpha, ladder=Ladder(8), path=path)
             assert (got.double() - ref).abs().max() <= 1e-5
 
 
@@ -88,8 +90,8 @@ def test_longer_than_largest_rung_full_base():
 def test_interp_equals_integer_paths_at_integer_offsets(alpha, base):
     q, k, v = make_qkv(2, 4, 2, 90, 8, seed=7)
     a = torch.tensor(alpha, dtype=torch.float64, requires_grad=True)
-    got = sparse_attention(q, k, v, alpha=a, window=4, base=base, rungs=10)
-    ref = sparse_attention(q, k, v, alpha=alpha, window=4, base=base, rungs=10, path="mask")
+    got = sparse_attention(q, k, v, alpha=a, ladder=Ladder(4, base=base, rungs=10))
+    ref = sparse_attention(q, k, v, alpha=alpha, ladder=Ladder(4, base=base, rungs=10), path="mask")
     assert (got - ref).abs().max() <= 1e-5
 
 
@@ -102,13 +104,17 @@ def test_interp_matches_float64_oracle(alpha, W, base, H, KV):
     q, k, v = make_qkv(1, H, KV, T, 4, seed=11, dtype=torch.float64)
     fbase = fibonacci(9) if base == "fib" else powers_of_two(T)
     got = sparse_attention(
-        q, k, v, alpha=torch.tensor(alpha, dtype=torch.float64), window=W, base=base, rungs=9
+        q,
+        k,
+        v,
+        alpha=torch.tensor(alpha, dtype=torch.float64),
+        ladder=Ladder(W, base=base, rungs=9),
     )
     assert (got - oracle_interp(q, k, v, alpha, W, fbase)).abs().max() <= 1e-10
 
 
 def _loss(alpha, q, k, v, W, w_out):
-    out = sparse_attention(q, k, v, alpha=alpha, window=W, rungs=10)
+    out = sparse_attention(q, k, v, alpha=alpha, ladder=Ladder(W, rungs=10))
     return (out * w_out).sum()
 
 
@@ -144,21 +150,21 @@ def test_alpha_gradient_nonzero_at_integer_alpha():
 
 def test_dense_path_is_causal_attention():
     q, k, v = make_qkv(1, 4, 2, 33, 8)
-    got = sparse_attention(q, k, v, alpha=1.0, window=0, path="dense")
+    got = sparse_attention(q, k, v, alpha=1.0, ladder=Ladder(0), path="dense")
     assert (got.double() - oracle_integer(q, k, v, range(33))).abs().max() <= 1e-5
 
 
 def test_masked_keys_leak_nothing():
     # huge keys and values at a non-attended distance must not change the output
     q, k, v = make_qkv(1, 2, 2, 64, 8)
-    dists = attended_distances(1.0, 2, 64, rungs=8)
+    dists = attended_distances(1.0, 64, Ladder(2, rungs=8))
     assert 4 not in dists
     k2, v2 = k.clone(), v.clone()
     k2[:, :, 59], v2[:, :, 59] = 1e4, 1e6  # distance 4 from t=63
     for path in ("shift", "mask", "interp"):
         a = torch.tensor(1.0) if path == "interp" else 1.0
-        o1 = sparse_attention(q, k, v, alpha=a, window=2, rungs=8, path=path)
-        o2 = sparse_attention(q, k2, v2, alpha=a, window=2, rungs=8, path=path)
+        o1 = sparse_attention(q, k, v, alpha=a, ladder=Ladder(2, rungs=8), path=path)
+        o2 = sparse_attention(q, k2, v2, alpha=a, ladder=Ladder(2, rungs=8), path=path)
         assert torch.equal(o1[:, :, 63], o2[:, :, 63])
         assert torch.isfinite(o2).all()
 
@@ -167,7 +173,7 @@ def test_first_position_attends_only_itself():
     q, k, v = make_qkv(1, 2, 1, 16, 4)
     for path in ("shift", "mask", "interp"):
         a = torch.tensor(0.8) if path == "interp" else 0.8
-        out = sparse_attention(q, k, v, alpha=a, window=0, rungs=6, path=path)
+        out = sparse_attention(q, k, v, alpha=a, ladder=Ladder(0, rungs=6), path=path)
         assert torch.allclose(out[:, :, 0], v[:, 0:1, 0].expand(1, 2, 4), atol=1e-6)
 
 
@@ -179,8 +185,8 @@ def test_shift_and_interp_memory_is_linear_in_T(learned):
         q.requires_grad_(True)
         a = torch.tensor(0.8, requires_grad=True) if learned else 0.8
         with MaxNumel() as m:
-            sparse_attention(q, k, v, alpha=a, window=8).sum().backward()
-        C = len(attended_distances(0.8, 8, T))
+            sparse_attention(q, k, v, alpha=a, ladder=Ladder(8)).sum().backward()
+        C = len(attended_distances(0.8, T, Ladder(8)))
         # never a (T, T) score matrix, never a (T, C, D) stack of gathered keys
         assert m.max_numel <= 2 * 2 * T * max(C, 8), (T, m.max_numel)
         sizes[T] = m.max_numel
@@ -190,19 +196,31 @@ def test_shift_and_interp_memory_is_linear_in_T(learned):
 @pytest.mark.parametrize(
     "call,needle",
     [
-        (lambda q, k, v: sparse_attention(q[0], k, v, alpha=1.0, window=2), "4-D"),
-        (lambda q, k, v: sparse_attention(q, k[:, :1], v, alpha=1.0, window=2), "same shape"),
-        (lambda q, k, v: sparse_attention(q[:, :3], k, v, alpha=1.0, window=2), "n_heads=3"),
-        (lambda q, k, v: sparse_attention(q, k, v, alpha=1.0, window=-2), "W=-2"),
-        (lambda q, k, v: sparse_attention(q, k, v, alpha=0.0, window=2), "alpha=0.0"),
-        (lambda q, k, v: sparse_attention(q, k, v, alpha=1.0, window=2, path="fast"), "'fast'"),
+        (lambda q, k, v: sparse_attention(q[0], k, v, alpha=1.0, ladder=Ladder(2)), "4-D"),
+        (
+            lambda q, k, v: sparse_attention(q, k[:, :1], v, alpha=1.0, ladder=Ladder(2)),
+            "same shape",
+        ),
+        (
+            lambda q, k, v: sparse_attention(q[:, :3], k, v, alpha=1.0, ladder=Ladder(2)),
+            "n_heads=3",
+        ),
+        (lambda q, k, v: sparse_attention(q, k, v, alpha=1.0, ladder=Ladder(-2)), "W=-2"),
+        (lambda q, k, v: sparse_attention(q, k, v, alpha=0.0, ladder=Ladder(2)), "alpha=0.0"),
+        (
+            lambda q, k, v: sparse_attention(q, k, v, alpha=1.0, ladder=Ladder(2), path="fast"),
+            "'fast'",
+        ),
         (
             lambda q, k, v: sparse_attention(
-                q, k, v, alpha=torch.tensor(1.0), window=2, path="mask"
+                q, k, v, alpha=torch.tensor(1.0), ladder=Ladder(2), path="mask"
             ),
             "interp",
         ),
-        (lambda q, k, v: sparse_attention(q, k, v, alpha=torch.ones(3), window=2), r"\(3,\)"),
+        (
+            lambda q, k, v: sparse_attention(q, k, v, alpha=torch.ones(3), ladder=Ladder(2)),
+            r"\(3,\)",
+        ),
     ],
 )
 def test_bad_input(call, needle):
@@ -219,23 +237,24 @@ def test_gradients_match_finite_differences(alpha, H, KV):
     for x in (q, k, v):
         x.requires_grad_(True)
     assert torch.autograd.gradcheck(
-        lambda q, k, v: sparse_attention(q, k, v, alpha=alpha, window=2, rungs=7), (q, k, v)
+        lambda q, k, v: sparse_attention(q, k, v, alpha=alpha, ladder=Ladder(2, rungs=7)), (q, k, v)
     )
     if alpha == 1.0:
         return  # central differences in α would straddle the integer-offset jump
     a = torch.tensor(alpha, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(
-        lambda q, k, v, a: sparse_attention(q, k, v, alpha=a, window=2, rungs=7), (q, k, v, a)
+        lambda q, k, v, a: sparse_attention(q, k, v, alpha=a, ladder=Ladder(2, rungs=7)),
+        (q, k, v, a),
     )
 
 
 def test_integer_gradients_match_dense_oracle():
     q, k, v = make_qkv(2, 4, 2, 70, 8, seed=8, dtype=torch.float64)
     w = torch.randn(q.shape, dtype=torch.float64)
-    dists = attended_distances(0.6, 3, 70, rungs=9)
+    dists = attended_distances(0.6, 70, Ladder(3, rungs=9))
     grads = []
     for fn in (
-        lambda q, k, v: sparse_attention(q, k, v, alpha=0.6, window=3, rungs=9),
+        lambda q, k, v: sparse_attention(q, k, v, alpha=0.6, ladder=Ladder(3, rungs=9)),
         lambda q, k, v: oracle_integer(q, k, v, dists),
     ):
         xs = [x.clone().requires_grad_(True) for x in (q, k, v)]

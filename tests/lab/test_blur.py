@@ -22,7 +22,7 @@ from memtrace import MaxNumel
 
 import lab.sparse.blur as blur_mod
 from lab.kernels import cpu
-from lab.ladder.offsets import fibonacci, rung_distances
+from lab.ladder.offsets import Ladder, fibonacci, rung_distances
 from lab.sparse.attention import sparse_attention
 from lab.sparse.blur import blur_attention, blur_centres, blur_width
 
@@ -172,8 +172,8 @@ def test_narrow_width_approaches_integer_shift(alpha):
     W, T, D = 8, 300, 8
     q, k, v = make_qkv(1, 4, 2, T, D, seed=11)
     base = [f for f in fibonacci(15) if f > W]
-    assert blur_centres(alpha, W, T) == rung_distances(alpha, W, T, base=base)  # exact
-    ref = sparse_attention(q, k, v, alpha=alpha, window=W, base=base, path="shift")
+    assert blur_centres(alpha, W, T) == rung_distances(alpha, T, Ladder(W, base=base))  # exact
+    ref = sparse_attention(q, k, v, alpha=alpha, ladder=Ladder(W, base=base), path="shift")
     a = torch.tensor(alpha, dtype=torch.float64)
     err_narrow = (blur_attention(q, k, v, alpha=a, window=W, width=0.25) - ref).abs().max()
     err_wide = (blur_attention(q, k, v, alpha=a, window=W, width=1.0) - ref).abs().max()

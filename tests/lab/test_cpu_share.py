@@ -256,7 +256,7 @@ def _until(cond, what: str, limit: float = 180.0):
 
 
 def _stop(tmp_path, procs, names):
-    from lab.training.train import request_stop
+    from lab.training.stop import request_stop
 
     for name in names:
         request_stop(str(tmp_path / name))

@@ -10,6 +10,7 @@ import torch
 
 from fiblab.cli.measure import add_efficiency
 from lab.cost import efficiency as eff
+from lab.ladder.offsets import Ladder
 from lab.lm.model import FibLM
 from lab.lm.modelconfig import config_for
 from lab.sparse.attention import bool_mask, sparse_attention
@@ -31,12 +32,10 @@ def _read_pattern(cfg, layer_alpha, T):
         k,
         v,
         alpha=layer_alpha,
-        window=cfg.window,
-        base=cfg.base,
-        rungs=cfg.rungs,
-        rounding=cfg.rounding,
+        ladder=Ladder(
+            cfg.window, base=cfg.base, rungs=cfg.rungs, rounding=cfg.rounding, reach=cfg.rung_reach
+        ),
         path="dense" if cfg.attention == "dense" else "auto",
-        reach=cfg.rung_reach,
         scale=0.1,
     )
     assert torch.equal(out[0, 0] > 0, out[0, 1] > 0)  # same for every head

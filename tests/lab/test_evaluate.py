@@ -30,6 +30,7 @@ from lab.evaluation.evaluate import (
     position_resolved,
 )
 from lab.ladder import offsets
+from lab.ladder.offsets import Ladder
 from lab.lm.model import build_model
 from lab.machine.precision import autocast
 from lab.store import Store
@@ -158,8 +159,8 @@ def test_new_rungs_are_the_ones_offsets_predicts(stagger):
     cfg = stagger.cfg
     predicted = [
         sorted(
-            set(offsets.attended_distances(a, cfg.window, 256, "fib", 10))
-            - set(offsets.attended_distances(a, cfg.window, 64, "fib", 10))
+            set(offsets.attended_distances(a, 256, Ladder(cfg.window, base="fib", rungs=10)))
+            - set(offsets.attended_distances(a, 64, Ladder(cfg.window, base="fib", rungs=10)))
         )
         for a in cfg.layer_alphas()
     ]
@@ -380,7 +381,7 @@ def test_evaluate_run_logs_every_kind(trained):
     for layer, a in enumerate(res["alphas"]):
 
         def kept(T):
-            return {lo for _, lo in offsets.interp_columns([a * x for x in f], 2, T)}
+            return {lo for _, lo in offsets.interp_columns([a * x for x in f], T, Ladder(2))}
 
         want = sorted(kept(256) - kept(64))
         assert (

@@ -24,6 +24,7 @@ from lab import kernels
 from lab.kernels import flex, selfcheck
 from lab.kernels.oracle import oracle_attention
 from lab.kernels.reference import columns_attention_reference
+from lab.ladder.offsets import Ladder
 from lab.ladder.plan import plan_for
 from lab.sparse.attention import sparse_attention
 
@@ -97,7 +98,7 @@ def fake(monkeypatch):
 
 
 def oracle_int(q, k, v, alpha, window, rungs):
-    cols = [(d, None) for d in plan_for(alpha, window, q.shape[-2], rungs=rungs).dists]
+    cols = [(d, None) for d in plan_for(alpha, q.shape[-2], Ladder(window, rungs=rungs)).dists]
     return oracle_attention(q, k, v, cols, 1 / math.sqrt(q.shape[-1]))
 
 
@@ -118,7 +119,7 @@ def test_auto_falls_back_and_warns_once(fake, mode, match):
     with pytest.warns(
         RuntimeWarning, match="triton attention kernel failed its check on cpu float32"
     ) as rec:
-        got = sparse_attention(q, k, v, alpha=1.0, window=3, rungs=8)
+        got = sparse_attention(q, k, v, alpha=1.0, ladder=Ladder(3, rungs=8))
     msgs = [str(w.message) for w in rec if "failed its check" in str(w.message)]
     assert len(msgs) == 1 and "\n" not in msgs[0]
     assert "using the pure-PyTorch path for this process" in msgs[0]
@@ -129,8 +130,8 @@ def test_auto_falls_back_and_warns_once(fake, mode, match):
     alpha = torch.tensor(0.8, dtype=torch.float64, requires_grad=True)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # warned once, not again
-        sparse_attention(q, k, v, alpha=1.0, window=3, rungs=8)
-        sparse_attention(q, k, v, alpha=alpha, window=3, rungs=8).sum().backward()
+        sparse_attention(q, k, v, alpha=1.0, ladder=Ladder(3, rungs=8))
+        sparse_attention(q, k, v, alpha=alpha, ladder=Ladder(3, rungs=8)).sum().backward()
     assert len(mod.calls) == n_check  # the verdict is remembered: no second check, no use
     assert alpha.grad is not None and alpha.grad != 0
     v_ = selfcheck.cached("cpu", torch.float32)
@@ -141,7 +142,7 @@ def test_multiline_error_is_one_line(fake):
     fake("raise", message="ptxas fatal\n  line 2\n  line 3")
     q, k, v = make_qkv(1, 2, 1, 30, 8, seed=2)
     with pytest.warns(RuntimeWarning) as rec:
-        sparse_attention(q, k, v, alpha=1.0, window=2, rungs=6)
+        sparse_attention(q, k, v, alpha=1.0, ladder=Ladder(2, rungs=6))
     (msg,) = [str(w.message) for w in rec if "failed its check" in str(w.message)]
     assert "\n" not in msg and "ptxas fatal line 2 line 3" in msg
 
@@ -151,10 +152,10 @@ def test_a_right_kernel_passes_once_and_is_used(fake):
     q, k, v = make_qkv(1, 4, 2, 50, 8, seed=3)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        a = sparse_attention(q, k, v, alpha=1.0, window=3, rungs=8)
+        a = sparse_attention(q, k, v, alpha=1.0, ladder=Ladder(3, rungs=8))
         n_check = len(mod.calls) - 1
         alpha = torch.tensor(1.3, dtype=torch.float64, requires_grad=True)
-        sparse_attention(q, k, v, alpha=alpha, window=3, rungs=8).sum().backward()
+        sparse_attention(q, k, v, alpha=alpha, ladder=Ladder(3, rungs=8)).sum().backward()
     assert n_check == 2  # the check: integer and learned problem, once each
     assert mod.user_calls() == [50, 50]  # both user calls went to the (fake) Triton kernel
     v_ = selfcheck.cached("cpu", torch.float32)
@@ -166,7 +167,9 @@ def test_a_right_kernel_passes_once_and_is_used(fake):
     assert rel(a, oracle_int(q, k, v, 1.0, 3, 8)) <= 1e-5
     # a second dtype is a second verdict
     q16 = q.to(torch.bfloat16)
-    sparse_attention(q16, k.to(torch.bfloat16), v.to(torch.bfloat16), alpha=1.0, window=3, rungs=8)
+    sparse_attention(
+        q16, k.to(torch.bfloat16), v.to(torch.bfloat16), alpha=1.0, ladder=Ladder(3, rungs=8)
+    )
     assert selfcheck.cached("cpu", torch.bfloat16).ok and len(selfcheck.verdicts()) == 2
 
 
@@ -174,13 +177,13 @@ def test_an_error_after_a_passed_check_falls_back(fake):
     mod = fake("raise-later", message="illegal memory access")
     q, k, v = make_qkv(1, 4, 2, 50, 8, seed=4)
     with pytest.warns(RuntimeWarning, match="RuntimeError: illegal memory access.*pure-PyTorch"):
-        got = sparse_attention(q, k, v, alpha=1.0, window=3, rungs=8)
+        got = sparse_attention(q, k, v, alpha=1.0, ladder=Ladder(3, rungs=8))
     assert rel(got, oracle_int(q, k, v, 1.0, 3, 8)) <= 1e-5
     assert mod.user_calls() == [50]
     assert not selfcheck.cached("cpu", torch.float32).ok
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        sparse_attention(q, k, v, alpha=1.0, window=3, rungs=8)
+        sparse_attention(q, k, v, alpha=1.0, ladder=Ladder(3, rungs=8))
     assert mod.user_calls() == [50]  # not tried again
 
 
@@ -189,9 +192,9 @@ def test_forced_triton_is_not_checked(fake, monkeypatch):
     q, k, v = make_qkv(1, 2, 1, 40, 8, seed=5)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        got = sparse_attention(q, k, v, alpha=1.0, window=3, rungs=8, impl="triton")
+        got = sparse_attention(q, k, v, alpha=1.0, ladder=Ladder(3, rungs=8), impl="triton")
         monkeypatch.setenv(kernels.ENV, "triton")
-        sparse_attention(q, k, v, alpha=1.0, window=3, rungs=8)
+        sparse_attention(q, k, v, alpha=1.0, ladder=Ladder(3, rungs=8))
     assert mod.calls == [40, 40] and selfcheck.verdicts() == []
     assert rel(got, oracle_int(q, k, v, 1.0, 3, 8)) == pytest.approx(0.01, rel=1e-3)
 
@@ -250,20 +253,18 @@ def test_key_tiles_by_hand():
 )
 def test_flex_forward_matches_the_float64_oracle(B, H, KV, T, D, alpha, window, base, rungs):
     q, k, v = make_qkv(B, H, KV, T, D, seed=T + H)
-    plan = plan_for(alpha, window, T, base, rungs)
+    plan = plan_for(alpha, T, Ladder(window, base=base, rungs=rungs))
     ref = oracle_attention(q, k, v, [(d, None) for d in plan.dists], 1 / math.sqrt(D))
     with torch.no_grad():
         got = sparse_attention(
-            q, k, v, alpha=alpha, window=window, base=base, rungs=rungs, impl="flex"
+            q, k, v, alpha=alpha, ladder=Ladder(window, base=base, rungs=rungs), impl="flex"
         )
         got64 = sparse_attention(
             q.double(),
             k.double(),
             v.double(),
             alpha=alpha,
-            window=window,
-            base=base,
-            rungs=rungs,
+            ladder=Ladder(window, base=base, rungs=rungs),
             impl="flex",
         )
     assert got.dtype == torch.float32 and rel(got, ref) <= 1e-5
@@ -287,7 +288,7 @@ def test_flex_refuses_what_it_cannot_do():
     q, k, v = make_qkv(1, 2, 1, 40, 8, seed=10)
     alpha = torch.tensor(0.9, dtype=torch.float64, requires_grad=True)
     with pytest.raises(ValueError, match="impl='flex' runs integer α only.*impl='auto'"):
-        sparse_attention(q, k, v, alpha=alpha, window=3, impl="flex")
+        sparse_attention(q, k, v, alpha=alpha, ladder=Ladder(3), impl="flex")
     with pytest.raises(ValueError, match="impl='flex' needs distinct distances"):
         with torch.no_grad():
             kernels.columns_attention(
@@ -295,6 +296,6 @@ def test_flex_refuses_what_it_cannot_do():
             )
     qg = q.clone().requires_grad_()
     with pytest.raises(ValueError, match="no backward on CPU.*torch.no_grad"):
-        sparse_attention(qg, k, v, alpha=1.0, window=3, impl="flex")
+        sparse_attention(qg, k, v, alpha=1.0, ladder=Ladder(3), impl="flex")
     with pytest.raises(ValueError, match="impl='flex' cannot run here"):
         kernels.resolve("flex", "meta", torch.float32)

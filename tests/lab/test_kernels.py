@@ -26,7 +26,7 @@ from lab import kernels
 from lab.cost.measure import ROOT
 from lab.kernels import cpu
 from lab.kernels.oracle import oracle_attention
-from lab.ladder.offsets import attended_distances, fibonacci, powers_of_two
+from lab.ladder.offsets import Ladder, attended_distances, fibonacci, powers_of_two
 from lab.lm.model import build_model
 from lab.sparse.attention import sparse_attention
 
@@ -76,7 +76,7 @@ def oracle_columns(alpha, W, T, base, rungs):
     window plus each kept rung (dropped when round(α·f) ≤ W, floor(α·f) > T − 1 or floor taken)
     with f = α·f_k − floor(α·f_k) on α's graph."""
     if not isinstance(alpha, torch.Tensor):
-        return [(d, 0.0) for d in attended_distances(alpha, W, T, base, rungs)]
+        return [(d, 0.0) for d in attended_distances(alpha, T, Ladder(W, base=base, rungs=rungs))]
     values = fibonacci(rungs) if base == "fib" else powers_of_two(T)
     used = set(range(min(W, T - 1) + 1))
     cols = [(d, 0.0) for d in sorted(used)]
@@ -144,7 +144,7 @@ def test_cpp_matches_oracle(built, B, T, D, W, alpha, base, rungs, G, learned):
 
     a = torch.tensor(alpha, dtype=torch.float64, requires_grad=True) if learned else alpha
     Y = [x.clone().requires_grad_() for x in (q, k, v)]
-    got = sparse_attention(*Y, alpha=a, window=W, base=base, rungs=rungs, impl="cpp")
+    got = sparse_attention(*Y, alpha=a, ladder=Ladder(W, base=base, rungs=rungs), impl="cpp")
     grads = torch.autograd.grad((got * w_out).sum(), Y + ([a] if learned else []))
 
     assert got.dtype == torch.float32 and got.shape == q.shape
@@ -164,7 +164,7 @@ def test_chunked_backward_matches_oracle(built):
         q, k, v = make_qkv(1, 4, 1, 1000, 16, seed=12)
         a = torch.tensor(1.37, dtype=torch.float64, requires_grad=True)
         Y = [x.clone().requires_grad_() for x in (q, k, v)]
-        got = sparse_attention(*Y, alpha=a, window=4, rungs=8, impl="cpp")
+        got = sparse_attention(*Y, alpha=a, ladder=Ladder(4, rungs=8), impl="cpp")
         w = torch.randn(got.shape, generator=torch.Generator().manual_seed(4))
         grads = torch.autograd.grad((got * w).sum(), Y + [a])
     finally:
@@ -266,7 +266,7 @@ def test_auto_picks_cpp_on_cpu(built, monkeypatch):
         kernels.resolve("auto", "cpu", torch.float32)
     with pytest.raises(ValueError, match="impl='gpu' is unknown"):
         kernels.resolve("gpu", "cpu", torch.float32)
-    with pytest.raises(RuntimeError, match="runs on CPU tensors"):
+    with pytest.raises(kernels.ImplUnavailable, match="runs on CPU tensors"):
         kernels.resolve("cpp", "cuda", torch.float32)
 
 
@@ -278,10 +278,10 @@ def test_env_var_switches_the_model_path(built, monkeypatch):
     )
     q, k, v = make_qkv(1, 4, 2, 40, 16, seed=8)
     monkeypatch.delenv(kernels.ENV, raising=False)
-    a = sparse_attention(q, k, v, alpha=1.0, window=3)
+    a = sparse_attention(q, k, v, alpha=1.0, ladder=Ladder(3))
     assert len(calls) == 1
     monkeypatch.setenv(kernels.ENV, "torch")
-    b = sparse_attention(q, k, v, alpha=1.0, window=3)
+    b = sparse_attention(q, k, v, alpha=1.0, ladder=Ladder(3))
     assert len(calls) == 1
     assert (a - b).abs().max() <= 1e-5
 
@@ -299,7 +299,7 @@ def test_fallback_when_the_build_fails(monkeypatch):
     with pytest.warns(
         RuntimeWarning, match="cpp attention kernel is unavailable.*command not found.*pure-PyTorch"
     ):
-        got = sparse_attention(q, k, v, alpha=alpha, window=3, rungs=8)
+        got = sparse_attention(q, k, v, alpha=alpha, ladder=Ladder(3, rungs=8))
     ref = oracle(
         q,
         k,
@@ -312,11 +312,13 @@ def test_fallback_when_the_build_fails(monkeypatch):
     assert alpha.grad is not None and alpha.grad != 0
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # warned once, not again
-        sparse_attention(q, k, v, alpha=1.0, window=3)
+        sparse_attention(q, k, v, alpha=1.0, ladder=Ladder(3))
     status = kernels.available()["cpp"]
     assert isinstance(status, str) and "command not found" in status
-    with pytest.raises(RuntimeError, match="impl='cpp' cannot run here.*command not found"):
-        sparse_attention(q, k, v, alpha=1.0, window=3, impl="cpp")
+    with pytest.raises(
+        kernels.ImplUnavailable, match="impl='cpp' cannot run here.*command not found"
+    ):
+        sparse_attention(q, k, v, alpha=1.0, ladder=Ladder(3), impl="cpp")
 
 
 def test_auto_falls_back_when_triton_is_missing(monkeypatch):
@@ -329,7 +331,7 @@ def test_auto_falls_back_when_triton_is_missing(monkeypatch):
     with pytest.warns(RuntimeWarning, match="triton attention kernel is unavailable.*No module"):
         assert kernels.resolve("auto", "cuda", torch.float32) == "torch"
     assert "No module named 'triton'" in kernels.available()["triton"]
-    with pytest.raises(RuntimeError, match="impl='triton' cannot run here"):
+    with pytest.raises(kernels.ImplUnavailable, match="impl='triton' cannot run here"):
         kernels.resolve("triton", "cuda", torch.float16)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # float64: no Triton kernel
@@ -339,7 +341,7 @@ def test_auto_falls_back_when_triton_is_missing(monkeypatch):
 def test_unknown_impl_is_rejected():
     q, k, v = make_qkv(1, 2, 1, 8, 4, seed=1)
     with pytest.raises(ValueError, match="impl='fast' is unknown"):
-        sparse_attention(q, k, v, alpha=1.0, window=2, impl="fast")
+        sparse_attention(q, k, v, alpha=1.0, ladder=Ladder(2), impl="fast")
 
 
 # --------------------------------------------------------------------------------------------

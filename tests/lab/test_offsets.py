@@ -5,6 +5,7 @@ import math
 import pytest
 
 from lab.ladder.offsets import (
+    Ladder,
     alpha_from_theta,
     attended_distances,
     fibonacci,
@@ -47,13 +48,13 @@ def test_alpha_theta_round_trip():
 
 
 def test_rung_sets_match_spec_2_7():
-    assert rung_distances(1.0, 8, 1024) == [13, 21, 34, 55, 89, 144, 233, 377, 610, 987]
+    assert rung_distances(1.0, 1024, Ladder(8)) == [13, 21, 34, 55, 89, 144, 233, 377, 610, 987]
     # half-to-even: 10.5 -> 10, 27.5 -> 28, 493.5 -> 494; 6.5 -> 6 lands in the window
-    assert rung_distances(0.5, 8, 1024) == [10, 17, 28, 44, 72, 116, 188, 305, 494]
-    assert rung_distances(1.5, 8, 1024) == [12, 20, 32, 51, 82, 134, 216, 350, 566, 915]
+    assert rung_distances(0.5, 1024, Ladder(8)) == [10, 17, 28, 44, 72, 116, 188, 305, 494]
+    assert rung_distances(1.5, 1024, Ladder(8)) == [12, 20, 32, 51, 82, 134, 216, 350, 566, 915]
     # the gather rule at alpha=0.5 uses floor brackets instead
     targets = [0.5 * f for f in FIB15]
-    assert [lo for _, lo in interp_columns(targets, 8, 1024)] == [
+    assert [lo for _, lo in interp_columns(targets, 1024, Ladder(8))] == [
         10,
         17,
         27,
@@ -68,15 +69,15 @@ def test_rung_sets_match_spec_2_7():
 
 def test_interp_rule_drops_floor_in_window():
     # SPEC example: at W=8 a target 8.6 rounds to 9 > 8 but its floor 8 is in the window
-    assert interp_columns([8.6], 8, 1024) == []
+    assert interp_columns([8.6], 1024, Ladder(8)) == []
     # an earlier rung's floor blocks a later one (drop, not merge)
-    assert interp_columns([20.2, 20.7], 8, 1024) == [(0, 20)]
+    assert interp_columns([20.2, 20.7], 1024, Ladder(8)) == [(0, 20)]
     # beyond the reach
-    assert interp_columns([100.5], 8, 1024, reach=100) == []
+    assert interp_columns([100.5], 1024, Ladder(8, reach=100)) == []
 
 
 def test_rounding_conventions():
-    assert attended_distances(0.5, 8, 1024, rounding="floor")[9:] == [
+    assert attended_distances(0.5, 1024, Ladder(8, rounding="floor"))[9:] == [
         10,
         17,
         27,
@@ -87,7 +88,7 @@ def test_rounding_conventions():
         305,
         493,
     ]
-    assert attended_distances(0.5, 8, 1024, rounding="ceil")[9:] == [
+    assert attended_distances(0.5, 1024, Ladder(8, rounding="ceil"))[9:] == [
         11,
         17,
         28,
@@ -99,7 +100,7 @@ def test_rounding_conventions():
         494,
     ]
     with pytest.raises(ValueError, match="nearest"):
-        attended_distances(0.5, 8, 1024, rounding="nearest")
+        attended_distances(0.5, 1024, Ladder(8, rounding="nearest"))
 
 
 @pytest.mark.parametrize(
@@ -107,14 +108,14 @@ def test_rounding_conventions():
     [(6, 18, 14, 16, 18), (8, 19, 15, 18, 19), (10, 21, 17, 19, 21), (12, 23, 19, 21, 23)],
 )
 def test_per_layer_set_sizes_spec(W, fib_fixed, pow2_fixed, stag_lo, stag_hi):
-    assert len(attended_distances(1.0, W, 1024)) == fib_fixed
-    assert len(attended_distances(1.0, W, 1024, base="pow2")) == pow2_fixed
-    sizes = [len(attended_distances(a, W, 1024)) for a in layer_alphas("stagger", 16)]
+    assert len(attended_distances(1.0, 1024, Ladder(W))) == fib_fixed
+    assert len(attended_distances(1.0, 1024, Ladder(W, base="pow2"))) == pow2_fixed
+    sizes = [len(attended_distances(a, 1024, Ladder(W))) for a in layer_alphas("stagger", 16)]
     assert (min(sizes), max(sizes)) == (stag_lo, stag_hi)
 
 
-def _union(alphas, **kw):
-    return set().union(*(attended_distances(a, **kw) for a in alphas))
+def _union(alphas, seq_len, **ladder):
+    return set().union(*(attended_distances(a, seq_len, Ladder(**ladder)) for a in alphas))
 
 
 @pytest.mark.parametrize(
@@ -150,20 +151,20 @@ def test_union_coverage_paper_convention_19_to_75():
 
 
 def test_frozen_reach_drops_untrained_rungs():
-    longer = attended_distances(1.5, 8, 4096)
-    frozen = attended_distances(1.5, 8, 4096, reach=1024)
+    longer = attended_distances(1.5, 4096, Ladder(8))
+    frozen = attended_distances(1.5, 4096, Ladder(8, reach=1024))
     assert 1480 in longer and max(frozen) == 915
-    assert attended_distances(1.0, 8, 4096, base="pow2", reach=1024)[-1] == 512
-    assert attended_distances(1.0, 8, 4096, base="pow2")[-2:] == [1024, 2048]
+    assert attended_distances(1.0, 4096, Ladder(8, base="pow2", reach=1024))[-1] == 512
+    assert attended_distances(1.0, 4096, Ladder(8, base="pow2"))[-2:] == [1024, 2048]
 
 
 def test_window_capped_at_sequence():
-    assert attended_distances(1.0, 8, 4) == [0, 1, 2, 3]
-    assert attended_distances(1.0, 0, 1) == [0]
+    assert attended_distances(1.0, 4, Ladder(8)) == [0, 1, 2, 3]
+    assert attended_distances(1.0, 1, Ladder(0)) == [0]
 
 
 def test_custom_base():
-    assert attended_distances(1.0, 2, 100, base=[3, 7, 50, 200]) == [0, 1, 2, 3, 7, 50]
+    assert attended_distances(1.0, 100, Ladder(2, base=[3, 7, 50, 200])) == [0, 1, 2, 3, 7, 50]
     with pytest.raises(ValueError, match="-3"):
         resolve_base([1, -3], 15, 1024)
     with pytest.raises(ValueError, match="duplicate"):
@@ -183,5 +184,6 @@ def test_custom_base():
     ],
 )
 def test_bad_input_names_the_value(kwargs, needle):
+    alpha, seq_len = kwargs.pop("alpha"), kwargs.pop("seq_len")
     with pytest.raises(ValueError, match=needle):
-        attended_distances(**kwargs)
+        attended_distances(alpha, seq_len, Ladder(**kwargs))

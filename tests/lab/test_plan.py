@@ -21,7 +21,7 @@ import lab.cost.efficiency as eff
 from lab import kernels
 from lab.evaluation.evaluate import attended_columns
 from lab.ladder import plan
-from lab.ladder.offsets import ALPHA_MIN, theta_from_alpha
+from lab.ladder.offsets import ALPHA_MIN, Ladder, theta_from_alpha
 from lab.ladder.plan import plan_for
 from lab.lm.model import FibLM
 from lab.lm.modelconfig import ModelConfig
@@ -35,8 +35,18 @@ WINDOW9 = list(range(9))  # 0..8
 # hand-written oracle cases
 # --------------------------------------------------------------------------------------------
 def test_readme_integer_sets():
-    assert plan_for(0.5, 8, 1024).distances == WINDOW9 + [10, 17, 28, 44, 72, 116, 188, 305, 494]
-    assert plan_for(1.0, 8, 1024).distances == WINDOW9 + [
+    assert plan_for(0.5, 1024, Ladder(8)).distances == WINDOW9 + [
+        10,
+        17,
+        28,
+        44,
+        72,
+        116,
+        188,
+        305,
+        494,
+    ]
+    assert plan_for(1.0, 1024, Ladder(8)).distances == WINDOW9 + [
         13,
         21,
         34,
@@ -48,9 +58,16 @@ def test_readme_integer_sets():
         610,
         987,
     ]
-    assert plan_for(1.0, 8, 1024, base="pow2").distances == WINDOW9 + [16, 32, 64, 128, 256, 512]
+    assert plan_for(1.0, 1024, Ladder(8, base="pow2")).distances == WINDOW9 + [
+        16,
+        32,
+        64,
+        128,
+        256,
+        512,
+    ]
     # floor: 0.5·f = 0.5, 1, 1.5, 2.5, 4, 6.5, 10.5, 17, 27.5, 44.5, 72, 116.5, 188.5, 305, 493.5
-    assert plan_for(0.5, 8, 1024, rounding="floor").dists[9:] == (
+    assert plan_for(0.5, 1024, Ladder(8, rounding="floor")).dists[9:] == (
         10,
         17,
         27,
@@ -67,15 +84,29 @@ def test_stagger_layers_round_by_their_double_value():
     """SPEC §2.7's stagger at L = 16: layer 10 has α = 0.5 + 10/15 and 987α = 1151.4999999999998
     in double (1151, not the exact 1152); layer 9 has 55α = 60.50000000000001 → 61."""
     a10 = 0.5 + 10 / 15
-    assert 1151 in plan_for(a10, 8, 2048).dists and 1152 not in plan_for(a10, 8, 2048).dists
+    assert (
+        1151 in plan_for(a10, 2048, Ladder(8)).dists
+        and 1152 not in plan_for(a10, 2048, Ladder(8)).dists
+    )
     a9 = 0.5 + 9 / 15  # 1.1·f: 14.3, 23.1, 37.4, 60.5, 97.9, 158.4, 256.3, 414.7, 671
-    assert plan_for(a9, 8, 1024).distances == WINDOW9 + [9, 14, 23, 37, 61, 98, 158, 256, 415, 671]
+    assert plan_for(a9, 1024, Ladder(8)).distances == WINDOW9 + [
+        9,
+        14,
+        23,
+        37,
+        61,
+        98,
+        158,
+        256,
+        415,
+        671,
+    ]
 
 
 def test_interpolated_case_by_hand():
     """α = 0.8, W = 8, T = 1024: 0.8·f for f = 13..987 is 10.4, 16.8, 27.2, 44, 71.2, 115.2,
     186.4, 301.6, 488, 789.6; f ≤ 8 rounds into the window (0.8·8 = 6.4), all lo are distinct."""
-    p = plan_for(0.8, 8, 1024, interpolate=True)
+    p = plan_for(0.8, 1024, Ladder(8), interpolate=True)
     assert p.dists == tuple(WINDOW9) + (10, 16, 27, 44, 71, 115, 186, 301, 488, 789)
     assert p.interpolated == (False,) * 9 + (True,) * 10
     assert p.rung == (-1,) * 9 + tuple(range(5, 15))
@@ -90,29 +121,29 @@ def test_drop_and_merge_differ_by_hand():
     """α = 0.55, W = 2, K = 10: 0.55·f = 0.55, 1.1, 1.65, 2.75, 4.4, 7.15, 11.55, 18.7, 30.25,
     48.95.  Interpolated: 2.75 has lo = 2, taken by the window, so it is dropped; integer: 2.75
     rounds to 3, a new distance, kept."""
-    interp = plan_for(0.55, 2, 64, rungs=10, interpolate=True)
+    interp = plan_for(0.55, 64, Ladder(2, rungs=10), interpolate=True)
     assert interp.dists == (0, 1, 2, 4, 7, 11, 18, 30, 48)
-    integer = plan_for(0.55, 2, 64, rungs=10)
+    integer = plan_for(0.55, 64, Ladder(2, rungs=10))
     assert integer.dists == (0, 1, 2, 3, 4, 7, 12, 19, 30, 49)
     # a collision between rungs: 3 and 3.2 both round to 3 (merge keeps the first rung) and
     # both floor to 3 (drop keeps the first rung, skips the second)
-    merged = plan_for(1.0, 1, 100, base=[3, 3.2, 7])
+    merged = plan_for(1.0, 100, Ladder(1, base=[3, 3.2, 7]))
     assert merged.dists == (0, 1, 3, 7) and merged.rung == (-1, -1, 0, 2)
-    dropped = plan_for(1.0, 1, 100, base=[3, 3.2, 7], interpolate=True)
+    dropped = plan_for(1.0, 100, Ladder(1, base=[3, 3.2, 7]), interpolate=True)
     assert dropped.dists == (0, 1, 3, 7) and dropped.rung == (-1, -1, 0, 2)
     # reach: rungs beyond min(T, reach) − 1 vanish; a window wider than T is capped at T − 1
-    assert plan_for(1.0, 8, 4096, reach=1024).dists[-1] == 987
-    assert plan_for(1.0, 8, 4).dists == (0, 1, 2, 3)
+    assert plan_for(1.0, 4096, Ladder(8, reach=1024)).dists[-1] == 987
+    assert plan_for(1.0, 4, Ladder(8)).dists == (0, 1, 2, 3)
 
 
 def test_reads_per_query_by_hand():
     """W = 1, T = 6, base [2.5] at α = 1: columns 0, 1 (one row) and lo = 2 interpolated (rows
     t − 2 and t − 3): query t reads 1, 2, 3, 4, 4, 4 rows."""
-    p = plan_for(1.0, 1, 6, base=[2.5], interpolate=True)
+    p = plan_for(1.0, 6, Ladder(1, base=[2.5]), interpolate=True)
     assert p.columns() == [(0, 1), (1, 1), (2, 2)]
     assert p.reads_per_query() == [1, 2, 3, 4, 4, 4]
     assert p.reads() == 18 == eff.column_reads(p.columns(), 6)
-    q = plan_for(1.0, 1, 6, base=[2.5])  # integer: round(2.5) = 2 (half-even)
+    q = plan_for(1.0, 6, Ladder(1, base=[2.5]))  # integer: round(2.5) = 2 (half-even)
     assert q.reads_per_query() == [1, 2, 3, 3, 3, 3]
 
 
@@ -126,8 +157,8 @@ def test_float32_alpha_plans_in_float64():
     assert float(a32.detach() * 13) == 15.0  # what a float32 plan would have used
     exact = Fraction(float(a32.detach())) * 13
     assert math.floor(exact) == 14
-    p32 = plan_for(a32, 8, 64, interpolate=True)
-    p64 = plan_for(float(a32.detach()), 8, 64, interpolate=True)
+    p32 = plan_for(a32, 64, Ladder(8), interpolate=True)
+    p64 = plan_for(float(a32.detach()), 64, Ladder(8), interpolate=True)
     assert p32 == p64
     c = p32.rung.index(5)  # f = 13
     assert p32.dists[c] == 14 and p32.fracs[c] == pytest.approx(float(exact - 14), abs=1e-12)
@@ -144,8 +175,8 @@ def test_float32_theta_gives_the_float64_plan():
     for a in (0.62, 15 / 13, 1.3077, 0.5 + 10 / 15):
         theta = torch.tensor(theta_from_alpha(a), dtype=torch.float32)
         alpha = ALPHA_MIN + torch.sigmoid(theta)  # float32, as the model computes it
-        p = plan_for(alpha, 8, 1024, interpolate=True)
-        assert p == plan_for(float(alpha), 8, 1024, interpolate=True)
+        p = plan_for(alpha, 1024, Ladder(8), interpolate=True)
+        assert p == plan_for(float(alpha), 1024, Ladder(8), interpolate=True)
         exact = Fraction(float(alpha))
         for lo, f, i in zip(p.dists, p.scale, p.interpolated):
             if i:
@@ -157,12 +188,12 @@ def test_float32_theta_gives_the_float64_plan():
 # --------------------------------------------------------------------------------------------
 def test_plans_are_cached_and_the_switch_turns_it_off():
     plan.clear_cache()
-    a = plan_for(0.77, 8, 512)
-    assert plan_for(0.77, 8, 512) is a  # the same record: built once
-    assert plan_for(0.77, 8, 512, reach=256) is not a  # another reach, another plan
+    a = plan_for(0.77, 512, Ladder(8))
+    assert plan_for(0.77, 512, Ladder(8)) is a  # the same record: built once
+    assert plan_for(0.77, 512, Ladder(8, reach=256)) is not a  # another reach, another plan
     prev = plan.set_cache_enabled(False)
     try:
-        b = plan_for(0.77, 8, 512)
+        b = plan_for(0.77, 512, Ladder(8))
         assert b == a and b is not a
     finally:
         plan.set_cache_enabled(prev)
@@ -188,29 +219,31 @@ def test_model_forward_builds_each_plan_once(monkeypatch):
 def test_learned_fracs_are_fresh_on_the_graph_each_forward():
     """The cached plan of a learned α gives fracs on the current α's graph: dα is exact."""
     a = torch.tensor(0.83, dtype=torch.float64, requires_grad=True)
-    p = plan_for(a, 3, 200, rungs=12, interpolate=True)
+    p = plan_for(a, 200, Ladder(3, rungs=12), interpolate=True)
     w = torch.linspace(-1, 1, len(p), dtype=torch.float64)
     for _ in range(2):  # the second call reuses the cached F, LO tensors
         a.grad = None
-        _, fracs, _ = plan_for(a, 3, 200, rungs=12, interpolate=True).kernel_inputs(a)
+        _, fracs, _ = plan_for(a, 200, Ladder(3, rungs=12), interpolate=True).kernel_inputs(a)
         (fracs * w).sum().backward()
         want = sum(float(w[c]) * f for c, (f, i) in enumerate(zip(p.scale, p.interpolated)) if i)
         assert a.grad.item() == pytest.approx(want, rel=1e-14)
     # a moved α crosses a floor: a new plan, built for the new value
-    moved = plan_for(0.83 + 0.01, 3, 200, rungs=12, interpolate=True)
+    moved = plan_for(0.83 + 0.01, 200, Ladder(3, rungs=12), interpolate=True)
     assert moved.dists != p.dists
 
 
 def test_column_plan_is_the_plan_as_a_list():
     a = torch.tensor(0.8, dtype=torch.float64, requires_grad=True)
-    cols = column_plan(a, 8, 1024, interpolate=True)
-    p = plan_for(0.8, 8, 1024, interpolate=True)
+    cols = column_plan(a, 1024, Ladder(8), interpolate=True)
+    p = plan_for(0.8, 1024, Ladder(8), interpolate=True)
     assert [d for d, _ in cols] == list(p.dists)
     assert [f is not None for _, f in cols] == list(p.interpolated)
     assert [float(f.detach()) for _, f in cols if f is not None] == pytest.approx(
         p.fracs[9:], abs=1e-12
     )
-    assert [d for d, _ in column_plan(0.5, 8, 1024)] == plan_for(0.5, 8, 1024).distances
+    assert [d for d, _ in column_plan(0.5, 1024, Ladder(8))] == plan_for(
+        0.5, 1024, Ladder(8)
+    ).distances
 
 
 def test_cli_offsets_interp_lists_the_plan(capsys):
@@ -347,11 +380,15 @@ def test_every_consumer_agrees(seed, monkeypatch):
 
     # the model's integer sets and the coverage counters
     assert cfg.attended_sets() == want_sets
-    assert plan.layer_sets(cfg.layer_alphas(), W, T, case["base"], K, case["rounding"], R) == (
-        want_sets
-    )
+    assert plan.layer_sets(
+        cfg.layer_alphas(),
+        T,
+        Ladder(W, base=case["base"], rungs=K, rounding=case["rounding"], reach=R),
+    ) == (want_sets)
     if R == T:  # coverage computes sets at the sequence length
-        rep = coverage(cfg.layer_alphas(), W, T, case["base"], K, case["rounding"])
+        rep = coverage(
+            cfg.layer_alphas(), T, Ladder(W, base=case["base"], rungs=K, rounding=case["rounding"])
+        )
         assert rep["per_layer_sets"] == want_sets
         assert rep["per_layer"] == [len(s) for s in want_sets]
         assert rep["layers_per_distance"] == [sum(d in s for s in want_sets) for d in range(T)]
@@ -406,16 +443,19 @@ def test_bad_input_names_the_value():
         (dict(base="fibo"), "base='fibo'"),
         (dict(base=[3, 3]), "duplicate"),
     ]
-    plan_for(1.0, 1, 64)  # window=1 in the cache
+    plan_for(1.0, 64, Ladder(1))  # window=1 in the cache
     for override, msg in cases:
         kw = dict(alpha=1.0, window=1, seq_len=64)
         kw.update(override)
+        alpha, seq_len = kw.pop("alpha"), kw.pop("seq_len")
         with pytest.raises(ValueError, match=msg.replace("(", r"\(").replace("[", r"\[")):
-            plan_for(**kw)
+            plan_for(alpha, seq_len, Ladder(**kw))
+    with pytest.raises(TypeError, match="ladder=8 must be a lab.ladder.offsets.Ladder"):
+        plan_for(1.0, 64, 8)
     with pytest.raises(ValueError, match="one value"):
-        plan_for(torch.ones(2), 1, 64)
+        plan_for(torch.ones(2), 64, Ladder(1))
     with pytest.raises(AttributeError):  # frozen
-        plan_for(1.0, 1, 64).dists = (0,)
+        plan_for(1.0, 64, Ladder(1)).dists = (0,)
 
 
 def test_the_overhead_benchmark_runs(capsys, monkeypatch):

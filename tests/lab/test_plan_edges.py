@@ -10,6 +10,7 @@ import torch
 
 from lab.ladder import plan
 from lab.ladder.offsets import (
+    Ladder,
     alpha_from_theta,
     attended_distances,
     fibonacci,
@@ -39,7 +40,7 @@ WINDOW9 = list(range(9))
 # --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("bad", [0, -3, 2.0, "5"])
 def test_fibonacci_refuses_a_non_positive_or_non_integer_k(bad):
-    with pytest.raises(ValueError, match=rf"rungs K={bad!r} must be an integer >= 1"):
+    with pytest.raises(ValueError, match=rf"rungs K={bad!r} must be a positive integer"):
         fibonacci(bad)
 
 
@@ -92,7 +93,10 @@ def test_theta_from_alpha_by_hand():
     assert theta_from_alpha(1.25) == pytest.approx(math.log(3), abs=1e-15)
     assert theta_from_alpha(0.75) == pytest.approx(-math.log(3), abs=1e-15)
     assert theta_from_alpha(1.7, alpha_min=0.2, alpha_span=2.0) == pytest.approx(math.log(3))
-    msg = r"alpha=1.5 must lie strictly inside \(0.5, 1.5\); clamp it first \(the paper clamps to \[0.55, 1.45\]\)"
+    msg = (
+        r"alpha=1.5 must lie strictly inside \(0.5, 1.5\); start it inside \(the paper's "
+        r"learned schedules start in \[0.55, 1.45\]\)"
+    )
     with pytest.raises(ValueError, match=msg):
         theta_from_alpha(1.5)
     with pytest.raises(ValueError, match=r"\(0.2, 2.2\)"):
@@ -125,22 +129,23 @@ def test_theta_from_alpha_by_hand():
 )
 def test_set_builders_name_the_bad_value(kwargs, msg):
     args = {**dict(alpha=1.0, window=2, seq_len=64), **kwargs}
+    alpha, seq_len = args.pop("alpha"), args.pop("seq_len")
     with pytest.raises(ValueError, match=msg):
-        rung_distances(**args)
+        rung_distances(alpha, seq_len, Ladder(**args))
     with pytest.raises(ValueError, match=msg):
-        plan_for(**args)
+        plan_for(alpha, seq_len, Ladder(**args))
 
 
 def test_integer_and_interp_columns_check_their_lengths():
     for fn in (integer_columns, interp_columns):
         with pytest.raises(ValueError, match="window W=-1"):
-            fn([3.0], -1, 64)
+            fn([3.0], 64, Ladder(-1))
         with pytest.raises(ValueError, match="seq_len=0 must be a positive integer"):
-            fn([3.0], 2, 0)
+            fn([3.0], 0, Ladder(2))
     with pytest.raises(ValueError, match="reach=0 must be a positive integer"):
-        integer_columns([3.0], 2, 64, reach=0)
+        integer_columns([3.0], 64, Ladder(2, reach=0))
     with pytest.raises(ValueError, match="rounding='up'"):
-        integer_columns([3.6], 2, 64, rounding="up")
+        integer_columns([3.6], 64, Ladder(2, rounding="up"))
 
 
 def test_round_distance_conventions_by_hand():
@@ -160,64 +165,70 @@ def test_scaled_rungs_and_columns_by_hand():
     # W=2, T=20: 1.5 → 2 is in the window, 3.5 → 4, 4.4 → 4 merges, 19.2 → 19 is T − 1,
     # 20.4 → 20 is past it; with reach 10 only 4 survives
     targets = [1.5, 3.5, 4.4, 19.2, 20.4]
-    assert integer_columns(targets, 2, 20) == [(1, 4), (3, 19)]
-    assert integer_columns(targets, 2, 20, reach=10) == [(1, 4)]
-    assert integer_columns(targets, 2, 20, rounding="ceil") == [(1, 4), (2, 5)]  # 20, 21 past
+    assert integer_columns(targets, 20, Ladder(2)) == [(1, 4), (3, 19)]
+    assert integer_columns(targets, 20, Ladder(2, reach=10)) == [(1, 4)]
+    assert integer_columns(targets, 20, Ladder(2, rounding="ceil")) == [
+        (1, 4),
+        (2, 5),
+    ]  # 20, 21 past
     # interpolated: 3.5 → lo 3, 4.4 → lo 4, 19.2 → lo 19; 1.5 rounds into the window
-    assert interp_columns(targets, 2, 20) == [(1, 3), (2, 4), (3, 19)]
-    assert interp_columns(targets, 2, 20, reach=5) == [(1, 3), (2, 4)]
-    assert interp_columns([25.0], 2, 20, reach=40) == []  # reach beyond T: T still caps
+    assert interp_columns(targets, 20, Ladder(2)) == [(1, 3), (2, 4), (3, 19)]
+    assert interp_columns(targets, 20, Ladder(2, reach=5)) == [(1, 3), (2, 4)]
+    assert interp_columns([25.0], 20, Ladder(2, reach=40)) == []  # reach beyond T: T still caps
 
 
 def test_rung_and_attended_defaults():
     # defaults: fib, K=15, round, reach = T
-    assert rung_distances(1.0, 8, 1024) == [13, 21, 34, 55, 89, 144, 233, 377, 610, 987]
-    assert rung_distances(1.0, 8, 1024, rungs=5) == []
-    assert rung_distances(1.0, 0, 2, base="pow2") == [1]  # pow2 at T=2: the base {1}
-    assert attended_distances(1.0, 0, 2) == [0, 1]  # the rung 1 is T − 1
-    assert attended_distances(1.5, 0, 2) == [0]  # 1.5 → 2 (half-even) is past T − 1
-    assert attended_distances(0.5, 0, 3) == [0, 1, 2]  # 0.5·2 = 1, 0.5·3 → 2 (half-even)
-    assert attended_distances(1.0, 8, 1024, reach=100)[9:] == [13, 21, 34, 55, 89]
+    assert rung_distances(1.0, 1024, Ladder(8)) == [13, 21, 34, 55, 89, 144, 233, 377, 610, 987]
+    assert rung_distances(1.0, 1024, Ladder(8, rungs=5)) == []
+    assert rung_distances(1.0, 2, Ladder(0, base="pow2")) == [1]  # pow2 at T=2: the base {1}
+    assert attended_distances(1.0, 2, Ladder(0)) == [0, 1]  # the rung 1 is T − 1
+    assert attended_distances(1.5, 2, Ladder(0)) == [0]  # 1.5 → 2 (half-even) is past T − 1
+    assert attended_distances(0.5, 3, Ladder(0)) == [0, 1, 2]  # 0.5·2 = 1, 0.5·3 → 2 (half-even)
+    assert attended_distances(1.0, 1024, Ladder(8, reach=100))[9:] == [13, 21, 34, 55, 89]
 
 
 # --------------------------------------------------------------------------------------------
 # the plan record
 # --------------------------------------------------------------------------------------------
 def test_plan_record_fields_by_hand():
-    p = plan_for(1.0, 2, 10, base=[2.5, 4, 9, 30])  # round(2.5) = 2 lands in the window
+    p = plan_for(1.0, 10, Ladder(2, base=[2.5, 4, 9, 30]))  # round(2.5) = 2 lands in the window
     assert p.dists == (0, 1, 2, 4, 9) and p.rung == (-1, -1, -1, 1, 2)
     assert p.scale == (0.0, 0.0, 0.0, 4.0, 9.0) and p.interpolated == (False,) * 5
-    assert (p.window, p.seq_len, p.reach, p.rounding, p.interpolate) == (2, 10, 10, "round", False)
-    assert p.base == (2.5, 4, 9, 30) and p.alpha == 1.0 and type(p.alpha) is float
+    assert (p.seq_len, p.reach, p.interpolate) == (10, 10, False)
+    assert p.ladder == Ladder(2, base=(2.5, 4, 9, 30)) and p.ladder.reach is None
+    assert p.alpha == 1.0 and type(p.alpha) is float
     assert len(p) == 5 and p.n_window == 3 and p.fracs == (0.0,) * 5
     assert p.columns() == [(0, 1), (1, 1), (2, 1), (4, 1), (9, 1)]
     assert p.reads_per_query() == [1, 2, 3, 3, 4, 4, 4, 4, 4, 5] and p.reads() == 34
-    q = plan_for(1.0, 2, 10, base=[2.5, 4, 9, 30], interpolate=True)  # lo 2 taken: dropped
+    q = plan_for(1.0, 10, Ladder(2, base=[2.5, 4, 9, 30]), interpolate=True)  # lo 2 taken: dropped
     assert q.dists == (0, 1, 2, 4, 9) and q.interpolated == (False,) * 3 + (True,) * 2
     assert q.columns()[3:] == [(4, 2), (9, 2)]
     assert q.reads_per_query() == [1, 2, 3, 3, 4, 5, 5, 5, 5, 6]
-    w = plan_for(1.0, 20, 5)  # a window wider than T
+    w = plan_for(1.0, 5, Ladder(20))  # a window wider than T
     assert w.n_window == 5 and w.dists == (0, 1, 2, 3, 4) and w.rung == (-1,) * 5
-    f = plan_for(0.75, 0, 30, base=[10, 3], interpolate=True)  # 7.5 and 2.25, base order
+    f = plan_for(0.75, 30, Ladder(0, base=[10, 3]), interpolate=True)  # 7.5 and 2.25, base order
     assert f.dists == (0, 7, 2) and f.rung == (-1, 0, 1) and f.distances == [0, 2, 7]
     assert f.fracs == (0.0, 0.5, 0.25) and f.scale == (0.0, 10.0, 3.0)
 
 
 def test_plan_for_reads_numbers_and_tensors():
-    want = plan_for(0.75, 2, 40)
-    assert plan_for(np.float64(0.75), 2, 40) == want and plan_for(3 / 4, 2, 40) is want
-    assert plan_for(torch.tensor(0.75, dtype=torch.float64), 2, 40) == want
-    assert plan_for(torch.tensor([0.75]), 2, 40) == want  # one value, any shape
-    assert plan_for(1, 2, 40) is plan_for(1.0, 2, 40)  # an int α is its float
+    want = plan_for(0.75, 40, Ladder(2))
+    assert (
+        plan_for(np.float64(0.75), 40, Ladder(2)) == want and plan_for(3 / 4, 40, Ladder(2)) is want
+    )
+    assert plan_for(torch.tensor(0.75, dtype=torch.float64), 40, Ladder(2)) == want
+    assert plan_for(torch.tensor([0.75]), 40, Ladder(2)) == want  # one value, any shape
+    assert plan_for(1, 40, Ladder(2)) is plan_for(1.0, 40, Ladder(2))  # an int α is its float
     with pytest.raises(
         ValueError, match=r"alpha tensor must hold one value \(0-d\); got shape \(2, 1\)"
     ):
-        plan_for(torch.ones(2, 1), 2, 40)
-    assert plan_for(0.75, 2, 40, reach=20).reach == 20 and want.reach == 40
+        plan_for(torch.ones(2, 1), 40, Ladder(2))
+    assert plan_for(0.75, 40, Ladder(2, reach=20)).reach == 20 and want.reach == 40
 
 
 def test_kernel_inputs_by_hand():
-    p = plan_for(0.75, 0, 30, base=[10, 3], interpolate=True)
+    p = plan_for(0.75, 30, Ladder(0, base=[10, 3]), interpolate=True)
     dists, fracs, interp = p.kernel_inputs()
     assert dists.tolist() == [0, 7, 2] and dists.dtype == torch.int64
     assert interp.tolist() == [False, True, True] and interp.dtype == torch.bool
@@ -237,12 +248,12 @@ def test_kernel_inputs_by_hand():
 
 
 def test_layer_sets_defaults():
-    assert layer_sets([1.0, 0.5], 8, 1024) == [
+    assert layer_sets([1.0, 0.5], 1024, Ladder(8)) == [
         WINDOW9 + [13, 21, 34, 55, 89, 144, 233, 377, 610, 987],
         WINDOW9 + [10, 17, 28, 44, 72, 116, 188, 305, 494],
     ]
-    assert layer_sets([1.0], 8, 1024, reach=100) == [WINDOW9 + [13, 21, 34, 55, 89]]
-    assert layer_sets([0.5], 8, 1024, rounding="floor")[0][9:] == [
+    assert layer_sets([1.0], 1024, Ladder(8, reach=100)) == [WINDOW9 + [13, 21, 34, 55, 89]]
+    assert layer_sets([0.5], 1024, Ladder(8, rounding="floor"))[0][9:] == [
         10,
         17,
         27,
@@ -253,7 +264,7 @@ def test_layer_sets_defaults():
         305,
         493,
     ]
-    assert layer_sets([1.0], 2, 40, base="pow2", rungs=1) == [[0, 1, 2, 4, 8, 16, 32]]
+    assert layer_sets([1.0], 40, Ladder(2, base="pow2", rungs=1)) == [[0, 1, 2, 4, 8, 16, 32]]
 
 
 def test_cache_switch_reports_its_state():
@@ -263,8 +274,8 @@ def test_cache_switch_reports_its_state():
         assert plan.cache_enabled() is False
         assert plan.set_cache_enabled(1) is False and plan.cache_enabled() is True
         plan.clear_cache()
-        plan_for(0.61, 3, 50)
-        plan_for(0.61, 3, 50)
+        plan_for(0.61, 50, Ladder(3))
+        plan_for(0.61, 50, Ladder(3))
         info = plan.cache_info()
         assert (info.hits, info.misses, info.currsize) == (1, 1, 1)
     finally:
@@ -279,7 +290,7 @@ def test_coprime_stride_by_brute_force():
         want = max((s for s in range(2, L // 2 + 1) if math.gcd(s, L) == 1), default=1)
         assert coprime_stride(L) == want
     assert [coprime_stride(L) for L in (5, 6, 9, 12)] == [2, 1, 4, 5]
-    with pytest.raises(ValueError, match="n_layers=0 must be an integer >= 1"):
+    with pytest.raises(ValueError, match="n_layers=0 must be a positive integer"):
         coprime_stride(0)
     with pytest.raises(ValueError, match="n_layers=True"):
         coprime_stride(True)
@@ -357,3 +368,46 @@ def test_learned_schedule_starts_by_hand():
         match=r"schedule='zigzag' is unknown: use one of \('fixed', 'stagger', 'coprime', 'learned'\) or a list of 3 alphas",
     ):
         layer_alphas("zigzag", 3)
+
+
+# --------------------------------------------------------------------------------------------
+# the ladder record
+# --------------------------------------------------------------------------------------------
+def test_ladder_record_by_hand():
+    lad = Ladder(8, base=[3, 1, 2])  # a custom base, order kept, stored as a tuple
+    assert lad.base == (3, 1, 2) and hash(lad) == hash(Ladder(8, base=(3, 1, 2)))
+    assert (lad.reach_at(64), lad.limit(64)) == (64, 63)
+    frozen = Ladder(8, reach=100)
+    assert (frozen.reach_at(4096), frozen.limit(4096), frozen.limit(50)) == (100, 99, 49)
+    assert Ladder(0, base="pow2", reach=9).values(4096) == [1.0, 2.0, 4.0, 8.0]
+    assert Ladder(0, rungs=4).values(2) == [1.0, 2.0, 3.0, 5.0]
+    with pytest.raises(AttributeError):  # frozen: it keys the plan cache
+        lad.window = 2
+    # equal records reach the same cached plan
+    assert plan_for(1.0, 64, Ladder(2, rungs=6)) is plan_for(1.0, 64, Ladder(2, rungs=6))
+
+
+@pytest.mark.parametrize(
+    "kwargs,msg",
+    [
+        (dict(window=-1), r"window W=-1 must be an integer >= 0"),
+        (dict(window=2, base="log"), r"base='log' is unknown"),
+        (dict(window=2, base=[]), r"at least one distance"),
+        (dict(window=2, rungs=0), r"rungs K=0 must be a positive integer"),
+        (dict(window=2, rounding="up"), r"rounding='up' is unknown"),
+        (dict(window=2, reach=0), r"reach=0 must be a positive integer"),
+    ],
+)
+def test_ladder_refuses_bad_settings_when_built(kwargs, msg):
+    with pytest.raises(ValueError, match=msg):
+        Ladder(**kwargs)
+
+
+def test_model_config_ladder_is_its_fields():
+    from lab.lm.modelconfig import config_for
+
+    cfg = config_for("tiny", window=3, base="pow2", rounding="floor")
+    assert cfg.ladder == Ladder(3, base="pow2", rungs=cfg.rungs, rounding="floor", reach=64)
+    assert cfg.ladder is cfg.ladder  # built once: every layer's forward reads it
+    longer = config_for(cfg, seq_len=256, train_seq_len=64, rung_policy="freeze")
+    assert longer.ladder.reach == 64 and config_for(cfg, seq_len=256).ladder.reach == 256

@@ -10,7 +10,7 @@ import math
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from lab.ladder.offsets import attended_distances
+from lab.ladder.offsets import Ladder, attended_distances
 from lab.ladder.plan import plan_for
 
 FAST = settings(max_examples=60, deadline=None, derandomize=True)  # the same examples every run
@@ -56,12 +56,12 @@ roundings = st.sampled_from(sorted(ROUNDERS))
     rounding=roundings,
 )
 def test_attended_set_invariants(alpha, W, T, K, rounding):
-    s = attended_distances(alpha, W, T, rungs=K, rounding=rounding)
+    s = attended_distances(alpha, T, Ladder(W, rungs=K, rounding=rounding))
     assert s == brute_set(alpha, W, T, K, rounding)
     assert s == sorted(set(s))  # sorted, no repeats
     assert s[: min(W, T - 1) + 1] == list(range(min(W, T - 1) + 1))  # the window, first
     assert all(0 <= d < T for d in s)
-    assert plan_for(alpha, W, T, rungs=K, rounding=rounding).distances == s
+    assert plan_for(alpha, T, Ladder(W, rungs=K, rounding=rounding)).distances == s
 
 
 @FAST
@@ -74,11 +74,11 @@ def test_attended_set_invariants(alpha, W, T, K, rounding):
     rounding=roundings,
 )
 def test_attended_set_is_monotone_in_t(alpha, W, T, more, K, rounding):
-    short = attended_distances(alpha, W, T, rungs=K, rounding=rounding)
-    longer = attended_distances(alpha, W, T + more, rungs=K, rounding=rounding)
+    short = attended_distances(alpha, T, Ladder(W, rungs=K, rounding=rounding))
+    longer = attended_distances(alpha, T + more, Ladder(W, rungs=K, rounding=rounding))
     assert short == [d for d in longer if d < T]
     # a frozen reach keeps the short set's rungs at any length
-    frozen = attended_distances(alpha, W, T + more, rungs=K, rounding=rounding, reach=T)
+    frozen = attended_distances(alpha, T + more, Ladder(W, rungs=K, rounding=rounding, reach=T))
     assert frozen == brute_set(alpha, W, T + more, K, rounding, reach=T)
     assert [d for d in frozen if d > W] == [d for d in short if d > W]
 
@@ -92,7 +92,7 @@ def test_attended_set_is_monotone_in_t(alpha, W, T, more, K, rounding):
 )
 @example(alpha=0.55, W=0, T=50, K=10)  # 0.55·2 = 1.1 and 0.55·3 = 1.65 share lo = 1: dropped
 def test_interpolated_plan_invariants(alpha, W, T, K):
-    p = plan_for(alpha, W, T, rungs=K, interpolate=True)
+    p = plan_for(alpha, T, Ladder(W, rungs=K), interpolate=True)
     n = min(W, T - 1) + 1
     assert p.dists[:n] == tuple(range(n)) and p.n_window == n
     assert len(set(p.dists)) == len(p.dists)  # the drop rule: each lo once

@@ -18,7 +18,8 @@ from lab.training.checkpoint import (
     list_checkpoints,
     load_checkpoint,
 )
-from lab.training.train import TrainingDiverged, lr_at, param_groups, train
+from lab.training.optim import lr_at, param_groups
+from lab.training.train import TrainingDiverged, train
 from lab.training.trainconfig import make_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

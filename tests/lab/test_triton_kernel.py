@@ -25,6 +25,7 @@ import pytest
 import torch
 
 from lab.kernels.oracle import oracle_attention
+from lab.ladder.offsets import Ladder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RTOL = 1e-5
@@ -233,9 +234,7 @@ def run_through(spec: dict, x: dict, impl: str, device: str = "cpu") -> dict:
         k,
         v,
         alpha=a,
-        window=spec["window"],
-        rungs=spec["rungs"],
-        rounding=spec.get("rounding", "round"),
+        ladder=Ladder(spec["window"], rungs=spec["rungs"], rounding=spec.get("rounding", "round")),
         scale=x["scale"],
         impl=impl,
     )
@@ -291,7 +290,10 @@ def reference(name: str, spec: dict, x: dict) -> dict:
         # the worker's α (a float32 value held in float64)
         a = torch.tensor(spec["alpha"], dtype=torch.float32).double().requires_grad_()
         cols = column_plan(
-            a, spec["window"], spec["T"], spec["base"], spec["rungs"], interpolate=True
+            a,
+            spec["T"],
+            Ladder(spec["window"], base=spec["base"], rungs=spec["rungs"]),
+            interpolate=True,
         )
         dists = [d for d, _ in cols]
         fr = torch.stack([f if f is not None else a * 0 for _, f in cols])
@@ -355,7 +357,10 @@ def _worker(cases_path: str, results_path: str, device: str) -> None:
                 # once, to float32), so the comparison measures the kernel
                 a = torch.tensor(spec["alpha"], dtype=torch.float32).double().requires_grad_()
                 plan = plan_for(
-                    a, spec["window"], spec["T"], spec["base"], spec["rungs"], interpolate=True
+                    a,
+                    spec["T"],
+                    Ladder(spec["window"], base=spec["base"], rungs=spec["rungs"]),
+                    interpolate=True,
                 )
                 dists, fracs, interp = plan.kernel_inputs(a, device, torch.float64)
                 leaves = (q, k, v, a)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from fiblab.cli import main as cli_main
+from lab.ladder.offsets import Ladder
 from probes.coverage import coverage, schedule_coverage
 from probes.receptive_field import (
     bits_to_list,
@@ -36,7 +37,7 @@ SPEC9 = [
 
 @pytest.mark.parametrize("L,K,W,rounding,base,fixed,stagger", SPEC9)
 def test_spec9_union_table(L, K, W, rounding, base, fixed, stagger):
-    kw = dict(layers=L, window=W, seq_len=1024, base=base, rungs=K, rounding=rounding)
+    kw = dict(layers=L, seq_len=1024, ladder=Ladder(W, base=base, rungs=K, rounding=rounding))
     assert schedule_coverage("fixed", **kw)["union"] == fixed
     assert schedule_coverage("stagger", **kw)["union"] == stagger
     if base == "fib" and L == 16:
@@ -44,10 +45,10 @@ def test_spec9_union_table(L, K, W, rounding, base, fixed, stagger):
 
 
 def test_spec9_beyond_window_and_floor_at_w12():
-    r = schedule_coverage("fixed", 16, window=8)
+    r = schedule_coverage("fixed", 16, ladder=Ladder(8))
     assert r["union_beyond_window"] == 10  # the paper's "19" counts 9 window
-    assert schedule_coverage("stagger", 16, window=8)["union_beyond_window"] == 124
-    assert schedule_coverage("stagger", 8, window=12, rounding="floor")["union"] == 76
+    assert schedule_coverage("stagger", 16, ladder=Ladder(8))["union_beyond_window"] == 124
+    assert schedule_coverage("stagger", 8, ladder=Ladder(12, rounding="floor"))["union"] == 76
 
 
 def _brute_set(alpha, W, T, fib, rounding):
@@ -76,7 +77,7 @@ def test_brute_force_recount_on_random_schedules(seed):
         fib.append(fib[-1] + fib[-2])
     sets = [_brute_set(a, W, T, fib, rounding) for a in alphas]
     union = set().union(*sets)
-    r = coverage(alphas, W, T, rounding=rounding, band=b)
+    r = coverage(alphas, T, Ladder(W, rounding=rounding), band=b)
     assert r["per_layer"] == [len(s) for s in sets]
     assert r["union"] == len(union)
     assert r["union_beyond_window"] == len([d for d in union if d > W])
@@ -91,7 +92,7 @@ def test_brute_force_recount_on_random_schedules(seed):
 
 
 def test_beyond_reach_lists_untrained_rungs():
-    r = schedule_coverage("stagger", 16, window=8)
+    r = schedule_coverage("stagger", 16, ladder=Ladder(8))
     new = set().union(*map(set, r["beyond_reach"]))
     assert new == {1086, 1151, 1217, 1283, 1349, 1415, 1480}
     assert [i for i, x in enumerate(r["beyond_reach"]) if x] == list(range(9, 16))

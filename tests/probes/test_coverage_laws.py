@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lab.ladder.offsets import Ladder
 from probes.coverage import band_mask, coverage, describe, gaps, schedule_coverage
 from probes.receptive_field import (
     bits_to_list,
@@ -65,7 +66,7 @@ def _brute_band(dists, band, T):
 def test_coverage_counts_equal_a_brute_force_union(alphas, W, T, rounding, band):
     sets = [_brute_set(a, W, T, rounding) for a in alphas]
     union = set().union(*sets)
-    r = coverage(alphas, W, T, rounding=rounding, band=band)
+    r = coverage(alphas, T, Ladder(W, rounding=rounding), band=band)
     assert r["per_layer_sets"] == [sorted(s) for s in sets]
     assert r["per_layer"] == [len(s) for s in sets]
     assert r["union"] == len(union)
@@ -127,7 +128,7 @@ def test_reachable_without_the_zero_distance(sets):
 # coverage report fields
 # --------------------------------------------------------------------------------------------
 def test_coverage_report_fields_by_hand():
-    r = coverage([1.1], 8, 128)  # default rounding "round", band = W, longer = 8
+    r = coverage([1.1], 128, Ladder(8))  # default rounding "round", band = W, longer = 8
     assert r["convention"] == {
         "layers": 1,
         "window": 8,
@@ -144,33 +145,33 @@ def test_coverage_report_fields_by_hand():
     # rungs a longer sequence (8 × 128: distances ≤ 1023) adds: 1.1·144 … 1.1·610; 1.1·987 =
     # 1085.7 lies beyond even that
     assert r["beyond_reach"] == [[158, 256, 415, 671]]
-    floor = coverage([1.1], 8, 128, rounding="floor")
+    floor = coverage([1.1], 128, Ladder(8, rounding="floor"))
     assert floor["beyond_reach"] == [[158, 256, 414, 671]]
-    assert coverage([1.1], 8, 128, longer=9)["beyond_reach"] == [[158, 256, 415, 671, 1086]]
+    assert coverage([1.1], 128, Ladder(8), longer=9)["beyond_reach"] == [[158, 256, 415, 671, 1086]]
 
 
 def test_coverage_counts_are_integers_in_json():
-    r = coverage([1.0, 1.0], 2, 6)
+    r = coverage([1.0, 1.0], 6, Ladder(2))
     assert json.dumps(r["layers_per_distance"]) == "[2, 2, 2, 2, 0, 2]"  # {0, 1, 2, 3, 5}
 
 
 def test_coverage_custom_base_is_listed():
-    r = coverage([1.0], 2, 100, base=(3, 7, 50, 200))
+    r = coverage([1.0], 100, Ladder(2, base=(3, 7, 50, 200)))
     assert r["convention"]["base"] == [3, 7, 50, 200]
     assert type(r["convention"]["base"]) is list
     assert r["per_layer_sets"] == [[0, 1, 2, 3, 7, 50]]
 
 
 def test_band_share_at_the_shortest_lengths():
-    assert coverage([1.0], 0, 1)["band_coverage"] == 1.0  # no distance 1..T−1 to cover
-    r = coverage([1.0], 0, 2, base=[5], band=0)  # the set {0}: distance 1 uncovered
+    assert coverage([1.0], 1, Ladder(0))["band_coverage"] == 1.0  # no distance 1..T−1 to cover
+    r = coverage([1.0], 2, Ladder(0, base=[5]), band=0)  # the set {0}: distance 1 uncovered
     assert r["band_coverage"] == 0.0 and r["gaps"] == [(1, 1)]
-    assert coverage([1.0], 0, 2, band=0)["band_coverage"] == 1.0  # rung 1 covers it
+    assert coverage([1.0], 2, Ladder(0), band=0)["band_coverage"] == 1.0  # rung 1 covers it
 
 
 def test_negative_band_is_refused_by_name():
     with pytest.raises(ValueError, match="band=-1"):
-        coverage([1.0], 8, 64, band=-1)
+        coverage([1.0], 64, Ladder(8), band=-1)
 
 
 def test_schedule_coverage_defaults_and_arguments():
@@ -187,7 +188,7 @@ def test_schedule_coverage_defaults_and_arguments():
         "schedule": "fixed",
     }
     assert r["per_layer_sets"] == [FIXED] * 16 and r["union"] == 19
-    custom = schedule_coverage([1.0, 1.0], 2, window=2, seq_len=6, band=0)
+    custom = schedule_coverage([1.0, 1.0], 2, seq_len=6, ladder=Ladder(2), band=0)
     assert custom["convention"]["schedule"] == "custom" and custom["convention"]["band"] == 0
     assert custom["band_coverage"] == 4 / 5  # {1, 2, 3, 5} of 1..5
     s3 = schedule_coverage("coprime", 16, stride=3)
@@ -202,7 +203,7 @@ def test_describe_line_by_hand():
         "band ±8 covers 15.7% of 1..T-1 | convention: L=16 K=15 W=8 T=1024 base=fib "
         "rounding=round, window counted"
     )
-    line = describe(coverage([0.5, 1.0], 8, 1024))
+    line = describe(coverage([0.5, 1.0], 1024, Ladder(8)))
     assert line.startswith("custom: union ") and "per layer 18-19 |" in line
 
 

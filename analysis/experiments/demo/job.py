@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
+from lab.ladder.offsets import Ladder
 from lab.ladder.schemes import SCHEMES
 from probes.settings import SCALES as SCALES_PROBE
 from probes.tasks import MarkedCopy
@@ -121,7 +122,9 @@ def coverage_stage(layers: int, seq_len: int, window: int = 8, rungs: int = 15) 
     rows, sets, fractions = [], {}, {}
     for scheme in COVERAGE_SCHEMES:
         sch = find_scheme(scheme)
-        rep = coverage(layer_alphas(sch.schedule, layers), window, seq_len, sch.base, rungs)
+        rep = coverage(
+            layer_alphas(sch.schedule, layers), seq_len, Ladder(window, base=sch.base, rungs=rungs)
+        )
         s = scheme_sets(scheme, layers, window, seq_len, rungs)
         frac = reachable_fraction(s, seq_len)
         sets[scheme], fractions[scheme] = s, frac

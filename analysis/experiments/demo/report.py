@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.figures import plots
+from analysis.figures import structure
 from analysis.reports.report import Report
 from analysis.reports.results import lm_sections, probe_section_from_records
 
@@ -24,17 +24,19 @@ def coverage_section(report: Report, cov: dict) -> None:
     )
     report.table(cov["table"], decimals=3, name="coverage")
     report.figure(
-        plots.coverage_curves(
+        structure.coverage_curves(
             cov["sets"], cov["seq_len"], title="distinct distances attended up to δ"
         ),
         "coverage",
     )
     report.figure(
-        plots.receptive_field_curves(cov["fractions"], title="reachable share after each layer"),
+        structure.receptive_field_curves(
+            cov["fractions"], title="reachable share after each layer"
+        ),
         "receptive-field",
     )
     report.figure(
-        plots.rung_heatmap(
+        structure.rung_heatmap(
             cov["sets"]["stagger"],
             cov["seq_len"],
             title="linear stagger: distances attended per layer",

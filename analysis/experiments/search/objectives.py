@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from analysis.experiments.search.space import Candidate, SearchSpace
+from lab.ladder.offsets import Ladder
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,11 @@ def proxy_values(
     from probes.receptive_field import reachable_fraction
 
     T = space.seq_len
-    sets = layer_sets(list(cand.alphas), cand.window, T, cand.base, space.rungs, rounding)
+    sets = layer_sets(
+        list(cand.alphas),
+        T,
+        Ladder(cand.window, base=cand.base, rungs=space.rungs, rounding=rounding),
+    )
     union = sorted(set().union(*sets))
     out: dict[str, float] = {}
     if "distinct" in names:

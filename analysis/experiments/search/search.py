@@ -306,7 +306,7 @@ def run_search(
 
         run = dispatch or (in_process(report_for) if cfg.jobs == 1 else process_pool(cfg.jobs))
         for trial, task, run_name, res in zip(batch, tasks, names, run(tasks)):
-            _tell(study, trial, task, run_name, res, cfg, store)
+            record_trial(study, trial, task, run_name, res, cfg, store)
             runs.append(run_name)
             if log:
                 log(_trial_line(trial.number, cfg, res))
@@ -345,7 +345,7 @@ def _run_streaming(study, name: str, cfg: SearchConfig, store, executor, log) ->
                 return runs
             handle, res = executor.next_done()
             trial, task, run = pending.pop(handle)
-            _tell(study, trial, task, run, res, cfg, store)
+            record_trial(study, trial, task, run, res, cfg, store)
             runs.append(run)
             if log:
                 log(_trial_line(trial.number, cfg, res))
@@ -357,28 +357,31 @@ def _run_streaming(study, name: str, cfg: SearchConfig, store, executor, log) ->
         raise
 
 
-def _tell(study, trial, task: TrialTask, run: str, res, cfg: SearchConfig, store) -> None:
+def record_trial(study, trial, task: TrialTask, run: str, res, cfg: SearchConfig, store) -> None:
+    """Record a finished trial: the store first, then the study.  A process killed between
+    the two leaves the study's trial RUNNING, which `fail_abandoned` then tells FAIL in both;
+    the other order could leave a trial complete in the study and "running" in the store."""
     optuna = require_optuna()
     if isinstance(res, Pruned):
-        study.tell(trial, state=optuna.trial.TrialState.PRUNED)
         if store is not None:
             store.set_status(run, "stopped", f"pruned: {res}")
+        study.tell(trial, state=optuna.trial.TrialState.PRUNED)
         return
     if isinstance(res, ValueError):  # bad input: the same for every trial, so stop here
-        study.tell(trial, state=optuna.trial.TrialState.FAIL)
         if store is not None:
             store.set_status(run, "failed", str(res))
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
         raise res
     if isinstance(res, BaseException):
-        study.tell(trial, state=optuna.trial.TrialState.FAIL)
         if store is not None:
             store.set_status(run, "failed", f"{type(res).__name__}: {res}")
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
         return
-    study.tell(trial, [res[n] for n in cfg.names])
     if store is not None:
         store.log_metrics(run, 0, {METRIC_PREFIX + n: v for n, v in res.items()})
         store.log_alphas(run, 0, task.candidate().alphas)
         store.set_status(run, "done")
+    study.tell(trial, [res[n] for n in cfg.names])
 
 
 def _trial_line(number: int, cfg: SearchConfig, res) -> str:

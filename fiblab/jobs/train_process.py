@@ -1,6 +1,6 @@
-"""The command line that starts a training process, and how many processes a launch uses.
+"""How a launched training process starts: its command line and how many processes it uses.
 
-Pure pieces of `fiblab.jobs.launch` (which re-exports them): ``python -m fiblab.cli train …``, or
+Pure pieces of `fiblab.jobs.launch`: ``python -m fiblab.cli train …``, or
 ``python -m torch.distributed.run --standalone --nproc_per_node=N -m fiblab.cli train …`` over
 several GPUs.
 """
@@ -11,6 +11,7 @@ import sys
 
 from lab.lm.config import format_value, split_overrides
 from lab.util import paths
+from lab.util.checks import positive_int
 
 DEFAULT_STORE = paths.store_path(paths.work_dir())
 DEFAULT_RUNS = paths.runs_dir(paths.work_dir())
@@ -54,8 +55,7 @@ def train_command(
     a Ray task on the cluster at ``ray`` (`fiblab.cluster.ray_cluster` addresses; one process here).
     Typed override values are written as `lab.lm.config` reads them back (betas=0.9,0.95).
     Pure: starts nothing."""
-    if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
-        raise ValueError(f"nproc={nproc!r} must be an integer >= 1 (processes, one per GPU)")
+    positive_int(nproc, "nproc", "processes, one per GPU")
     if ray and nproc > 1:
         raise ValueError(
             f"nproc={nproc} and ray={ray!r}: give one (a run on Ray is one task, on one GPU "
