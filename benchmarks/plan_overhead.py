@@ -22,8 +22,6 @@ import sys
 
 import torch
 
-from lab.ladder.offsets import Ladder
-
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from benchmarks.header import machine_header  # noqa: E402
 from lab.cost.measure import time_fn, time_round_robin
@@ -85,13 +83,7 @@ def plan_step_us(model: FibLM, seq_len: int, device: torch.device, iters: int) -
             p = plan.plan_for(
                 float(a.detach()) if tensor else a,
                 seq_len,
-                Ladder(
-                    cfg.window,
-                    base=cfg.base,
-                    rungs=cfg.rungs,
-                    rounding=cfg.rounding,
-                    reach=cfg.rung_reach,
-                ),
+                cfg.ladder,
                 interpolate=cfg.interpolated,
             )
             p.kernel_inputs(a if tensor else None, device, dtype)
