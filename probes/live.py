@@ -30,10 +30,10 @@ import os
 import time
 from dataclasses import dataclass, field
 
+from lab.training.stop import STOP_FILE, stop_requested
 from lab.util.files import atomic_write
 
 __all__ = [
-    "STOP_NAME",
     "PROGRESS_NAME",
     "LIVE_DIR",
     "StopRequested",
@@ -42,12 +42,9 @@ __all__ = [
     "read_live",
     "write_progress",
     "read_progress",
-    "request_stop",
-    "stop_requested",
     "clear",
 ]
 
-STOP_NAME = "STOP"
 PROGRESS_NAME = "progress.json"
 LIVE_DIR = "live"
 
@@ -80,23 +77,10 @@ def _read(path: str) -> dict | None:
     return d if isinstance(d, dict) else None
 
 
-def request_stop(folder: str) -> str:
-    """Ask the grid writing to ``folder`` to stop; returns the request file."""
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, STOP_NAME)
-    with open(path, "w") as f:
-        f.write(f"stop requested at {time.time():.3f}\n")
-    return path
-
-
-def stop_requested(folder: str) -> bool:
-    return os.path.exists(os.path.join(folder, STOP_NAME))
-
-
 def clear(folder: str) -> None:
     """Remove what an earlier launch left: the stop request, live files, the progress file."""
     for path in [
-        os.path.join(folder, STOP_NAME),
+        os.path.join(folder, STOP_FILE),
         os.path.join(folder, PROGRESS_NAME),
         *glob.glob(os.path.join(folder, LIVE_DIR, "*.json")),
     ]:

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field, replace
 
 from fiblab.jobs import detached
 from fiblab.jobs.probe_progress import activity, eta_seconds
+from lab.training.stop import request_stop as _write_stop
+from lab.training.stop import stop_requested
 from lab.util import paths
 from probes import live as LV
 from probes.grid import append_record, load_records
@@ -294,7 +296,7 @@ def state(h: GridHandle) -> str:
     """starting | running | stopping | done | stopped | failed (see the module docstring)."""
     prog = _progress(h)
     if h.is_alive():
-        if LV.stop_requested(h.grid_dir):
+        if stop_requested(h.grid_dir):
             return "stopping"
         return "running" if prog is not None else "starting"
     rc = h.proc.returncode if h.proc is not None else None
@@ -367,7 +369,7 @@ def snapshot(h: GridHandle) -> GridSnapshot:
 
 def request_stop(h: GridHandle) -> str:
     """Ask the grid to stop: its running cells are abandoned between two steps (seconds)."""
-    return LV.request_stop(h.grid_dir)
+    return _write_stop(h.grid_dir)
 
 
 def resume(h: GridHandle, **changes) -> GridHandle:

@@ -29,13 +29,14 @@ import time
 from dataclasses import dataclass, field
 
 from fiblab.jobs import detached
+from lab.training.stop import STOP_FILE
+from lab.training.stop import request_stop as write_stop
 from lab.util import paths
 
 SEARCHES_DIR = "searches"  # under the runs folder
 META_NAME = "search.json"
 LOG_NAME = "search.log"
 STUDY_DB = "study.db"
-STOP_NAME = "STOP"
 LIVE = detached.LIVE
 TERMINAL = detached.TERMINAL
 DEFAULT_STORE = paths.store_path(paths.work_dir())
@@ -84,7 +85,7 @@ class SearchHandle(detached.Handle):
 
     @property
     def stop_path(self) -> str:
-        return os.path.join(self.folder, STOP_NAME)
+        return os.path.join(self.folder, STOP_FILE)
 
 
 @dataclass(frozen=True)
@@ -294,8 +295,7 @@ def request_stop(h: SearchHandle, timeout: float = 10.0) -> bool:
     flight are lost; finished ones stay in the study and the store).  False if it had ended."""
     if not h.is_alive():
         return False
-    with open(h.stop_path, "w") as f:
-        f.write(f"{time.time()}\n")
+    write_stop(h.folder)
     h.kill(timeout)
     _fail_abandoned(h)
     return True

@@ -106,8 +106,9 @@ def test_probe_grid_on_ray_equals_the_local_grid(cluster, tmp_path, one_thread, 
 
 def test_probe_cells_on_ray_report_live_and_obey_a_stop_request(cluster, tmp_path):
     from fiblab.cluster.ray_run import run_probe_grid
+    from lab.training.stop import request_stop
     from probes.grid import grid, load_records
-    from probes.live import LIVE_DIR, LiveSpec, StopRequested, request_stop
+    from probes.live import LIVE_DIR, LiveSpec, StopRequested
 
     settings = _tiny_settings()
     cells = grid(["fib-fixed"], [2], ["uniform"], [0, 1])
