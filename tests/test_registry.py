@@ -150,7 +150,8 @@ def test_front_ends_accept_any_spelling_and_print_the_old_names():
 
 
 def test_cli_names_stay_and_aliases_are_accepted(capsys):
-    from fiblab.cli import build_parser, main
+    from fiblab.cli import main
+    from fiblab.cli.parser import build_parser
 
     p = build_parser()
     args = p.parse_args(["probe", "marked", "--mechanisms", "fib/stagger", "blur"])

@@ -134,7 +134,7 @@ def search_command(
 
 
 def _cli_args(h: SearchHandle):
-    from fiblab.cli import build_parser
+    from fiblab.cli.parser import build_parser
 
     i = h.command.index("search")
     return build_parser().parse_args(h.command[i:])

@@ -265,7 +265,7 @@ def test_coprime_that_is_the_stagger_at_this_depth_is_not_run(smoke, tmp_path):
 
 def test_cli_accepts_the_study_scales_and_keeps_the_default():
     from analysis.experiments.demo.job import SCALES
-    from fiblab.cli import build_parser
+    from fiblab.cli.parser import build_parser
 
     a = build_parser().parse_args(["demo", "--scale", "study"])
     assert a.scale == "study" and a.out is None

@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from fiblab.cli import build_parser, main
-from fiblab.cli.parser import walk
+from fiblab.cli import main
+from fiblab.cli.parser import build_parser, walk
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HEAVY = ("torch", "numpy", "pandas", "scipy", "matplotlib")
@@ -57,7 +57,8 @@ def test_help_of_fiblab_and_of_every_subcommand_imports_no_torch():
     code = """
 import contextlib, io, sys, time
 t0 = time.perf_counter()
-from fiblab.cli import build_parser, main
+from fiblab.cli import main
+from fiblab.cli.parser import build_parser
 from fiblab.cli.parser import walk
 subs = [prog.split()[1:] for prog, _ in walk(build_parser())]
 for argv in subs:

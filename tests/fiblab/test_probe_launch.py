@@ -121,7 +121,7 @@ def test_the_command_passes_every_setting_the_spec_changes():
 
 def test_the_cli_runs_exactly_the_cells_the_spec_names(tmp_path):
     """The argv the launcher builds, parsed by the CLI, keys its cells as the spec does."""
-    from fiblab.cli import build_parser
+    from fiblab.cli.parser import build_parser
     from probes.settings import TASK_SCALES
 
     spec = GridSpec(scale="tiny", distances=(7, 11), steps=10, depths=(2,), seeds=(1,))

@@ -400,7 +400,7 @@ def test_a_worker_node_removed_mid_sweep_is_retried_from_its_checkpoint(
 def test_a_launched_grid_can_target_a_cluster(tmp_path):
     """The notebooks' launcher (`fiblab.jobs.probe_launch`, notebook 02) passes GridSpec.ray on as
     --ray; the address changes no result, so the same grid on Ray is the same grid."""
-    from fiblab.cli import build_parser
+    from fiblab.cli.parser import build_parser
     from fiblab.jobs import probe_launch as PL
     from probes.gridspec import GridSpec
 
@@ -493,7 +493,8 @@ def test_a_ray_grid_eta_shares_the_work_over_the_cluster_lanes():
 def test_train_on_ray_is_launchable_and_the_form_targets_a_cluster(tmp_path, capsys):
     """Notebook 03's launcher and form pass a Ray address on as ``fiblab train --ray``; empty:
     today's command; a bad one is refused before anything starts."""
-    from fiblab.cli import build_parser, main
+    from fiblab.cli import main
+    from fiblab.cli.parser import build_parser
     from fiblab.jobs import launch as LA
     from fiblab.jobs.train_process import train_command
 

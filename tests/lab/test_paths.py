@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fiblab.cli import build_parser
-from fiblab.cli.parser import walk
+from fiblab.cli.parser import build_parser, walk
 from lab.util import paths
 
 ROOT = Path(__file__).resolve().parents[2]
