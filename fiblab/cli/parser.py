@@ -92,15 +92,37 @@ def walk(parser: argparse.ArgumentParser, prog: str | None = None):
                 yield from walk(sp, f"{prog or parser.prog} {name}")
 
 
+#: What `fiblab --help` shows above the command list: every command in one line.
+COMMANDS = """`fiblab` command line.
+
+fiblab demo [--scale full|smoke|study|study-smoke] [--out DIR]    the main job (see README)
+fiblab report [RUN ...] --out reports/NAME [--json]     tables + figures of runs in the store
+fiblab eval RUN_DIR [--factors 1 2 4 8]                 perplexity, extrapolation, position bins
+fiblab battery RUN [RUN ...] [--n 100] [--seed 0]       RULER / LEGO battery of runs, into the store
+fiblab efficiency [--preset probe-small] [--measure]    attention FLOPs, keys/query, tokens/s
+fiblab selfcheck [--preset paper-60m] [--seq-len 1024]   build the model, run every path
+fiblab offsets --alpha 0.5 --window 8 [--base pow2] [--rounding floor] [--interp]
+fiblab schedule stagger --layers 16 [--window 8] [--seq-len 1024] [--sets]
+fiblab params [--preset paper-60m] [--schedule learned]
+fiblab coverage --layers 16 --window 8 --rungs 15 --seq-len 1024 --schedule stagger [--json]
+fiblab receptive-field --layers 16 --schedule coprime [--residual 0.5] [--json]
+fiblab probe marked --depths 2 4 8 --init uniform staggered --seeds 0 1 [--scale quick] [--jobs 2] [--precision bf16] [--ray local]
+fiblab sweep sweeps/cpu-matrix.toml [--ray local|auto|HOST:PORT] [--runs DIR]   LM runs as Ray tasks
+fiblab train --preset cpu-stagger [--data bible] [--steps N] [--override key=value ...] [--resume] [--restart]
+fiblab train --config runs/NAME/config.json [--name NEW] [--override key=value ...]   re-run / vary a run
+fiblab export RUN --out DIR [--hf]                     safetensors model folder (or transformers Llama)
+fiblab sample RUN_OR_DIR --prompt TEXT [--max-new-tokens 64]   text from a trained model
+fiblab export-store --tensorboard DIR [RUN ...]         runs in the store as TensorBoard events
+fiblab doctor [--json]                                  this machine, the lab's choices, expected times
+"""
+
 STORE_HELP = "experiment store ('' to skip; FIBLAB_STORE sets it)"
 RUNS_HELP = "folder for run directories and probe results (FIBLAB_RUNS sets it)"
 
 
 def build_parser() -> FibParser:
     """The whole command line; importing and building it imports no torch (``fiblab --help``)."""
-    import fiblab.cli  # its docstring is the command list `fiblab --help` shows
-
-    p = FibParser(prog="fiblab", description=fiblab.cli.__doc__)
+    p = FibParser(prog="fiblab", description=COMMANDS)
     p.add_argument(
         "--version", action="version", version=f"fiblab {__version__}", help="print the version"
     )
