@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
-from lab.util.checks import positive_int
+from lab.util.checks import nonneg_int, positive_int
 from lab.util.wording import plural
 from probes.grid import grid
 from probes.settings import INITS, TASK_SCALES, Cell, ProbeSettings
@@ -84,8 +84,7 @@ class GridSpec:
                 f"{', '.join(sorted(scales))}"
             )
         s = scales[self.scale]
-        if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 0:
-            raise ValueError(f"steps={self.steps!r} must be an integer >= 0 (0: the scale's)")
+        nonneg_int(self.steps, "steps", "0: the scale's")
         if self.steps:
             s = with_steps(s, self.steps)
         if self.task == "marked" and self.distances:

@@ -33,15 +33,14 @@ from dataclasses import dataclass, field
 from fiblab.cluster.ray_cluster import TaskResources, connect, task_resources
 from fiblab.cluster.ray_progress import TaskLines, report_start
 from lab.store.journal import JOURNAL_NAME, StoreJournal, finished, read_journal, replay
+from lab.util.checks import nonneg_int
 from lab.util.progress import bar as progress_bar
 
 DEFAULT_RETRIES = 3
 
 
 def check_retries(retries) -> int:
-    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-        raise ValueError(f"retries {retries!r} must be an integer >= 0 (Ray task retries)")
-    return retries
+    return nonneg_int(retries, "retries", "Ray task retries")
 
 
 # --------------------------------------------------------------------------------------------

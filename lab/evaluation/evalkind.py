@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
+from lab.util.checks import nonneg_int
+
 __all__ = ["Family", "EvalKind", "KIND_PATTERNS", "POLICY_FAMILY"]
 
 
@@ -45,9 +47,7 @@ _TEXT = re.compile(
 
 
 def _index(value, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{what}={value!r} must be a non-negative integer")
-    return value
+    return nonneg_int(value, what)
 
 
 @dataclass(frozen=True)

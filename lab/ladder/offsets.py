@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Union
 
-from lab.util.checks import positive_int
+from lab.util.checks import nonneg_int, positive_int
 
 Base = Union[str, Sequence[float]]
 ROUNDINGS = ("round", "floor", "ceil")
@@ -120,8 +120,7 @@ def theta_from_alpha(
 # validation shared by the set builders
 # --------------------------------------------------------------------------------------------
 def check_window(window: int) -> None:
-    if isinstance(window, bool) or not isinstance(window, int) or window < 0:
-        raise ValueError(f"window W={window!r} must be an integer >= 0 (distance 0 is self)")
+    nonneg_int(window, "window W", "distance 0 is self")
 
 
 def check_alpha(alpha: float) -> None:
