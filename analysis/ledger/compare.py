@@ -34,7 +34,7 @@ from analysis.ledger.checks import Finding
 from analysis.ledger.evidence import runs_by_window
 from analysis.statistics.decide import Comparison, Decision, Protocol, compare, settle
 from analysis.statistics.power import plan
-from analysis.statistics.stats import describe, pooled_std
+from analysis.statistics.stats import pooled_std, summary
 
 __all__ = [
     "MODES",
@@ -106,7 +106,7 @@ def _fmt(x, d=2) -> str:
 def _line(p: Pair, rel_gap: float | None) -> tuple[str, dict]:
     """(the pair's numbers in one line, its stats record)."""
     xa, xb = [v for _, v in p.ra], [v for _, v in p.rb]
-    da, db = describe(xa), describe(xb)
+    da, db = summary(xa), summary(xb)
     c, d = p.comparison, p.decision
     sigma = pooled_std(xa, xb)
     gap = db["mean"] - da["mean"]  # ppl, positive: a better

@@ -4,11 +4,11 @@ decides claims with them, `analysis.statistics.assess` words one claim in a sent
 A *sample* is the values of one configuration over training seeds (e.g. FineWeb-Edu perplexity of
 fib/stagger at W = 12 for seeds 42, 43, 44).  NaN values are dropped everywhere.  Every spread is
 the sample standard deviation (ddof = 1) unless a function says otherwise; the paper's Table 5
-prints the population one (ddof = 0), which :func:`describe` reports as ``std_pop``.
+prints the population one (ddof = 0), which :func:`summary` reports as ``std_pop``.
 
 Functions
 ---------
-``describe(values)``
+``summary(values)``
     n, mean, std (ddof 1), std_pop (ddof 0), sem, min, max of one sample (Table 5's statistics).
 ``samples(df, by, value)``
     ``{config: array of values}`` from a long frame.
@@ -36,7 +36,7 @@ from scipy import stats as _st
 __all__ = [
     "WelchResult",
     "as_sample",
-    "describe",
+    "summary",
     "samples",
     "pooled_std",
     "gap",
@@ -65,7 +65,7 @@ def as_sample(values, name: str = "sample") -> np.ndarray:
     return arr[~np.isnan(arr)]
 
 
-def describe(values, name: str = "sample") -> dict:
+def summary(values, name: str = "sample") -> dict:
     """Summary of one sample: ``n``, ``mean``, ``std`` (ddof 1; NaN when n < 2), ``std_pop``
     (ddof 0; NaN when n = 0), ``sem`` (std / √n), ``min``, ``max``."""
     x = as_sample(values, name)

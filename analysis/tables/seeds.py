@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.statistics.stats import as_sample, describe
+from analysis.statistics.stats import as_sample, summary
 from analysis.tables.comparable import TableUnavailable
 from analysis.tables.rows import comparable_rows, config_label, finish_table, rounded
 from analysis.tables.runs import final_step_rows, lm_evals_and_variants, pick_dataset, unavailable
@@ -47,7 +47,7 @@ def table5(long: pd.DataFrame, decimals: int | None = None) -> pd.DataFrame:
         for s in seeds:
             v = g.loc[g["seed"] == s, "ppl"]
             row[f"seed{s}"] = float(v.iloc[0]) if len(v) else float("nan")
-        d = describe(x)  # the one definition of a sample's n, mean, std (ddof 1), σ_pop
+        d = summary(x)  # the one definition of a sample's n, mean, std (ddof 1), σ_pop
         row.update({k: d[k] for k in ("n", "mean", "std", "std_pop")})
         rows.append(row)
     cols = keys + [f"seed{s}" for s in seeds] + ["n", "mean", "std", "std_pop"]

@@ -15,11 +15,11 @@ from analysis.statistics.assess import assess, claim_kind, verdict
 from analysis.statistics.power import detectable_effect
 from analysis.statistics.stats import (
     bootstrap_ci,
-    describe,
     gap,
     margin,
     pooled_std,
     samples,
+    summary,
     welch,
 )
 
@@ -29,19 +29,19 @@ B = [4.0, 6.0, 8.0, 10.0]
 
 
 def test_describe_by_hand():
-    d = describe([1.0, 2.0, float("nan"), 3.0])  # NaN is dropped
+    d = summary([1.0, 2.0, float("nan"), 3.0])  # NaN is dropped
     assert d["n"] == 3 and d["mean"] == 2.0
     assert d["std"] == pytest.approx(1.0)  # √(2/2)
     assert d["std_pop"] == pytest.approx(math.sqrt(2 / 3))
     assert d["sem"] == pytest.approx(1 / math.sqrt(3))
     assert (d["min"], d["max"]) == (1.0, 3.0)
-    one = describe([5.0])
+    one = summary([5.0])
     assert one["n"] == 1 and one["mean"] == 5.0 and math.isnan(one["std"])
     assert one["std_pop"] == 0.0
     with pytest.raises(ValueError, match="one-dimensional"):
-        describe([[1.0, 2.0], [3.0, 4.0]])
+        summary([[1.0, 2.0], [3.0, 4.0]])
     with pytest.raises(ValueError, match="sequence of numbers"):
-        describe(["a", "b"])
+        summary(["a", "b"])
 
 
 def test_table5_matches_the_papers_row_by_hand():

@@ -4,7 +4,7 @@
 (zero-spread samples, the closed-form 2-dof tail), the decision rules at their exact boundaries
 (p = α either way, a tie's margin; `analysis.statistics.decide` has its own tests in tests/analysis/test_decide.py),
 every keyword reaching the line, the "no data" and "cannot tell" records,
-the p-value's printed form; ``describe`` on 0, 1 and 2 values (no numpy warnings for a config with
+the p-value's printed form; ``summary`` on 0, 1 and 2 values (no numpy warnings for a config with
 one seed); ``gap`` / ``margin`` edge cases and the names the error messages give.
 """
 
@@ -17,7 +17,7 @@ from scipy import stats as sst
 
 from analysis.statistics import decide
 from analysis.statistics.assess import assess, verdict
-from analysis.statistics.stats import WelchResult, describe, gap, margin, welch
+from analysis.statistics.stats import WelchResult, gap, margin, summary, welch
 
 NAN = float("nan")
 A = [1.0, 2.0, 3.0]  # mean 2, s² = 1
@@ -36,7 +36,7 @@ def _msg(text: str) -> str:
     return "^" + re.escape(text) + "$"
 
 
-# ---------------------------------------------------------------------------------- describe
+# ---------------------------------------------------------------------------------- summary
 
 
 def test_describe_empty_and_one_value_give_nan_without_numpy_warnings():
@@ -44,8 +44,8 @@ def test_describe_empty_and_one_value_give_nan_without_numpy_warnings():
     # its summary must be NaN where undefined, and must not spray RuntimeWarnings at the user
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        empty = describe([NAN, NAN])
-        one = describe([5.0])
+        empty = summary([NAN, NAN])
+        one = summary([5.0])
     assert empty["n"] == 0
     for k in ("mean", "std", "std_pop", "sem", "min", "max"):
         assert math.isnan(empty[k]), k
@@ -55,7 +55,7 @@ def test_describe_empty_and_one_value_give_nan_without_numpy_warnings():
 
 def test_describe_two_values_has_a_spread_and_a_standard_error():
     # 1, 3: s = √2 (ddof 1), population σ = 1, sem = √2/√2 = 1
-    d = describe([1.0, 3.0])
+    d = summary([1.0, 3.0])
     assert d["n"] == 2 and d["mean"] == 2.0
     assert d["std"] == pytest.approx(math.sqrt(2)) and d["std_pop"] == pytest.approx(1.0)
     assert d["sem"] == pytest.approx(1.0)
@@ -71,7 +71,7 @@ def test_describe_two_values_has_a_spread_and_a_standard_error():
 )
 def test_describe_error_names_the_sample(args, text):
     with pytest.raises(ValueError) as e:
-        describe(*args)
+        summary(*args)
     assert str(e.value).startswith(text)
 
 

@@ -114,7 +114,7 @@ def compare(rows: list[dict], cfg: SearchConfig, against: str = "stagger") -> li
         lower = o.direction == "minimize"
         for label in labels:
             vals = [r[o.name] for r in rows if r["label"] == label]
-            d = stats.describe(vals, label)
+            d = stats.summary(vals, label)
             line = {
                 "label": label,
                 "objective": o.name,
