@@ -230,6 +230,7 @@ def add_efficiency(subparsers) -> argparse.ArgumentParser:
     )
     s.add_argument(
         "--preset",
+        metavar="MODEL_PRESET",
         default="probe-small",
         help="model preset, e.g. paper-60m or tiny (a wrong name lists them all)",
     )

@@ -185,6 +185,7 @@ def build_parser() -> FibParser:
     s = sub.add_parser("selfcheck", help="build a model, forward/backward through every path")
     s.add_argument(
         "--preset",
+        metavar="MODEL_PRESET",
         default="paper-60m",
         help="model preset, e.g. paper-60m or tiny (a wrong name lists them all)",
     )
@@ -364,6 +365,7 @@ def build_parser() -> FibParser:
     s = sub.add_parser("train", help="train a language model (paper recipe or a CPU preset)")
     s.add_argument(
         "--preset",
+        metavar="TRAIN_PRESET",
         default=None,
         help="training preset, e.g. fib-stagger-w12, dense, cpu-stagger (default: none; give "
         "--preset or --config)",
@@ -443,6 +445,7 @@ def build_parser() -> FibParser:
     s = sub.add_parser("params", help="parameter count of a preset")
     s.add_argument(
         "--preset",
+        metavar="MODEL_PRESET",
         default="paper-60m",
         help="model preset, e.g. paper-60m or tiny (a wrong name lists them all)",
     )

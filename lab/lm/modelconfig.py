@@ -209,7 +209,10 @@ def config_for(preset: str | ModelConfig = "paper-60m", **overrides) -> ModelCon
     if isinstance(preset, ModelConfig):
         return replace(preset, **overrides)
     if preset not in PRESETS:
-        raise ValueError(f"preset={preset!r} is unknown: use one of {sorted(PRESETS)}")
+        raise ValueError(
+            f"preset={preset!r} is unknown: use one of {sorted(PRESETS)} (model presets; "
+            f"training presets such as cpu-stagger are for `fiblab train`)"
+        )
     unknown = set(overrides) - set(ModelConfig.__dataclass_fields__)
     if unknown:
         raise ValueError(f"unknown model config fields {sorted(unknown)}")

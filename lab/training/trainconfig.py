@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 
 from lab.lm.config import apply_overrides, read_config, typed_overrides
-from lab.lm.modelconfig import ModelConfig, config_for
+from lab.lm.modelconfig import PRESETS, ModelConfig, config_for
 
 
 @dataclass
@@ -129,8 +129,13 @@ def make_config(preset: str, overrides=None) -> TrainConfig:
         if base in TRAIN_PRESETS and s.isdigit():
             preset, seed = base, int(s)
     if preset not in TRAIN_PRESETS:
+        other = (
+            f" ({preset!r} is a model preset; a training preset names one with its recipe)"
+            if preset in PRESETS
+            else ""
+        )
         raise ValueError(
-            f"training preset {preset!r} is unknown: use one of "
+            f"training preset {preset!r} is unknown{other}: use one of "
             f"{sorted(TRAIN_PRESETS)} (optionally with -s<seed>)"
         )
     spec = dict(TRAIN_PRESETS[preset])

@@ -364,3 +364,18 @@ def test_config_json_reruns_and_varies_a_run(runs, capsys):
         model=dataclasses.replace(cfg.model, window=3),
     )
     assert sorted(_losses(store, "varied")) == [1, 2]
+
+
+def test_a_preset_of_the_other_kind_is_named_as_such():
+    """`--preset` is a training preset for `fiblab train` and a model preset elsewhere: a name
+    of the other kind says which kind it is."""
+    from lab.lm.modelconfig import config_for
+    from lab.training.trainconfig import make_config
+
+    with pytest.raises(ValueError, match=r"'paper-60m' is a model preset"):
+        make_config("paper-60m")
+    with pytest.raises(ValueError, match=r"unknown: use one of \[.*\] \(model presets; training"):
+        config_for("cpu-stagger")
+    with pytest.raises(ValueError) as e:
+        make_config("no-such")
+    assert "model preset" not in str(e.value)
