@@ -13,7 +13,7 @@ from typing import Union
 
 from lab.ladder import offsets, schedules
 from lab.ladder.offsets import Ladder
-from lab.ladder.plan import ColumnPlan, plan_for
+from lab.ladder.plan import ColumnPlan, layer_sets, plan_for
 from lab.util.checks import positive_int
 
 RUNG_POLICIES = ("recompute", "freeze")
@@ -167,14 +167,7 @@ class ModelConfig:
         for a learned schedule, the sets of the current initial α)."""
         if self.attention == "dense":
             return [list(range(self.seq_len))] * self.n_layers
-        return [
-            plan_for(
-                a,
-                self.seq_len,
-                self.ladder,
-            ).distances
-            for a in self.layer_alphas()
-        ]
+        return layer_sets(self.layer_alphas(), self.seq_len, self.ladder)
 
     def to_dict(self) -> dict:
         return asdict(self)
