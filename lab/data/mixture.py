@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from lab.data.corpus import Source, parse_source
 from lab.data.prepared import (
@@ -26,7 +25,7 @@ from lab.data.prepared import (
     prepare,
     settings_hash,
 )
-from lab.data.sampling import batch_rng, check_window, to_xy
+from lab.data.sampling import Batches, batch_rng, check_window, windows_at
 from lab.data.tokenizer import DEFAULT_VOCAB, BPETokenizer, check_train_vocab, resolve_tokenizer
 from lab.util.checks import nonneg_int, positive_int
 from lab.util.progress import reading
@@ -35,7 +34,7 @@ PAPER_MIXTURE_WEIGHTS = {"fineweb_edu": 0.35, "wikipedia": 0.22, "tinystories": 
 
 
 @dataclass
-class Mixture:
+class Mixture(Batches):
     """Named domains, each a PreparedData with its own val split, sampled with token weights
     (each sequence's domain is drawn with probability weight / sum of weights)."""
 
@@ -169,25 +168,14 @@ class Mixture:
         starts = rng.integers(0, np.asarray(highs, dtype=np.int64)[dom])
         return dom, starts
 
-    def get_batch(
-        self,
-        split: str,
-        batch_size: int,
-        seq_len: int,
-        seed: int,
-        step: int,
-        micro: int = 0,
-        rank: int = 0,
-        device=None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        dom, starts = self.draw(split, batch_size, seq_len, seed, step, micro, rank)
+    def windows(self, split: str, drawn, seq_len: int) -> np.ndarray:
+        dom, starts = drawn  # (B,) domain index, (B,) window start
         buf = np.empty((len(dom), seq_len + 1), dtype=np.int64)
-        offs = np.arange(seq_len + 1)
         for k, name in enumerate(self.names):
             rows = np.flatnonzero(dom == k)
             if len(rows):
-                buf[rows] = self.domains[name].tokens(split)[starts[rows, None] + offs]
-        return to_xy(buf, device)
+                buf[rows] = windows_at(self.domains[name].tokens(split), starts[rows], seq_len)
+        return buf
 
     def eval_windows(
         self,

@@ -31,7 +31,7 @@ import torch
 
 from lab.data.corpus import Source, parse_source
 from lab.data.heldout import VAL_CAP, default_val_tokens, split_documents
-from lab.data.sampling import batch_rng, check_window, gather, window_batches
+from lab.data.sampling import Batches, batch_rng, check_window, window_batches, windows_at
 from lab.data.tokenizer import (
     DEFAULT_VOCAB,
     BPETokenizer,
@@ -53,7 +53,7 @@ _ENTRY_FILES = ("train.bin", "val.bin", "tokenizer.json", "tokenizer_config.json
 
 
 @dataclass
-class PreparedData:
+class PreparedData(Batches):
     """One tokenised source: train/val id arrays (memmaps), its tokenizer and meta.json."""
 
     path: Path
@@ -98,20 +98,8 @@ class PreparedData:
         rng = batch_rng(seed, step, micro, rank)
         return rng.integers(0, n - seq_len - 1, size=batch_size)
 
-    def get_batch(
-        self,
-        split: str,
-        batch_size: int,
-        seq_len: int,
-        seed: int,
-        step: int,
-        micro: int = 0,
-        rank: int = 0,
-        device=None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(x, y) int64 tensors of shape (batch_size, seq_len); y is x shifted by one token."""
-        starts = self.draw(split, batch_size, seq_len, seed, step, micro, rank)
-        return gather(self.tokens(split), starts, seq_len, device)
+    def windows(self, split: str, drawn: np.ndarray, seq_len: int) -> np.ndarray:
+        return windows_at(self.tokens(split), drawn, seq_len)
 
     def n_eval_windows(self, split: str, seq_len: int) -> int:
         return n_windows(len(self.tokens(split)), positive_int(seq_len, "seq_len"))

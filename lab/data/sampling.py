@@ -43,10 +43,43 @@ def check_window(n: int, seq_len, what: str) -> None:
         )
 
 
+def windows_at(data: np.ndarray, starts: np.ndarray, seq_len: int) -> np.ndarray:
+    """The windows of seq_len + 1 tokens at `starts` (B,): int64, (B, seq_len + 1)."""
+    return np.asarray(data[starts[:, None] + np.arange(seq_len + 1)], dtype=np.int64)
+
+
 def gather(data: np.ndarray, starts: np.ndarray, seq_len: int, device):
     """(x, y) of the windows of seq_len + 1 tokens at `starts` (B,): int64, (B, seq_len)."""
-    buf = np.asarray(data[starts[:, None] + np.arange(seq_len + 1)], dtype=np.int64)
-    return to_xy(buf, device)
+    return to_xy(windows_at(data, starts, seq_len), device)
+
+
+class Batches:
+    """The batch protocol of a training set — one corpus (`lab.data.prepared.PreparedData`) or
+    a weighted mixture (`lab.data.mixture.Mixture`): ``draw`` decides a batch's windows from
+    (seed, step, micro, rank) alone, which makes a resume exact and lets N ranks see what one
+    process would; ``windows`` reads them; `get_batch` is the two, written once."""
+
+    def draw(self, split, batch_size, seq_len, seed, step, micro=0, rank=0):
+        raise NotImplementedError
+
+    def windows(self, split: str, drawn, seq_len: int) -> np.ndarray:
+        """The drawn windows' tokens, int64 (B, seq_len + 1)."""
+        raise NotImplementedError
+
+    def get_batch(
+        self,
+        split: str,
+        batch_size: int,
+        seq_len: int,
+        seed: int,
+        step: int,
+        micro: int = 0,
+        rank: int = 0,
+        device=None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x, y) int64 tensors of shape (batch_size, seq_len); y is x shifted by one token."""
+        drawn = self.draw(split, batch_size, seq_len, seed, step, micro, rank)
+        return to_xy(self.windows(split, drawn, seq_len), device)
 
 
 def to_xy(buf: np.ndarray, device):
