@@ -4,7 +4,8 @@ command tree (`build_parser`): each subcommand's options and the handler it call
 
 Subparsers made by ``sub.add_parser`` are of the parent's class, so a subcommand added in any
 module (`add_eval`, …) gets both without doing anything.  The small commands are declared here;
-the others add themselves (`add_search`, `add_sweep`, …) from their own modules.
+the others add themselves (`add_search`, `add_sweep`, …) from their own modules.  Past 450 lines
+for that reason: the tree reads top to bottom in the order `fiblab --help` lists it.
 """
 
 from __future__ import annotations

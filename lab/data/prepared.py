@@ -11,7 +11,7 @@ Several processes preparing the same entry at once (the runs of a sweep, on one 
 nodes sharing the cache) take turns: the entry is built under a file lock beside it, and the
 ones that waited reuse it.  (DDP ranks still let rank 0 call `prepare` first.)
 
-One module of ≈ 480 lines on purpose: the entry's key, its build, its lock and its reader share
+One module of ≈ 470 lines on purpose: the entry's key, its build, its lock and its reader share
 one invariant (meta.json last means complete), which is easier to keep true read in one place.
 """
 
