@@ -99,3 +99,14 @@ def resolve_device(text: str) -> str:
     ):
         raise ValueError(f"--device {text}: MPS is not available here; use --device cpu, or auto")
     return t
+
+
+def add_model_preset(parser, default: str) -> None:
+    """``--preset MODEL_PRESET``: a model preset (`fiblab train`'s ``--preset`` is a training
+    preset, shown as TRAIN_PRESET)."""
+    parser.add_argument(
+        "--preset",
+        metavar="MODEL_PRESET",
+        default=default,
+        help="model preset, e.g. paper-60m or tiny (a wrong name lists them all)",
+    )

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fiblab.cli.argtypes import DEVICE_HELP, device_arg, positive_int, scheme_arg
+from fiblab.cli.argtypes import DEVICE_HELP, add_model_preset, device_arg, positive_int, scheme_arg
 from fiblab.cli.choices import DEFAULT_FACTORS
 from fiblab.cli.choices import EFFICIENCY_SCHEMES as SCHEMES
 from lab.lm.modelconfig import RUNG_POLICIES
@@ -228,12 +228,7 @@ def add_efficiency(subparsers) -> argparse.ArgumentParser:
         "efficiency",
         help="attention FLOPs, keys per query, coverage, measured speed and memory per scheme",
     )
-    s.add_argument(
-        "--preset",
-        metavar="MODEL_PRESET",
-        default="probe-small",
-        help="model preset, e.g. paper-60m or tiny (a wrong name lists them all)",
-    )
+    add_model_preset(s, "probe-small")
     s.add_argument(
         "--lengths",
         type=int,

@@ -4,8 +4,7 @@ command tree (`build_parser`): each subcommand's options and the handler it call
 
 Subparsers made by ``sub.add_parser`` are of the parent's class, so a subcommand added in any
 module (`add_eval`, …) gets both without doing anything.  The small commands are declared here;
-the others add themselves (`add_search`, `add_sweep`, …) from their own modules.  Past 450 lines
-for that reason: the tree reads top to bottom in the order `fiblab --help` lists it.
+the others add themselves (`add_search`, `add_sweep`, …) from their own modules.
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ import re
 
 from fiblab import __version__
 from fiblab.cli.argtypes import (
+    add_model_preset,
     base_arg,
     positive_float,
     positive_int,
@@ -184,12 +184,7 @@ def build_parser() -> FibParser:
     s.set_defaults(fn=cmd_report)
 
     s = sub.add_parser("selfcheck", help="build a model, forward/backward through every path")
-    s.add_argument(
-        "--preset",
-        metavar="MODEL_PRESET",
-        default="paper-60m",
-        help="model preset, e.g. paper-60m or tiny (a wrong name lists them all)",
-    )
+    add_model_preset(s, "paper-60m")
     s.add_argument(
         "--seq-len", type=positive_int, default=None, help="input length (default: preset's)"
     )
@@ -444,12 +439,7 @@ def build_parser() -> FibParser:
     s.set_defaults(fn=cmd_doctor)
 
     s = sub.add_parser("params", help="parameter count of a preset")
-    s.add_argument(
-        "--preset",
-        metavar="MODEL_PRESET",
-        default="paper-60m",
-        help="model preset, e.g. paper-60m or tiny (a wrong name lists them all)",
-    )
+    add_model_preset(s, "paper-60m")
     s.add_argument(
         "--schedule", default=None, help="α schedule, e.g. learned (default: the preset's)"
     )
