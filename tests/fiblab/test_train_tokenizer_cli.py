@@ -1,4 +1,4 @@
-"""`fiblab train --tokenizer` and the README's mixed text / .bin example, end to end on tiny data:
+"""`fiblab train --tokenizer` and docs/cli.md's mixed text / .bin example, end to end on tiny data:
 four domains of a few KB (jsonl, parquet, txt, a .bin of ids), a byte-level BPE whose separator
 is "</s>" (a Llama-like tokenizer made here), a few steps of the `tiny` preset.
 
@@ -37,7 +37,7 @@ def documents(n, seed):
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    """The README's four domains and a tokenizer.json with <s> / </s> (≤ 400 entries)."""
+    """docs/cli.md's four domains and a tokenizer.json with <s> / </s> (≤ 400 entries)."""
     d = tmp_path_factory.mktemp("readme")
     docs = documents(160, 0)
     tok = Tokenizer(models.BPE())
@@ -71,7 +71,7 @@ def run(capsys, *argv):
 
 
 def test_the_readme_mixture_trains_with_a_tokenizer(folder, capsys, monkeypatch):
-    monkeypatch.chdir(folder)  # the README's relative paths, as written
+    monkeypatch.chdir(folder)  # the example's relative paths, as written
     rc, out, err = run(
         capsys,
         *["train", *TINY, "--name", "readme", "--steps", "3"],
