@@ -291,7 +291,7 @@ def paper_db_section(report: Report, db_path: str) -> None:
         f"ours − published."
     )
     fp = paperdb.load_final_ppl(db_path)
-    t1 = tables_paper.with_paper(tables_ppl.table1(fp, decimals=2), tables_paper.published(1))
+    t1 = tables_paper.with_paper(tables_ppl.table1_from_final_ppl(fp, decimals=2), tables_paper.published(1))
     report.table(
         t1,
         decimals=2,
@@ -300,7 +300,7 @@ def paper_db_section(report: Report, db_path: str) -> None:
     )
     report.figure(
         plots.perplexity_vs_window(
-            tables_ppl.table1(fp), title="FineWeb-Edu perplexity vs W (authors' database)"
+            tables_ppl.table1_from_final_ppl(fp), title="FineWeb-Edu perplexity vs W (authors' database)"
         ),
         "paperdb-ppl-vs-W",
     )

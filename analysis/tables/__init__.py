@@ -3,7 +3,7 @@ builder from a long frame and readers — from our store (`runs`: the LM runs an
 tables read them) or from the paper's own frames (`analysis.published`):
 
     table  module     from our store        from the paper's frames
-    1      ppl        table1_from_store     table1 (paperdb.load_final_ppl)
+    1      ppl        table1_from_store     table1_from_final_ppl (load_final_ppl)
     2      probe      table2_from_store     table2_from_paperdb (load_retrieval)
     3      length     table3_from_store     table3_from_lenextrap (paper.lenextrap)
     4      position   table4_from_store     table4_from_posloss (paper.posloss)

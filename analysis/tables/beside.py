@@ -4,8 +4,8 @@ ours (Table 5's population std becomes ``std_pop``).
 
 >>> from analysis.published.paperdb import load_final_ppl
 >>> from analysis.published.paper import perplexity
->>> from analysis.tables.ppl import table1
->>> ours = table1(load_final_ppl("../shared/reference/fib.db"))      # doctest: +SKIP
+>>> from analysis.tables.ppl import table1_from_final_ppl
+>>> ours = table1_from_final_ppl(load_final_ppl("../shared/reference/fib.db"))      # doctest: +SKIP
 >>> with_paper(ours.round(2), perplexity())                           # doctest: +SKIP
 """
 
@@ -40,7 +40,7 @@ def with_paper(
     accuracies at distances we did not evaluate). ``how`` is the merge: ``"left"`` keeps exactly ``ours``' rows (a value the paper
     lacks is ``NaN``), ``"outer"`` adds the paper's rows we lack.
 
-    >>> t = with_paper(table1(df).round(2), analysis.published.paper.perplexity())   # doctest: +SKIP
+    >>> t = with_paper(table1_from_final_ppl(df).round(2), analysis.published.paper.perplexity())   # doctest: +SKIP
     >>> list(t.columns[3:6])                                               # doctest: +SKIP
     ['tinystories', 'tinystories_paper', 'tinystories_diff']
     """

@@ -1,5 +1,5 @@
 """Table 1: final held-out perplexity, base × schedule × W by dataset, in the paper's layout —
-from the authors' final perplexities (:func:`table1`) or from our store (:func:`table1_from_store`).
+from the authors' final perplexities (:func:`table1_from_final_ppl`) or from our store (:func:`table1_from_store`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from analysis.published.paperdb import BASES, DATASETS, DEFAULT_SEED, SCHEDULES
 from analysis.tables.rows import comparable_rows, config_label, finish_table, paper_order, rounded
 from analysis.tables.runs import final_step_rows, lm_evals_and_variants, unavailable
 
-__all__ = ["TABLE1_KEYS", "TABLE1_COLUMNS", "table1", "table1_from_store"]
+__all__ = ["TABLE1_KEYS", "TABLE1_COLUMNS", "table1_from_final_ppl", "table1_from_store"]
 
 
 #: Row keys of Table 1.
@@ -24,12 +24,12 @@ def _is_matrix_code(code) -> bool:
     return isinstance(code, str) and len(code) >= 2 and code[0] == "f" and code[1:].isdigit()
 
 
-def table1(final_ppl: pd.DataFrame, decimals: int | None = None) -> pd.DataFrame:
+def table1_from_final_ppl(final_ppl: pd.DataFrame, decimals: int | None = None) -> pd.DataFrame:
     """Table 1 in the paper's layout from a long final-perplexity frame.
 
     ``final_ppl`` is what :func:`analysis.published.paperdb.load_final_ppl` returns (columns ``code``,
     ``base``, ``schedule``, ``W``, ``seed``, ``dataset``, ``ppl``; others are ignored). Only the
-    main matrix is used: codes ``f01``–``f21`` with seed 42.
+    main matrix is used: codes ``f01``, ``f02``, … (the paper has ``f01``–``f21``) with seed 42.
 
     Returns one row per (base, schedule, W) present, in the paper's order (fib before pow2;
     fixed, learned, stagger, coprime; W ascending), with columns ``base``, ``schedule``, ``W``
@@ -43,7 +43,7 @@ def table1(final_ppl: pd.DataFrame, decimals: int | None = None) -> pd.DataFrame
     need = {"code", "base", "schedule", "W", "seed", "dataset", "ppl"}
     missing = sorted(need - set(final_ppl.columns))
     if missing:
-        raise ValueError(f"table1 needs columns {sorted(need)}; missing {missing}")
+        raise ValueError(f"table1_from_final_ppl needs columns {sorted(need)}; missing {missing}")
     df = final_ppl[
         final_ppl["code"].map(_is_matrix_code)
         & final_ppl["seed"].eq(DEFAULT_SEED).fillna(False).astype(bool)
@@ -97,12 +97,14 @@ def table1_from_store(
     """Table 1 (final held-out perplexity, base × schedule × W by dataset) from our store.
 
     Reads each sparse LM run's ``full`` evaluations at its training length at its last such step.
-    ``seed`` keeps one seed; otherwise the seeds of one variant are averaged (one run per seed:
+    ``seed`` keeps one seed; otherwise a cell is the arithmetic mean of the per-seed perplexities
+    of one variant (one run per seed:
     see :mod:`analysis.tables.comparable`; ``duplicates`` says what to do with two runs of one variant
     and seed). Returns ``base``, ``schedule``, ``W``, ``variant`` (only when runs of one label
     differ in more than the seed: what tells the rows apart, e.g. ``steps=12``), one perplexity
     column per dataset present (the paper's four first, in its order, then others
-    alphabetically), and ``seeds`` (distinct seeds averaged); rows in the paper's order;
+    alphabetically), and ``seeds`` (distinct seeds in the row; a dataset a seed was not
+    evaluated on is averaged over fewer); rows in the paper's order;
     ``attrs["notes"]`` lists the duplicates resolved. Dense runs have no window and are left out
     (see :func:`analysis.tables.length.table3_from_store`). ``runs`` restricts the table to
     those run names (see :func:`analysis.tables.runs.lm_runs`).

@@ -302,7 +302,7 @@ def paper_db_view(path: str | None) -> tuple[dict[str, dict], str | None, str]:
         "table1": (
             "Table 1 from fib.db (_paper: published, _diff: rebuilt − published)",
             lambda: tables_paper.with_paper(
-                tables_ppl.table1(fp, decimals=2), tables_paper.published(1)
+                tables_ppl.table1_from_final_ppl(fp, decimals=2), tables_paper.published(1)
             ),
             2,
         ),

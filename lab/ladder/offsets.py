@@ -13,12 +13,12 @@ them the per-layer record every consumer reads.
   distance by a rounding convention (``"round"`` = Python's half-to-even, what the paper's fixed /
   staggered / coprime / pow2 models were trained with; ``"floor"``; ``"ceil"``).  Collision rule:
   *merge* — a rung that lands inside the window or on an earlier rung adds nothing (the set is a
-  set).  Rungs beyond the reach (distance > reach − 1) are dropped.
+  set).  Rungs beyond the reach (distance > min(T, reach) − 1) are dropped.
 
 * **Interpolated columns** (`interp_columns`): rung k reads the key at the continuous distance
   α·f_k as ``(1 − frac)·key[t − lo] + frac·key[t − lo − 1]`` with ``lo = floor(α·f_k)``.  The
   paper's rule decides which rungs become columns: skip a rung when ``round(α·f) ≤ W``, when
-  ``lo > reach − 1``, or when ``lo`` is already used by the window or an earlier rung (collision
+  ``lo > min(T, reach) − 1``, or when ``lo`` is already used by the window or an earlier rung (collision
   rule: *drop*).  A kept column is valid for queries t ≥ lo.
 
 `reach` is the length the rung set is computed for.  When a model trained at length T₀ is rebuilt

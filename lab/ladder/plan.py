@@ -1,7 +1,8 @@
 """The attended-set plan: which columns one layer reads, decided once from α in float64.
 
 A sparse layer with scale α reads the window {0..W} plus one column per kept rung of the base
-(the rules live in `lab.ladder.offsets`).  `plan_for` is the one place that decides those columns: it
+(the rules live in `lab.ladder.offsets`).  `plan_for` is the one place that decides those columns
+(`offsets.attended_distances` is the same integer set as a plain, uncached list, for the CLI): it
 forms α·f_k in IEEE double (`offsets.scaled_rungs`, whatever α's dtype — a float32 α is widened
 exactly), applies the integer rule (``interpolate=False``: rounded, collisions *merge*) or the
 interpolated rule (``interpolate=True``: lo = floor(α·f), collisions *drop*), and returns a frozen

@@ -5,7 +5,8 @@
     coprime   the stagger's values reassigned by ℓ ↦ S·ℓ mod L ("HDC", anti-gridding), with S
               the largest s ≤ L/2 coprime with L (S=7 at L=16, S=3 at L=8)
     learned   θ_ℓ trainable; `layer_alphas("learned", L, init=...)` gives the initial α
-              (α=1 by default, or any schedule clamped into the open learnable interval)
+              (α=1 by default; a named schedule's start is clamped to [0.55, 1.45], a custom
+              list must lie strictly inside (0.5, 1.5))
     custom    any list of L values, passed instead of a name
 
 Small depths: L=1 gives α=[1.0] for stagger and coprime (a ramp of one point sits at its middle);

@@ -69,7 +69,7 @@ class Attention(nn.Module):
         self.blur_width = 40.0  # path="blur" only; annealed by the probe runner
         if cfg.learned:
             theta = offsets.theta_from_alpha(alpha, cfg.alpha_min, cfg.alpha_span)
-            self.theta = nn.Parameter(torch.tensor(theta))  # 0-d
+            self.theta = nn.Parameter(torch.tensor(theta))  # 0-d: the learned α, as θ (`alpha`)
         else:
             self.theta = None
 

@@ -144,16 +144,18 @@ class ModelConfig:
         as a fresh model's float32 θ holds it."""
         if self.attention == "dense":
             return None
-        if alphas is None:
-            alphas = self.layer_alphas()
-            if self.learned:
-                alphas = [self.stored_alpha(a) for a in alphas]
-        alphas = list(alphas)
+        alphas = self.start_alphas() if alphas is None else list(alphas)
         if len(alphas) != self.n_layers:
             raise ValueError(
                 f"{len(alphas)} alphas given for n_layers={self.n_layers}: give one per layer"
             )
         return [self.plan(a) for a in alphas]
+
+    def start_alphas(self) -> list[float]:
+        """Per-layer α of a fresh model: the schedule's, for a learned one as its float32 θ
+        holds it (so a plan or set built here is the one the model reads at step 0)."""
+        alphas = self.layer_alphas()
+        return [self.stored_alpha(a) for a in alphas] if self.learned else list(alphas)
 
     def stored_alpha(self, alpha: float) -> float:
         """A learned layer's α as the model holds it: α_min + span·sigmoid(θ), θ in float32."""
@@ -164,10 +166,10 @@ class ModelConfig:
 
     def attended_sets(self) -> list[list[int]]:
         """Per-layer integer attended distances at seq_len (what the shift / mask paths read;
-        for a learned schedule, the sets of the current initial α)."""
+        for a learned schedule, the sets of a fresh model's α, as `layer_plans` reads it)."""
         if self.attention == "dense":
             return [list(range(self.seq_len))] * self.n_layers
-        return layer_sets(self.layer_alphas(), self.seq_len, self.ladder)
+        return layer_sets(self.start_alphas(), self.seq_len, self.ladder)
 
     def to_dict(self) -> dict:
         return asdict(self)

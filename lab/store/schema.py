@@ -18,9 +18,10 @@ Tables (schema version in ``PRAGMA user_version``; ``SCHEMA_VERSION``):
 ``alphas``
     ``(run, step, layer) -> alpha``, long format; a NaN α (dense layers) is stored as NULL.
 ``probe_results``
-    one row per retrieval-probe cell and distance: ``(task, mechanism, depth, init, seed, steps,
-    distance) -> accuracy``, the probe's run and ``extra_json`` (final α, seconds, the record's
-    key and settings, …).  A probe's α trajectory goes to ``alphas`` and its loss curve to
+    one row per retrieval-probe cell and distance, unique on ``(run, distance) -> accuracy``;
+    the run (kind 'probe') is named by the cell's key (task, mechanism, depth, init, seed,
+    steps), which the row's columns repeat for queries; ``extra_json`` holds final α, seconds, the
+    record's key and settings, ….  A probe's α trajectory goes to ``alphas`` and its loss curve to
     ``metrics`` (name 'loss'), both under the probe's run (kind 'probe', named by the record's
     key).
 ``battery_results``

@@ -22,7 +22,7 @@ from analysis.published.paperdb import (
     parse_title,
 )
 from analysis.tables.beside import with_paper
-from analysis.tables.ppl import TABLE1_COLUMNS, table1
+from analysis.tables.ppl import TABLE1_COLUMNS, table1_from_final_ppl
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared" / "reference"
@@ -137,7 +137,7 @@ def test_final_ppl_picks_the_step(db):
 
 def test_table1_layout_on_fixture(db):
     final = load_final_ppl(db)
-    t = table1(final)
+    t = table1_from_final_ppl(final)
     assert list(t.columns) == ["base", "schedule", "W"] + TABLE1_COLUMNS
     # f-runs with seed 42 only, in the paper's order; g02/h03 (seeds 43, 44) are left out
     assert [tuple(r) for r in t[["base", "schedule", "W"]].itertuples(index=False)] == [
@@ -152,11 +152,11 @@ def test_table1_layout_on_fixture(db):
     assert f13["fineweb_edu"] == pytest.approx(ppl_of(1, 13000, "fineweb_edu_val"))
     # the failed f01 attempt must not reach the table: its value would clash with the done one
     with pytest.raises(ValueError, match="more than one value"):
-        table1(load_final_ppl(db, include_failed=True))
+        table1_from_final_ppl(load_final_ppl(db, include_failed=True))
 
 
 def test_with_paper_columns(db):
-    ours = table1(load_final_ppl(db), decimals=2)
+    ours = table1_from_final_ppl(load_final_ppl(db), decimals=2)
     published = paper.perplexity()
     both = with_paper(ours, published)
     expected = ["base", "schedule", "W"]
@@ -229,7 +229,7 @@ def test_paper_tables_load():
 class TestRealDatabase:
     def test_table1_rebuilt_equals_paper(self):
         before = REAL_DB.stat().st_mtime_ns
-        ours = table1(load_final_ppl(REAL_DB), decimals=2)
+        ours = table1_from_final_ppl(load_final_ppl(REAL_DB), decimals=2)
         published = pd.read_csv(ROOT / "analysis" / "reference" / "table1_perplexity.csv")
         assert ours.shape == (21, 7)
         pd.testing.assert_frame_equal(ours, published, check_dtype=False)

@@ -370,7 +370,8 @@ def test_every_consumer_agrees(seed, monkeypatch):
         want_cols = [
             [(d, False) for d in brute_integer(a, W, T, fs, case["rounding"], R)] for a in alphas
         ]
-    want_sets = [brute_integer(a, W, T, fs, case["rounding"], R) for a in cfg.layer_alphas()]
+    want_sets = [brute_integer(a, W, T, fs, case["rounding"], R) for a in alphas]
+    schedule_sets = [brute_integer(a, W, T, fs, case["rounding"], R) for a in cfg.layer_alphas()]
 
     # the plan itself
     plans = model.plans()
@@ -378,13 +379,14 @@ def test_every_consumer_agrees(seed, monkeypatch):
     assert cfg.layer_plans(alphas) == plans
     assert cfg.layer_plans() == plans  # a fresh model's stored α, without building one
 
-    # the model's integer sets and the coverage counters
+    # the model's integer sets (of the α it holds) and the coverage counters (of the schedule's)
     assert cfg.attended_sets() == want_sets
     assert plan.layer_sets(
         cfg.layer_alphas(),
         T,
         Ladder(W, base=case["base"], rungs=K, rounding=case["rounding"], reach=R),
-    ) == (want_sets)
+    ) == (schedule_sets)
+    want_sets = schedule_sets
     if R == T:  # coverage computes sets at the sequence length
         rep = coverage(
             cfg.layer_alphas(), T, Ladder(W, base=case["base"], rungs=K, rounding=case["rounding"])
@@ -481,3 +483,27 @@ def test_the_overhead_benchmark_runs(capsys, monkeypatch):
     assert rows[1].split()[:3] == ["schedule", "fwd", "on"]
     assert [r.split()[0] for r in rows[2:]] == ["fixed", "learned"]
     assert all(len(r.split()) == 7 for r in rows[2:])
+
+
+def test_a_learned_configs_sets_are_those_of_the_alpha_its_model_holds():
+    """A learned stagger at L=2 starts layer 1 at the clamp 1.45: 1.45·610 = 884.5 in float64
+    rounds half-to-even to 884, but the float32 θ the model holds gives α a hair above 1.45, so
+    the model's rung is 885.  `attended_sets` said 884 (the schedule's α, not the model's) while
+    `layer_plans` used the model's; both now read the α a fresh model holds."""
+    cfg = ModelConfig(
+        d_model=8,
+        n_layers=2,
+        n_heads=2,
+        n_kv_heads=1,
+        vocab_size=16,
+        seq_len=1024,
+        window=8,
+        schedule="learned",
+        learned_init="stagger",
+    )
+    held = FibLM(cfg).alphas()
+    assert cfg.layer_alphas()[1] == 1.45 and held[1] > 1.45  # the float32 round trip
+    assert round(1.45 * 610) == 884 and round(held[1] * 610) == 885
+    sets = cfg.attended_sets()
+    assert 885 in sets[1] and 884 not in sets[1]
+    assert sets == plan.layer_sets(held, 1024, cfg.ladder)
