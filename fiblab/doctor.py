@@ -151,6 +151,17 @@ def estimates(lm_step_s: float, probe_s: dict) -> dict:
     }
 
 
+def precision_answer(gpu) -> dict:
+    """What ``--precision auto`` picks on this CPU (and on its GPU, if any), and why bf16 is slow
+    here (None where the CPU runs it natively): the part of the report that differs between the
+    lab's two CPUs, so a test can ask it under each without timing everything twice."""
+    return {
+        "auto_cpu": default_precision("cpu"),
+        "auto_cuda": default_precision("cuda") if gpu else None,
+        "slow_bf16_reason": slow_bf16_reason("cpu"),
+    }
+
+
 def diagnose(reps: int = 3, retune: bool = False) -> dict:
     """Everything `fiblab doctor` prints, as one JSON-able dict (see the module docstring).
     ``retune``: forget this machine's cached implementation choices first, so the steps below
@@ -177,12 +188,7 @@ def diagnose(reps: int = 3, retune: bool = False) -> dict:
     return {
         "machine": m.to_dict(),
         "kernels": kernels,
-        "precision": {
-            "auto_cpu": precision,
-            "auto_cuda": default_precision("cuda") if m.gpu else None,
-            "slow_bf16_reason": slow_bf16_reason("cpu"),
-            "matmul_ms": matmul,
-        },
+        "precision": {**precision_answer(m.gpu), "matmul_ms": matmul},
         "choices": _choices(),
         "autotune": {
             "enabled": autotune.enabled(),

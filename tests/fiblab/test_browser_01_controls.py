@@ -9,6 +9,7 @@ for the same α (tests/fiblab/test_coverage_controls.py checks them by brute for
 """
 
 import browser_support as B
+import pytest
 
 pytestmark = B.REQUIRES
 jupyter = B.jupyter_fixture()
@@ -22,6 +23,7 @@ def _set_int(page, cls: str, value: int) -> None:
     box.press("Enter")
 
 
+@pytest.mark.slow  # 20 s; notebook 01 in a real browser stays in the default suite (test_browser.py)
 def test_custom_keeps_75_a_moved_slider_says_custom_and_pow2_disables_k(jupyter):
     from playwright.sync_api import expect
 

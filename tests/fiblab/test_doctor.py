@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from fiblab.doctor import LM_EVAL_FACTOR, estimates, format_doctor
+from fiblab.doctor import LM_EVAL_FACTOR, estimates, format_doctor, precision_answer
 from lab.cost.measure import ROOT
 from lab.machine import autotune
 from lab.machine.hardware import machine
@@ -33,7 +33,9 @@ def _doctor(*args, env=None, timeout=120):
     )
 
 
-def test_doctor_json_has_every_field_and_runs_under_a_minute(tmp_path, cpu_profile):
+def test_doctor_json_has_every_field_and_runs_under_a_minute(tmp_path):
+    """The whole command once, as this machine answers; what differs on the other CPU (the
+    precision answer) is asked under both profiles below."""
     env = {autotune.ENABLE_ENV: "1", autotune.CACHE_ENV: str(tmp_path)}
     before, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
     done = _doctor("--json", "--reps", "1", env=env)
@@ -58,10 +60,11 @@ def test_doctor_json_has_every_field_and_runs_under_a_minute(tmp_path, cpu_profi
     assert "-fopenmp" in (cpp["flags"] or ["-fopenmp"])
     assert "ok" in r["kernels"]["triton"]
     p = r["precision"]
-    assert m["cpu_bf16"] is cpu_profile and here.cpu_bf16 is cpu_profile
-    assert p["auto_cpu"] == "fp32"  # on either CPU
+    assert m["cpu_bf16"] is here.cpu_bf16
+    assert {k: p[k] for k in ("auto_cpu", "auto_cuda", "slow_bf16_reason")} == precision_answer(
+        m["gpu"]
+    )
     assert p["matmul_ms"]["fp32"] > 0 and p["matmul_ms"]["bf16"] > 0
-    assert (p["slow_bf16_reason"] is None) is cpu_profile
     ops = {c["op"] for c in r["choices"]}
     if cpp["ok"]:  # the fp32 steps raced the attention kernel and the blur's band kernel
         assert ops == {"columns_attention", "blur_attention"}
@@ -91,6 +94,16 @@ def test_doctor_json_has_every_field_and_runs_under_a_minute(tmp_path, cpu_profi
     est = r["estimates"]
     assert est["demo_s"] > 0 and est["table2_grid_s"] > est["table2_by_depth_s"]["8"] > 0
     assert r["seconds"] <= wall
+
+
+def test_the_precision_answer_on_each_cpu(cpu_profile):
+    """fp32 on either CPU; bf16 named slow only where the CPU has no bf16 units."""
+    r = precision_answer(gpu=None)
+    assert machine().cpu_bf16 is cpu_profile
+    assert r["auto_cpu"] == "fp32" and r["auto_cuda"] is None
+    assert (r["slow_bf16_reason"] is None) is cpu_profile
+    if not cpu_profile:
+        assert "no native bfloat16" in r["slow_bf16_reason"]
 
 
 def test_estimates_are_step_time_times_steps():

@@ -298,6 +298,7 @@ def test_two_cli_runs_together_use_no_more_threads_than_cores(tmp_path, jobs_dir
     assert C.live_jobs() == []
 
 
+@pytest.mark.slow  # 9 s; the pin's law is in test_the_laws_of_the_share, two real runs above
 @pytest.mark.skipif(CORES < 2, reason="a pinned job and a shared one need two cores")
 def test_a_pinned_cli_run_keeps_its_threads_and_the_others_take_the_rest(tmp_path, jobs_dir):
     env = {**os.environ, C.ENV_DIR: str(jobs_dir), C.ENV_THREADS: "1"}

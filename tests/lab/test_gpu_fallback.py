@@ -206,6 +206,7 @@ def test_no_check_while_tracing_means_torch(fake, monkeypatch):
     assert mod.calls == [] and selfcheck.verdicts() == []  # nothing decided for later
 
 
+@pytest.mark.slow  # 12 s; the kernel itself is checked by test_triton_kernel, the fallback by the fakes above
 def test_the_check_passes_the_real_triton_kernel_under_the_interpreter():
     """The check itself, on the real kernel (Triton's CPU interpreter, in a subprocess since
     TRITON_INTERPRET must be set before the kernel module is imported)."""

@@ -182,6 +182,7 @@ def test_padded_positions_are_refused():
         hf.generate(ids, attention_mask=mask, max_new_tokens=2, do_sample=False)
 
 
+@pytest.mark.slow  # 9 s (transformers in a fresh process); the loads above run in-process
 def test_fresh_process_loads_with_just_import_lab_hf(tmp_path):
     model = random_model(schedule="stagger")
     out = H.save_hf(model, tmp_path / "export")

@@ -443,7 +443,10 @@ if __name__ != "__main__" and not HAVE_TRITON:  # pragma: no cover
 
 @pytest.fixture(scope="module")
 def interpreted_results():
+    """Every case of this file (the kernel's own and those through `sparse_attention` and the
+    model) in one interpreted worker, so the interpreter's start-up is paid once."""
     payload = {name: (spec, make_inputs(name, spec)) for name, spec in CASES.items()}
+    payload.update({n: (s, through_inputs(n, s)) for n, s in THROUGH.items()})
     return payload, run_worker(payload)
 
 
@@ -485,19 +488,14 @@ def test_integer_alpha_has_alpha_gradient(interpreted_results):
     assert abs(float(results["alpha-1.0"]["dalpha"])) > 1e-3
 
 
-def _through_run(kind: str):
-    payload = {n: (s, through_inputs(n, s)) for n, s in THROUGH.items() if s["kind"] == kind}
-    return payload, run_worker(payload)
+@pytest.fixture(scope="module")
+def through_sparse(interpreted_results):
+    return interpreted_results
 
 
 @pytest.fixture(scope="module")
-def through_sparse():
-    return _through_run("sparse")
-
-
-@pytest.fixture(scope="module")
-def through_model():
-    return _through_run("model")
+def through_model(interpreted_results):
+    return interpreted_results
 
 
 @pytest.fixture(scope="module")
