@@ -24,7 +24,7 @@ from lab.ladder import plan
 from lab.ladder.offsets import ALPHA_MIN, Ladder, theta_from_alpha
 from lab.ladder.plan import plan_for
 from lab.lm.model import FibLM
-from lab.lm.modelconfig import ModelConfig
+from lab.lm.modelconfig import ModelConfig, config_for
 from lab.sparse.attention import column_plan
 from probes.coverage import coverage
 
@@ -490,17 +490,10 @@ def test_a_learned_configs_sets_are_those_of_the_alpha_its_model_holds():
     rounds half-to-even to 884, but the float32 θ the model holds gives α a hair above 1.45, so
     the model's rung is 885.  `attended_sets` said 884 (the schedule's α, not the model's) while
     `layer_plans` used the model's; both now read the α a fresh model holds."""
-    cfg = ModelConfig(
-        d_model=8,
-        n_layers=2,
-        n_heads=2,
-        n_kv_heads=1,
-        vocab_size=16,
-        seq_len=1024,
-        window=8,
-        schedule="learned",
-        learned_init="stagger",
+    cfg = config_for(
+        "tiny", seq_len=1024, window=8, rungs=15, schedule="learned", learned_init="stagger"
     )
+    assert cfg.n_layers == 2
     held = FibLM(cfg).alphas()
     assert cfg.layer_alphas()[1] == 1.45 and held[1] > 1.45  # the float32 round trip
     assert round(1.45 * 610) == 884 and round(held[1] * 610) == 885
