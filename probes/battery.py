@@ -1,40 +1,10 @@
 """The auxiliary battery: RULER variable tracking and LEGO over Z/2, single target, forced choice.
 
-Both tasks are written as short programs of statements ``lhs = rhs ;`` in a shuffled order,
-followed by a query ``var =``; the model's next-token logits at the last position, restricted to
-the candidate answers, pick the answer (`probes.tasks.forced_choice_accuracy`).  Statements are
-declarations, not a program run top to bottom: a statement may name a variable whose own
-statement comes later, and the answer is found by following the references.
-
-RULER variable tracking (`ruler_vt_batch`; SPEC §5.3)
-    A chain of ``hops`` variables: ``v0 = value``, ``v1 = v0``, …, ``v_{h−1} = v_{h−2}``, plus
-    ``n_distractors`` statements ``u = value'``, each with a fresh variable and a fresh value.
-    The query is ``v_{h−1} =``; the answer is the chain's value.  Candidates: the 1 + n_distractors
-    values present, in random order.  Chance: 1 / (1 + n_distractors) = 1/9 at the default 8.
-    Length: 4·(hops + n_distractors) + 2 tokens (42–50 at hops 2–4).
-
-LEGO over Z/2 (`lego_batch`; SPEC §5.4)
-    A chain of ``length`` variables: ``x0 = b`` with a bit b, then ``x_i = op x_{i−1}`` with
-    op ∈ {identity, flip} uniform.  The query is ``x_{L−1} =``; the answer is b XOR (number of
-    flips).  Candidates: the two bit tokens, always in the order (0, 1).  Chance: 1/2.
-    Length: 4 + 5·(length − 1) + 2 tokens.
-
-Token layout (`Alphabet`): every id the battery uses lies in one block starting at ``first_id``
-
-    first_id + 0   PAD      left padding when a longer ``seq_len`` is asked for
-    first_id + 1   "="      first_id + 2   ";"
-    first_id + 3   identity first_id + 4   flip          (LEGO operators)
-    first_id + 5   bit 0    first_id + 6   bit 1         (LEGO values)
-    then ``n_vars`` variable ids, then ``n_values`` value ids (RULER values)
-
-so the block needs 7 + n_vars + n_values ≤ vocab_size − first_id ids.  By default n_vars and
-n_values are each min(200, (vocab_size − first_id − 7) // 2), as the paper's 200-id alphabets;
-a vocabulary of 64 gives 28 variables and 28 values.
-
-Generators are seeded like `probes.tasks`: an int seed builds a fresh CPU generator (the same int
-gives the same batch), a `torch.Generator` is advanced.  Tensors are int64 on the CPU.  Items sit
-at the end of the sequence (the query is the last token); with ``seq_len`` longer than an item,
-PAD fills the front.
+Both tasks are short programs of statements ``lhs = rhs ;`` in a shuffled order and a query
+``var =``; the model's next-token logits at the last position, restricted to the candidate
+answers, pick the answer (`probes.tasks.forced_choice_accuracy`), so chance is known exactly
+(1/9 for RULER at 8 distractors, 1/2 for LEGO) and `fiblab battery` can test a result against
+it.  The tasks, their lengths and the token layout: docs/battery.md.
 
     run_battery(model, vocab_size=512, seq_len=None, n=120, seed=0)
     # {"ruler_vt": {"acc": …, "acc_h2": …, "chance": 0.111, "n": 360, …}, "lego": {…}}

@@ -13,24 +13,8 @@ one row.  Shapes (GQA, G = H / KV, query head h reads KV head h // G):
     dists      (C,) int64          fracs  (C,) float, differentiable (the gradient to α)
     output     (B, H,  T, D)
 
-Kernels (no atomics anywhere; float32 accumulation whatever the input dtype):
-
-``_fwd_kernel``      one program per (b·h, block of queries): loop over the C columns with an
-                     online softmax, gathering the key/value rows t − lo (and t − lo − 1); writes
-                     the output and the log-sum-exp (B, H, T) for the backward.
-``_bwd_query_kernel`` one program per (b·h, block of queries): recomputes the probabilities
-                     P_c(t) from the log-sum-exp, forms G_c(t) = scale·P·(dO·value_c − dO·O),
-                     accumulates dq, writes P and G to a (B, H, C, T) float32 scratch, and the
-                     per-program partial sums of d(loss)/d(f_c) (a torch sum finishes them).
-``_bwd_key_kernel``  one program per (b·kv head, block of key rows s): key row s is read by
-                     query s + lo_c through the lo tap (weight 1 − f_c) and by query s + lo_c + 1
-                     through the hi tap (weight f_c) — a gather over columns and the G query
-                     heads, so dk and dv need no atomics.  The clamp at row 0 (query lo_c reads
-                     row 0 through both taps) is folded into the lo tap's weight: 1 at s = 0.
-
-Scratch memory is O(B·H·T·C) in the backward (as the pure-PyTorch path's saved probabilities);
-no (T, T) tensor and no (T, C, D) stack of gathered keys exists.  A query with no valid column
-(possible only when no column has lo = 0) gets a zero output and zero gradients.
+The three kernels (forward, backward over queries, backward over keys, no atomics, float32
+accumulation) and their scratch memory: docs/kernels.md.
 
 On a CUDA device the kernels compile; on CPU they run only under Triton's interpreter
 (``TRITON_INTERPRET=1`` set before this module is imported), in float32 — that is how the tests

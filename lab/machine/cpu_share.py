@@ -1,55 +1,12 @@
 """The machine's cores, shared by the lab's jobs instead of fought over (issue 30).
 
-Why.  Torch starts every process with as many intra-op threads as the machine has cores, and
-its OpenMP threads *spin* while they wait for work.  Two lab jobs side by side therefore ask
-for twice the cores, and each one's spinning threads steal the cores the other is computing
-on.  Measured on a quiet 2-core machine: ``fiblab train --preset cpu-stagger --steps 24`` took
-12.9 s alone, 71.1 s each with two at once (5.5×) and 214.5 s each with three (16.6×); the
-probe step took 60 ms alone, 639–758 ms with two processes, 1.09–1.30 s with three.  With
-``OMP_WAIT_POLICY=PASSIVE`` two processes ran at 108–111 ms a step each, and with one thread
-each at 95–99 ms: side by side cost 3–7× the throughput of running one after the other.
-
-What.
-
-* a **CPU budget**.  Every training run (`lab.training.train.train`) and probe cell
-  (`probes.runner.run_cell`) registers for its duration in a machine-wide registry — a folder of
-  one JSON file per live job (pid, kind, name, threads, started, …) under the user's temp dir
-  (``FIBLAB_JOBS_DIR`` moves it); entries of dead processes are ignored and removed.  At step
-  boundaries (`Share.step`, at most once every `CHECK_EVERY` s) a job sets torch's intra-op
-  threads to its share, `allot`: the cores (``os.sched_getaffinity``) divided among the live
-  jobs, the remainder to the oldest, so together they use no more threads than cores (unless
-  there are more jobs than cores: a job never gets fewer than one thread).  A job alone keeps
-  all of them.
-* **no spinning onto others' cores** follows from the share: the lab's jobs together run no more
-  threads than cores, so an OpenMP thread that spins while it waits spins on a core no other
-  lab job computes on.  ``OMP_WAIT_POLICY=PASSIVE`` (threads that sleep) is *not* set:
-  measured on the 2-core Xeon (other load < 0.2 cores, 2 threads, 3 runs each) it made a job
-  alone 1.6–1.7× slower — the probe step (demo scale, depth 2) 55–62 → 92–102 ms, a cpu-small
-  LM step 146–188 → 232–242 ms — and libgomp reads it once, so a job started beside others
-  would keep that cost after they end; with the share, two jobs at once ran at 0.69–0.89 of
-  the time one after the other takes, three at 0.65–0.77 (benchmarks/concurrent_jobs.py).
-  Beside programs that are not lab jobs, set ``OMP_WAIT_POLICY=PASSIVE`` yourself (measured
-  beside one core of other load: a probe step 100–121 ms with it, 349–519 ms without).
-
-How a job's own thread count meets the share:
-
-* a job's **cap** is the threads it had when it joined: torch's default (all cores) for a run
-  of the ``fiblab`` command, ``cores // N`` for a worker of a ``--jobs N`` grid, 1 under
-  ``OMP_NUM_THREADS=1``.  The share never raises a job above its cap; it lowers it only while
-  the machine's lab jobs want more than its cores.  Cores a capped job leaves are shared by the
-  others (max-min fair).  A ``--jobs N`` grid alone thus runs exactly as before, and beside a
-  training run its workers and the run share the cores.
-* a **Ray task** is pinned at ``--ray-threads`` (`pin`): Ray reserved that many CPUs for it and
-  promises the same numbers whatever the node (`fiblab.cluster.ray_cluster`); lab jobs outside Ray on
-  that node take what the tasks leave.
-* ``FIBLAB_THREADS=N`` **pins** this job to N threads whatever else runs; the others count its
-  N as taken.  ``FIBLAB_CPU_SHARE=0`` switches sharing off for this job: it keeps torch's threads
-  (counted as pinned by the others).
-* torch's CPU reductions split work by thread, so a run's last bits depend on its thread count:
-  a run whose numbers must not depend on what else runs (a bit-exact resume, a test against an
-  oracle) pins its threads (``FIBLAB_THREADS``, or one thread: a cap of 1 is never lowered).
-
-The registry is only advisory: a job that cannot write it (no temp dir) trains as before.
+Torch gives every process as many spinning OpenMP threads as there are cores, so two lab jobs
+side by side steal each other's cores (a training run 5.5× slower beside another).  Every
+training run and probe cell registers in a machine-wide registry of live jobs and, at step
+boundaries (`Share.step`), sets torch's threads to its share (`allot`): together the lab's jobs
+run no more threads than cores.  `FIBLAB_THREADS` pins a job, `FIBLAB_CPU_SHARE=0` opts out,
+a Ray task is pinned at its reserved CPUs.  The rules, the caps, the measurements and why
+``OMP_WAIT_POLICY`` is left alone: docs/cpu_share.md.
 """
 
 from __future__ import annotations
