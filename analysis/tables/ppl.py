@@ -13,7 +13,7 @@ from analysis.tables.runs import final_step_rows, lm_evals_and_variants, unavail
 __all__ = ["TABLE1_KEYS", "TABLE1_COLUMNS", "table1_from_final_ppl", "table1_from_store"]
 
 
-#: Row keys of Table 1.
+#: Row keys of Table 1 in the paper's layout (the store's table adds ``variant``).
 TABLE1_KEYS = ["base", "schedule", "W"]
 #: Value columns of Table 1, in the paper's order.
 TABLE1_COLUMNS = list(DATASETS.values())

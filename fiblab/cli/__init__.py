@@ -54,7 +54,3 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     finally:
         warnings.formatwarning = previous
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,5 @@
-"""The attended set: offset bases, the α parameterisation, and integer / interpolated columns.
+"""The rules of the attended set: offset bases, the α parameterisation, integer / interpolated
+columns (a layer's set itself is `lab.ladder.plan.plan_for`'s `ColumnPlan`).
 
 Every query at position t attends keys at distances δ = t − s drawn from
 

@@ -49,7 +49,7 @@ class ColumnPlan:
     """
 
     alpha: float  # the float64 value the plan was built for
-    dists: tuple[int, ...]  # (C,) distance lo of each column
+    dists: tuple[int, ...]  # (C,) lo of each column: the distance, or ⌊α·f⌋ when interpolated
     interpolated: tuple[bool, ...]  # (C,) True: reads rows t − lo and t − lo − 1
     rung: tuple[int, ...]  # (C,) base index k, −1 for the window
     scale: tuple[float, ...]  # (C,) f_k, 0.0 for the window

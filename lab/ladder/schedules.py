@@ -5,8 +5,8 @@
     coprime   the stagger's values reassigned by ℓ ↦ S·ℓ mod L ("HDC", anti-gridding), with S
               the largest s ≤ L/2 coprime with L (S=7 at L=16, S=3 at L=8)
     learned   θ_ℓ trainable; `layer_alphas("learned", L, init=...)` gives the initial α
-              (α=1 by default; a named schedule's start is clamped to [0.55, 1.45], a custom
-              list must lie strictly inside (0.5, 1.5))
+              (α=1 by default; a named schedule's start is clamped to [0.55, 1.45] at the
+              default α_min and α_span, a custom list must lie strictly inside (0.5, 1.5))
     custom    any list of L values, passed instead of a name
 
 Small depths: L=1 gives α=[1.0] for stagger and coprime (a ramp of one point sits at its middle);
@@ -26,8 +26,9 @@ from lab.util.wording import plural
 
 Schedule = Union[str, Sequence[float]]
 SCHEDULES = ("fixed", "stagger", "coprime", "learned")
-# A learned schedule's *initial* α is clamped to [0.55, 1.45], as the paper's probes did; while
-# training nothing is clamped (α = 0.5 + sigmoid(θ) stays inside (0.5, 1.5) by construction).
+# A learned schedule's *initial* α is clamped to [α_min + INIT_MARGIN, α_min + α_span − INIT_MARGIN]
+# ([0.55, 1.45] at the defaults), as the paper's probes did; while training nothing is clamped
+# (α = α_min + α_span·sigmoid(θ) stays inside the open interval by construction).
 INIT_MARGIN = 0.05
 
 

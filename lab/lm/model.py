@@ -75,7 +75,8 @@ class Attention(nn.Module):
 
     @property
     def alpha(self):
-        """This layer's α: a float, or a 0-d tensor on θ's graph when learned."""
+        """This layer's α: a float, or a 0-d tensor on θ's graph when learned — bounded by the
+        sigmoid, never clamped (only the start is, in `schedules.layer_alphas`)."""
         if self.theta is None:
             return self.fixed_alpha
         return offsets.alpha_from_theta(self.theta, self.cfg.alpha_min, self.cfg.alpha_span)

@@ -146,6 +146,8 @@ def test_corrupt_checkpoint_falls_back_to_previous(straight, tmp_path):
     assert latest_good_checkpoint(str(d), notes.append)["step"] == 4
 
 
+@pytest.mark.slow  # 11 s; the fallback itself is test_corrupt_checkpoint_falls_back_to_previous,
+# exact resume test_kill_and_resume_reproduces_losses_exactly
 def test_resume_after_the_newest_checkpoint_is_truncated_equals_an_uninterrupted_run(
     runs, straight
 ):
