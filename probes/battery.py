@@ -29,7 +29,7 @@ _DROP = -1  # placeholder slot removed when statements are flattened
 
 @dataclass(frozen=True)
 class Alphabet:
-    """The battery's token ids inside a vocabulary of ``vocab_size`` (see the module docstring)."""
+    """The battery's token ids inside a vocabulary of ``vocab_size`` (docs/battery.md: the token layout)."""
 
     vocab_size: int
     first_id: int = 0
@@ -160,7 +160,7 @@ def ruler_vt_batch(
     seq_len: int | None = None,
     generator: GeneratorLike | None = None,
 ) -> ChoiceBatch:
-    """n RULER variable-tracking items with a chain of `hops` variables (module docstring)."""
+    """n RULER variable-tracking items with a chain of `hops` variables (docs/battery.md)."""
     check_int("n", n, 1)
     check_int("hops", hops, 1)
     check_int("n_distractors", n_distractors, 0)
@@ -200,7 +200,7 @@ def lego_batch(
     seq_len: int | None = None,
     generator: GeneratorLike | None = None,
 ) -> ChoiceBatch:
-    """n LEGO items over Z/2 with a chain of `length` variables (module docstring)."""
+    """n LEGO items over Z/2 with a chain of `length` variables (docs/battery.md)."""
     check_int("n", n, 1)
     check_int("length", length, 1)
     a = alphabet

@@ -158,12 +158,7 @@ def analyze(cfg: ModelConfig, alphas: Sequence[float] | None = None) -> dict:
     else:
         katt = [len(p) for p in plans]
         reads = [p.reads() for p in plans]
-        layer_alpha = list(cfg.layer_alphas() if alphas is None else alphas)
-        sets = layer_sets(
-            layer_alpha,
-            T,
-            cfg.ladder,
-        )
+        sets = cfg.attended_sets() if alphas is None else layer_sets(alphas, T, cfg.ladder)
         union = len(set().union(*sets))
     flops = [attention_flops(r, H, D) for r in reads]
     attn = sum(flops)

@@ -105,7 +105,8 @@ class ModelConfig:
         return self.seq_len
 
     def layer_alphas(self) -> list[float]:
-        """Per-layer α (initial values for a learned schedule)."""
+        """Per-layer α of the schedule (for a learned one its start, exactly; a fresh model holds
+        `start_alphas`)."""
         base = self.schedule if isinstance(self.schedule, str) else tuple(self.schedule)
         return schedules.layer_alphas(
             base,

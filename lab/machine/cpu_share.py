@@ -106,7 +106,7 @@ class Job:
     kind: str  # "train", "probe", …
     name: str
     threads: int  # torch intra-op threads it uses now
-    cap: int  # the most it uses (see the module docstring)
+    cap: int  # the most it uses (docs/cpu_share.md: the cap)
     pinned: bool  # FIBLAB_THREADS or sharing off: never changes, counted as taken
     started: float  # time.time() at registration: the oldest gets the remainder
     pgid: int  # its process group: a launcher's job and its workers share one

@@ -76,11 +76,7 @@ def sparse_spec(cfg: ModelConfig, alphas: Sequence[float] | None = None) -> dict
             "path='blur' (the retrieval probe's blur gather) has no Hugging Face export: "
             "rebuild the model with path='auto' to export it"
         )
-    if alphas is None:
-        alphas = cfg.layer_alphas()
-        if cfg.learned:
-            alphas = [cfg.stored_alpha(a) for a in alphas]
-    alphas = [float(a) for a in alphas]
+    alphas = [float(a) for a in (cfg.start_alphas() if alphas is None else alphas)]
     if len(alphas) != cfg.n_layers or not all(math.isfinite(a) for a in alphas):
         raise ValueError(f"alphas={alphas} must be {cfg.n_layers} finite values, one per layer")
     path = "interp" if cfg.interpolated else ("shift" if cfg.path == "auto" else cfg.path)

@@ -80,7 +80,7 @@ def test_schedule_stagger_l16_w8_counts_133_with_the_window_124_beyond(capsys):
         assert a == f"{alpha:.4f}" and n == len(hand) and n in (18, 19)  # SPEC: 18–19 at W8
         assert list(map(int, rungs)) == sorted(d for d in hand if d > 8)
     union = set().union(*map(hand_set, alphas))
-    assert (len(union), len([d for d in union if d > 8])) == (133, 124)  # the README's count
+    assert (len(union), len([d for d in union if d > 8])) == (133, 124)  # docs/cli.md's count
     assert out.strip().splitlines()[-1] == (
         "union over layers: 133 distinct distances (window counted; 124 beyond it), rounding=round"
     )

@@ -64,6 +64,8 @@ def test_doctor_json_has_every_field_and_runs_under_a_minute(tmp_path):
     assert {k: p[k] for k in ("auto_cpu", "auto_cuda", "slow_bf16_reason")} == precision_answer(
         m["gpu"]
     )
+    assert p["auto_cpu"] == "fp32"  # on either CPU
+    assert (p["slow_bf16_reason"] is None) is here.cpu_bf16
     assert p["matmul_ms"]["fp32"] > 0 and p["matmul_ms"]["bf16"] > 0
     ops = {c["op"] for c in r["choices"]}
     if cpp["ok"]:  # the fp32 steps raced the attention kernel and the blur's band kernel

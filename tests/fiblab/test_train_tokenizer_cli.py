@@ -21,7 +21,7 @@ from lab.data.prepared import PreparedData
 from lab.data.tokenizer import EOT, BPETokenizer
 from lab.training.checkpoint import load_checkpoint
 
-README_DATA = "web=a.jsonl@0.35,wiki=b.parquet:text@0.22,stories=c.txt@0.2,math=d.bin@0.23"
+DOCS_DATA = "web=a.jsonl@0.35,wiki=b.parquet:text@0.22,stories=c.txt@0.2,math=d.bin@0.23"
 TINY = ["--preset", "tiny", "--store", ""]
 SMALL = ["--override", "val_tokens=200", "model.seq_len=32", "tokens_per_step=256"]
 WORDS = (
@@ -75,7 +75,7 @@ def test_the_readme_mixture_trains_with_a_tokenizer(folder, capsys, monkeypatch)
     rc, out, err = run(
         capsys,
         *["train", *TINY, "--name", "readme", "--steps", "3"],
-        *["--data", README_DATA, "--tokenizer", "tok.json", *SMALL],
+        *["--data", DOCS_DATA, "--tokenizer", "tok.json", *SMALL],
     )
     assert rc == 0, err
     n = Tokenizer.from_file("tok.json").get_vocab_size()
@@ -108,7 +108,7 @@ def test_the_readme_mixture_trains_with_a_tokenizer(folder, capsys, monkeypatch)
 def test_rerun_from_config_reuses_tokenizer_and_data(folder, capsys, monkeypatch):
     monkeypatch.chdir(folder)
     if not (folder / "runs" / "readme" / "config.json").exists():
-        pytest.skip("needs the README run above")
+        pytest.skip("needs the docs example run above")
     before = sorted(os.listdir("runs/data"))
     rc, out, err = run(
         capsys,
@@ -124,7 +124,7 @@ def test_rerun_from_config_reuses_tokenizer_and_data(folder, capsys, monkeypatch
 
 def test_without_a_tokenizer_the_bin_domain_says_what_to_pass(folder, capsys, monkeypatch):
     monkeypatch.chdir(folder)
-    rc, out, err = run(capsys, "train", *TINY, "--name", "no-tok", "--data", README_DATA, *SMALL)
+    rc, out, err = run(capsys, "train", *TINY, "--name", "no-tok", "--data", DOCS_DATA, *SMALL)
     lines = err.strip().splitlines()
     assert rc == 2 and len(lines) == 1, err
     assert "['math']" in lines[0] and "--tokenizer" in lines[0] and "trains a BPE" in lines[0]
@@ -175,7 +175,7 @@ def test_bad_mixture_specs_are_one_line(folder, capsys, monkeypatch, spec, needl
 def test_resume_with_another_tokenizer_is_refused(folder, capsys, monkeypatch):
     monkeypatch.chdir(folder)
     if not (folder / "runs" / "readme" / "config.json").exists():
-        pytest.skip("needs the README run above")
+        pytest.skip("needs the docs example run above")
     other = folder / "other"
     other.mkdir(exist_ok=True)
     (other / "tokenizer.json").write_text((folder / "tok.json").read_text())
@@ -183,7 +183,7 @@ def test_resume_with_another_tokenizer_is_refused(folder, capsys, monkeypatch):
     rc, out, err = run(  # another separator: other token ids
         capsys,
         *["train", *TINY, "--name", "readme", "--steps", "4", "--resume"],
-        *["--data", README_DATA, "--tokenizer", "other/tokenizer.json", *SMALL],
+        *["--data", DOCS_DATA, "--tokenizer", "other/tokenizer.json", *SMALL],
     )
     lines = err.strip().splitlines()
     assert rc == 2 and len(lines) == 1, err

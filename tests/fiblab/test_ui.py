@@ -168,7 +168,7 @@ def test_a_refused_custom_alpha_stays_said_until_it_is_fixed(ex):
 def test_longer_length_rungs_and_heatmap(ex):
     rep = ex.result
     new2, new4 = rep["new_at"][2], rep["new_at"][4]
-    # README: at 4096 the stagger's layers 9–15 gain one never-trained rung each (987·α)
+    # docs/attention.md: at 4096 the stagger's layers 9–15 gain one never-trained rung each (987·α)
     assert new4[9:] == [[1086], [1151], [1217], [1283], [1349], [1415], [1480]]
     assert new4[:9] == [[]] * 9 and new2 == new4  # K=15 ends at 987: nothing more
     ex.rungs.value = 16  # 1597 joins at 4T for small α

@@ -386,19 +386,19 @@ def test_every_consumer_agrees(seed, monkeypatch):
         T,
         Ladder(W, base=case["base"], rungs=K, rounding=case["rounding"], reach=R),
     ) == (schedule_sets)
-    want_sets = schedule_sets
     if R == T:  # coverage computes sets at the sequence length
         rep = coverage(
             cfg.layer_alphas(), T, Ladder(W, base=case["base"], rungs=K, rounding=case["rounding"])
         )
-        assert rep["per_layer_sets"] == want_sets
-        assert rep["per_layer"] == [len(s) for s in want_sets]
-        assert rep["layers_per_distance"] == [sum(d in s for s in want_sets) for d in range(T)]
-        assert rep["union"] == len(set().union(*want_sets))
+        assert rep["per_layer_sets"] == schedule_sets
+        assert rep["per_layer"] == [len(s) for s in schedule_sets]
+        assert rep["layers_per_distance"] == [sum(d in s for s in schedule_sets) for d in range(T)]
+        assert rep["union"] == len(set().union(*schedule_sets))
 
     # the efficiency counts
     a = eff.analyze(cfg, alphas)
     assert a["columns"] == [len(c) for c in want_cols]
+    assert a["union"] == eff.analyze(cfg)["union"] == len(set().union(*want_sets))  # model's α
     assert a["reads"] == [brute_reads(c, T) for c in want_cols]
     want_rows = [[(d, 2 if i else 1) for d, i in c] for c in want_cols]
     assert eff.layer_columns(cfg, alphas) == want_rows

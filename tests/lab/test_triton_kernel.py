@@ -489,16 +489,6 @@ def test_integer_alpha_has_alpha_gradient(interpreted_results):
 
 
 @pytest.fixture(scope="module")
-def through_sparse(interpreted_results):
-    return interpreted_results
-
-
-@pytest.fixture(scope="module")
-def through_model(interpreted_results):
-    return interpreted_results
-
-
-@pytest.fixture(scope="module")
 def cpp_kernel():
     from lab.kernels import cpu
 
@@ -509,11 +499,11 @@ def cpp_kernel():
 
 
 @pytest.mark.parametrize("name", [n for n, s in THROUGH.items() if s["kind"] == "sparse"])
-def test_sparse_attention_triton_equals_cpp(through_sparse, cpp_kernel, name):
+def test_sparse_attention_triton_equals_cpp(interpreted_results, cpp_kernel, name):
     """`sparse_attention(impl="triton")` (interpreted) against impl="cpp" on the same inputs:
     outputs and gradients (q, k, v, α) to float32 accuracy; where the case lists the attended
     set by hand, both against the float64 oracle over exactly those keys."""
-    payload, results = through_sparse
+    payload, results = interpreted_results
     spec, x = payload[name]
     got = results[name]
     assert "error" not in got, got.get("error")
@@ -530,10 +520,10 @@ def test_sparse_attention_triton_equals_cpp(through_sparse, cpp_kernel, name):
 
 
 @pytest.mark.parametrize("name", [n for n, s in THROUGH.items() if s["kind"] == "model"])
-def test_tiny_model_triton_equals_cpp(through_model, cpp_kernel, name):
+def test_tiny_model_triton_equals_cpp(interpreted_results, cpp_kernel, name):
     """A tiny model's loss and every parameter's gradient with FIBLAB_ATTN_IMPL=triton
     (interpreted) equal those with the C++ kernel (θ included for the learned schedule)."""
-    payload, results = through_model
+    payload, results = interpreted_results
     spec, x = payload[name]
     got = results[name]
     assert "error" not in got, got.get("error")
