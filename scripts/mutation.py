@@ -178,7 +178,8 @@ def _section(modules: list[str], tests: list[str], also_copy: list[str]) -> str:
         f"also_copy = {as_toml(also_copy)}\n"
         f"only_mutate = {as_toml(modules)}\n"
         f"pytest_add_cli_args_test_selection = {as_toml(tests)}\n"
-        'pytest_add_cli_args = ["-q", "-x", "-p", "no:cacheprovider"]\n'
+        # -n 0: mutmut runs and records each test in its own process, not in xdist's workers
+        'pytest_add_cli_args = ["-q", "-x", "-p", "no:cacheprovider", "-n", "0"]\n'
         "use_git_change_detection = false\n"
         # mutmut's default (15 × the tests' time, CPU limit twice that) let each mutant that
         # loops forever (e.g. ``d *= 2`` → ``d *= 1``) run for minutes; 5 × still leaves room

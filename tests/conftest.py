@@ -8,7 +8,9 @@
 * ``FIBLAB_JOBS_DIR`` → a per-session registry of lab jobs (`lab.machine.cpu_share`), so the suite's
   jobs share the cores among themselves, not with lab jobs outside it.
 
-Set in ``os.environ``, so child processes (notebook kernels, ``run_child``) inherit them.
+Set in ``os.environ``, so child processes (notebook kernels, ``run_child``) inherit them.  The
+suite runs in two xdist workers (pyproject's addopts); each is a session with its own folders, so
+a bit-exact test's thread count depends only on the jobs of its own worker.
 
 The lab runs on two CPUs (an AVX2 AMD EPYC without bf16 units, an Intel Xeon with
 AVX512-BF16 / AMX), and CI on whichever the session has.  A test whose outcome could depend on

@@ -80,7 +80,9 @@ def unigram(path):
 
 
 @pytest.mark.parametrize(
-    "make, eot", [(wordpiece, "[SEP]"), (bpe, "</s>"), (unigram, "<eos>")], ids=lambda x: str(x)
+    "make, eot",
+    [(wordpiece, "[SEP]"), (bpe, "</s>"), (unigram, "<eos>")],
+    ids=["wordpiece", "bpe", "unigram"],
 )
 def test_any_tokenizer_file_tokenises_documents_plus_its_separator(tmp_path, make, eot):
     path = make(tmp_path / "tokenizer.json")
