@@ -43,14 +43,23 @@ TERMINAL = ("done", "stopped", "failed")
 MARKER = b"fiblab.cli"  # every detached process here runs `python -m fiblab.cli …`
 
 
-def cmdline_is_ours(pid: int, marker: bytes = MARKER) -> bool:
+def cmdline_is_ours(pid: int, marker: bytes = MARKER, settle: float = 0.5) -> bool:
     """Guard against PID reuse: the process's command line contains `marker` (True if the
-    platform cannot tell)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return marker in f.read()
-    except OSError:
-        return True
+    platform cannot tell).
+
+    A process caught in `exec` reads an empty command line: Linux wakes the `vfork` parent (so
+    `subprocess.Popen` returns) before it writes the new program's arguments.  An empty line is
+    read again for up to `settle` seconds before it counts as someone else's."""
+    deadline = time.monotonic() + settle
+    while True:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                line = f.read()
+        except OSError:
+            return True
+        if line or time.monotonic() >= deadline:
+            return marker in line
+        time.sleep(0.005)
 
 
 @dataclass(kw_only=True)
