@@ -44,6 +44,8 @@ def cmd_probe(args) -> int:
     settings = dc_replace(settings, **over).resolved()  # auto → this CPU's; bf16 may warn
     if args.task == "shift" and not args.distances:
         raise ValueError("probe shift needs --distances (the trained distances, e.g. 89 233 350)")
+    if getattr(args, "ray", None):  # before the start estimate times a step
+        _check_ray_args(args)
     cells = G.grid(
         args.mechanisms, args.depths, args.init, args.seeds, args.task, args.distances or (None,)
     )
@@ -155,14 +157,6 @@ def _ray_grid(args, cells, settings, out: str, keep, live) -> list[dict]:
     """The grid's cells as Ray tasks (`fiblab.cluster.ray_run.run_probe_grid`): records appended to
     ``out`` and kept in the store by this process as each cell returns."""
     from fiblab.cli.sweep import ray_kwargs
-    from fiblab.cluster.ray_cluster import check_address
-
-    check_address(args.ray)
-    if args.jobs > 1:
-        raise ValueError(
-            f"--jobs {args.jobs} is for a grid run here, not with --ray {args.ray}: drop it "
-            f"(Ray runs as many cells at once as the cluster holds; see --ray-threads)"
-        )
     from fiblab.cluster.ray_run import run_probe_grid
 
     return run_probe_grid(
@@ -175,6 +169,18 @@ def _ray_grid(args, cells, settings, out: str, keep, live) -> list[dict]:
         live=live,
         **ray_kwargs(args),
     )
+
+
+def _check_ray_args(args) -> None:
+    """A ValueError for a bad ``--ray`` address, or ``--jobs`` beside it."""
+    from fiblab.cluster.ray_cluster import check_address
+
+    check_address(args.ray)
+    if args.jobs > 1:
+        raise ValueError(
+            f"--jobs {args.jobs} is for a grid run here, not with --ray {args.ray}: drop it "
+            f"(Ray runs as many cells at once as the cluster holds; see --ray-threads)"
+        )
 
 
 def _store_writer(store: str, live=None):

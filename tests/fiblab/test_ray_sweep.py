@@ -290,7 +290,7 @@ def test_driver_killed_mid_sweep_resumes_with_nothing_duplicated(cluster, tmp_pa
 def test_bad_ray_input_is_one_line(tmp_path, capsys):
     from fiblab.cli import main
 
-    out = str(tmp_path / "p.jsonl")
+    out = str(tmp_path / "grid" / "p.jsonl")
     for argv, msg in (
         (["sweep", "sweeps/cpu-matrix.toml", "--ray", "nowhere"], "is not a Ray address"),
         (["sweep", str(tmp_path / "none.toml")], "does not exist"),
@@ -300,8 +300,10 @@ def test_bad_ray_input_is_one_line(tmp_path, capsys):
         ),
     ):
         assert main(argv) == 2, argv
-        err = capsys.readouterr().err
-        assert msg in err and err.count("\n") == 1, err
+        said = capsys.readouterr()
+        assert msg in said.err and said.err.count("\n") == 1, said.err
+        assert said.out == ""  # refused before a step is timed for the start estimate
+    assert not (tmp_path / "grid").exists()  # and before anything is written
     spec = tmp_path / "s.toml"
     spec.write_text('[[group]]\npresets = ["tiny"]\nseeds = [0, 0]\n')
     with pytest.raises(ValueError, match="already in an earlier group"):
