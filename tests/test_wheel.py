@@ -17,7 +17,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-WHEEL_SOURCES = ["lab", "probes", "analysis", "fiblab", "pyproject.toml", "README.md"]
+# what the wheel is built from: the packages, and pyproject's data file (JupyterLab's overrides)
+WHEEL_SOURCES = [
+    "lab",
+    "probes",
+    "analysis",
+    "fiblab",
+    "notebooks/jupyterlab",
+    "pyproject.toml",
+    "README.md",
+]
 
 
 def _run(cmd, cwd, env=None, timeout=1200):
@@ -56,6 +65,8 @@ def test_the_wheel_installs_with_the_tested_torch_and_keeps_runs_in_the_cwd(tmp_
     code = "import sys, torch; print(torch.__version__); print(sys.prefix)"
     version, prefix = _run([py, "-c", code], tmp_path).stdout.split()
     assert prefix == str(venv)  # the new venv's own torch, not the test runner's
+    overrides = venv / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
+    assert overrides.read_bytes() == (ROOT / "notebooks/jupyterlab/overrides.json").read_bytes()
     major_minor = tuple(int(x) for x in version.split("+")[0].split(".")[:2])
     spec = _tested_torch()
     assert spec == "torch>=2.13,<2.14" and major_minor == (2, 13), (version, spec)
@@ -74,5 +85,5 @@ def test_the_wheel_installs_with_the_tested_torch_and_keeps_runs_in_the_cwd(tmp_
     assert str(site).startswith(str(venv))  # the installed copy ran, not this checkout
     assert not list(site.parents[1].glob("runs"))  # nothing written into site-packages
     # the notebooks' and the launcher's base is the working directory too
-    code = "from fiblab import launch; print(launch.DEFAULT_STORE)"
+    code = "from fiblab.jobs import launch; print(launch.DEFAULT_STORE)"
     assert _run([py, "-c", code], work, env).stdout.strip() == str(work / "runs" / "fiblab.db")
