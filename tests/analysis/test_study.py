@@ -145,7 +145,7 @@ def test_second_run_reuses_everything(smoke):
 
 def test_rungs_continue_exactly_and_runs_are_marked(smoke, tmp_path):
     """The 4-step rung was resumed from the 2-step one, and equals a run trained from scratch."""
-    from analysis.experiments.study.study import study_config
+    from analysis.experiments.study.runner import study_config
     from lab.store import Store
     from lab.training.checkpoint import latest_good_checkpoint
     from lab.training.train import train
@@ -281,7 +281,7 @@ def test_the_study_keeps_the_precision_it_started_in(tmp_path, cpu_profile):
     answers otherwise, it keeps the recorded one (and says so), so no comparison mixes
     precisions.  A study from before the record takes its runs' checkpoint precision."""
     from analysis.experiments.study.precision import PRECISION_FILE, study_precision
-    from analysis.experiments.study.study import study_config
+    from analysis.experiments.study.runner import study_config
     from lab.training.checkpoint import save_checkpoint
 
     runs, said = tmp_path / "runs", []

@@ -132,7 +132,7 @@ def test_search_best_is_what_the_registered_search_finds():
 def test_every_scheme_builds_its_config_at_the_study_scale(tmp_path):
     """Each scheme's TrainConfig at the study's own scale (the smoke scale uses another preset,
     so only this catches a scheme without a preset): the schedule, base and W it must have."""
-    from analysis.experiments.study.study import study_config
+    from analysis.experiments.study.runner import study_config
 
     sc = SP.STUDY_SCALES["study"]
     want = {

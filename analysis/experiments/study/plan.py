@@ -65,7 +65,7 @@ SCHEMES: dict[str, dict] = {
     "stagger": {"model.attention": "sparse", "model.schedule": "stagger"},
     "learned": {"model.attention": "sparse", "model.schedule": "learned"},
     "coprime": {"model.attention": "sparse", "model.schedule": "coprime"},
-    # α per layer from `search_best_alphas` (`analysis.experiments.study.study.study_config` sets them)
+    # α per layer from `search_best_alphas` (`analysis.experiments.study.runner.study_config` sets them)
     "search-best": {"model.attention": "sparse"},
     "pow2-stagger": {
         "model.attention": "sparse",

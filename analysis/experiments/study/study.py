@@ -6,37 +6,31 @@ Every stage reuses finished work under the demo's rules (`analysis.experiments.d
 its steps (intact checkpoint, store status done) is not trained again, its evaluations are reused
 under the same key, and a calibration rung starts from the rung below's final checkpoint (exact:
 no LR decay, batches a pure function of (seed, step)). A killed study resumes where it stopped.
-Every study run's stored config carries ``"scale": "study"`` (`StudyStore`), so evidence from
+Every study run's stored config carries ``"scale": "study"`` (`runner.StudyStore`), so evidence from
 it can be told from the demo's short runs; its name starts with the scale (``study-…``).
 
 One precision for the whole study (`analysis.experiments.study.precision`), kept when it is continued on a
 machine whose ``auto`` answers otherwise; the report states it.
 
-Past 450 lines for now: the runner, the four stages (calibration, the comparison, longer
-training, the lab's arms) and the re-decision of a finished study (`report_again`) share the
-runs' naming and reuse rules; the plan, the report, the windows and the precision are modules of
-their own. The seam for a split is runner | stages | ledger hand-off, left to the consolidation
-(issue 29), which moves the experiments that train models into one package.
+This module holds the four stages (calibration, the comparison, longer training, the lab's
+arms), the ledger hand-off and the re-decision of a finished study (`report_again`); one run —
+its name, config, training and evaluation — is `analysis.experiments.study.runner`'s.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 
-from analysis.experiments.demo import reuse as demo_reuse
 from analysis.experiments.study import plan as SP
 from analysis.experiments.study.precision import study_precision
+from analysis.experiments.study.runner import Runner, run_name, study_config
 from lab.ladder.schedules import coprime_is_stagger
 from lab.store import Store
 from lab.util import jsonio
 
 __all__ = [
-    "StudyStore",
-    "run_name",
-    "study_config",
     "run_study",
     "report_again",
     "study_ledger",
@@ -47,180 +41,6 @@ __all__ = [
 
 #: The stage-2 seed decision, kept beside the runs so a resumed study keeps its plan.
 PLAN_FILE = "plan.json"
-
-
-class StudyStore(Store):
-    """The store, marking every run it starts with ``"scale": "study"`` in its config."""
-
-    def start_run(self, name, config, *args, **kwargs):
-        return super().start_run(name, {**dict(config), "scale": "study"}, *args, **kwargs)
-
-
-def run_name(prefix: str, scheme: str, seed: int, steps: int, seq_len: int) -> str:
-    return f"{prefix}-{scheme}-s{seed}-T{seq_len}-{steps}"
-
-
-def study_config(
-    sc: SP.StudyScale,
-    prefix: str,
-    scheme: str,
-    seed: int,
-    steps: int,
-    runs_dir,
-    precision: str = "auto",
-):
-    """The TrainConfig of one study run (see `analysis.experiments.study.plan` for the recipe), in the
-    study's `precision` (`study_precision`)."""
-    from lab.training.trainconfig import make_config
-
-    if scheme not in SP.SCHEMES:
-        raise ValueError(f"scheme {scheme!r} is unknown: use one of {sorted(SP.SCHEMES)}")
-    # a scheme without a cpu preset of its own is the stagger's model with its schedule changed
-    own = {"pow2-stagger": "cpu-stagger", "search-best": "cpu-stagger"}
-    preset = sc.preset or own.get(scheme, f"cpu-{scheme}")
-    over = {
-        **SP.SCHEMES[scheme],
-        "model.seq_len": sc.seq_len,
-        "tokens_per_step": sc.tokens_per_step,
-        "micro_batch": min(32, sc.tokens_per_step // sc.seq_len),
-        "steps": steps,
-        "seed": seed,
-        "min_lr_frac": 1.0,  # no decay: a rung continues the one below exactly
-        "eval_every": 0,
-        "ckpt_every": max(1, min(250, steps)),
-        "keep_ckpts": 1,
-        "run_dir": runs_dir,
-        "name": run_name(prefix, scheme, seed, steps, sc.seq_len),
-        "precision": precision,
-        **sc.overrides,
-    }
-    if scheme != "dense":
-        over["model.window"] = sc.window
-    if scheme == "search-best":  # its α per layer: the preset's depth first
-        layers = make_config(preset, over).model.n_layers
-        over["model.schedule"] = list(SP.search_best_alphas(layers))
-    return make_config(preset, over)
-
-
-class _Runner:
-    """Trains and evaluates study runs, reusing finished ones; keeps the step-time estimates."""
-
-    def __init__(self, sc, prefix, runs_dir, store_path, quiet, log, precision="auto"):
-        self.sc, self.prefix, self.runs_dir = sc, prefix, runs_dir
-        self.precision = precision
-        self.store_path, self.quiet, self.log = store_path, quiet, log
-        self.times = SP.StepTimes(sc.tokens_per_step, sc.prior_s_per_step, sc.eval_s)
-        self.data = None
-        self.trained, self.reused, self.evaluated = [], [], []
-        self.results = {}  # name -> row
-
-    def _measure(self, scheme: str, name: str) -> None:
-        if not self.store_path:
-            return
-        with Store(self.store_path) as st:
-            m = st.metrics(name)
-        tps = m[m["name"] == "tokens_per_s"]["value"].dropna()
-        if len(tps):
-            self.times.add(scheme, self.sc.tokens_per_step / float(tps.median()))
-
-    def done(self, scheme: str, seed: int, steps: int) -> bool:
-        """Whether that run is trained already (the demo's rule, `demo_reuse.finished`)."""
-        name = run_name(self.prefix, scheme, seed, steps, self.sc.seq_len)
-        return demo_reuse.finished(os.path.join(self.runs_dir, name), name, steps, self.store_path)
-
-    def run(self, scheme: str, seed: int, steps: int, below: int | None = None) -> dict:
-        """Train (or reuse) and evaluate one run; ``below``: the lower rung to continue from."""
-        from lab.training.rundata import load_data
-        from lab.training.train import train
-
-        cfg = study_config(self.sc, self.prefix, scheme, seed, steps, self.runs_dir, self.precision)
-        if cfg.name in self.results:
-            return self.results[cfg.name]
-        run_dir = os.path.join(self.runs_dir, cfg.name)
-        if demo_reuse.finished(run_dir, cfg.name, steps, self.store_path):
-            self.reused.append(cfg.name)
-        else:
-            if below is not None and not os.path.isdir(run_dir):
-                self._start_from(below, cfg, run_dir, scheme, seed)
-            if self.data is None:
-                self.data = load_data(cfg)  # one tokenised corpus for every run
-            store = StudyStore(self.store_path) if self.store_path else None
-            train(cfg, resume=True, quiet=self.quiet, data=self.data, store=store)
-            self.trained.append(cfg.name)
-        self._measure(scheme, cfg.name)
-        row = {"name": cfg.name, "scheme": scheme, "seed": seed, "steps": steps}
-        row.update(self._evaluate(run_dir, cfg))
-        self.results[cfg.name] = row
-        ppl = row["ppl"].get(1)
-        self.log(
-            f"   {cfg.name}: ppl {ppl:.2f}" if ppl is not None else f"   {cfg.name}: no perplexity"
-        )
-        return row
-
-    def _start_from(self, below: int, cfg, run_dir: str, scheme: str, seed: int) -> None:
-        """Copy the lower rung's final checkpoint (and tokenizer) into a new rung's folder."""
-        low = os.path.join(
-            self.runs_dir, run_name(self.prefix, scheme, seed, below, self.sc.seq_len)
-        )
-        ck = demo_reuse.checkpoint_id(low)
-        if ck is None or ck["step"] != below:
-            return
-        os.makedirs(run_dir, exist_ok=True)
-        for f in (ck["file"], ck["file"] + ".json", "tokenizer.json"):
-            if os.path.exists(os.path.join(low, f)):
-                shutil.copy2(os.path.join(low, f), os.path.join(run_dir, f))
-
-    def _evaluate(self, run_dir: str, cfg) -> dict:
-        from lab.evaluation.evalrun import evaluate_run
-
-        sc = self.sc
-        key = {
-            **demo_reuse.evaluation_key(run_dir, sc.factors, sc.eval_limit, 0),
-            "policies": ["recompute"],
-        }
-        lengths = [f * cfg.model.seq_len for f in sc.factors]
-        saved = demo_reuse.cached(run_dir, key, cfg.name, lengths, self.store_path)
-        if saved is None:
-            t0 = time.perf_counter()
-            ev = evaluate_run(
-                run_dir,
-                factors=sc.factors,
-                policies=("recompute",),
-                store_path=self.store_path,
-                limit_windows=sc.eval_limit,
-                log=(lambda *a: None),
-            )
-            ev["eval_s"] = time.perf_counter() - t0
-            demo_reuse.save(run_dir, key, ev, {"skipped": "the study runs no battery"})
-            self.evaluated.append(cfg.name)
-        else:
-            ev = saved[0]
-        if ev.get("eval_s"):
-            self.times.evals.append(float(ev["eval_s"]))
-        ds = next(iter(ev["datasets"].values()))
-        ppl = {
-            int(c["factor"]): c["ppl"]
-            for c in ds.get("cells", [])
-            if c["policy"] == "recompute" and not c.get("skipped") and c.get("ppl") is not None
-        }
-        top = max(sc.factors)
-        return {
-            "ppl": ppl,
-            "degradation": SP.degradation(ppl, top),
-            "block_change": _block_change(ds, top),
-            "alphas": ev.get("alphas"),
-        }
-
-
-def _block_change(ds: dict, factor: int) -> float | None:
-    """The last block of the factor× windows against the same tokens in training-length windows
-    (ppl ratio − 1): extrapolation without the window-averaging confound (SPEC §10.2)."""
-    for c in ds.get("cells", []):
-        if c["factor"] == factor and c["policy"] == "recompute" and not c.get("skipped"):
-            b, t = c.get("blocks") or [], c.get("same_tokens") or []
-            if len(b) > 1 and len(t) == len(b) and b[-1].get("ppl") and t[-1].get("ppl"):
-                return b[-1]["ppl"] / t[-1]["ppl"] - 1
-    return None
 
 
 def _budget_line(log, what: str, cost_s: float, spent_s: float, budget_s: float) -> None:
@@ -239,7 +59,7 @@ def _fits(log, what: str, cost_s: float, spent_s: float, budget_s: float) -> boo
     return True
 
 
-def _calibration(r: _Runner, sc) -> tuple[dict, float]:
+def _calibration(r: Runner, sc) -> tuple[dict, float]:
     lines = [(s, seed) for s, seeds in sc.calib_seeds.items() for seed in seeds]
     top = max(sc.ladder)
     cost = sum(r.times.run_s(s, top) + (len(sc.ladder) - 1) * r.times.eval_cost() for s, _ in lines)
@@ -280,7 +100,7 @@ def _family_alpha() -> float:
     return 0.05 / len(PAPER)
 
 
-def _same_as_stagger(r: _Runner, sc, steps: int) -> dict[str, str]:
+def _same_as_stagger(r: Runner, sc, steps: int) -> dict[str, str]:
     """{scheme: why} of the other schemes whose α are the stagger's at the study's depth."""
     out = {}
     for s in sc.others:
@@ -293,7 +113,7 @@ def _same_as_stagger(r: _Runner, sc, steps: int) -> dict[str, str]:
     return out
 
 
-def _comparison(r: _Runner, sc, steps: int, spent: float, plan_path: str) -> dict:
+def _comparison(r: Runner, sc, steps: int, spent: float, plan_path: str) -> dict:
     first = sc.first_seeds
     new = [  # the calibration's runs at this rung are counted (and reused) already
         s
@@ -405,7 +225,7 @@ def _ledger_verdicts(entries) -> dict | None:
     return None if entries is None else {e.id: e.shown for e in entries}
 
 
-def _longer(r: _Runner, sc, steps: int, spent: float) -> dict | None:
+def _longer(r: Runner, sc, steps: int, spent: float) -> dict | None:
     """Stage 3, when the chosen rung is below the ladder's top and the budget has room: stagger
     and fixed on the first batch's seeds continued to the top rung (exact continuations of the
     chosen rung's runs; seed 1's are the calibration's), so the comparison is also made with
@@ -429,7 +249,7 @@ def _longer(r: _Runner, sc, steps: int, spent: float) -> dict | None:
     return {"steps": top, "runs": side, "skipped": False, "estimated_s": spent + cost}
 
 
-def _lab(r: _Runner, sc, steps: int, spent: float) -> dict | None:
+def _lab(r: Runner, sc, steps: int, spent: float) -> dict | None:
     """Stage 4, the lab's own arms (``sc.lab``: the schedule search's best, `SP.SEARCH_BEST`) at
     the chosen rung, ``sc.lab_seeds`` seeds each, beside the stagger's runs there — decided by the
     ledger as lab findings under the registered protocol; only where the budget has room."""
@@ -484,7 +304,7 @@ def run_study(
     os.makedirs(out_dir, exist_ok=True)
     os.makedirs(runs_dir, exist_ok=True)
     precision = study_precision(runs_dir, scale, sc.overrides.get("precision", "auto"), log)
-    r = _Runner(sc, scale, runs_dir, store_path, quiet, log, precision)
+    r = Runner(sc, scale, runs_dir, store_path, quiet, log, precision)
     t_all = time.perf_counter()
     est = SP.study_estimate(r.times, sc, skip=_same_as_stagger(r, sc, max(sc.ladder)))
     log(
