@@ -2,13 +2,12 @@
 
 `CoverageExplorer` holds the widgets, calls `explore` (`fiblab.ui.coverage_explore`, the pure
 step) on every change, writes the results into its output widgets (the strings come from
-`fiblab.ui.coverage_text`) and draws them with `fiblab.ui.coverage_figure`; tests set a widget value and read ``explorer.result``.  `explore`,
-`heatmap`, `log_bins`, `schedule_alphas`, `CoverageFigure` and `render_figure` are re-exported
-here.
+`fiblab.ui.coverage_text`) and draws them with `fiblab.ui.coverage_figure`; tests set a widget
+value and read ``explorer.result``.
 
-Past 450 lines for now: one widget class whose handlers (schedule, custom α, L, reset) keep the
-sliders and the custom box in step; the pure step, the words and the figure are already apart.
-The re-exports and a split of the handlers are issue 29's (no facade kept for an old path).
+One module of ≈ 460 lines on purpose: one widget class whose handlers (schedule, custom α, L,
+reset) keep the sliders and the custom box in step through one guard; split, each handler would
+reach into the others' widgets.  The pure step, the words and the figure are already apart.
 """
 
 from __future__ import annotations
@@ -29,8 +28,8 @@ from fiblab.ui.common import (
     set_png,
     show_error,
 )
-from fiblab.ui.coverage_explore import explore, heatmap, log_bins, schedule_alphas
-from fiblab.ui.coverage_figure import CoverageFigure, render_figure
+from fiblab.ui.coverage_explore import explore, schedule_alphas
+from fiblab.ui.coverage_figure import CoverageFigure
 from fiblab.ui.coverage_text import (
     alpha_text,
     band_html,
@@ -52,12 +51,6 @@ __all__ = [
     "MAX_LAYERS",
     "SCHEDULE_OPTIONS",
     "CoverageExplorer",
-    "CoverageFigure",
-    "explore",
-    "heatmap",
-    "log_bins",
-    "render_figure",
-    "schedule_alphas",
 ]
 
 SCHEDULE_OPTIONS = [

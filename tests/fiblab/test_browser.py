@@ -1,6 +1,6 @@
 """A real browser: JupyterLab on 127.0.0.1, the coverage explorer opened in headless Chromium
 (Playwright) on its own kernel with no "Select Kernel" dialog (issue 28 item 8), all cells run, one α slider moved with the keyboard, and the displayed union count
-changes to the value `fiblab.ui.coverage.explore` computes for the new α.  A screenshot lands in
+changes to the value `fiblab.ui.coverage_explore.explore` computes for the new α.  A screenshot lands in
 tests/artifacts/ when it fails.  Skipped (with the reason) only without Chromium or Playwright.
 The server, the browser and the checks are shared with the other notebooks' browser tests
 (tests/browser_support.py)."""

@@ -4,7 +4,7 @@ At L=8, K=25 the linear stagger attends 75 distinct distances (the paper's "19 �
 Choosing "custom" in the dropdown keeps 75 (the α typed into the box are rounded to 4 digits,
 which gives 74: the explorer keeps the exact values); pressing → on a slider switches the
 dropdown to "custom" and "reset to schedule" brings back "linear stagger" and 75; the power-of-2
-base disables the K box and says why beside it.  The counts are `fiblab.ui.coverage.explore`'s
+base disables the K box and says why beside it.  The counts are `fiblab.ui.coverage_explore.explore`'s
 for the same α (tests/fiblab/test_coverage_controls.py checks them by brute force).
 """
 

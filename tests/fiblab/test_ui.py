@@ -211,18 +211,6 @@ def test_update_is_fast_at_L16_T4096():
         ex.set_alpha(16, 1.0)
 
 
-def test_fiblab_ui_coverage_reexports_its_pieces():
-    """`fiblab.ui.coverage` (notebook 01's import) hands out the defining modules' objects."""
-    from fiblab.ui import coverage, coverage_explore, coverage_figure
-
-    assert coverage.explore is coverage_explore.explore and coverage.heatmap is heatmap
-    assert coverage.log_bins is log_bins
-    assert coverage.schedule_alphas is coverage_explore.schedule_alphas
-    assert coverage.CoverageFigure is coverage_figure.CoverageFigure
-    assert coverage.render_figure is coverage_figure.render_figure
-    assert [n for n in coverage.__all__ if not hasattr(coverage, n)] == []
-
-
 # ----------------------------------------------------------------------------- probe panel
 def test_probe_panel_precision_menu_says_what_auto_picks(tmp_path, cpu_profile):
     """The menu's default reads "auto (fp32 on this CPU)" on either CPU, and the cells are
