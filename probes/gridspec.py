@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, replace
 from lab.util.checks import nonneg_int, positive_int
 from lab.util.wording import plural
 from probes.grid import grid
-from probes.settings import INITS, TASK_SCALES, Cell, ProbeSettings
+from probes.settings import INITS, MECHANISMS, TASK_SCALES, Cell, ProbeSettings
 
 __all__ = ["TASKS", "GridSpec", "with_steps"]
 
@@ -99,6 +99,17 @@ class GridSpec:
             raise ValueError("depths is empty: write numbers separated by commas, e.g. 2, 4")
         if not self.seeds:
             raise ValueError("seeds is empty: write numbers separated by commas, e.g. 0, 1")
+        odd = [m for m in self.mechanisms if m not in MECHANISMS]
+        if odd:
+            raise ValueError(f"mechanisms {odd} are unknown: use any of {', '.join(MECHANISMS)}")
+        bad = [s for s in self.seeds if s < 0]
+        if bad:
+            raise ValueError(f"seeds {bad} must be >= 0 (e.g. 0, 1)")
+        from lab.machine.precision import PRECISION_CHOICES
+
+        if self.precision not in PRECISION_CHOICES:
+            choices = ", ".join(PRECISION_CHOICES)
+            raise ValueError(f"precision={self.precision!r} must be one of {choices}")
         odd = [i for i in self.inits if i not in INITS]
         if odd:
             raise ValueError(f"inits {odd} are unknown: use {' and/or '.join(INITS)}")

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field, fields
 from typing import ClassVar
 
-from lab.machine.procs import pid_alive
+from lab.machine.procs import pid_alive, start_ticks
 from lab.util.files import atomic_write
 
 __all__ = [
@@ -26,7 +26,6 @@ __all__ = [
     "LIVE",
     "TERMINAL",
     "pid_alive",
-    "cmdline_is_ours",
     "start",
     "write_json",
     "read_json",
@@ -39,28 +38,6 @@ __all__ = [
 # the states of a detached run, as both launchers report them: alive, then how it ended
 LIVE = ("starting", "running", "stopping")
 TERMINAL = ("done", "stopped", "failed")
-
-MARKER = b"fiblab.cli"  # every detached process here runs `python -m fiblab.cli …`
-
-
-def cmdline_is_ours(pid: int, marker: bytes = MARKER, settle: float = 0.5) -> bool:
-    """Guard against PID reuse: the process's command line contains `marker` (True if the
-    platform cannot tell).
-
-    A process caught in `exec` reads an empty command line: Linux wakes the `vfork` parent (so
-    `subprocess.Popen` returns) before it writes the new program's arguments.  An empty line is
-    read again for up to `settle` seconds before it counts as someone else's."""
-    deadline = time.monotonic() + settle
-    while True:
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                line = f.read()
-        except OSError:
-            return True
-        if line or time.monotonic() >= deadline:
-            return marker in line
-        time.sleep(0.005)
-
 
 @dataclass(kw_only=True)
 class Handle:
@@ -75,6 +52,7 @@ class Handle:
     runs_dir: str
     store: str  # '' when the process writes no store
     pid: int
+    pid_start: int = 0  # the process's start time (`lab.machine.procs.start_ticks`); 0: unknown
     command: list[str]
     started: float = 0.0
     env: dict = field(default_factory=dict)  # extra environment the process was started with
@@ -99,11 +77,17 @@ class Handle:
             json.dumps({f.name: getattr(self, f.name) for f in fields(self) if f.name != "proc"})
         )
 
+    def bind(self, proc: subprocess.Popen) -> None:
+        """Record the process just started for this handle: its PID and start time (which tell
+        it from a later process given the same PID) and the `Popen` that reaps it."""
+        self.pid, self.pid_start, self.proc = proc.pid, start_ticks(proc.pid), proc
+
     def is_alive(self) -> bool:
-        """Whether the process still runs (a PID reused by another program does not count)."""
+        """Whether the process still runs: not exited, and not another program that got its
+        PID (`lab.machine.procs.pid_alive`, the same answer the search's clean-up gets)."""
         if self.proc is not None:
             return self.proc.poll() is None
-        return pid_alive(self.pid) and cmdline_is_ours(self.pid)
+        return pid_alive(self.pid, self.pid_start)
 
     def log_tail(self, lines: int = 20) -> str:
         """The last lines of the process's log."""
@@ -180,10 +164,11 @@ def list_handles(top: str, meta_name: str, cls) -> list:
 
 
 def refuse_if_running(meta_path: str, what: str) -> None:
-    """ValueError if the process recorded in `meta_path` (its ``pid``) still runs."""
+    """ValueError if the process recorded in `meta_path` (its ``pid`` and ``pid_start``) still
+    runs."""
     old = read_json(meta_path) or {}
     pid = int(old.get("pid", -1))
-    if pid_alive(pid) and cmdline_is_ours(pid):
+    if pid_alive(pid, int(old.get("pid_start", 0))):
         raise ValueError(
             f"{what} is already running (pid {pid}): stop it first, or launch under another name"
         )

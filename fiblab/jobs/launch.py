@@ -186,15 +186,15 @@ def launch(
         run_dir=run_dir,
         runs_dir=runs_dir,
         store=store,
-        pid=proc.pid,
+        pid=-1,
         command=cmd,
         steps=cfg.steps,
         tokens_per_step=cfg.tokens_per_step,
         learned=cfg.model.learned,
         spec=spec,
         started=time.time(),
-        proc=proc,
     )
+    h.bind(proc)
     detached.write_json(meta, h.to_json())
     return h
 

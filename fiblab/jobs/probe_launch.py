@@ -261,7 +261,7 @@ def launch_grid(
         grid_dir=folder,
         runs_dir=runs_dir,
         store=store or "",
-        pid=proc.pid,
+        pid=-1,
         command=cmd,
         spec=spec.to_dict(),
         keys=keys,
@@ -270,8 +270,8 @@ def launch_grid(
         started=time.time(),
         env=dict(env or {}),
         cwd=cwd,
-        proc=proc,
     )
+    h.bind(proc)
     detached.write_json(meta, h.to_json())
     return h
 

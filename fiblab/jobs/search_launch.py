@@ -212,7 +212,7 @@ def launch_search(
     if os.path.exists(h.stop_path):
         os.remove(h.stop_path)  # an old stop request must not mark this launch stopped
     proc = detached.start(cmd, h.log_path, env=env, cwd=cwd or str(paths.work_dir()))
-    h.pid, h.proc = proc.pid, proc
+    h.bind(proc)
     detached.write_json(meta, h.to_json())
     return h
 
@@ -233,20 +233,42 @@ def _study_created(path: str, name: str) -> bool:
     Opening Optuna's storage creates its tables when they are absent, so a reader that opens it
     while the search process is still creating them races it ("table … already exists"). The
     study's row is written after the schema, so its presence, read-only, means both are there.
+
+    A search killed mid-write leaves a hot journal, which a read-only connection may not roll
+    back (SQLITE_READONLY_ROLLBACK: every stopped search's clean-up read "no study" one time in
+    ten, leaving its last trial RUNNING).  A journal is hot only when no process holds the
+    database, so no writer is racing: it is rolled back here, by a connection that reads only.
     """
     import sqlite3
 
     if not os.path.exists(path):
         return False
-    try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+    for attempt in range(2):
         try:
-            row = con.execute("SELECT 1 FROM studies WHERE study_name = ?", (name,)).fetchone()
-        finally:
-            con.close()
-    except sqlite3.Error:  # no tables yet, or locked mid-creation
-        return False
-    return row is not None
+            con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+            try:
+                row = con.execute("SELECT 1 FROM studies WHERE study_name = ?", (name,)).fetchone()
+            finally:
+                con.close()
+        except sqlite3.Error as e:  # no tables yet, locked mid-creation, or a hot journal
+            if attempt or getattr(e, "sqlite_errorname", "") != "SQLITE_READONLY_ROLLBACK":
+                return False
+            _roll_back(path)
+            continue
+        return row is not None
+    return False
+
+
+def _roll_back(path: str) -> None:
+    """Roll back the hot journal a killed writer left on the SQLite database ``path``: SQLite
+    does so when a read-write connection first reads."""
+    import sqlite3
+
+    con = sqlite3.connect(path, timeout=5)
+    try:
+        con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    finally:
+        con.close()
 
 
 def load_study(h: SearchHandle, storage=None):

@@ -372,7 +372,8 @@ def _replace(cfg, typed: dict[str, object], section: str, prefix: str):
     try:
         return dataclasses.replace(cfg, **here)
     except ValueError as e:
-        shown = " ".join(f"{section}{k}={format_value(v)}" for k, v in leaves.items())
+        named = {k: v for k, v in leaves.items() if f"{k}=" in str(e)} or leaves  # the culprit
+        shown = " ".join(f"{section}{k}={format_value(v)}" for k, v in named.items())
         raise ValueError(f"{prefix}{shown}: {e}" if shown else str(e)) from None
 
 

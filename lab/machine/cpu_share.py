@@ -19,7 +19,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 
-from lab.machine.procs import pid_alive
+from lab.machine.procs import pid_alive, start_ticks
 from lab.util.files import atomic_write
 
 ENV_DIR = "FIBLAB_JOBS_DIR"  # the registry folder (default: <tmp>/fiblab-jobs-<uid>)
@@ -125,22 +125,6 @@ def registry_dir(environ=None) -> str:
     return env.get(ENV_DIR) or os.path.join(tempfile.gettempdir(), f"fiblab-jobs-{uid}")
 
 
-def _boot_ticks(pid: int) -> int:
-    """When process ``pid`` started (clock ticks since boot); 0 where it cannot be read."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return 0
-
-
-def _alive(job: Job) -> bool:
-    if not pid_alive(job.pid):
-        return False
-    now = _boot_ticks(job.pid)
-    return not (job.boot_ticks and now and now != job.boot_ticks)  # the pid was reused
-
-
 def live_jobs(folder: str | None = None) -> list[Job]:
     """The live jobs of the registry, oldest first; entries of dead processes are removed."""
     folder = folder or registry_dir()
@@ -156,7 +140,7 @@ def live_jobs(folder: str | None = None) -> list[Job]:
                 job = Job(**json.load(f))
         except (OSError, ValueError, TypeError):
             continue  # vanished, being written, or another version's: not counted
-        if _alive(job):
+        if pid_alive(job.pid, job.boot_ticks):
             jobs.append(job)
         else:
             with contextlib.suppress(OSError):
@@ -240,7 +224,7 @@ class Share:
             started=time.time(),
             pgid=os.getpgrp() if hasattr(os, "getpgrp") else pid,
             seq=next(_seq),
-            boot_ticks=_boot_ticks(pid),
+            boot_ticks=start_ticks(pid),
         )
         try:
             _write(self.folder, self.job)

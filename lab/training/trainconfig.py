@@ -6,10 +6,13 @@ The recipe's defaults are the paper's (see `lab.training.train`); overrides are 
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import asdict, dataclass, field, replace
 
 from lab.lm.config import apply_overrides, read_config, typed_overrides
 from lab.lm.modelconfig import PRESETS, ModelConfig, config_for
+from lab.util.checks import nonneg_int, positive_int
 
 
 @dataclass
@@ -44,6 +47,41 @@ class TrainConfig:
         "auto"  # auto | fp32 | bf16 (lab.machine.precision; auto: bf16 on CUDA, fp32 on CPU)
     )
 
+    def __post_init__(self):
+        """Every field checked when the config is made (a preset, an override, a config file),
+        so a bad value is refused before any process starts: `steps=-3` used to launch a run
+        that failed at once and was listed as "failed · step 0 / -3"."""
+        for name, hint in (
+            ("steps", "optimizer steps"),
+            ("tokens_per_step", "tokens per optimizer step"),
+            ("micro_batch", "sequences per forward pass"),
+            ("eval_batch", "sequences per evaluation batch"),
+            ("eval_light_tokens", "held-out tokens of a light evaluation"),
+            ("alpha_every", "steps between learned-α logs"),
+            ("ckpt_every", "steps between checkpoints"),
+            ("keep_ckpts", "checkpoints kept"),
+            ("log_every", "steps between logged losses"),
+        ):
+            positive_int(getattr(self, name), name, hint)
+        nonneg_int(self.warmup, "warmup", "warm-up steps")
+        nonneg_int(self.eval_every, "eval_every", "steps between light evaluations; 0: none")
+        nonneg_int(self.seed, "seed")
+        for name in ("val_tokens", "vocab_size"):
+            if getattr(self, name) is not None:
+                positive_int(getattr(self, name), name, "or None for the default")
+        _real(self.lr, "lr", self.lr > 0, "a learning rate > 0, e.g. 3e-4")
+        _real(self.min_lr_frac, "min_lr_frac", 0 <= self.min_lr_frac <= 1, "a fraction in [0, 1]")
+        _real(self.eps, "eps", self.eps > 0, "a number > 0, e.g. 1e-8")
+        _real(self.weight_decay, "weight_decay", self.weight_decay >= 0, "a number >= 0")
+        _real(self.grad_clip, "grad_clip", self.grad_clip > 0, "a gradient-norm bound > 0")
+        if len(self.betas) != 2 or not all(_is_real(b) and 0 <= b < 1 for b in self.betas):
+            raise ValueError(f"betas={self.betas!r} must be two numbers in [0, 1), e.g. 0.9,0.95")
+        from lab.machine.precision import PRECISION_CHOICES
+
+        if self.precision not in PRECISION_CHOICES:
+            choices = ", ".join(PRECISION_CHOICES)
+            raise ValueError(f"precision={self.precision!r} must be one of {choices}")
+
     @property
     def accum(self) -> int:
         """Micro-batches per optimizer step summed over all ranks."""
@@ -59,6 +97,17 @@ class TrainConfig:
         d = asdict(self)
         d["model"] = self.model.to_dict()
         return d
+
+
+def _is_real(x) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _real(value, name: str, ok: bool, what: str) -> None:
+    """ValueError naming ``name=value`` and what it must be, unless it is a finite number and
+    ``ok``."""
+    if not (_is_real(value) and ok):
+        raise ValueError(f"{name}={value!r} must be {what}")
 
 
 def _matrix_presets() -> dict[str, dict]:

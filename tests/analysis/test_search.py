@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import pytest
 
@@ -244,6 +245,7 @@ def test_a_trial_left_running_by_an_ended_search_is_failed_on_resume(tmp_path):
     import sys
 
     from analysis.experiments.search.search import DRIVER_ATTR
+    from lab.machine.procs import start_ticks
 
     url = f"sqlite:///{tmp_path / 'search.db'}"
     space = parse_space("linear", layers=4)
@@ -253,23 +255,29 @@ def test_a_trial_left_running_by_an_ended_search_is_failed_on_resume(tmp_path):
         study = optuna.load_study(study_name=first.study_name, storage=url)
         ended = subprocess.Popen([sys.executable, "-c", "pass"])
         ended.wait()
+        host = socket.gethostname()
+        me = os.getpid()
         owners = {
-            "ended": f"{socket.gethostname()}:{ended.pid}",
+            "ended": f"{host}:{ended.pid}",  # as older searches wrote it: the PID alone
             "elsewhere": "another-host:1",
-            "ended before its run": f"{socket.gethostname()}:{ended.pid}",
+            "ended before its run": f"{host}:{ended.pid}@{start_ticks(ended.pid)}",
+            "alive": f"{host}:{me}@{start_ticks(me)}",  # this very process
+            "reused PID": f"{host}:{me}@{start_ticks(me) + 1}",  # this PID, another process
         }
         numbers = {}
         for who, owner in owners.items():
             t = study.ask()
             t.set_user_attr(DRIVER_ATTR, owner)
             numbers[who] = t.number
-            if who != "ended before its run":  # killed between ask and start_run
+            if who not in ("ended before its run", "alive", "reused PID"):  # killed before
                 store.start_run(trial_run_name(first.study_name, t.number), {}, kind="search")
         run_search(SearchConfig(space, objectives, trials=5, storage=url), store)
         states = {t.number: t.state.name for t in study.get_trials()}
         assert states[numbers["ended"]] == "FAIL"
         assert states[numbers["ended before its run"]] == "FAIL"
         assert states[numbers["elsewhere"]] == "RUNNING"
+        assert states[numbers["alive"]] == "RUNNING"
+        assert states[numbers["reused PID"]] == "FAIL"
         assert sum(s == "COMPLETE" for s in states.values()) == 5
         assert trial_run_name(first.study_name, numbers["ended before its run"]) not in set(
             store.runs()["name"]

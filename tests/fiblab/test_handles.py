@@ -4,16 +4,20 @@ and names itself in a timeout.  Oracles: real processes (`sleep`, `python -m fib
 the JSON written and read back, a log written by hand."""
 
 import io
+import os
+import socket
 import subprocess
 import sys
 import time
 
+import optuna
 import pytest
 
 from fiblab.jobs import detached
 from fiblab.jobs.launch import RunHandle
 from fiblab.jobs.probe_launch import GridHandle
 from fiblab.jobs.search_launch import SearchHandle
+from lab.machine.procs import start_ticks
 
 COMMON = dict(name="h", runs_dir="R", store="", pid=1, command=["python", "-m", "fiblab.cli"])
 
@@ -41,57 +45,99 @@ def test_a_dead_process_a_live_one_and_a_reused_pid(tmp_path):
     h = _handles(tmp_path)[1]
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    other = subprocess.Popen(["sleep", "30"])  # alive, but not a fiblab process
     ours = subprocess.Popen(  # in a session of its own, as `detached.start` starts one
         [sys.executable, "-c", "import time; time.sleep(30)", "fiblab.cli"],
         start_new_session=True,
     )
     try:
+        began = start_ticks(ours.pid)
+        assert began > 0
         assert not type(h)(**{**h.to_json(), "pid": dead.pid}).is_alive()
-        assert not type(h)(**{**h.to_json(), "pid": other.pid}).is_alive()  # PID reuse guard
-        attached = type(h)(**{**h.to_json(), "pid": ours.pid})  # as a new kernel reads it
+        # the PID alive, but its start time another process's: a reused PID is not ours
+        reused = type(h)(**{**h.to_json(), "pid": ours.pid, "pid_start": began + 1})
+        assert not reused.is_alive()
+        attached = type(h)(**{**h.to_json(), "pid": ours.pid, "pid_start": began})  # a new kernel
         assert attached.is_alive()
         with pytest.raises(TimeoutError, match=r"probe grid 'h' still running after 0 s"):
             attached.wait_exit(timeout=0.0, poll=0.01)
         assert attached.kill(timeout=5) and not attached.is_alive()
         assert not attached.kill(timeout=5)  # nothing left to kill
-        launched = type(h)(**{**h.to_json(), "pid": other.pid}, proc=other)  # the launcher's
-        assert launched.is_alive()  # its Popen decides
+        launched = type(h)(**{**h.to_json(), "pid": -1})
+        launched.bind(ours)  # the launcher's: its Popen decides, its start time is recorded
+        assert launched.proc is ours and launched.pid_start == began
+        assert not launched.is_alive()
     finally:
-        for p in (other, ours):
-            p.kill()
-            p.wait()
+        ours.kill()
+        ours.wait()
 
 
-def test_a_process_caught_in_exec_is_read_again_and_an_empty_line_is_nobodys(monkeypatch):
-    # Linux lets `Popen` return before the child's new command line is written: /proc reads
-    # b"" for a moment (measured: 15 of 300 fresh children here).  Oracle: reads scripted by hand.
-    reads = iter([b"", b"", b"python\0-m\0fiblab.cli\0"])
-    real_open = open
+def _scripted_proc(monkeypatch, stat: str | None):
+    """/proc/7/stat reads ``stat`` (None: no such process); every other path is real.  The
+    oracle for states a real process holds only for an instant (exiting, exec'ing)."""
+    real_open, real_kill = open, os.kill
 
     def fake_open(path, *a, **k):
-        if path != "/proc/7/cmdline":
-            return real_open(path, *a, **k)
-        return io.BytesIO(next(reads))
+        if str(path).startswith("/proc/7/"):
+            if stat is None:
+                raise FileNotFoundError(path)
+            if path == "/proc/7/stat":
+                return io.StringIO(stat)
+            return io.BytesIO(b"")  # cmdline and the rest: empty, as while exiting or exec'ing
+        return real_open(path, *a, **k)
+
+    def fake_kill(pid, sig):
+        if pid == 7:
+            if stat is None:
+                raise ProcessLookupError
+            return None
+        return real_kill(pid, sig)
 
     monkeypatch.setattr("builtins.open", fake_open)
-    assert detached.cmdline_is_ours(7)
-    reads = iter([b""] * 1000)  # empty for good (a kernel thread): not ours, after `settle`
-    t0 = time.monotonic()
-    assert not detached.cmdline_is_ours(7, settle=0.05)
-    assert 0.05 <= time.monotonic() - t0 < 5
-    reads = iter([b"sleep\x0030\0"])
-    assert not detached.cmdline_is_ours(7)  # someone else's at once, no waiting
+    monkeypatch.setattr(os, "kill", fake_kill)
 
 
-def test_fresh_children_are_ours_at_once():
-    for _ in range(40):  # without the re-read about 2 in 40 failed on this machine
-        p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "fiblab.cli"])
-        try:
-            assert detached.cmdline_is_ours(p.pid)
-        finally:
-            p.kill()
-            p.wait()
+def _stat_line(state: str, ticks: int) -> str:
+    # pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime
+    # stime cutime cstime priority nice threads itrealvalue starttime …
+    fields = [state] + ["0"] * 18 + [str(ticks)] + ["0"] * 10
+    return "7 (python (x)) " + " ".join(fields) + "\n"
+
+
+@pytest.mark.parametrize(
+    "stat, alive",
+    [
+        (_stat_line("R", 500), True),  # exiting: memory (and command line) gone, still running
+        (_stat_line("D", 500), True),  # exiting, in the kernel
+        (_stat_line("S", 500), True),  # exec'ing: its command line not written yet
+        (_stat_line("Z", 500), False),  # exited, not reaped
+        (_stat_line("R", 501), False),  # another process got the PID
+        (None, False),  # gone
+    ],
+    ids=["exiting", "exiting-in-kernel", "execing", "zombie", "reused-pid", "gone"],
+)
+def test_the_handle_the_launch_guard_and_the_searchs_clean_up_agree(
+    monkeypatch, tmp_path, stat, alive
+):
+    """The racy version answered "not ours" for an exiting process (its command line reads
+    empty) while the search's clean-up still saw it alive, so a stop left its trial RUNNING.
+    One rule now answers all three, whatever the command line reads."""
+    from analysis.experiments.search.search import DRIVER_ATTR, fail_abandoned
+
+    meta = str(tmp_path / "launch.json")
+    detached.write_json(meta, {"pid": 7, "pid_start": 500})
+    study = optuna.create_study()
+    trial = study.ask()
+    trial.set_user_attr(DRIVER_ATTR, f"{socket.gethostname()}:7@500")
+    _scripted_proc(monkeypatch, stat)
+    h = type(_handles(tmp_path)[2])(**{**_handles(tmp_path)[2].to_json(), "pid": 7,
+                                       "pid_start": 500})  # fmt: skip
+    assert h.is_alive() is alive
+    if alive:
+        with pytest.raises(ValueError, match="already running"):
+            detached.refuse_if_running(meta, "run 'x'")
+    else:
+        detached.refuse_if_running(meta, "run 'x'")
+    assert fail_abandoned(study, "s") == ([] if alive else [trial.number])
 
 
 def test_the_base_names_no_folder_of_its_own():

@@ -232,6 +232,23 @@ def test_run_finishes_and_a_stopped_run_resumes_exactly(runs):
     assert h.pid == again.pid and h.proc is None and L.state(h) == "done"
 
 
+def test_a_resume_with_changed_settings_runs_with_them(runs):
+    """"Resume for more steps" must not resume the old plan: the changes reach the handle, the
+    config file the process reads, its command and what it trains (the store's last step)."""
+    first = L.launch(
+        "tiny", name="more", steps=4, overrides={**FAST, "ckpt_every": 2},
+        store=str(runs / "store.db"), runs_dir=str(runs), env=ENV, nproc=1,
+    )  # fmt: skip
+    assert L.wait(first, timeout=120) == "done", first.log_tail()
+    more = L.resume(first, steps=7, overrides={**FAST, "ckpt_every": 2, "lr": 2e-3})
+    assert more.steps == 7 and more.spec["steps"] == 7 and more.spec["overrides"]["lr"] == 2e-3
+    conf = read_config(more.command[more.command.index("--config") + 1], TrainConfig)
+    assert (conf.steps, conf.lr, conf.name) == (7, 2e-3, "more") and "--resume" in more.command
+    assert L.wait(more, timeout=120) == "done", more.log_tail()
+    assert sorted(_losses(runs, "more")) == list(range(1, 8))
+    assert read_config(os.path.join(more.run_dir, "config.json"), TrainConfig).steps == 7
+
+
 def test_failed_run_reports_why(runs):
     h = L.launch(
         "tiny",

@@ -13,6 +13,7 @@ import pytest
 from fiblab.jobs import detached
 from fiblab.jobs import launch as LA
 from fiblab.ui.runlist import LMRuns, RunList, RunRow
+from lab.machine.procs import start_ticks
 
 
 class FakeSource:
@@ -142,9 +143,11 @@ def test_list_runs_finds_every_launch_json_newest_first(tmp_path):
 
 def test_detached_start_log_alive_and_kill_group(tmp_path):
     log = str(tmp_path / "x" / "p.log")
-    p = detached.start(
-        [sys.executable, "-c", "print('hello', flush=True); import time; time.sleep(60)"], log
+    code = (  # a child in the job's process group, as a data loader or a torchrun rank is
+        "import subprocess, time; c = subprocess.Popen(['sleep', '60']); "
+        "print('child', c.pid); print('hello', flush=True); time.sleep(60)"
     )
+    p = detached.start([sys.executable, "-c", code], log)
     try:
         assert os.getpgid(p.pid) == p.pid  # its own session: a kernel interrupt misses it
         deadline = time.monotonic() + 20
@@ -152,9 +155,14 @@ def test_detached_start_log_alive_and_kill_group(tmp_path):
             time.sleep(0.05)
         tail = [line for line in detached.log_tail(log).splitlines() if line]
         assert tail[0].startswith("== ") and tail[-1] == "hello"
-        assert detached.pid_alive(p.pid)
+        child = int(next(x for x in tail if x.startswith("child ")).split()[1])
+        assert detached.pid_alive(p.pid) and os.getpgid(child) == p.pid
         assert detached.kill_group(p.pid, lambda: p.poll() is None, timeout=5)
         assert p.poll() is not None and not detached.pid_alive(p.pid)
+        deadline = time.monotonic() + 5  # the whole group was told, not the leader alone
+        while detached.pid_alive(child) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not detached.pid_alive(child)
         assert not detached.kill_group(p.pid, lambda: p.poll() is None)
     finally:
         if p.poll() is None:
@@ -164,15 +172,16 @@ def test_detached_start_log_alive_and_kill_group(tmp_path):
 def test_refuse_if_running_names_the_run_and_the_fix(tmp_path):
     meta = str(tmp_path / "launch.json")
     detached.refuse_if_running(meta, "run 'x'")  # no file: nothing to refuse
-    detached.write_json(meta, {"pid": os.getpid()})
-    # this process's command line is pytest's, not fiblab.cli's: PID reuse, not ours
-    detached.refuse_if_running(meta, "run 'x'")
+    here = start_ticks(os.getpid())
+    detached.write_json(meta, {"pid": os.getpid(), "pid_start": here + 1})
+    detached.refuse_if_running(meta, "run 'x'")  # the PID lives, but as another process
     p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "fiblab.cli"])
-    try:  # at once: a child caught in exec is read again (`cmdline_is_ours`)
-        detached.write_json(meta, {"pid": p.pid})
+    try:  # at once, while it may still be exec'ing
+        detached.write_json(meta, {"pid": p.pid, "pid_start": start_ticks(p.pid)})
         with pytest.raises(ValueError, match=r"^run 'x' is already running \(pid \d+\): stop it"):
             detached.refuse_if_running(meta, "run 'x'")
     finally:
         p.kill()
         p.wait()
+    detached.refuse_if_running(meta, "run 'x'")  # ended: nothing to refuse
     assert detached.read_json(str(tmp_path / "none.json")) is None

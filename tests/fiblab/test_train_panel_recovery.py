@@ -142,6 +142,26 @@ def test_a_finished_runs_name_is_refused_with_a_next_step_that_works(runs):
     assert LA.snapshot(p.handle)["eta_s"] == 0.0
 
 
+@pytest.mark.parametrize(
+    "overrides, says",
+    [
+        ("steps=-3", "steps=-3 must be a positive integer"),
+        ("lr=0", "lr=0.0 must be a learning rate > 0"),
+        ("log_every=0", "log_every=0 must be a positive integer"),
+        ("model.window=abc", "window must be an integer"),
+    ],
+)
+def test_a_bad_override_is_refused_before_launch_and_nothing_is_listed(tmp_path, overrides, says):
+    """A value the form can refuse never becomes a process that fails at once and is listed
+    as "failed · step 0 / -3" with an enabled resume (the browser walk of notebook 03)."""
+    p = TrainPanel(store="", runs=str(tmp_path), auto_refresh=False, env=ENV, gpus=0,
+                   preset="tiny", name="doomed", overrides=overrides)  # fmt: skip
+    p.launch_button.click()
+    assert p.error is not None and says in p.error and p.handle is None
+    assert "\n" not in p.error.strip()  # one line
+    assert os.listdir(tmp_path) == [] and p.runlist.rows == []
+
+
 # --------------------------------------------------------------------------------------------
 # the ETA model
 # --------------------------------------------------------------------------------------------

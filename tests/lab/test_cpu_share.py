@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from lab.cost.measure import ROOT
 from lab.machine import cpu_share as C
+from lab.machine.procs import start_ticks
 
 CORES = C.cores()
 
@@ -100,7 +101,7 @@ def _entry(folder, **kw) -> C.Job:
             "started": time.time(),
             "pgid": os.getpgrp(),
             "seq": 10_000,
-            "boot_ticks": C._boot_ticks(os.getpid()),
+            "boot_ticks": start_ticks(os.getpid()),
             **kw,
         }
     )

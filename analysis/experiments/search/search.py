@@ -21,7 +21,6 @@ the driver writes the store.  Optuna is imported lazily (`pip install 'fiblab[se
 
 from __future__ import annotations
 
-import os
 import socket
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -36,7 +35,7 @@ from analysis.experiments.search.objectives import (
     evaluate,
 )
 from analysis.experiments.search.space import Param, SearchSpace
-from lab.machine.procs import pid_alive
+from lab.machine.procs import parse_process_id, pid_alive, process_id
 from lab.util.wording import plural
 
 RUN_KIND = "search"
@@ -205,7 +204,8 @@ DRIVER_ATTR = "fiblab_driver"
 
 
 def _this_driver() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """``HOST:PID@TICKS``: this process, told apart from a later one given the same PID."""
+    return f"{socket.gethostname()}:{process_id()}"
 
 
 def ask(study):
@@ -224,8 +224,9 @@ def fail_abandoned(study, name: str, store=None, log=None) -> list[int]:
     host = socket.gethostname()
     out = []
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        h, _, pid = str(t.user_attrs.get(DRIVER_ATTR, "")).rpartition(":")
-        if h != host or not pid.isdigit() or pid_alive(int(pid)):
+        h, _, proc = str(t.user_attrs.get(DRIVER_ATTR, "")).rpartition(":")
+        driver = parse_process_id(proc)
+        if h != host or driver is None or pid_alive(*driver):
             continue
         study.tell(t.number, state=optuna.trial.TrialState.FAIL)
         mark_failed(store, trial_run_name(name, t.number), "abandoned: its search ended")

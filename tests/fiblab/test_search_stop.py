@@ -1,0 +1,63 @@
+"""A stopped search leaves no trial RUNNING, whenever the stop lands.
+
+The race behind one CI failure in five: a search killed in the middle of an SQLite write leaves
+a *hot journal*; the clean-up's read-only look at the study then failed with
+SQLITE_READONLY_ROLLBACK, read as "no study yet", and the trial the stop interrupted stayed
+RUNNING for ever.  The oracle here is a real process that asks a trial and dies inside a write
+transaction, every time (no timing luck), and Optuna's own reading of the study afterwards."""
+
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from fiblab.jobs import search_launch as SL
+
+optuna = pytest.importorskip("optuna")
+
+CHILD = textwrap.dedent(
+    """
+    import os, signal, sqlite3, sys
+    import optuna
+    from analysis.experiments.search.search import ask
+    url, db = sys.argv[1], sys.argv[2]
+    study = optuna.load_study(study_name="killed", storage=url)
+    trial = ask(study)  # RUNNING, its driver this process
+    print(trial.number, flush=True)
+    con = sqlite3.connect(db, isolation_level=None)
+    con.execute("PRAGMA cache_size = 1")  # a change spills to the file at once: SQLite first
+    con.execute("BEGIN IMMEDIATE")  # writes the original pages to the journal
+    con.execute("UPDATE pad SET x = randomblob(1000)")
+    os.kill(os.getpid(), signal.SIGKILL)  # dies holding the write: the journal is hot
+    """
+)
+
+
+def test_a_search_killed_mid_write_has_its_trial_failed_not_left_running(tmp_path):
+    folder = tmp_path / "searches" / "killed"
+    folder.mkdir(parents=True)
+    db = folder / SL.STUDY_DB
+    url = f"sqlite:///{db}"
+    optuna.create_study(study_name="killed", storage=url)
+    with sqlite3.connect(db) as con:  # pages a write will change, as a study's rows do
+        con.execute("CREATE TABLE pad (x BLOB)")
+        con.executemany("INSERT INTO pad VALUES (randomblob(1000))", [()] * 200)
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD, url, str(db)], capture_output=True, text=True, timeout=120
+    )
+    assert child.returncode == -9, child.stderr
+    number = int(child.stdout.split()[0])
+    assert os.path.getsize(str(db) + "-journal") > 0  # the journal the killed writer left
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):  # what the old check hit
+        sqlite3.connect(f"file:{db}?mode=ro", uri=True).execute("SELECT 1 FROM studies")
+
+    h = SL.SearchHandle(
+        name="killed", runs_dir=str(tmp_path), store="", pid=-1, command=[], folder=str(folder),
+        space="linear", objectives=["distinct"], trials=1, seed=0, storage=url,
+    )  # fmt: skip
+    assert SL._fail_abandoned(h) == [number]
+    study = optuna.load_study(study_name="killed", storage=url)
+    assert [t.state.name for t in study.get_trials()] == ["FAIL"]
