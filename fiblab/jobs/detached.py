@@ -39,6 +39,7 @@ __all__ = [
 LIVE = ("starting", "running", "stopping")
 TERMINAL = ("done", "stopped", "failed")
 
+
 @dataclass(kw_only=True)
 class Handle:
     """What a launcher keeps of one detached process: its name, where it writes, how it was

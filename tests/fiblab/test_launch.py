@@ -233,7 +233,7 @@ def test_run_finishes_and_a_stopped_run_resumes_exactly(runs):
 
 
 def test_a_resume_with_changed_settings_runs_with_them(runs):
-    """"Resume for more steps" must not resume the old plan: the changes reach the handle, the
+    """ "Resume for more steps" must not resume the old plan: the changes reach the handle, the
     config file the process reads, its command and what it trains (the store's last step)."""
     first = L.launch(
         "tiny", name="more", steps=4, overrides={**FAST, "ckpt_every": 2},
