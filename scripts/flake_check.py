@@ -1,0 +1,114 @@
+"""The flake check a developer runs before submitting work that touches jobs, launchers, panels,
+Ray or the browser tests: those test files, N times, on two workers, with a second job loading
+the machine beside them.  A test that fails one run in five is a defect (usually a race in the
+product); this finds it before CI does.
+
+    .venv/bin/python scripts/flake_check.py --repeat 10            # the whole set, loaded
+    .venv/bin/python scripts/flake_check.py --repeat 20 --group jobs --no-load
+
+Prints one line per repetition (passed / failed and which tests) and, at the end, each failing
+test with its count: the rate that goes in benchmarks/RESULTS.md.  Exit code 1 when any
+repetition failed.  The load is a real lab job (a tiny training run, looped), not a spin loop,
+so it also takes the CPU-share registry's slots as a second notebook would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import re
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GROUPS = {
+    "jobs": [
+        "tests/fiblab/test_handles.py",
+        "tests/fiblab/test_runlist.py",
+        "tests/fiblab/test_search_stop.py",
+        "tests/fiblab/test_launch.py",
+        "tests/fiblab/test_probe_launch.py",
+        "tests/lab/test_procs.py",
+        "tests/lab/test_cpu_share.py",
+    ],
+    "panels": [
+        "tests/fiblab/test_search_panel.py",
+        "tests/fiblab/test_probe_panel.py",
+        "tests/fiblab/test_train_panel_recovery.py",
+        "tests/fiblab/test_ui.py",
+    ],
+    "ray": ["tests/fiblab/test_ray_sweep.py", "tests/fiblab/test_search_ray.py"],
+    "browser": [
+        "tests/fiblab/test_browser.py",
+        "tests/fiblab/test_browser_02_probes.py",
+        "tests/fiblab/test_browser_03_train.py",
+        "tests/fiblab/test_browser_06_search.py",
+    ],
+}
+LOAD = (  # a tiny training run, again and again, in a runs folder of its own
+    "import os, subprocess, sys, tempfile\n"
+    "env = {**os.environ, 'FIBLAB_RUNS': tempfile.mkdtemp(prefix='flake-load-')}\n"
+    "for i in range(10**6):\n"
+    "    subprocess.run([sys.executable, '-m', 'fiblab.cli', 'train', '--preset', 'tiny',\n"
+    "                    '--steps', '40', '--store', '', '--name', f'load{i}',\n"
+    "                    '--override', 'run_dir=' + env['FIBLAB_RUNS']], env=env,\n"
+    "                   capture_output=True)\n"
+)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeat", type=int, default=10, help="repetitions of the set")
+    ap.add_argument(
+        "--group", nargs="+", choices=sorted(GROUPS), default=sorted(GROUPS), help="which files"
+    )
+    ap.add_argument("--workers", default="2", help="pytest-xdist workers (-n)")
+    ap.add_argument("--no-load", action="store_true", help="no second job beside the tests")
+    ap.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
+    args = ap.parse_args(argv)
+    files = [f for g in args.group for f in GROUPS[g]]
+    load = None
+    if not args.no_load:
+        load = subprocess.Popen(
+            [sys.executable, "-c", LOAD],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    failures: collections.Counter[str] = collections.Counter()
+    bad_runs = 0
+    try:
+        for i in range(1, args.repeat + 1):
+            t0 = time.monotonic()
+            cmd = [sys.executable, "-m", "pytest", "-q", "-n", args.workers, "-p", "no:cacheprovider",
+                   *files, *args.pytest_args]  # fmt: skip
+            out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+            failed = sorted(set(re.findall(r"^(?:FAILED|ERROR) (\S+)", out.stdout, re.M)))
+            summary = (out.stdout.strip().splitlines() or ["(no output)"])[-1]
+            if out.returncode not in (0, 5):
+                bad_runs += 1
+                failures.update(failed or [f"pytest exit {out.returncode}"])
+            print(
+                f"run {i:2d}/{args.repeat}: {summary}  ({time.monotonic() - t0:.0f} s)", flush=True
+            )
+            for f in failed:
+                print(f"    {f}", flush=True)
+    finally:
+        if load is not None:
+            os.killpg(load.pid, 9)
+            load.wait()
+    print(
+        f"\n{bad_runs} of {args.repeat} repetitions failed "
+        f"({'loaded by a tiny training loop' if load else 'no load'}, -n {args.workers}; "
+        f"groups: {', '.join(args.group)})"
+    )
+    for name, n in failures.most_common():
+        print(f"  {n:2d}× {name}")
+    return 1 if bad_runs else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
