@@ -28,7 +28,7 @@ from collections import defaultdict
 import numpy as np
 from scipy import stats as _st
 
-from analysis.ledger.checks import AT_CHANCE, Finding, chance_band
+from analysis.ledger.checks import AT_CHANCE, Finding, Pair, chance_band
 from analysis.ledger.evidence import runs_by_window
 from analysis.statistics.decide import POWER, Comparison, Protocol, settle
 
@@ -97,17 +97,19 @@ def additive(tier, a: str, b: str, pr: Protocol) -> Finding | None:
         for base, s in ((a, "a"), (b, "b"))
     }
     n = {names[k]: len(v) for k, v in cells.items()}
-    here = (
+    head = (
         f"the stagger's gain in ln ppl at W={W}: {a} {gain[a]:+.4f}, {b} {gain[b]:+.4f} "
         f"(seeds {', '.join(f'{k} {v}' for k, v in n.items())}); interaction "
         f"{c.gap:+.4f} nats"
         + ("" if math.isnan(c.ci[0]) else f", 95 % t-interval [{c.ci[0]:+.4f}, {c.ci[1]:+.4f}]")
-        + f"; {d.wording()}; the paper's {pr.paper_effect:+.4f} (W=8, one seed a cell): "
-        f"{d.magnitude}"
+        + f"; the paper's {pr.paper_effect:+.4f} (W=8, one seed a cell): {d.magnitude}"
     )
     runs = [r for k in by for r, _ in by[k][W]]
-    stats = {**d.stats(), "W": W, "gain_a": gain[a], "gain_b": gain[b], "seeds": n}
-    return Finding(d.verdict, here, runs, stats)
+    stats = {"W": W, "gain_a": gain[a], "gain_b": gain[b], "seeds": n}
+    # its test joins the family of the tier's data (`analysis.ledger.ledger.adjust`)
+    test = Pair(f"{a} − {b} stagger gain", "0", W, (), (), c, d)
+    return Finding(d.verdict, f"{head}; {d.wording()}", runs, {**d.stats(), **stats},
+                   tests=[test], head=head, style="own")  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------

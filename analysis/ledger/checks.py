@@ -18,16 +18,17 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
-from scipy import stats as _st
 from scipy.stats import t as _t
 
+from analysis.statistics.decide import Comparison, Decision
 from lab.ladder.drift import INERT_TOL, is_inert
 
 __all__ = [
     "Finding",
+    "Pair",
     "LM_CHECKS",
     "AT_CHANCE",
     "RETRIEVED",
@@ -53,6 +54,10 @@ FLAT = 10.0
 LITTLE = 2.8
 #: A staggered probe's final α range at least this wide "stays spread" ([0.55, 1.45] is 0.9).
 SPREAD = 0.7
+#: The lab's same-tokens finding: the later blocks cost under this (% ppl) against the same
+#: tokens alone; and its frozen-rungs finding: the never-trained rungs move ppl under this (%).
+SAME_TOKENS = 1.0
+FROZEN = 1.0
 AT_CHANCE = "at chance"
 
 
@@ -68,41 +73,77 @@ class Finding:
     tests: list = field(default_factory=list)
     head: str = ""
     rel_gap: float | None = None
+    # "pairs": the line is the deciding pair's numbers (`analysis.ledger.compare`); "own": the
+    # check's own text (``head``), the decision's words appended once the family is adjusted
+    style: str = "pairs"
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One comparison of a claim: ``a`` against ``b`` (at window ``W``; None: any), their runs as
+    (name, ppl), the `Comparison` on the protocol's metric and, once decided, its `Decision`."""
+
+    a: str
+    b: str
+    W: int | None
+    ra: tuple
+    rb: tuple
+    comparison: Comparison
+    decision: Decision | None = None
 
 
 # --------------------------------------------------------------------------------------------
 # the test behind a claim about means
 # --------------------------------------------------------------------------------------------
-def _p_greater(x, y=None, ref: float = 0.0) -> float:
-    """One-sided p that mean(x) exceeds mean(y) (Welch) — or ``ref`` when ``y`` is None (one-
-    sample t); NaN with fewer than 2 values a side or no spread."""
-    x = np.asarray(x, dtype=float)
+#: The family a threshold rule's tests start in; the ledger moves every test into the family of
+#: the data it reads (`analysis.ledger.ledger.adjust`).
+THRESHOLD_FAMILY = "threshold"
+
+
+def _above(
+    a: str,
+    b: str,
+    x,
+    ref: float | None = None,
+    y=None,
+    metric: str = "value",
+    paper: float | None = None,
+) -> tuple:
+    """One registered one-sided test of a threshold rule: mean(x) above ``ref`` (one-sample t)
+    or above mean(y) (Welch), its reversal the test against; ``paper``: the paper's size in the
+    same units (its value minus ``ref``), for the magnitude rule.  (a, b, `Comparison`)."""
+    from analysis.statistics.decide import Protocol, compare, compare_to
+
+    pr = Protocol(THRESHOLD_FAMILY, "welch", "one", paper_effect=paper, metric=metric)
+    x = [float(v) for v in x]
     if y is None:
-        if len(x) < 2 or not x.std(ddof=1) > 0:
-            return math.nan
-        return float(_st.ttest_1samp(x, ref, alternative="greater").pvalue)
-    y = np.asarray(y, dtype=float)
-    if len(x) < 2 or len(y) < 2 or not (x.std(ddof=1) > 0 or y.std(ddof=1) > 0):
-        return math.nan
-    return float(_st.ttest_ind(x, y, equal_var=False, alternative="greater").pvalue)
+        return a, b, compare_to(x, float(ref), pr)
+    return a, b, compare(x, [float(v) for v in y], pr, lower_is_better=False)
 
 
-def _tested(pairs: list[tuple[float, float]]) -> tuple[str, dict]:
-    """The verdict of a claim made of comparisons, from (p that it holds, p that it is
-    reversed) each (see the module docstring), and the p-values behind it."""
-    from analysis.statistics.decide import holm
+def _tested(components: list[tuple]) -> tuple[str, dict, list]:
+    """The verdict of a claim made of one-sided tests (`_above`), decided first as a family of
+    its own (the ledger then adjusts them with every test on the same data): *held* when every
+    one holds (intersection–union), *did not hold* when one is significantly reversed or
+    misses the paper's size, else *not shown*.  Returns (verdict, stats, the tests as
+    `analysis.ledger.compare.Pair` s)."""
+    from analysis.statistics.decide import settle
 
-    p_for = [a for a, _ in pairs]
-    p_rev = [float(v) for v in holm([b for _, b in pairs])] if pairs else []
-    stats = {"test": "one-sided t, intersection–union; reversals Holm", "p_for": p_for}
-    stats["p_reversed_holm"] = p_rev
-    if not pairs or any(math.isnan(p) for p in p_for):
-        return "not shown", stats
-    if all(p < 0.05 for p in p_for):
-        return "held", stats
-    if any(p < 0.05 for p in p_rev if not math.isnan(p)):
-        return "did not hold", stats
-    return "not shown", stats
+    pairs = [Pair(a, b, None, (), (), c) for a, b, c in components]
+    decisions = settle([p.comparison for p in pairs]) if pairs else []
+    verdicts = [d.verdict for d in decisions]
+    stats = {
+        "test": "one-sided t, intersection–union; Holm over the family of its data",
+        "p_for": [p.comparison.p_raw for p in pairs],
+        "p_reversed": [p.comparison.p_against for p in pairs],
+    }
+    if not pairs or not all(p.comparison.tested for p in pairs):
+        return "not shown", stats, pairs
+    if "did not hold" in verdicts:
+        return "did not hold", stats, pairs
+    if all(v == "held" for v in verdicts):
+        return "held", stats, pairs
+    return "not shown", stats, pairs
 
 
 def _p_words(stats: dict) -> str:
@@ -161,16 +202,16 @@ def _extrap(tier, rule) -> Finding | None:
     got = rule(ch, fmax)
     if got is None:
         return None
-    verdict, runs, note, extra = (*got, "", {})[:4]
+    verdict, runs, note, extra, tests = (*got, "", {}, [])[:5]
     here = f"ppl change 1× → {fmax}× (rungs recomputed): " + ", ".join(
         f"{k} {v[0]:+.1f} %" for k, v in sorted(ch.items())
     )
     here += _paper_words(ch) + note
-    if fmax < 4 and verdict != "did not hold":
-        verdict, here = "not shown", here + f" (only {fmax}× evaluated, the paper's claim is at 4×)"
-    return Finding(
-        verdict, here, runs, {"factor": fmax, **{k: v[0] for k, v in ch.items()}, **extra}
-    )
+    stats = {"factor": fmax, **{k: v[0] for k, v in ch.items()}, **extra}
+    if fmax < 4:  # the paper's claim is at 4×: no registered test here
+        return Finding("not shown", here + f" (only {fmax}× evaluated, the claim is at 4×)", runs,
+                       stats)  # fmt: skip
+    return Finding(verdict, here, runs, stats, tests=tests, head=here, style="own")
 
 
 def magnitude(paper: float, values) -> tuple[str, list | None]:
@@ -196,11 +237,13 @@ def _dense_degrades(ch, fmax):
         "" if ci is None else f" our 95 % interval [{ci[0]:+.1f}, {ci[1]:+.1f}] %"
     )
     x = ch["dense"][2]
-    verdict, tst = _tested(
-        [(_p_greater(x, ref=DEGRADES), _p_greater([-v for v in x], ref=-DEGRADES))]
+    size = paper - DEGRADES if fmax == 4 else None  # the paper's size, above the threshold
+    verdict, tst, tests = _tested(
+        [_above("dense", f"+{DEGRADES:g} %", x, DEGRADES, metric="pct_change", paper=size)]
     )
     stats = {"paper_change": paper, "magnitude": mag, "ci": ci, **tst}
-    return verdict, ch["dense"][1], note + f" (vs +{DEGRADES:g} %" + _p_words(tst) + ")", stats
+    note += f" (vs +{DEGRADES:g} %" + _p_words(tst) + ")"
+    return verdict, ch["dense"][1], note, stats, tests
 
 
 def _sparse_flat(ch, fmax):
@@ -213,9 +256,9 @@ def _sparse_flat(ch, fmax):
     lo, hi = min(fib), max(fib)
     inside = {k: bool(lo <= v[0] <= hi) for k, v in sp.items()}
     labels = sorted(sp)
-    verdict, tst = _tested(
+    verdict, tst, tests = _tested(
         [
-            (_p_greater([-c for c in sp[k][2]], ref=-LITTLE), _p_greater(sp[k][2], ref=LITTLE))
+            _above(k, f"−{LITTLE:g} %", [-c for c in sp[k][2]], -LITTLE, metric="-pct_change")
             for k in labels
         ]
     )
@@ -224,7 +267,7 @@ def _sparse_flat(ch, fmax):
     )
     note += f" (each below +{LITTLE:g} %, {', '.join(labels)}" + _p_words(tst) + ")"
     stats = {"paper_range": [lo, hi], "inside_paper_range": inside, "little": LITTLE, **tst}
-    return verdict, [n for v in sp.values() for n in v[1]], note, stats
+    return verdict, [n for v in sp.values() for n in v[1]], note, stats, tests
 
 
 def _pow2_degrades(ch, fmax):
@@ -232,20 +275,22 @@ def _pow2_degrades(ch, fmax):
     if "pow2/fixed" not in ch or not fib:
         return None
     p2 = ch["pow2/fixed"][2]
-    verdict, tst = _tested(
-        [(_p_greater(p2, fib[k][2]), _p_greater(fib[k][2], p2)) for k in sorted(fib)]
+    verdict, tst, tests = _tested(
+        [_above("pow2/fixed", k, p2, y=fib[k][2], metric="pct_change") for k in sorted(fib)]
     )
     runs = ch["pow2/fixed"][1] + [n for v in fib.values() for n in v[1]]
-    return verdict, runs, f" (pow2/fixed above {', '.join(sorted(fib))}" + _p_words(tst) + ")", tst
+    note = f" (pow2/fixed above {', '.join(sorted(fib))}" + _p_words(tst) + ")"
+    return verdict, runs, note, tst, tests
 
 
 def _coprime_less_robust(ch, fmax):
     if "fib/coprime" not in ch or "fib/stagger" not in ch:
         return None
     co, st = ch["fib/coprime"][2], ch["fib/stagger"][2]
-    verdict, tst = _tested([(_p_greater(co, st), _p_greater(st, co))])
+    verdict, tst, tests = _tested([_above("fib/coprime", "fib/stagger", co, y=st,
+                                         metric="pct_change")])  # fmt: skip
     runs = ch["fib/coprime"][1] + ch["fib/stagger"][1]
-    return verdict, runs, " (coprime above stagger" + _p_words(tst) + ")", tst
+    return verdict, runs, " (coprime above stagger" + _p_words(tst) + ")", tst, tests
 
 
 def _dense_behind_2x(tier) -> Finding | None:
@@ -258,12 +303,13 @@ def _dense_behind_2x(tier) -> Finding | None:
     m = {k: float(np.mean([p for _, p in v])) for k, v in ppl2.items()}
     ln = {k: [math.log(p) for _, p in v] for k, v in ppl2.items()}  # compared as ln ppl
     others = sorted(k for k in ln if k != "dense")
-    verdict, tst = _tested(
-        [(_p_greater(ln["dense"], ln[k]), _p_greater(ln[k], ln["dense"])) for k in others]
+    verdict, tst, tests = _tested(
+        [_above("dense", k, ln["dense"], y=ln[k], metric="log_ppl") for k in others]
     )
     here = "ppl at 2×: " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(m.items()))
     here += " (dense above each" + _p_words(tst) + ")"
-    return Finding(verdict, here, [n for v in ppl2.values() for n, _ in v], tst)
+    runs = [n for v in ppl2.values() for n, _ in v]
+    return Finding(verdict, here, runs, tst, tests=tests, head=here, style="own")
 
 
 def _bins(tier):
@@ -286,11 +332,16 @@ def _every_bin(tier) -> Finding | None:
         return None
     fx, st, runs = got
     gap = fx.mean(0) - st.mean(0)
-    verdict, tst = _tested(
-        [(_p_greater(fx[:, j], st[:, j]), _p_greater(st[:, j], fx[:, j])) for j in range(len(gap))]
+    verdict, tst, tests = _tested(
+        [
+            _above("fib/fixed", "fib/stagger", fx[:, j], y=st[:, j], metric=f"nll_bin{j}")
+            for j in range(len(gap))
+        ]
     )
     here = "fixed − stagger NLL per bin (nats): " + ", ".join(f"{g:+.3f}" for g in gap)
-    return Finding(verdict, here + _p_words(tst), runs, {"gap": list(gap), **tst})
+    here += _p_words(tst)
+    return Finding(verdict, here, runs, {"gap": list(gap), **tst}, tests=tests, head=here,
+                   style="own")  # fmt: skip
 
 
 def _not_long_range(tier) -> Finding | None:
@@ -316,27 +367,45 @@ def _not_long_range(tier) -> Finding | None:
     )
     if late.mean() <= 0:
         return Finding("not shown", here + " (no gain here to locate)", runs)
-    p = _p_greater(sf, ss)
+    # the registered test refutes only: the stagger's slope against fixed's, the growth of the
+    # gain (fixed's slope above) its test against; nothing can hold it (no margin)
+    a, b, c = _above("fib/stagger", "fib/fixed", ss, y=sf, metric="slope")
+    c = replace(c, p_raw=math.nan)
+    p = math.nan if c.p_against is None else c.p_against
     stats = {"rise": rise, "p_grows": p, "test": "one-sided Welch on per-run slopes"}
-    if p < 0.05:
-        return Finding("did not hold", here + f"; it grows, one-sided p {p:.2g}", runs, stats)
-    words = "no test" if math.isnan(p) else f"growth p {p:.2g}"
-    return Finding(
-        "not shown", here + f"; {words} (a tie needs a margin the paper does not give)", runs, stats
-    )
+    words = "no test" if p is None or math.isnan(p) else f"growth p {p:.2g}"
+    head = here + f"; {words} (a tie needs a margin the paper does not give)"
+    verdict, _, tests = _tested([(a, b, c)])
+    verdict = "did not hold" if verdict == "did not hold" else "not shown"
+    return Finding(verdict, head, runs, stats, tests=tests, head=head, style="own")
 
 
 def _lm_inert(tier) -> Finding | None:
+    """Learned α stays within `INERT_TOL` of its start: each run's largest |α − α_init| (over
+    layers and logged steps) below the threshold, a one-sided one-sample t over runs; the
+    largest of all is reported beside (and whether it alone is inert)."""
     runs = [r for r in tier.lms if r.drift is not None and not math.isnan(r.drift)]
     if not runs:
         return None
     dev = max(r.drift for r in runs)
-    return Finding(
-        "held" if is_inert(dev) else "did not hold",
-        f"largest |α − α_init| over layers and logged steps: {dev:.3f} (inert: ≤ {INERT_TOL})",
-        [r.name for r in runs],
-        {"drift": dev},
+    verdict, tst, tests = _tested(
+        [
+            _above(
+                "fib/learned",
+                f"{INERT_TOL:g}",
+                [-r.drift for r in runs],
+                -INERT_TOL,
+                metric="-alpha_drift",
+            )
+        ]  # fmt: skip
     )
+    here = (
+        f"largest |α − α_init| over layers and logged steps: {dev:.3f} over {len(runs)} runs "
+        f"(inert: ≤ {INERT_TOL}; every run {'is' if is_inert(dev) else 'is not'})" + _p_words(tst)
+    )
+    stats = {"drift": dev, **tst}
+    return Finding(verdict, here, [r.name for r in runs], stats, tests=tests, head=here,
+                   style="own")  # fmt: skip
 
 
 def _same_tokens(tier) -> Finding | None:
@@ -349,14 +418,15 @@ def _same_tokens(tier) -> Finding | None:
     sp = sorted(k for k in ec if k != "dense")
     if not sp:
         return None
-    verdict, tst = _tested(
-        [(_p_greater([-v for v in ec[k]], ref=-1.0), _p_greater(ec[k], ref=1.0)) for k in sp]
+    verdict, tst, tests = _tested(
+        [_above(k, "−1 %", [-v for v in ec[k]], -SAME_TOKENS, metric="-pct_change") for k in sp]
     )
     here = "ppl of the later blocks vs the same tokens alone: " + ", ".join(
         f"{k} {float(np.mean(v)):+.1f} %" for k, v in sorted(ec.items())
     )
+    here += _p_words(tst)
     runs = [r.name for r in tier.lms if r.same_tokens is not None]
-    return Finding(verdict, here + _p_words(tst), runs, tst)
+    return Finding(verdict, here, runs, tst, tests=tests, head=here, style="own")
 
 
 def _frozen(tier) -> Finding | None:
@@ -372,17 +442,18 @@ def _frozen(tier) -> Finding | None:
     if not fg:
         return None
     m = {k: float(np.mean(v)) for k, v in fg.items()}
-    pairs = []
+    parts = []
     for k in sorted(fg):
         v = fg[k]
-        pairs.append((_p_greater([-x for x in v], ref=-1.0), _p_greater(v, ref=1.0)))
-        pairs.append((_p_greater(v, ref=-1.0), _p_greater([-x for x in v], ref=1.0)))
-    verdict, tst = _tested(pairs)
+        parts.append(_above(k, "+1 %", [-x for x in v], -FROZEN, metric="-pct_change"))
+        parts.append(_above(k, "−1 %", v, -FROZEN, metric="pct_change"))
+    verdict, tst, tests = _tested(parts)
     here = "ppl(recomputed) / ppl(frozen) − 1 at the longest length: " + ", ".join(
         f"{k} {v:+.2f} %" for k, v in sorted(m.items())
     )
+    here += _p_words(tst)
     runs = [r.name for r in tier.lms if any(f in r.frozen for f in r.ext if f > 1)]
-    return Finding(verdict, here + _p_words(tst), runs, tst)
+    return Finding(verdict, here, runs, tst, tests=tests, head=here, style="own")
 
 
 def chance_band(chance: float, n: int) -> float:

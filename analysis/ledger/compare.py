@@ -25,14 +25,14 @@ never compared and never ranked.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
 from analysis.ledger.across import additive
-from analysis.ledger.checks import Finding
+from analysis.ledger.checks import Finding, Pair
 from analysis.ledger.evidence import runs_by_window
-from analysis.statistics.decide import Comparison, Decision, Protocol, compare, settle
+from analysis.statistics.decide import Decision, Protocol, compare, settle
 from analysis.statistics.power import plan
 from analysis.statistics.stats import pooled_std, summary
 
@@ -40,7 +40,6 @@ __all__ = [
     "MODES",
     "MAGNITUDE",
     "protocol",
-    "Pair",
     "pairwise",
     "ranking",
     "finish",
@@ -73,20 +72,6 @@ def protocol(claim: dict) -> Protocol | None:
         paper_effect=claim.get("paper_effect"),
         metric=claim.get("metric", "log_ppl"),
     )
-
-
-@dataclass(frozen=True)
-class Pair:
-    """One comparison of a claim: ``a`` against ``b`` (at window ``W``; None: any), their runs as
-    (name, ppl), the `Comparison` on the protocol's metric and, once decided, its `Decision`."""
-
-    a: str
-    b: str
-    W: int | None
-    ra: tuple
-    rb: tuple
-    comparison: Comparison
-    decision: Decision | None = None
 
 
 def _values(runs, metric: str) -> list[float]:
@@ -164,6 +149,14 @@ def finish(f: Finding, decisions: list[Decision]) -> Finding:
     else:
         verdict = "not shown"
     shown = verdicts.index("did not hold") if verdict == "did not hold" else 0
+    label = MAGNITUDE if pairs[shown].decision.reason == MAGNITUDE else f.label
+    if f.style == "own":  # a threshold rule or a contrast: its text, then the decisions' words
+        decided = [{"a": p.a, "b": p.b, "W": p.W, "verdict": p.decision.verdict,
+                    **p.decision.stats()} for p in pairs]  # fmt: skip
+        words = "; ".join(_own_words(p) for p in pairs)
+        stats = {**decided[shown], **f.stats, "pairs": decided}  # the check's own numbers win
+        return replace(f, verdict=verdict, here=f"{f.head}; {words}", stats=stats, label=label,
+                       tests=pairs)  # fmt: skip
     line, stats = _line(pairs[shown], f.rel_gap)
     others = [f"{_where(p)}: {p.decision.verdict}" for i, p in enumerate(pairs) if i != shown]
     if others:
@@ -172,8 +165,12 @@ def finish(f: Finding, decisions: list[Decision]) -> Finding:
             {"a": p.a, "b": p.b, "W": p.W, "verdict": p.decision.verdict, **p.decision.stats()}
             for p in pairs
         ]
-    label = MAGNITUDE if pairs[shown].decision.reason == MAGNITUDE else None
     return replace(f, verdict=verdict, here=f.head + line, stats=stats, label=label, tests=pairs)
+
+
+def _own_words(p: Pair) -> str:
+    """One test of a threshold rule or contrast, in words: what it tests and its decision."""
+    return f"{p.a} vs {p.b}: {p.decision.wording()}"
 
 
 def _where(p: Pair) -> str:

@@ -25,6 +25,7 @@ import glob
 import json
 import math
 import os
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -39,6 +40,7 @@ __all__ = [
     "group_lms",
     "group_probes",
     "from_store",
+    "store_lms",
     "stored_grids",
     "stored_timings",
     "run_label",
@@ -84,6 +86,8 @@ class Tier:
     lms: tuple = ()
     records: tuple = ()
     timings: tuple = ()  # efficiency tiers: rows of a stored attention benchmark
+    steps: int | None = None  # an LM tier's training steps and length (the registered tier's
+    seq_len: int | None = None  # rule reads them: claims.toml [protocol] tier)
 
     @property
     def label(self) -> str:
@@ -147,23 +151,33 @@ def group_lms(runs: list[tuple[LMRun, str, dict]]) -> list[Tier]:
                 words,
                 scale not in ("demo", "smoke"),
                 lms=tuple(lms),
+                steps=steps,
+                seq_len=seq_len,
             )
         )
     return out
 
 
+def _precision(r: dict) -> str:
+    settings = r.get("settings") if isinstance(r.get("settings"), dict) else {}
+    return str(settings.get("precision") or r.get("precision") or "fp32")
+
+
+def cell_key(r: dict):
+    """What makes two probe records one cell: the same run of one seed, whatever precision it
+    was computed in (claims.toml R6: a seed's bf16 and fp32 twins count once)."""
+    key = r.get("key")
+    if key:
+        return re.sub(r"/(bf16|fp32)$", "", key)
+    return (r["mechanism"], r["depth"], r["init"], r["seed"], r["steps"], tuple(sorted(r["acc"])))
+
+
 def group_probes(records: list[dict], where: str) -> list[Tier]:
-    """Probe tiers (one per scale) from records, the first of each key kept."""
+    """Probe tiers (one per scale) from records, one record a cell (`cell_key`): the fp32 twin
+    where a seed was run in both precisions, else the first."""
     seen, by = set(), {}
-    for r in records:
-        key = r.get("key") or (
-            r["mechanism"],
-            r["depth"],
-            r["init"],
-            r["seed"],
-            r["steps"],
-            tuple(sorted(r["acc"])),
-        )
+    for r in sorted(records, key=lambda r: _precision(r) != "fp32"):  # stable: fp32 first
+        key = cell_key(r)
         if key in seen or r.get("task", "marked") != "marked" or r.get("mechanism") != "blur":
             continue
         seen.add(key)
@@ -270,7 +284,9 @@ def run_label(label: str, model: dict) -> str:
     return label
 
 
-def _store_lms(store, runs=None) -> list[tuple[LMRun, str, dict]]:
+def store_lms(store, runs=None) -> list[tuple[LMRun, str, dict]]:
+    """(run, scale, setup) of every finished LM run of the store (``runs``: these only), as the
+    ledger reads them."""
     from analysis.figures import trajectories
     from analysis.tables.runs import final_step_rows, lm_evals, same_tokens_basis
     from lab.ladder.drift import alpha_drift
@@ -342,7 +358,7 @@ def from_store(
     from probes.record import records_from_store
 
     ev = Evidence(sources=[f"store {store.path}"])
-    ev.tiers += group_lms(_store_lms(store, runs))
+    ev.tiers += group_lms(store_lms(store, runs))
     recs = [r.to_dict() for r in records_from_store(store)]
     tiers, where = probe_tiers(recs, probe_records, grids)
     ev.tiers += tiers

@@ -34,7 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import tomllib
 
@@ -45,6 +45,7 @@ from analysis.ledger.efficiency import EFFICIENCY_CHECKS
 from analysis.ledger.exact import exact_findings
 from analysis.ledger.probe import PROBE_CHECKS
 from analysis.published.paper import REFERENCE_DIR
+from analysis.statistics.decide import decide as decide_one
 from analysis.statistics.decide import settle
 from lab.util import jsonio
 from lab.util.files import atomic_write
@@ -91,6 +92,13 @@ def load_claims(path: str = CLAIMS_PATH) -> tuple[list[dict], list[dict]]:
     if dup:
         raise ValueError(f"{path}: claim ids {dup} appear more than once; give each its own id")
     return paper, lab
+
+
+def load_rules(path: str = CLAIMS_PATH) -> dict:
+    """claims.toml's ``[protocol]`` table: the rules every claim is decided by (the registered
+    tier, the thresholds, the confirmation), hashed with the claims' tests."""
+    with open(path, "rb") as f:
+        return dict(tomllib.load(f).get("protocol", {}))
 
 
 def scheme_pairs(claims: list[dict]) -> dict[tuple[str, str], dict]:
@@ -253,22 +261,41 @@ def _untested(f: Finding) -> bool:
     return bool(f.tests) and not any(p.comparison.tested for p in f.tests)
 
 
-def _strongest(found: list) -> int:
-    """Index of the deciding finding in ``found`` (tiers strongest first): the strongest tier
-    whose finding is a test. A study's longer calibration rungs have one seed a scheme, its
-    comparison runs many at a shorter rung; a comparison there is a test, one seed a side at
-    more tokens is not, so it is shown beside (``also``) rather than deciding. With no tested
-    finding among the deciding tiers, the strongest tier decides as before. The choice never
-    reads a p-value or a verdict."""
-    for i, (tier, f) in enumerate(found):
-        if tier.decides and not _untested(f):
+def _seeds(f: Finding) -> int:
+    """The seeds behind a finding's tests: the smallest side of its smallest test (0 without a
+    test)."""
+    sides = [min(p.comparison.n_a, p.comparison.n_b or p.comparison.n_a) for p in f.tests]
+    return min(sides, default=0)
+
+
+def registered_tier(tier, rule: dict | None) -> bool:
+    """Whether ``tier`` is the one claims.toml registers (``[protocol] tier``: the scale,
+    steps and training length its seeds were planned for)."""
+    if not rule or tier.kind != "lm":
+        return False
+    return all(getattr(tier, k, None) == v for k, v in rule.items())
+
+
+def _strongest(found: list, rule: dict | None = None) -> int:
+    """Index of the deciding finding in ``found`` (tiers strongest first), by the registered
+    tier rule: the registered tier (``rule``, the one its seeds were planned for) when it has
+    evidence for the claim; else, among the tiers able to decide whose finding is a test, the
+    one with the most seeds on its smaller side (never fewer seeds when more exist; ties: the
+    stronger tier); with no test anywhere, the strongest tier.  The others are shown beside
+    (``also``), never as the verdict.  The choice never reads a p-value or a verdict."""
+    for i, (tier, _) in enumerate(found):
+        if tier.decides and registered_tier(tier, rule):
             return i
+    tested = [(i, _seeds(f)) for i, (t, f) in enumerate(found) if t.decides and not _untested(f)]
+    if tested:
+        return max(tested, key=lambda c: (c[1], -c[0]))[0]
     return 0
 
 
-def findings(claim: dict, evidence) -> list[tuple]:
-    """(tier, finding) of every tier with evidence for ``claim``, the deciding one first (a
-    comparison's finding is decided as a family of its own until `adjust`)."""
+def findings(claim: dict, evidence, rule: dict | None = None) -> list[tuple]:
+    """(tier, finding) of every tier with evidence for ``claim``, the deciding one first
+    (`_strongest` under the registered tier ``rule``); each finding's tests decided as a family
+    of their own until `adjust`."""
     if claim["kind"] in COMPUTED:
         return []
     found = []
@@ -277,27 +304,66 @@ def findings(claim: dict, evidence) -> list[tuple]:
         if f is not None:
             found.append((tier, f))
     if found:
-        found.insert(0, found.pop(_strongest(found)))
+        found.insert(0, found.pop(_strongest(found, rule)))
     return found
 
 
-def adjust(found: dict[str, list]) -> None:
-    """Re-decide every comparison finding with its family (in place): Holm over the p-values of
-    all the pairs of a family's deciding findings together (`analysis.statistics.decide.settle`), once,
-    after every claim is evaluated; the weaker tiers' findings shown beside (``also``) are
-    adjusted with the same family's findings of their own tier."""
-    groups: dict[tuple, list] = {}
+def family_of(source: str, tier) -> str:
+    """The family of every test on one tier's runs: the data decides it, not the claim (the
+    paper's claims one family a tier, the lab's findings another, declared apart)."""
+    return f"{source}: {tier.label}"
+
+
+def _test_key(p) -> tuple:
+    """What makes two claims' tests one test: the same runs compared on the same metric by
+    the same test (a ranking's pair is the pairwise claim's test; a two-sided Welch test of a
+    against b is the test of b against a).  A threshold rule's tests (no runs named) are their
+    own."""
+    c = p.comparison
+    pr = c.protocol
+    if not p.ra and not p.rb:
+        return ("own", id(c))
+    a, b = tuple(sorted(n for n, _ in p.ra)), tuple(sorted(n for n, _ in p.rb))
+    sides = tuple(sorted((a, b))) if pr.test == "welch" and pr.sided == "two" else (a, b)
+    return (pr.test, pr.sided, pr.margin, pr.metric, sides)
+
+
+def adjust(found: dict[str, list], sources: dict[str, str] | None = None) -> None:
+    """Re-decide every finding that has tests with the family of its data (in place), once,
+    after every claim is evaluated: Holm over every test on the same tier's runs together
+    (`family_of`: all the paper's claims that read them — comparisons, ties, rankings, threshold
+    rules, the 2×2 — whether the tier decides a claim or is shown beside it), each test counted
+    once however many claims make it (`_test_key`); each claim's tests then decided at those
+    adjusted p-values under its own protocol (its magnitude, its margin)."""
+    sources = sources or {}
+    groups: dict[str, list] = {}
     for cid, fs in found.items():
         for i, (tier, f) in enumerate(fs):
             if f.tests:
-                fam = f.tests[0].comparison.protocol.family
-                key = (fam, None) if i == 0 else (fam, tier.label)
-                groups.setdefault(key, []).append((cid, i))
-    for members in groups.values():
-        decided = iter(settle([p.comparison for cid, i in members for p in found[cid][i][1].tests]))
+                fam = family_of(sources.get(cid, "paper"), tier)
+                groups.setdefault(fam, []).append((cid, i))
+    for fam, members in groups.items():
+        index: dict[tuple, int] = {}
+        unique = []
+        for cid, i in members:
+            for p in found[cid][i][1].tests:
+                k = _test_key(p)
+                if k not in index:
+                    index[k] = len(unique)
+                    unique.append(_in_family(p.comparison, fam))
+        once = settle(unique)
         for cid, i in members:
             tier, f = found[cid][i]
-            found[cid][i] = (tier, ledger_compare.finish(f, [next(decided) for _ in f.tests]))
+            ds = []
+            for p in f.tests:
+                d = once[index[_test_key(p)]]
+                ds.append(decide_one(_in_family(p.comparison, fam), d.p_adjusted,
+                                     d.p_against_adjusted))  # fmt: skip
+            found[cid][i] = (tier, ledger_compare.finish(f, ds))
+
+
+def _in_family(c, fam: str):
+    return replace(c, protocol=replace(c.protocol, family=fam))
 
 
 def _why_untested(claim: dict, found: dict) -> str:
@@ -385,11 +451,13 @@ def _conflict(tier, f: Finding, rest: list) -> Finding:
     return Finding("conflicting", here, f.evidence, {**f.stats, "raw_verdict": f.verdict}, f.label)
 
 
-def protocol(claims: list[dict]) -> dict:
+def protocol(claims: list[dict], rules: dict | None = None) -> dict:
     """The registered tests, {id: protocol}, in file order: each comparison claim's
-    (`ledger_compare.protocol`) and each threshold rule's (claims.toml ``rule``), so a change of
-    either after the results changes the hash."""
-    out = {}
+    (`ledger_compare.protocol`) and each threshold rule's (claims.toml ``rule``), and under
+    ``"rules"`` the ``[protocol]`` table every claim is decided by (the registered tier, the
+    thresholds and windows, the confirmation), so a change of any after the results changes
+    the hash."""
+    out: dict = {"rules": dict(rules)} if rules else {}
     for c in claims:
         pr = ledger_compare.protocol(c)
         if pr is not None:
@@ -411,11 +479,12 @@ def build(evidence, claims_path: str = CLAIMS_PATH) -> Ledger:
     each claim's findings first, then the comparisons' families adjusted together, then the
     verdicts."""
     paper, lab = load_claims(claims_path)
+    rules = load_rules(claims_path)
     cov = exact_findings(evidence.coverage, evidence.of("efficiency"))
     claims = [(c, "paper") for c in paper] + [(c, "lab") for c in lab]
-    found = {c["id"]: findings(c, evidence) for c, _ in claims}
-    adjust(found)
+    found = {c["id"]: findings(c, evidence, rules.get("tier")) for c, _ in claims}
+    adjust(found, {c["id"]: source for c, source in claims})
     entries = [
         decide(c, source, found[c["id"]], cov, _why_untested(c, found)) for c, source in claims
     ]
-    return Ledger(entries, list(evidence.sources), protocol(paper + lab))
+    return Ledger(entries, list(evidence.sources), protocol(paper + lab, rules))

@@ -34,6 +34,7 @@ Functions
 ``tost(a, b, low, upp)``   equivalence (and non-equivalence) of mean(a) − mean(b) to [low, upp].
 ``holm(p)``                Holm-adjusted p-values of a family (NaN: untested, not counted).
 ``compare(a, b, protocol)``  the raw `Comparison` of two samples under a protocol.
+``compare_to(x, ref, protocol)``  the raw `Comparison` of one sample against a threshold.
 ``decide(c, p_adj, …)``    the `Decision` of one comparison at its adjusted p-values.
 ``settle(comparisons)``    Holm over one family's comparisons, then `decide` each.
 """
@@ -61,6 +62,7 @@ __all__ = [
     "Comparison",
     "Decision",
     "compare",
+    "compare_to",
     "decide",
     "settle",
 ]
@@ -198,7 +200,8 @@ class Comparison:
         """A test ran: two values a side and a p-value (none when both sides have no spread and
         the same mean)."""
         ps = [self.p_raw] + ([] if self.p_against is None else [self.p_against])
-        return self.n_a >= 2 and self.n_b >= 2 and any(not math.isnan(p) for p in ps)
+        sides = self.n_a >= 2 and (self.n_b >= 2 or self.n_b == 0)  # n_b 0: one sample
+        return sides and any(not math.isnan(p) for p in ps)
 
 
 def _pooled(xa: np.ndarray, xb: np.ndarray) -> float:
@@ -240,6 +243,50 @@ def compare(
     d = detectable_effect(len(xa), len(xb), POWER, protocol.alpha, alt)
     mde = d * sigma if math.isfinite(sigma) else nan
     return Comparison(protocol, len(xa), len(xb), g, sigma, ci, p, against, mde, level)
+
+
+def _mde_one(n: int, alpha: float, target: float = POWER) -> float:
+    """The standardised gap (in σ) a one-sided one-sample t-test of ``n`` values detects with
+    probability ``target`` at ``alpha`` (noncentral t; the one-sample twin of
+    `analysis.statistics.power.detectable_effect`)."""
+    df, crit = n - 1, float(_st.t.isf(alpha, n - 1))
+
+    def power(d: float) -> float:
+        return float(_st.nct.sf(crit, df, d * math.sqrt(n)))
+
+    hi = 1.0
+    while power(hi) < target:
+        hi *= 2
+    from scipy import optimize
+
+    return float(optimize.brentq(lambda d: power(d) - target, 0.0, hi))
+
+
+def compare_to(x, ref: float, protocol: Protocol, level: float = 0.95) -> Comparison:
+    """One sample against a registered threshold: the claim mean(x) > ``ref`` (negate both for
+    "below"), a one-sided one-sample t-test whose reversal, mean(x) < ``ref``, is the test
+    against it.  ``gap`` = mean(x) − ref, ``ci`` its ``level`` t-interval, ``n_b`` 0.  The
+    threshold rules of the ledger are tested this way, so they join their family's Holm
+    adjustment and its magnitude rule (``paper_effect``: the paper's value minus ``ref``)."""
+    xa = as_sample(x, "x")
+    nan = math.nan
+    if protocol.sided != "one" or protocol.test != "welch":
+        raise ValueError("a threshold is tested one-sided (protocol sided='one', test='welch')")
+    g = float(xa.mean() - ref)
+    if len(xa) < 2:
+        return Comparison(protocol, len(xa), 0, g, nan, (nan, nan), nan, None, nan, level)
+    s = float(xa.std(ddof=1))
+    if s == 0:
+        p, against = (0.0, 1.0) if g > 0 else (1.0, 0.0) if g < 0 else (nan, nan)
+        return Comparison(protocol, len(xa), 0, g, 0.0, (g, g), p, against, 0.0, level)
+    se = s / math.sqrt(len(xa))
+    t = g / se
+    df = len(xa) - 1
+    h = float(_st.t.ppf((1 + level) / 2, df)) * se
+    ci = (g - h + 0.0, g + h + 0.0)
+    p, against = float(_st.t.sf(t, df)), float(_st.t.cdf(t, df))
+    mde = _mde_one(len(xa), protocol.alpha) * s
+    return Comparison(protocol, len(xa), 0, g, s, ci, p, against, mde, level)
 
 
 @dataclass(frozen=True)

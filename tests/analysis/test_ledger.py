@@ -235,7 +235,12 @@ def test_lm_comparison_statistics_against_scipy_and_a_hand_count():
     ls, lf = [math.log(x) for x in st], [math.log(x) for x in fx]
     tt = sst.ttest_ind(ls, lf, equal_var=False)
     assert s["p_raw"] == pytest.approx(tt.pvalue) and s["p_adjusted"] == s["p_raw"]
-    assert (s["family"], s["test"], s["metric"]) == ("table5", "welch", "log_ppl")
+    # its family is the data's: every test on this tier's runs (here it is the only one)
+    assert (s["family"], s["test"], s["metric"]) == (
+        ledger.family_of("paper", t),
+        "welch",
+        "log_ppl",
+    )
     lo, hi = tt.confidence_interval(0.95)  # of mean(a) − mean(b): the gap is its negative
     assert s["ci"] == pytest.approx([-hi, -lo])
     assert s["effect"] == pytest.approx(sum(lf) / 3 - sum(ls) / 3)

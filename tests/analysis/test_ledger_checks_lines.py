@@ -18,28 +18,33 @@ def tier(*runs):
 
 
 # ------------------------------------------------------------------------- the one-sided test
-def test_the_one_sided_test_is_welchs_or_the_one_sample_t_and_nan_without_a_spread():
+def test_a_threshold_rules_test_is_welchs_or_the_one_sample_t_with_its_reversal_against():
+    def p(*a, **k):
+        c = C._above("a", "b", *a, **k)[2]
+        return c.p_raw, c.p_against
+
     a, b = [0.31, 0.35, 0.4], [0.1, 0.12]
     want = st.ttest_ind(a, b, equal_var=False, alternative="greater").pvalue
-    assert C._p_greater(a, b) == pytest.approx(want, rel=1e-12)
-    assert C._p_greater([3, 4], [1, 2]) == pytest.approx(  # two a side is enough; ints are values
+    rev = st.ttest_ind(a, b, equal_var=False, alternative="less").pvalue
+    assert p(a, y=b) == pytest.approx((want, rev), rel=1e-12)
+    assert p([3, 4], y=[1, 2])[0] == pytest.approx(  # two a side is enough; ints are values
         st.ttest_ind([3.0, 4.0], [1.0, 2.0], equal_var=False, alternative="greater").pvalue
     )
     # a spread on one side only is a test; spreads below 1 count
-    assert C._p_greater([0.2, 0.2], [0.1, 0.15]) == pytest.approx(
+    assert p([0.2, 0.2], y=[0.1, 0.15])[0] == pytest.approx(
         st.ttest_ind([0.2, 0.2], [0.1, 0.15], equal_var=False, alternative="greater").pvalue
     )
-    assert C._p_greater([0.1, 0.15], [0.2, 0.2]) > 0.5
-    for x, y in (([1.0], [0.0, 0.1]), ([0.0, 0.1], [1.0]), ([0.5, 0.5], [0.2, 0.2])):
-        assert math.isnan(C._p_greater(x, y))
+    assert p([0.1, 0.15], y=[0.2, 0.2])[0] > 0.5
+    for x, y in (([1.0], [0.0, 0.1]), ([0.0, 0.1], [1.0])):  # one value a side: no test
+        assert not C._above("a", "b", x, y=y)[2].tested
     one = [0.02, 0.03, 0.05]
-    assert C._p_greater(one, ref=0.01) == pytest.approx(
-        st.ttest_1samp(one, 0.01, alternative="greater").pvalue, rel=1e-12
-    )
-    assert C._p_greater([0.2, 0.3]) == pytest.approx(
-        st.ttest_1samp([0.2, 0.3], 0.0, alternative="greater").pvalue
-    )
-    assert math.isnan(C._p_greater([0.2])) and math.isnan(C._p_greater([0.2, 0.2]))
+    c = C._above("a", "b", one, 0.01)[2]
+    t = st.ttest_1samp(one, 0.01)
+    assert c.p_raw == pytest.approx(st.ttest_1samp(one, 0.01, alternative="greater").pvalue)
+    assert c.p_against == pytest.approx(st.ttest_1samp(one, 0.01, alternative="less").pvalue)
+    ci = t.confidence_interval(0.95)
+    assert c.ci == pytest.approx((ci.low - 0.01, ci.high - 0.01)) and c.n_b == 0
+    assert not C._above("a", "b", [0.2], 0.0)[2].tested
 
 
 # ------------------------------------------------------------------------- gain not long-range
@@ -67,8 +72,10 @@ def test_a_gain_that_grows_along_the_window_did_not_hold():
     }
     assert f.here == (
         f"fixed − stagger over bins 1…3: mean {late:+.3f} nats, change along the window "
-        f"{rise:+.3f}; it grows, one-sided p {p:.2g}"
+        f"{rise:+.3f}; growth p {p:.2g} (a tie needs a margin the paper does not give)"
     )
+    (t,) = f.tests  # the registered test refutes only: no p for the claim, one against it
+    assert math.isnan(t.comparison.p_raw) and t.comparison.p_against == pytest.approx(p)
     # by hand: three points' slope is (last − first) / 2, times the span 2: last − first;
     # fixed −0.10, −0.09, −0.09 against the stagger's −0.40, −0.39, −0.40
     assert rise == pytest.approx((-0.28 / 3) - (-1.19 / 3), abs=1e-12)
@@ -124,20 +131,29 @@ def test_learned_alpha_is_inert_within_the_tolerance_and_the_largest_drift_decid
     from lab.ladder.drift import INERT_TOL
 
     runs = [
-        LMRun("a", "fib/learned", drift=0.01),
-        LMRun("b", "fib/learned", drift=INERT_TOL),
+        LMRun("a", "fib/learned", drift=0.001),
+        LMRun("b", "fib/learned", drift=0.002),
+        LMRun("b2", "fib/learned", drift=0.0015),
         LMRun("c", "fib/learned", drift=math.nan),
         LMRun("d", "fib/stagger"),
     ]
     f = C._lm_inert(tier(*runs))
-    assert (f.verdict, f.evidence, f.stats) == ("held", ["a", "b"], {"drift": INERT_TOL})
-    assert f.here == (
-        f"largest |α − α_init| over layers and logged steps: {INERT_TOL:.3f} (inert: ≤ {INERT_TOL})"
+    drifts = [0.001, 0.002, 0.0015]
+    p = st.ttest_1samp(drifts, INERT_TOL, alternative="less").pvalue  # each run below the bound
+    rev = st.ttest_1samp(drifts, INERT_TOL, alternative="greater").pvalue
+    assert (f.verdict, f.evidence) == ("held" if 2 * p < 0.05 else "not shown", ["a", "b", "b2"])
+    assert f.stats["drift"] == 0.002 and f.stats["p_for"] == [pytest.approx(p)]
+    assert f.stats["p_reversed"] == [pytest.approx(rev)]
+    assert f.here.startswith(
+        f"largest |α − α_init| over layers and logged steps: 0.002 over 3 runs (inert: ≤ "
+        f"{INERT_TOL}; every run is); one-sided p "
     )
-    moved = C._lm_inert(tier(*runs, LMRun("e", "fib/learned", drift=0.2)))
-    assert (moved.verdict, moved.stats["drift"]) == ("did not hold", 0.2)
-    assert moved.here.startswith("largest |α − α_init| over layers and logged steps: 0.200")
-    assert C._lm_inert(tier(runs[2], runs[3])) is None
+    moved = C._lm_inert(
+        tier(*runs, LMRun("e", "fib/learned", drift=0.2), LMRun("e2", "fib/learned", drift=0.25))
+    )
+    assert moved.stats["drift"] == 0.25 and moved.verdict != "held"
+    assert "every run is not" in moved.here
+    assert C._lm_inert(tier(runs[3], runs[4])) is None
 
 
 # ------------------------------------------------------------------------- the one-sided family
@@ -149,6 +165,17 @@ def _holm(ps):
     from statsmodels.stats.multitest import multipletests
 
     return list(multipletests(ps, method="holm")[1])
+
+
+def _verdict(p_for, p_rev):
+    """The rule, by hand: Holm over every p of the claim's tests (for and against, as for the
+    comparisons), held when each test for it is significant, did not hold on a significant
+    reversal (statsmodels' Holm the oracle)."""
+    adj = _holm(list(p_for) + list(p_rev))
+    k = len(p_for)
+    if all(a < 0.05 for a in adj[:k]):
+        return "held"
+    return "did not hold" if any(a < 0.05 for a in adj[k:]) else "not shown"
 
 
 def test_frozen_rungs_are_tested_inside_one_percent_either_way_at_the_longest_shared_length():
@@ -181,8 +208,8 @@ def test_frozen_rungs_are_tested_inside_one_percent_either_way_at_the_longest_sh
         _one([-x for x in st_], 1.0),
     ]
     assert f.stats["p_for"] == pytest.approx(p_for)
-    assert f.stats["p_reversed_holm"] == pytest.approx(_holm(p_rev))
-    assert f.verdict == ("held" if max(p_for) < 0.05 else "not shown")
+    assert f.stats["p_reversed"] == pytest.approx(p_rev)
+    assert f.verdict == _verdict(p_for, p_rev)
     assert f.evidence == ["a0", "a1", "a2", "b0", "b1"]
     assert f.here == (
         "ppl(recomputed) / ppl(frozen) − 1 at the longest length: "
@@ -205,8 +232,8 @@ def test_the_later_blocks_cost_is_tested_per_sparse_configuration_and_dense_only
     p_for = [_one([-0.5, -0.3], -1.0), _one([-0.2, -0.4], -1.0)]
     p_rev = [_one([0.5, 0.3], 1.0), _one([0.2, 0.4], 1.0)]
     assert f.stats["p_for"] == pytest.approx(p_for)
-    assert f.stats["p_reversed_holm"] == pytest.approx(_holm(p_rev))
-    assert f.verdict == ("held" if max(p_for) < 0.05 else "not shown")
+    assert f.stats["p_reversed"] == pytest.approx(p_rev)
+    assert f.verdict == _verdict(p_for, p_rev)
     assert f.evidence == ["s0", "s1", "f0", "f1", "d0"]
     assert f.here == (
         "ppl of the later blocks vs the same tokens alone: dense +9.0 %, fib/fixed +0.4 %, "
@@ -235,8 +262,8 @@ def test_dense_behind_at_twice_the_length_is_welch_on_ln_ppl_against_each_sparse
     p_for = [welch(ln["dense"], ln[k]) for k in ("fib/stagger", "pow2/fixed")]
     p_rev = [welch(ln[k], ln["dense"]) for k in ("fib/stagger", "pow2/fixed")]
     assert f.stats["p_for"] == pytest.approx(p_for)
-    assert f.stats["p_reversed_holm"] == pytest.approx(_holm(p_rev))
-    assert f.verdict == ("held" if max(p_for) < 0.05 else "not shown")
+    assert f.stats["p_reversed"] == pytest.approx(p_rev)
+    assert f.verdict == _verdict(p_for, p_rev)
     assert f.evidence == ["d0", "d1", "s0", "s1", "p0", "p1"]
     assert f.here == (
         "ppl at 2×: dense 85.00, fib/stagger 41.50, pow2/fixed 46.00 (dense above each"
@@ -251,7 +278,7 @@ def test_dense_behind_at_twice_the_length_is_welch_on_ln_ppl_against_each_sparse
 # ------------------------------------------------------------------------- bins, battery, family
 def test_lower_loss_in_every_bin_is_one_welch_test_a_bin_all_of_them_needed():
     fx = [[3.0, 2.9, 2.8], [3.1, 2.95, 2.82], [3.05, 2.92, 2.83]]
-    stg = [[2.9, 2.7, 2.6], [2.95, 2.72, 2.61], [2.92, 2.71, 2.63]]
+    stg = [[2.5, 2.3, 2.2], [2.55, 2.32, 2.21], [2.52, 2.31, 2.23]]
     f = C._every_bin(tier(*_binned("fib/stagger", stg, "s"), *_binned("fib/fixed", fx, "f")))
     fa, sa = np.array(fx), np.array(stg)
     gap = fa.mean(0) - sa.mean(0)
@@ -261,13 +288,13 @@ def test_lower_loss_in_every_bin_is_one_welch_test_a_bin_all_of_them_needed():
 
     p_for = [welch(fa[:, j], sa[:, j]) for j in range(3)]
     p_rev = [welch(sa[:, j], fa[:, j]) for j in range(3)]
-    assert f.verdict == "held" and max(p_for) < 0.05
+    assert f.verdict == _verdict(p_for, p_rev) == "held"
     assert f.evidence == ["f0", "f1", "f2", "s0", "s1", "s2"]  # fixed's runs first
     assert f.stats == {
         "gap": pytest.approx(list(gap)),
-        "test": "one-sided t, intersection–union; reversals Holm",
+        "test": "one-sided t, intersection–union; Holm over the family of its data",
         "p_for": pytest.approx(p_for),
-        "p_reversed_holm": pytest.approx(_holm(p_rev)),
+        "p_reversed": pytest.approx(p_rev),
     }
     assert f.here == "fixed − stagger NLL per bin (nats): " + ", ".join(
         f"{g:+.3f}" for g in gap
@@ -275,21 +302,27 @@ def test_lower_loss_in_every_bin_is_one_welch_test_a_bin_all_of_them_needed():
 
 
 def test_the_family_rule_held_only_when_every_part_holds_and_reversals_are_holm_adjusted():
-    assert C._tested([(0.01, 0.9), (0.049, 0.8)])[0] == "held"
-    assert C._tested([(0.01, 0.9), (0.05, 0.8)])[0] == "not shown"  # 0.05 is not below 0.05
-    # a reversal at raw 0.03 among two: Holm 0.06, not significant; alone: 0.03, it is
-    assert C._tested([(0.5, 0.03), (0.5, 0.5)])[0] == "not shown"
-    assert C._tested([(0.5, 0.03)])[0] == "did not hold"
-    assert C._tested([(0.5, 0.05)])[0] == "not shown"  # Holm's p of 0.05 is no reversal
-    verdict, stats = C._tested([(math.nan, 0.001)])  # an untestable part: no verdict
-    assert verdict == "not shown" and math.isnan(stats["p_for"][0])
-    assert stats["p_reversed_holm"] == [pytest.approx(0.001)]
-    assert C._tested([]) == (
+    from analysis.statistics.decide import Comparison, Protocol
+
+    def part(p, against, gap=1.0):
+        pr = Protocol(C.THRESHOLD_FAMILY, "welch", "one")
+        return ("a", "b", Comparison(pr, 3, 3, gap, 1.0, (gap - 1, gap + 1), p, against, 0.5))
+
+    for ps in ([(0.01, 0.9), (0.012, 0.8)], [(0.01, 0.9), (0.02, 0.8)], [(0.5, 0.03), (0.5, 0.5)],
+               [(0.5, 0.01)], [(0.5, 0.05)], [(0.001, 0.99)]):  # fmt: skip
+        want = _verdict([p for p, _ in ps], [q for _, q in ps])
+        assert C._tested([part(p, q) for p, q in ps])[0] == want, ps
+    assert C._tested([part(0.01, 0.9), part(0.012, 0.8)])[0] == "held"  # Holm: 0.04, 0.036
+    assert C._tested([part(0.01, 0.9), part(0.02, 0.8)])[0] == "not shown"  # 0.05 is not < 0.05
+    assert C._tested([part(0.5, 0.01)])[0] == "did not hold"  # Holm over two: 0.02
+    verdict, stats, tests = C._tested([part(math.nan, 0.001)])  # no test for it: no verdict
+    assert verdict == "did not hold" and math.isnan(stats["p_for"][0]) and len(tests) == 1
+    assert C._tested([])[:2] == (
         "not shown",
         {
-            "test": "one-sided t, intersection–union; reversals Holm",
+            "test": "one-sided t, intersection–union; Holm over the family of its data",
             "p_for": [],
-            "p_reversed_holm": [],
+            "p_reversed": [],
         },
     )
     assert C._p_words({"p_for": [0.012, 0.3]}) == "; one-sided p 0.012, 0.3"

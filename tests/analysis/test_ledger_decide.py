@@ -10,6 +10,7 @@ import math
 from dataclasses import replace
 
 import pytest
+from scipy import stats as sst
 from statsmodels.stats.multitest import multipletests
 
 from analysis.ledger import evidence as le
@@ -54,8 +55,11 @@ def test_holm_turns_a_raw_p_of_0_049_among_several_comparisons_into_not_shown():
     assert e.stats["p_raw"] == pytest.approx(0.049, abs=1e-6)
     assert e.verdict == "not shown" and e.stats["p_adjusted"] > 0.05
     assert e.stats["direction"] == "undetermined" and "p_Holm=" in e.here
-    # the adjustment is Holm over every p the family's comparisons produced (a tie: two)
-    fam = [x for x in led.paper() if x.stats.get("family") == "table5"]
+    # the adjustment is Holm over every p the tests on these runs produced (a tie: two), each
+    # test once: the ranking t1-best-is-stagger makes the same three stagger tests again
+    name = e.stats["family"]
+    assert name.startswith("paper: other: 12 LM runs")  # the tier's data names the family
+    fam = [x for x in led.paper() if x.stats.get("family") == name and "pairs" not in x.stats]
     ps, where = [], []
     for x in fam:
         ps.append(x.stats["p_raw"])
@@ -63,20 +67,25 @@ def test_holm_turns_a_raw_p_of_0_049_among_several_comparisons_into_not_shown():
         if x.stats["p_against"] is not None:
             ps.append(x.stats["p_against"])
             where.append((x.id, "p_against_adjusted"))
-    assert len(ps) == 6  # 4 beats + 1 tie (TOST and outside-the-margin); no coprime runs
+    # t5's 4 beats, t1's learned vs fixed, 1 tie (TOST and outside the margin); no coprime runs
+    assert len(ps) == 7
+    best = entry(led, "t1-best-is-stagger")
+    assert {p["b"] for p in best.stats["pairs"]} == {"fib/learned", "pow2/stagger", "fib/fixed"}
     want = multipletests(ps, method="holm")[1]
     got = [entry(led, cid).stats[k] for cid, k in where]
     assert got == pytest.approx(list(want))
     # Table 1's twin is not the same test counted again: with runs at W=12 only it is not
-    # tested, and says why; given a second W, it is tested there (its own family), Table 5's
-    # claim at the W with the most seeds, and no run is in both
+    # tested, and says why; given a second W, it is tested there, Table 5's claim at the W with
+    # the most seeds, no run in both, and the two tests share one family (the same tier's data)
     t1 = entry(led, "t1-stagger-beats-fixed")
     assert t1.verdict == "not tested here" and "`t5-stagger-beats-fixed`" in t1.why
     w8 = seeds("fib/stagger", BASE, W=8, tag="st8") + seeds("fib/fixed", BASE + G, W=8, tag="fx8")
     led = build(pair + w8)  # both W have 3 seeds a side: the larger W is Table 5's
     t1, t5 = entry(led, "t1-stagger-beats-fixed"), entry(led, "t5-stagger-beats-fixed")
-    assert (t1.stats["family"], t1.stats["W"], t5.stats["W"]) == ("table1", 8, 12)
-    assert t1.stats["p_raw"] == pytest.approx(0.049, abs=1e-6) and t1.verdict == "held"
+    assert (t1.stats["W"], t5.stats["W"]) == (8, 12)
+    assert t1.stats["family"] == t5.stats["family"]
+    assert t1.stats["p_raw"] == pytest.approx(0.049, abs=1e-6)
+    assert t1.stats["p_adjusted"] == pytest.approx(0.098, abs=2e-6) and t1.verdict == "not shown"
     assert not set(t1.evidence["runs"]) & set(t5.evidence["runs"])
 
 
@@ -140,7 +149,7 @@ def test_rankings_are_tested_pair_by_pair_without_the_model_compared_with_itself
     } | {"fib/stagger"}
     assert "custom" not in best.here and "custom" not in weak.here
     dense = entry(led, "dense-best-at-training-length")
-    assert dense.verdict == "held" and dense.stats["family"] == "dense"
+    assert dense.verdict == "held" and dense.stats["family"] == best.stats["family"]
     assert len(dense.stats["pairs"]) == 4  # every sparse configuration, not the coprime alias
     # the paper's 26 % is its gap to the best sparse model: that pair alone checks it
     mags = {p["b"]: (p["paper_effect"], p["magnitude"]) for p in dense.stats["pairs"]}
@@ -188,8 +197,11 @@ def test_the_protocol_and_its_hash_are_written_and_change_with_it(tmp_path):
     comparisons = {c["id"] for c in every if c.get("compare", [None] * 3)[2] is not None}
     assert "lab-search-best-vs-stagger" in comparisons  # a lab finding registers its test too
     rules = {c["id"] for c in every if "rule" in c}
-    assert set(doc["protocol"]) == comparisons | rules and not comparisons & rules
+    assert set(doc["protocol"]) == comparisons | rules | {"rules"} and not comparisons & rules
+    assert doc["protocol"]["rules"] == ledger.load_rules()  # the [protocol] table, hashed too
     for cid, pr in doc["protocol"].items():
+        if cid == "rules":
+            continue
         if cid in comparisons:
             assert set(pr) >= {"metric", "test", "sided", "margin", "paper_effect", "family"}
         else:  # a threshold rule: its test (and threshold) as registered
@@ -233,11 +245,13 @@ def test_two_deciding_tiers_that_disagree_make_the_claim_conflicting():
     assert led.counts()["conflicting"] >= 1
 
 
-def test_deciding_findings_share_their_familys_holm_whatever_tier_decides_them():
-    """Table 5's stagger-vs-fixed is decided on the 1000-step tier, its stagger-vs-learned on the
-    500-step one (the only one with learned α): both deciding p (0.049 each) are adjusted
-    together (Holm over two: 0.098, not shown). The 500-step tier's stagger-vs-fixed, shown
-    beside, is adjusted only with that tier's other shown findings (alone here: held)."""
+def test_the_family_is_the_data_every_test_on_one_tiers_runs_adjusted_together():
+    """Table 5's stagger-vs-fixed is decided on the 1000-step tier (as many seeds as the
+    500-step one, and the stronger), its stagger-vs-learned on the 500-step one (the only one
+    with learned α).  Each tier's tests are one family: the 1000-step tier's one test keeps its
+    p (0.049, held); the 500-step tier's three tests (stagger vs fixed, vs learned, learned vs
+    fixed, which t1's claims and the ranking repeat) are adjusted together, Holm by
+    statsmodels."""
     long = seeds("fib/stagger", BASE, tag="L-st") + seeds("fib/fixed", BASE + G, tag="L-fx")
     short = (
         seeds("fib/stagger", BASE, tag="S-st")
@@ -250,17 +264,21 @@ def test_deciding_findings_share_their_familys_holm_whatever_tier_decides_them()
     fixed, learned = entry(led, "t5-stagger-beats-fixed"), entry(led, "t5-stagger-beats-learned")
     assert fixed.evidence["tier"].startswith("other: 6 LM runs, 1000 steps")
     assert learned.evidence["tier"].startswith("other: 9 LM runs, 500 steps")
-    for e in (fixed, learned):
-        assert e.stats["p_raw"] == pytest.approx(0.049, abs=1e-6)
-        assert e.stats["p_adjusted"] == pytest.approx(0.098, abs=2e-6)
-        assert e.verdict == "not shown"
+    assert fixed.stats["p_raw"] == pytest.approx(0.049, abs=1e-6)
+    assert fixed.stats["p_adjusted"] == fixed.stats["p_raw"] and fixed.verdict == "held"
+    ln = {
+        k: [math.log(r.ppl) for r in short if r.name.startswith(k)]
+        for k in ("S-st", "S-fx", "S-ln")
+    }
+    p = [sst.ttest_ind(ln[a], ln[b], equal_var=False).pvalue
+         for a, b in (("S-st", "S-fx"), ("S-st", "S-ln"), ("S-ln", "S-fx"))]  # fmt: skip
+    want = multipletests(p, method="holm")[1]
+    assert learned.stats["p_adjusted"] == pytest.approx(want[1])
+    assert learned.verdict == ("held" if want[1] < 0.05 else "not shown")
     (beside,) = fixed.also
     assert set(beside) == {"tier", "scale", "verdict", "label", "here"}
-    assert (beside["scale"], beside["verdict"]) == ("other", "held")
-    assert (
-        beside["tier"].startswith("other: 9 LM runs, 500 steps")
-        and "p_Holm=0.049 (raw 0.049)" in beside["here"]
-    )
+    assert beside["tier"].startswith("other: 9 LM runs, 500 steps")
+    assert f"p_Holm={want[0]:.2g} (raw 0.049)" in beside["here"]
 
 
 CLAIM = {"id": "c1", "claim": "C says", "paper": "P's words", "where": "§9", "kind": "computed"}

@@ -199,10 +199,17 @@ def test_dense_magnitude_against_our_interval():
     h = sst.t.ppf(0.975, 2) * np.std(x, ddof=1) / math.sqrt(3)
     assert e.stats["ci"] == pytest.approx([np.mean(x) - h, np.mean(x) + h])
     assert (e.verdict, e.stats["magnitude"], e.stats["paper_change"]) == ("held", "inside", paper)
-    # +20 %: degrades (held by the rule), far from the paper's collapse (reported outside)
+    # +20 %: degrades, but far from the paper's collapse: the paper states a size, so the
+    # magnitude rule of every comparison applies (issue 39: it was "held" beside an interval
+    # that excluded the paper's +201 %)
     runs = [run(f"d{i}", "dense", 30.0, 30.0 * (1.2 + 0.01 * i), W=None, seed=i) for i in range(3)]
     e = entry(build(runs), "t3-dense-degrades")
-    assert (e.verdict, e.stats["magnitude"]) == ("held", "outside")
+    assert (e.verdict, e.label, e.stats["magnitude"]) == (
+        "did not hold",
+        "magnitude not reproduced",
+        "outside",
+    )
+    assert e.stats["direction"] == "a better"  # the direction is shown beside
     assert "the paper's +201 %" in e.here
     one = entry(build(runs[:1]), "t3-dense-degrades")
     assert one.stats["magnitude"] == "n/a"

@@ -1,0 +1,250 @@
+"""The confirmatory runs (protocol rule R7, claims.toml): seeds no analysis has seen, trained
+after the protocol was frozen, and the paper's LM claims decided from them alone.
+
+    python -m analysis.experiments.study.confirm --register   # freeze: hash, date, commit
+    python -m analysis.experiments.study.confirm              # train what is missing (resumable)
+    python -m analysis.experiments.study.confirm --decide     # the confirmatory claims.json
+
+Every planned run (claims.toml ``[protocol] confirmation``: schemes, seeds, steps, precision)
+is the study's recipe (`analysis.experiments.study.runner`) under the prefix ``confirm``.  As each
+run finishes, its row — the `analysis.ledger.evidence.LMRun` the ledger reads (perplexity at
+1×/2×/4×, position bins, the later blocks against the same tokens, learned α's drift) and its
+tier's setup — is appended to ``benchmarks/results/confirm/runs.jsonl``; that file, committed
+after each session, *is* the evidence: a session on another machine trains only the rows it
+lacks, and a reader re-derives every verdict from it (`evidence_from_rows`).  Checkpoints stay
+in the runs folder and are never committed.  Training refuses unless the registration's hash is
+today's protocol: rules changed after the freeze would decide runs they were not frozen for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import subprocess
+import sys
+
+from lab.util import jsonio
+from lab.util.files import atomic_write
+
+__all__ = [
+    "RESULTS_DIR",
+    "plan",
+    "protocol_hash",
+    "register",
+    "check_registered",
+    "read_rows",
+    "evidence_from_rows",
+    "run_confirmation",
+    "decide",
+]
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+RESULTS_DIR = os.path.join(ROOT, "benchmarks", "results", "confirm")
+ROWS = "runs.jsonl"
+REGISTRATION = "registration.json"
+
+
+def _rules() -> dict:
+    from analysis.ledger.ledger import load_rules
+
+    return load_rules()
+
+
+def plan(rules: dict | None = None) -> list[tuple[str, int]]:
+    """The planned runs, (scheme, seed), in the order they are trained: seed by seed, each
+    scheme in turn, so a session cut short leaves balanced sides."""
+    conf = (rules or _rules())["confirmation"]
+    seeds = {k: list(range(v[0], v[1] + 1)) for k, v in conf.items() if isinstance(v, list)}
+    out, i = [], 0
+    while any(i < len(s) for s in seeds.values()):
+        out += [(k, s[i]) for k, s in seeds.items() if i < len(s)]
+        i += 1
+    return out
+
+
+def protocol_hash() -> str:
+    """The SHA-256 of today's protocol (every claim's test and the ``[protocol]`` rules)."""
+    from analysis.ledger import ledger
+
+    paper, lab = ledger.load_claims()
+    return ledger.protocol_sha256(ledger.protocol(paper + lab, ledger.load_rules()))
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(
+            ["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def register(out_dir: str = RESULTS_DIR) -> dict:
+    """Freeze the protocol before any confirmatory run: its hash, the date, the commit and the
+    plan, in ``registration.json``.  Refused once a run exists (a registration after results
+    would be no registration)."""
+    if read_rows(out_dir):
+        raise ValueError(
+            f"{os.path.join(out_dir, ROWS)} holds confirmatory runs already: the protocol was "
+            f"frozen before them ({os.path.join(out_dir, REGISTRATION)}); it cannot be again"
+        )
+    doc = {
+        "protocol_sha256": protocol_hash(),
+        "registered_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "commit_before": _commit(),
+        "plan": [list(p) for p in plan()],
+        "rules": _rules(),
+        "note": "frozen before any confirmatory run was trained; the runs are decided by this "
+        "protocol alone (claims.toml rule R7)",
+    }
+    os.makedirs(out_dir, exist_ok=True)
+    atomic_write(os.path.join(out_dir, REGISTRATION), jsonio.dumps(doc, indent=1))
+    return doc
+
+
+def check_registered(out_dir: str = RESULTS_DIR) -> dict:
+    """The registration, when today's protocol is the one it froze; ValueError otherwise."""
+    path = os.path.join(out_dir, REGISTRATION)
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except OSError:
+        raise ValueError(
+            f"no registration at {path}: freeze the protocol first "
+            f"(python -m analysis.experiments.study.confirm --register)"
+        ) from None
+    now = protocol_hash()
+    if doc.get("protocol_sha256") != now:
+        raise ValueError(
+            f"the protocol changed since it was frozen ({doc.get('protocol_sha256', '?')[:12]}… "
+            f"registered, {now[:12]}… now): the confirmatory runs are decided by the frozen one; "
+            f"restore claims.toml's rules, or register a new confirmation with fresh seeds"
+        )
+    return doc
+
+
+def read_rows(out_dir: str = RESULTS_DIR) -> list[dict]:
+    """The committed rows, one a finished confirmatory run."""
+    path = os.path.join(out_dir, ROWS)
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _row(run, scale: str, setup: dict, scheme: str, seed: int) -> dict:
+    d = dataclasses.asdict(run)
+    d["ext"] = {str(k): v for k, v in run.ext.items()}
+    d["frozen"] = {str(k): v for k, v in run.frozen.items()}
+    return {"scheme": scheme, "seed": seed, "scale": scale, "setup": setup, "run": d}
+
+
+def evidence_from_rows(rows: list[dict], source: str = "confirmatory runs"):
+    """The ledger's `Evidence` from committed rows (`read_rows`): one LM tier per setup."""
+    from analysis.ledger.evidence import Evidence, LMRun, group_lms
+
+    triples = []
+    for r in rows:
+        d = dict(r["run"])
+        d["ext"] = {int(k): v for k, v in (d.get("ext") or {}).items()}
+        d["frozen"] = {int(k): v for k, v in (d.get("frozen") or {}).items()}
+        d["bins"] = None if d.get("bins") is None else tuple(d["bins"])
+        d["ppl"] = float("nan") if d.get("ppl") is None else d["ppl"]
+        triples.append((LMRun(**d), r["scale"], r["setup"]))
+    return Evidence(tiers=group_lms(triples), sources=[source])
+
+
+def _lmrun(store_path: str, name: str, block_change):
+    """The ledger's reading of one finished run from the store (`evidence.store_lms`), with
+    the later blocks' cost against the same tokens (`runner._block_change`, in %)."""
+    from analysis.ledger.evidence import store_lms
+    from lab.store import Store
+
+    with Store(store_path) as st:
+        (got,) = store_lms(st, runs=[name])
+    run, scale, setup = got
+    if block_change is not None:
+        run = dataclasses.replace(run, same_tokens=100.0 * float(block_change))
+    return run, scale, setup
+
+
+def run_confirmation(
+    runs_dir: str = "runs/confirm",
+    store_path: str = "runs/confirm/fiblab.db",
+    out_dir: str = RESULTS_DIR,
+    limit: int | None = None,
+    log=print,
+    settings=None,
+    rules: dict | None = None,
+) -> list[dict]:
+    """Train the planned runs the rows lack (at most ``limit``), appending each row as it
+    finishes; returns the rows.  Refuses unless the registration holds (`check_registered`).
+    ``settings`` (a `StudyScale`, default the study's) and ``rules`` (default claims.toml's
+    ``[protocol]``) let the test suite run a smoke-sized plan."""
+    from analysis.experiments.study import plan as SP
+    from analysis.experiments.study.runner import Runner
+
+    check_registered(out_dir)
+    rules = rules or _rules()
+    conf = rules["confirmation"]
+    rows = read_rows(out_dir)
+    have = {(r["scheme"], r["seed"]) for r in rows}
+    planned = plan(rules)
+    todo = [p for p in planned if p not in have][: limit if limit is not None else None]
+    sc = dataclasses.replace(settings or SP.STUDY_SCALES["study"], seq_len=conf["seq_len"])
+    log(
+        f"confirmation: {len(have)} of {len(planned)} runs committed; training {len(todo)} "
+        f"({conf['steps']} steps, T={conf['seq_len']}, {conf['precision']})"
+    )
+    os.makedirs(runs_dir, exist_ok=True)
+    r = Runner(sc, conf["prefix"], runs_dir, store_path, True, log, conf["precision"])
+    path = os.path.join(out_dir, ROWS)
+    for scheme, seed in todo:
+        res = r.run(scheme, seed, conf["steps"])
+        run, scale, setup = _lmrun(store_path, res["name"], res.get("block_change"))
+        row = _row(run, scale, setup, scheme, seed)
+        with open(path, "a", encoding="utf-8") as f:  # one line a run: a cut leaves whole rows
+            f.write(jsonio.dumps(row) + "\n")
+        rows.append(row)
+    return rows
+
+
+def decide(out_dir: str = RESULTS_DIR):
+    """The ledger on the confirmatory rows alone (written as ``claims.json`` beside them)."""
+    from analysis.ledger import ledger
+
+    doc = check_registered(out_dir)
+    led = ledger.build(evidence_from_rows(read_rows(out_dir)))
+    led.write_json(os.path.join(out_dir, "claims.json"))
+    return led, doc
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--register", action="store_true", help="freeze the protocol (once)")
+    ap.add_argument("--decide", action="store_true", help="decide from the committed rows")
+    ap.add_argument("--limit", type=int, default=None, help="train at most this many runs")
+    ap.add_argument("--runs", default="runs/confirm", help="runs folder (checkpoints)")
+    ap.add_argument("--store", default=None, help="store (default: RUNS/fiblab.db)")
+    args = ap.parse_args(argv)
+    try:
+        if args.register:
+            doc = register()
+            print(f"registered protocol {doc['protocol_sha256'][:12]}… at {doc['registered_at']}")
+        elif args.decide:
+            led, _ = decide()
+            print(led.summary())
+        else:
+            run_confirmation(args.runs, args.store or os.path.join(args.runs, "fiblab.db"),
+                             limit=args.limit)  # fmt: skip
+    except ValueError as e:
+        print(f"confirm: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

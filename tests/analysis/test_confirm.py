@@ -1,0 +1,68 @@
+"""The confirmatory runs (claims.toml R7): the protocol is frozen before any run, a run is a
+committed row the moment it finishes, a second session trains only what the rows lack, the
+ledger reads the rows alone, and nothing trains under a protocol changed since the freeze.
+Oracle: the smoke-sized study recipe trained for real, and the rows read back."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import pytest
+
+from analysis.experiments.study import confirm as C
+from analysis.experiments.study.plan import STUDY_SCALES
+from analysis.ledger import ledger
+
+SMOKE = STUDY_SCALES["study-smoke"]
+
+
+def test_the_plan_is_claims_tomls_seed_by_seed():
+    p = C.plan()
+    conf = ledger.load_rules()["confirmation"]
+    assert len(p) == sum(v[1] - v[0] + 1 for v in conf.values() if isinstance(v, list))
+    assert p[:5] == [("stagger", 11), ("fixed", 11), ("learned", 4), ("pow2-stagger", 4),
+                     ("dense", 4)]  # fmt: skip
+    assert len(set(p)) == len(p)
+
+
+def test_register_train_resume_and_decide_from_the_rows(tmp_path, monkeypatch):
+    out, runs = str(tmp_path / "results"), str(tmp_path / "runs")
+    rules = {**ledger.load_rules()}
+    rules["confirmation"] = {"steps": 2, "seq_len": 32, "precision": "fp32", "prefix": "confirm",
+                             "stagger": [11, 12], "fixed": [11, 11]}  # fmt: skip
+    with pytest.raises(ValueError, match="no registration"):
+        C.run_confirmation(runs, os.path.join(runs, "s.db"), out, settings=SMOKE, rules=rules)
+    doc = C.register(out)
+    assert doc["protocol_sha256"] == C.protocol_hash() and doc["commit_before"]
+    got = C.run_confirmation(runs, os.path.join(runs, "s.db"), out, limit=2, settings=SMOKE,
+                             rules=rules, log=lambda *a: None)  # fmt: skip
+    assert [(r["scheme"], r["seed"]) for r in got] == [("stagger", 11), ("fixed", 11)]
+    on_disk = C.read_rows(out)
+    assert on_disk == json.loads(json.dumps(got))  # every row committed as it finished
+    row = on_disk[0]["run"]
+    assert row["name"] == "confirm-stagger-s11-T32-2" and row["label"] == "fib/stagger"
+    assert math.isfinite(row["ppl"]) and set(row["ext"]) == {"1", "2"}
+    assert on_disk[0]["scale"] == "study" and on_disk[0]["setup"]["steps"] == 2
+    # a second session (the runs folder gone: another machine) trains only the missing row
+    again = C.run_confirmation(str(tmp_path / "elsewhere"), str(tmp_path / "e.db"), out,
+                               settings=SMOKE, rules=rules, log=lambda *a: None)  # fmt: skip
+    assert [(r["scheme"], r["seed"]) for r in again] == [
+        ("stagger", 11),
+        ("fixed", 11),
+        ("stagger", 12),
+    ]
+    with pytest.raises(ValueError, match="cannot be again"):
+        C.register(out)
+    ev = C.evidence_from_rows(C.read_rows(out))
+    (tier,) = ev.of("lm")
+    assert (tier.scale, tier.steps, tier.seq_len, len(tier.lms)) == ("study", 2, 32, 3)
+    led = ledger.build(ev)
+    e = [x for x in led.entries if x.id == "t5-stagger-beats-fixed"][0]
+    assert e.stats["n_a"] == 2 and e.stats["n_b"] == 1  # read from the rows alone
+    # rules changed after the freeze: nothing trains, nothing is decided
+    monkeypatch.setattr(C, "protocol_hash", lambda: "0" * 64)
+    with pytest.raises(ValueError, match="protocol changed since it was frozen"):
+        C.run_confirmation(runs, os.path.join(runs, "s.db"), out, settings=SMOKE, rules=rules)
+    assert C.main(["--decide"]) == 2
