@@ -7,7 +7,8 @@ product); this finds it before CI does.
     .venv/bin/python scripts/flake_check.py --repeat 20 --group jobs --no-load
 
 Prints one line per repetition (passed / failed and which tests) and, at the end, each failing
-test with its count: the rate that goes in benchmarks/RESULTS.md.  Exit code 1 when any
+test with its count: the rate that goes in benchmarks/RESULTS.md; a failed repetition's whole
+output is kept (``--logs``).  Exit code 1 when any
 repetition failed.  The load is a real lab job (a tiny training run, looped), not a spin loop,
 so it also takes the CPU-share registry's slots as a second notebook would.
 """
@@ -66,6 +67,7 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--workers", default="2", help="pytest-xdist workers (-n)")
     ap.add_argument("--no-load", action="store_true", help="no second job beside the tests")
+    ap.add_argument("--logs", default="/tmp/flake-logs", help="where a failed run's output goes")
     ap.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
     args = ap.parse_args(argv)
     files = [f for g in args.group for f in GROUPS[g]]
@@ -91,6 +93,9 @@ def main(argv=None) -> int:
             if out.returncode not in (0, 5):
                 bad_runs += 1
                 failures.update(failed or [f"pytest exit {out.returncode}"])
+                os.makedirs(args.logs, exist_ok=True)  # the whole output, to read the cause
+                with open(os.path.join(args.logs, f"run{i:02d}.log"), "w") as f:
+                    f.write(out.stdout + out.stderr)
             print(
                 f"run {i:2d}/{args.repeat}: {summary}  ({time.monotonic() - t0:.0f} s)", flush=True
             )

@@ -139,6 +139,7 @@ class Entry:
     decides: str = ""  # what would test it
     also: list = field(default_factory=list)  # weaker tiers' verdicts
     paper_contradicts: str = ""  # where the paper's own numbers contradict the claim
+    exploratory: dict | None = None  # R7: the committed study's verdict beside the confirmatory
 
     @property
     def shown(self) -> str:

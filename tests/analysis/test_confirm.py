@@ -66,3 +66,36 @@ def test_register_train_resume_and_decide_from_the_rows(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="protocol changed since it was frozen"):
         C.run_confirmation(runs, os.path.join(runs, "s.db"), out, settings=SMOKE, rules=rules)
     assert C.main(["--decide"]) == 2
+
+
+def test_the_committed_study_re_decided_from_study_json_alone_under_the_frozen_rules():
+    """The referee's finding, re-derived: learned vs fixed at 500 steps was "held" only in a
+    family of one; under protocol v2 (Holm over every test on the same runs) it is not shown.
+    Oracle: scipy's Welch test on the ln ppl read straight from study.json."""
+    from scipy import stats
+
+    with open(C.STUDY_JSON) as f:
+        res = json.load(f)
+    runs = res["comparison"]["runs"]
+    ln = {k: [math.log(r["ppl"]["1"]) for r in runs[k]] for k in ("learned", "fixed")}
+    p = stats.ttest_ind(ln["learned"], ln["fixed"], equal_var=False).pvalue
+    led = ledger.build(C.evidence_from_study_json())
+    e = [x for x in led.entries if x.id == "t1-learned-beats-fixed"][0]
+    assert e.stats["p_raw"] == pytest.approx(p, rel=1e-9) and p < 0.05
+    assert e.stats["p_adjusted"] > 0.05 and e.verdict == "not shown"
+    assert e.evidence["tier"].startswith("study: 34 LM runs, 500 steps, T=128, d_model 128")
+
+
+def test_decide_shows_the_confirmatory_verdict_with_the_exploratory_beside(tmp_path):
+    out = str(tmp_path)
+    C.register(out)
+    led, doc = C.decide(out)
+    with open(os.path.join(out, "claims.json")) as f:
+        got = json.load(f)
+    assert got["confirmation"]["runs"] == 0 and got["confirmation"]["complete"] is False
+    assert got["confirmation"]["registration"]["protocol_sha256"] == doc["protocol_sha256"]
+    assert got["protocol_sha256"] == doc["protocol_sha256"]  # decided by the frozen protocol
+    e = {c["id"]: c for c in got["claims"]}["t5-stagger-beats-fixed"]
+    assert e["verdict"] == "not tested here"  # no fresh seed yet: nothing is confirmed
+    assert e["exploratory"]["verdict"] == "did not hold"
+    assert e["exploratory"]["tier"].startswith("study: 34 LM runs, 500 steps")

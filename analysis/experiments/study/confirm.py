@@ -157,6 +157,53 @@ def evidence_from_rows(rows: list[dict], source: str = "confirmatory runs"):
     return Evidence(tiers=group_lms(triples), sources=[source])
 
 
+STUDY_JSON = os.path.join(ROOT, "benchmarks", "results", "study", "study.json")
+
+
+def evidence_from_study_json(path: str = STUDY_JSON):
+    """The committed study's runs (``study.json``: every rung, comparison, longer and lab run)
+    as the ledger's `Evidence`, so the exploratory verdicts are re-derived under today's rules
+    from the committed file alone.  study.json keeps each run's perplexity at 1×/2×/4× (the
+    ledger's basis: every held-out window) and the later blocks against the same tokens, but
+    neither position bins nor learned α's logged path: the claims that read those are not
+    tested from it, and say so through the ledger's usual "not tested here"."""
+    from analysis.ledger.evidence import Evidence, LMRun, group_lms, run_label
+    from lab.ladder.schemes import SCHEMES
+
+    with open(path) as f:
+        res = json.load(f)
+    from analysis.experiments.study.plan import StudyScale
+    from analysis.experiments.study.runner import study_config
+
+    labels = {s.short: s.paper for s in SCHEMES} | {"search-best": "fib/custom"}
+    seq_len, window = res["settings"]["seq_len"], res["settings"]["window"]
+    sc = StudyScale(**res["settings"])
+    model = study_config(sc, "study", "stagger", 1, 500, "runs").model  # every scheme's shape
+    rows = list(res["calibration"]["rows"])
+    for block in (res.get("comparison"), res.get("longer"), res.get("lab")):
+        for rs in ((block or {}).get("runs") or {}).values():
+            rows += rs
+    seen, triples = set(), []
+    for r in rows:
+        if r["name"] in seen:
+            continue
+        seen.add(r["name"])
+        ppl = {int(k): float(v) for k, v in (r.get("ppl") or {}).items() if v is not None}
+        label = labels[r["scheme"]]
+        if r["scheme"] == "coprime":  # at L=4 the coprime schedule is the stagger
+            label = run_label(label, {"n_layers": 4, "schedule": "coprime"})
+        bc = r.get("block_change")
+        run = LMRun(
+            name=r["name"], label=label, W=None if r["scheme"] == "dense" else window,
+            seed=r["seed"], ppl=ppl.get(1, float("nan")), ext=ppl,
+            same_tokens=None if bc is None else 100.0 * float(bc),
+        )  # fmt: skip
+        setup = {"steps": r["steps"], "seq_len": seq_len, "d_model": model.d_model,
+                 "n_layers": model.n_layers}  # fmt: skip
+        triples.append((run, "study", setup))
+    return Evidence(tiers=group_lms(triples), sources=[os.path.relpath(path, ROOT)])
+
+
 def _lmrun(store_path: str, name: str, block_change):
     """The ledger's reading of one finished run from the store (`evidence.store_lms`), with
     the later blocks' cost against the same tokens (`runner._block_change`, in %)."""
@@ -212,13 +259,35 @@ def run_confirmation(
     return rows
 
 
-def decide(out_dir: str = RESULTS_DIR):
-    """The ledger on the confirmatory rows alone (written as ``claims.json`` beside them)."""
+def decide(out_dir: str = RESULTS_DIR, study_json: str = STUDY_JSON):
+    """The verdicts of R7, written as ``claims.json`` beside the rows: each claim decided on the
+    confirmatory rows alone (with the lab's stored probe grids and timings for the claims that
+    are not LM claims), and beside it, as ``exploratory``, the committed study re-decided under
+    the same frozen protocol.  A paper claim's verdict is the confirmatory one: "held" only when
+    the fresh seeds hold it.  Also returns the registration."""
+    from analysis.ledger import evidence as le
     from analysis.ledger import ledger
 
     doc = check_registered(out_dir)
-    led = ledger.build(evidence_from_rows(read_rows(out_dir)))
-    led.write_json(os.path.join(out_dir, "claims.json"))
+    rows = read_rows(out_dir)
+    ev = evidence_from_rows(rows)
+    ev.tiers += le.probe_tiers([], None, le.stored_grids())[0]
+    le.add_timings(ev, le.stored_timings())
+    led = ledger.build(ev)
+    explore = {e.id: e for e in ledger.build(evidence_from_study_json(study_json)).entries}
+    for e in led.entries:
+        x = explore.get(e.id)
+        if x is not None:
+            e.exploratory = {"verdict": x.verdict, "label": x.label, "here": x.here,
+                             "tier": x.evidence.get("tier")}  # fmt: skip
+    out = led.document()
+    out["confirmation"] = {
+        "registration": {k: doc[k] for k in ("protocol_sha256", "registered_at", "commit_before")},
+        "runs": len(rows),
+        "planned": len(plan()),
+        "complete": len(rows) >= len(plan()),
+    }
+    atomic_write(os.path.join(out_dir, "claims.json"), jsonio.dumps(out, indent=1))
     return led, doc
 
 
