@@ -51,7 +51,12 @@ def _kernel_built() -> bool:
 
 
 def _cell_name(r: dict) -> str:
-    return f"{r['mechanism']} depth {r['depth']} {r['init']} seed {r['seed']}"
+    """The cell as the live line names it; a shift cell adds its trained distance, the only
+    thing that tells two cells of the same mechanism, depth, init and seed apart."""
+    name = f"{r['mechanism']} depth {r['depth']} {r['init']} seed {r['seed']}"
+    if r.get("distance") is not None:
+        name += f" distance {r['distance']}"
+    return name
 
 
 def activity(st: str, total: int, running: list[dict], done: int) -> str:

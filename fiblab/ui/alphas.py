@@ -5,7 +5,8 @@ runs, kind shown), plots α per layer over steps for the chosen ones
 (`analysis.figures.plots.alpha_trajectories`), tabulates the α range at each run's last step
 (`analysis.figures.trajectories.final_range`) and the largest distance from the initial α per layer
 (`trajectories.drift`), and checks the paper's "learned α is inert" claim with a tolerance slider
-(`trajectories.inert`): a plain sentence such as "3 of 4 runs stay within 0.05 of their init".
+(`trajectories.inert`): a plain sentence such as "3 of 4 learned-α runs stay within 0.05 of their
+init" (fixed-α runs log α too but cannot move, so they are not counted).
 A layer list picks the layers drawn, and the view draws α or its drift α − α_init on an axis
 fitted to the drift (``auto``: the drift when every drawn layer moved less than the tolerance,
 where α's own axis would show flat lines), the axis's span stated.
@@ -18,6 +19,7 @@ Tests set widget values and read ``explorer.final_range``, ``explorer.sentence``
 from __future__ import annotations
 
 import html
+import json
 
 import ipywidgets as W
 import pandas as pd
@@ -36,26 +38,61 @@ from fiblab.ui.common import (
 )
 from fiblab.ui.results_common import NO_RUNS, frame_html, reading, store_label
 from lab.ladder.drift import INERT_TOL
+from lab.ladder.schemes import scheme
 from lab.util.wording import plural
 
-__all__ = ["RUNS_HINT", "AlphaExplorer", "inert_sentence", "line_count"]
+__all__ = ["RUNS_HINT", "AlphaExplorer", "inert_sentence", "learned_alpha", "line_count"]
+
+
+def learned_alpha(config_json: str | None) -> bool:
+    """Whether a stored run's α is trained (so that it could move at all): a probe's mechanism,
+    an LM run's model schedule.  Fixed-α probe cells log their constant α too; counting them
+    would make "learned α is inert" look confirmed by runs whose α cannot move."""
+    try:
+        config = json.loads(config_json) if config_json else {}
+    except (TypeError, ValueError):
+        return False
+    if not isinstance(config, dict):
+        return False
+    if "mechanism" in config:  # a probe record
+        try:
+            return scheme(str(config["mechanism"])).learned
+        except ValueError:
+            return False
+    model = config.get("model") if isinstance(config.get("model"), dict) else config
+    return model.get("attention", "sparse") != "dense" and model.get("schedule") == "learned"
 
 
 def inert_sentence(inert: pd.DataFrame, tol: float) -> str:
     """The paper's inertness claim checked, in one sentence, from `trajectories.inert`'s frame:
-    "3 of 4 runs stay within 0.05 of their init (largest drift 0.071: run x, layer 2)"."""
+    "3 of 4 runs stay within 0.05 of their init (largest drift 0.071: run x, layer 2)".  With a
+    ``learned`` column (the explorer adds it) only learned-α runs count: a fixed α cannot move,
+    so it says nothing about the claim."""
     if inert is None or inert.empty:
         return "no α trajectories selected"
+    what, fixed = "run", 0
+    if "learned" in inert.columns:
+        learned = inert["learned"].fillna(False).astype(bool)
+        what, fixed = "learned-α run", int((~learned).sum())
+        if fixed == len(inert):
+            return (
+                f"none of the {plural(fixed, 'shown run')} has learned α (their α is fixed and "
+                f"cannot move), so there is nothing to check: pick learned-α runs"
+                if fixed > 1
+                else "the shown run has no learned α (its α is fixed and cannot move), so there "
+                "is nothing to check: pick learned-α runs"
+            )
+        inert = inert[learned]
     known = inert[inert["inert"].notna()]
     n, unknown = len(known), len(inert) - len(known)
     if n == 0:
         return (
-            f"cannot check: none of the {len(inert)} selected runs has a known initial α "
-            f"(no step-0 value and no schedule in its config)"
+            f"cannot check: none of the {plural(len(inert), 'selected ' + what)} has a known "
+            f"initial α (no step-0 value and no schedule in its config)"
         )
     k = int(known["inert"].astype(bool).sum())
     s = (
-        f"{k} of {plural(n, 'run')} stay{'s' if n == 1 else ''} within {tol:g} of "
+        f"{k} of {plural(n, what)} stay{'s' if n == 1 else ''} within {tol:g} of "
         f"{'their' if n != 1 else 'its'} init"
     )
     worst = known.loc[known["max_drift"].astype(float).idxmax()]
@@ -64,7 +101,9 @@ def inert_sentence(inert: pd.DataFrame, tol: float) -> str:
         f"{int(worst['worst_layer'])})"
     )
     if unknown:
-        s += f"; {plural(unknown, 'run')} without a known initial α not counted"
+        s += f"; {plural(unknown, what)} without a known initial α not counted"
+    if fixed:
+        s += f"; {plural(fixed, 'fixed-α run')} not counted (α that cannot move)"
     return s
 
 
@@ -98,7 +137,8 @@ class AlphaExplorer(Shown):
     """Pick runs with α rows; α per layer over steps, the final range, the drift from init and
     the inertness check.  Display the object (or ``.widget``) in a notebook.
 
-    State: ``available`` (one row per run with α: ``run``, ``kind``, ``layers``, ``last_step``),
+    State: ``available`` (one row per run with α: ``run``, ``kind``, ``layers``, ``last_step``,
+    ``learned``: whether its α is trained),
     ``selected`` (the chosen run names), ``traj`` (their trajectory frame), ``final_range``,
     ``drift`` (per run and layer), ``inert`` (per run, at the slider's tolerance), ``sentence``,
     ``lines`` (α lines in the figure: one per plotted run and layer), ``message`` (e.g. "no runs
@@ -118,7 +158,7 @@ class AlphaExplorer(Shown):
         self.max_default = max_default
         self.error: str | None = None
         self.message: str | None = None
-        self.available = pd.DataFrame(columns=["run", "kind", "layers", "last_step"])
+        self.available = pd.DataFrame(columns=["run", "kind", "layers", "last_step", "learned"])
         self.traj = _empty_traj()
         self.final_range = TJ.final_range(self.traj)
         self.drift = TJ.drift(self.traj)
@@ -214,7 +254,7 @@ class AlphaExplorer(Shown):
 
     # -- reading the store -----------------------------------------------------------------------
     def _read_available(self) -> pd.DataFrame:
-        cols = ["run", "kind", "layers", "last_step"]
+        cols = ["run", "kind", "layers", "last_step", "learned"]
         with reading(self.store) as st:
             if st is None:
                 return pd.DataFrame(columns=cols)
@@ -231,6 +271,7 @@ class AlphaExplorer(Shown):
                 "kind": info["kind"].to_numpy(),
                 "layers": agg.loc[info["name"], "layers"].to_numpy(),
                 "last_step": agg.loc[info["name"], "last_step"].to_numpy(),
+                "learned": [learned_alpha(c) for c in info["config_json"]],
             },
             columns=cols,
         )
@@ -377,6 +418,8 @@ class AlphaExplorer(Shown):
         """The inertness check at the slider's tolerance."""
         tol = float(self.tolerance.value)
         self.inert = TJ.inert(self.traj, tol)
+        learned = dict(zip(self.available["run"], self.available["learned"]))
+        self.inert["learned"] = [bool(learned.get(r, False)) for r in self.inert["run"]]
         self.sentence = inert_sentence(self.inert, tol) if len(self.traj) else ""
         self.sentence_box.value = (
             ""

@@ -92,18 +92,19 @@ def guarded(method):
     return wrapper
 
 
-def parse_numbers(text: str, what: str, cast=float) -> list:
-    """Comma/space separated numbers; a ValueError names the bad item and the fix."""
+def parse_numbers(text: str, what: str, cast=float, example: str = "1, 3, 9") -> list:
+    """Comma/space separated numbers; a ValueError names the bad item and the fix, with an
+    ``example`` of the values this box takes (an α list is not a list of offsets)."""
     items = [t for t in text.replace(",", " ").split() if t]
     if not items:
-        raise ValueError(f"{what} is empty: write numbers separated by commas, e.g. 1, 3, 9")
+        raise ValueError(f"{what} is empty: write numbers separated by commas, e.g. {example}")
     out = []
     for t in items:
         try:
             v = cast(t)
         except ValueError:
             raise ValueError(
-                f"{what}: {t!r} is not a number; write numbers separated by commas, e.g. 1, 3, 9"
+                f"{what}: {t!r} is not a number; write numbers separated by commas, e.g. {example}"
             ) from None
         out.append(v)
     return out

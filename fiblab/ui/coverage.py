@@ -62,6 +62,8 @@ SCHEDULE_OPTIONS = [
 ]
 ALPHA_RANGE = (0.5, 1.5)
 ALPHA_STEP = 0.01
+#: The custom α box's example in its errors: α values, not the custom base's offsets.
+ALPHA_EXAMPLE = "0.5, 1, 1.5"
 MAX_LAYERS = 48
 
 
@@ -263,7 +265,9 @@ class CoverageExplorer(Shown):
             if self._exact is not None and text == self._exact[0]:  # the α it was written from
                 return check_alphas(self._exact[1], self.layers.value)
             if text:
-                return check_alphas(parse_numbers(text, "custom α"), self.layers.value)
+                return check_alphas(
+                    parse_numbers(text, "custom α", example=ALPHA_EXAMPLE), self.layers.value
+                )
             return [1.0] * self.layers.value
         return schedule_alphas(self.schedule.value, self.layers.value)
 
@@ -362,7 +366,10 @@ class CoverageExplorer(Shown):
 
     @guarded
     def _on_custom_alphas(self, change) -> None:
-        if self._quiet or self.schedule.value != "custom" or not change["new"].strip():
+        if self._quiet or self.schedule.value != "custom":
+            return
+        if not change["new"].strip():  # cleared: the sliders stay; a refused list's error goes
+            self.update()
             return
         self._origin, self._exact = None, None  # the user's own list, as typed
         with self._batch():

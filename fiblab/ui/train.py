@@ -48,6 +48,7 @@ from fiblab.ui.train_form import (
     preset_options,
     stats_html,
     status_html,
+    training_clock,
 )
 
 LIST_EVERY = 10.0  # seconds between refreshes of the run list while a run is watched
@@ -96,6 +97,7 @@ class TrainPanel(LaunchPanel):
         self.gpus = gpu_count() if gpus is None else gpus
         self.handle: LA.RunHandle | None = None
         self.snap: dict | None = None
+        self._training_since: dict = {}  # (run, pid) -> the training phase's first start seen
         self.error: str | None = None
         self.warning: str | None = None
         self._armed: tuple | None = None  # the form a "launch anyway" click would start
@@ -375,7 +377,8 @@ class TrainPanel(LaunchPanel):
             return None
         with self._lock:
             before = self.state
-            snap = LA.snapshot(self.handle)
+            h = self.handle
+            snap = training_clock(self._training_since, (h.name, h.pid), LA.snapshot(h))
             self.snap = snap
             self._render(snap)
             if before != snap["state"] or time.monotonic() - self._listed > LIST_EVERY:

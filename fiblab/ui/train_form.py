@@ -18,6 +18,7 @@ from fiblab.jobs import train_estimate as TE
 from fiblab.jobs.train_eta import format_duration
 from lab.lm.config import format_value, read_config
 from lab.training.checkpoint import list_checkpoints
+from lab.training.runphase import TRAINING
 from lab.training.trainconfig import TRAIN_PRESETS, TrainConfig
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "name_taken",
     "long_run_warning",
     "status_html",
+    "training_clock",
     "stats_html",
 ]
 
@@ -130,6 +132,17 @@ def long_run_warning(cfg, store: str, gpus: int) -> str | None:
         + " (a rough estimate; evaluations not counted). Press “launch anyway” to start it, "
         "or choose a cpu-* preset or fewer steps."
     )
+
+
+def training_clock(first: dict, key, s: dict) -> dict:
+    """``s`` with a "training" phase's start moved back to the first start seen for ``key`` (a
+    run's process) in ``first``, which it updates: the process rewrites the phase's start after
+    each mid-run evaluation, and "training (1m36s so far)" then read "(12s so far)"."""
+    if s.get("phase") != TRAINING or not math.isfinite(s.get("phase_since", math.nan)):
+        return s
+    since = min(first.get(key, math.inf), float(s["phase_since"]))
+    first[key] = since
+    return {**s, "phase_since": since}
 
 
 def status_html(s: dict, now: float | None = None) -> str:

@@ -78,12 +78,12 @@ def test_the_tolerance_slider_has_its_own_row(store):
     assert ex.tolerance.layout.min_width == ex.tolerance.layout.width == "480px"
     assert "fib-tolerance" in ex.tolerance._dom_classes
     ex.tolerance.value = 0.1
-    assert ex.sentence.startswith("3 of 3 runs stay within 0.1 of their init")
+    assert ex.sentence.startswith("3 of 3 learned-α runs stay within 0.1 of their init")
 
 
 def test_counts_of_one_read_as_english(store):
     ex = AlphaExplorer(store, runs=[LM], render=False)
-    assert ex.summary().startswith("1 run: 0 of 1 run stays within 0.05 of its init")
+    assert ex.summary().startswith("1 run: 0 of 1 learned-α run stays within 0.05 of its init")
     labels = [label for label, _ in ex.runs.options]
     assert any(f"{LM}  [lm] · 4 layers" in label for label in labels)
     # the step is the last α logged (a stopped run's last step may be one later)
@@ -175,3 +175,40 @@ def test_auto_view_draws_the_drift_of_inert_runs(store):
     assert not ex.drift_view and "data-view='alpha'" in ex.caption.value
     ex.view.value = "drift"
     assert ex.drift_view and "largest |drift|" in ex.caption.value
+
+
+def test_the_inert_count_leaves_out_fixed_alpha_runs(tmp_path):
+    """Issue 42 item 2: fixed-α probe cells log their constant α too; counting them made "5 of
+    6 runs stay within 0.05" read as support for the paper from runs whose α cannot move.  The
+    fixture's learned runs: 2 of 3 within 0.05 (the LM run drifts 0.06); two fib-stagger cells
+    (α 0.5 and 1.5 at every step) are added and must not be counted."""
+    from lab.store import Store
+
+    path = smoke_store(str(tmp_path / "store.db"))
+    fixed = []
+    with Store(path) as s:
+        for seed in (0, 1):
+            traj = [{"step": st, "alphas": [0.5, 1.5]} for st in range(0, 41, 10)]
+            rec = {
+                "task": "marked",
+                "mechanism": "fib-stagger",
+                "depth": 2,
+                "init": "-",
+                "seed": seed,
+                "steps": 40,
+                "acc": {200: 0.3},
+                "alphas": [0.5, 1.5],
+                "trajectory": traj,
+            }
+            fixed.append(s.log_probe(rec))
+    ex = AlphaExplorer(path, render=False)
+    assert set(ex.selected) == {LM, UNIFORM, STAGGERED, *fixed}
+    assert ex.sentence.startswith("2 of 3 learned-α runs stay within 0.05 of their init")
+    assert ex.sentence.endswith("; 2 fixed-α runs not counted (α that cannot move)")
+    assert "2 of 3 learned-α runs" in ex.sentence_box.value
+    assert list(ex.inert.set_index("run").loc[[LM, *fixed], "learned"]) == [True, False, False]
+    ex.runs.value = tuple(fixed)  # none of the shown runs has learned α
+    assert ex.sentence.startswith("none of the 2 shown runs has learned α")
+    assert "nothing to check" in ex.sentence and " of 2 " not in ex.sentence
+    ex.runs.value = (fixed[0],)
+    assert ex.sentence.startswith("the shown run has no learned α")

@@ -65,7 +65,7 @@ def test_picking_a_run_changes_the_lines_plotted(jupyter):
         expect(lines).to_have_attribute("data-runs", "1")
         expect(lines).to_contain_text("plotted: 1 run, 4 α lines")
         expect(page.locator(".fib-alpha-explorer .fib-inert-sentence")).to_contain_text(
-            "0 of 1 run stays within 0.05 of its init"
+            "0 of 1 learned-α run stays within 0.05 of its init"
         )
         assert image.get_attribute("src") != before  # the figure was redrawn
         expect(page.locator(".fib-alpha-explorer .fib-error")).to_have_text("")

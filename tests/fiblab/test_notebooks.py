@@ -156,3 +156,22 @@ def test_the_git_filter_strips_what_jupyterlab_autosaves(tmp_path):
     )
     assert run(nbformat.writes(nb)) == committed
     assert run(committed) == committed
+
+
+def test_notebook_02_says_the_steps_each_task_and_scale_train():
+    """Issue 42 item 4: the markdown said `tiny` is 150 steps while the panel showed 120 for the
+    shift task; it now gives each task's steps per scale, read here against `TASK_SCALES`."""
+    import re
+
+    from probes.settings import TASK_SCALES
+
+    nb = nbformat.read(ROOT / "notebooks" / "02_retrieval_probes.ipynb", as_version=4)
+    text = " ".join(c.source for c in nb.cells if c.cell_type == "markdown").replace("\n", " ")
+    said = {
+        scale: {t: int(n.replace(",", "")) for t, n in re.findall(r"(\w+) ([\d,]+)", steps)}
+        for scale, steps in re.findall(r"`(\w+)`[^(`]*\(steps: ([^;)]*)", text)
+    }
+    assert set(said) == {"paper", "quick", "tiny"}, said
+    for scale, steps in said.items():
+        assert steps == {t: TASK_SCALES[t][scale].steps for t in TASK_SCALES}, scale
+    assert "(150 steps)" not in text

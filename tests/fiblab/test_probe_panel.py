@@ -184,6 +184,37 @@ def test_a_running_grid_shows_live_values_and_an_eta_from_step_times(tmp_path, a
     assert "left" not in p.status.value  # no ETA while stopping
 
 
+def test_two_running_shift_cells_name_their_trained_distance(tmp_path, alive_pid):
+    """Issue 42 item 1: two shift cells that differ only by their trained distance read
+    alike in the live line unless it names the distance."""
+    spec = GridSpec(
+        task="shift",
+        scale="tiny",
+        mechanisms=("blur",),
+        depths=(2,),
+        inits=("uniform",),
+        seeds=(0,),
+        distances=(5, 13),
+        steps=40,
+        precision="fp32",
+    )
+    h = _grid(tmp_path, "two-shift", spec, alive_pid)
+    write_progress(h.grid_dir, pid=alive_pid, keys=h.keys, started=time.time())
+    cells = spec.cells()
+    assert [c.distance for c in cells] == [5, 13]
+    traj = [{"step": 0, "alphas": [0.55, 1.45]}]
+    for cell, key in zip(cells, h.keys):
+        LiveSpec(h.grid_dir).open(cell, key, 40).step(7, 1.0, [0.55, 1.45], traj, [])
+    p = ProbePanel(runs=str(tmp_path), store="", auto_refresh=False, render=False)
+    p.attach("two-shift")
+    assert p.state == "running"
+    parts = html.unescape(p.progress_label.value).split("; ")
+    assert sorted(parts) == [
+        "blur depth 2 uniform seed 0 distance 13: step 7 / 40",
+        "blur depth 2 uniform seed 0 distance 5: step 7 / 40",
+    ]
+
+
 def test_a_failed_grid_shows_the_log_and_durations_read_as_words(tmp_path, dead_pid):
     h = _grid(tmp_path, "broken", GridSpec(scale="tiny", depths=(2,), seeds=(0,)), dead_pid)
     with open(h.log_path, "w") as f:

@@ -320,3 +320,43 @@ def test_a_weeks_long_cpu_run_asks_for_a_second_click(tmp_path, monkeypatch):
     )
     g.launch_button.click()
     assert len(started) == 2 and g.warning is None
+
+
+def test_training_so_far_counts_from_the_first_start_not_the_last_evaluation(tmp_path):
+    """Issue 42 item 4: "training (1m36s so far)" read "(12s so far)" after a mid-run
+    evaluation, since the process rewrites the phase's start when it trains again."""
+    import re
+
+    from lab.training.runphase import EVALUATING
+
+    h, proc = _fake_run(tmp_path, "running")
+    h.started = time.time() - 300  # the process started 5 min ago
+    phase_file = os.path.join(h.run_dir, "phase.json")
+
+    def phase(name, ago):  # as write_phase leaves it, with the start set back by hand
+        write_phase(h.run_dir, name)
+        d = json.load(open(phase_file))
+        d["since"] = time.time() - ago
+        with open(phase_file, "w") as f:
+            json.dump(d, f)
+
+    def so_far(p):
+        m = re.search(r"training \((?:(\d+)m)?(\d+)s so far\)", p.status.value)
+        assert m, p.status.value
+        return 60 * int(m.group(1) or 0) + int(m.group(2))
+
+    p = TrainPanel(store=h.store, runs=str(tmp_path), auto_refresh=False, gpus=0, render=False)
+    try:
+        phase(TRAINING, 96)
+        p.handle = h
+        p.refresh()
+        assert p.state == "running" and 96 <= so_far(p) < 110
+        phase(f"{EVALUATING} at step 60", 20)
+        p.refresh()
+        assert re.search(r"evaluating at step 60 \(2\ds so far\)", p.status.value)
+        phase(TRAINING, 12)  # training again after the evaluation
+        p.refresh()
+        assert 96 <= so_far(p) < 110  # not 12s
+    finally:
+        proc.kill()
+        proc.wait()

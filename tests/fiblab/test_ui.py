@@ -165,6 +165,28 @@ def test_a_refused_custom_alpha_stays_said_until_it_is_fixed(ex):
     assert ex.error is None and ex.alphas == [0.6, 0.8, 1.2, 1.5]
 
 
+def test_clearing_the_custom_alpha_box_clears_its_error(ex):
+    """Issue 42 item 3: "1.2, abc" + Enter, then an emptied box + Enter still read "'abc' is
+    not a number"; and the example in that error was the custom base's (1, 3, 9), not α's."""
+    ex.layers.value = 4
+    ex.schedule.value = "custom"
+    ex.custom_alphas.value = "0.5, 0.8, 1.2, 1.5"
+    ex.custom_alphas.value = "1.2, abc"
+    assert ex.error is not None and "'abc' is not a number" in ex.error
+    assert "e.g. 0.5, 1, 1.5" in ex.error and "1, 3, 9" not in ex.error
+    ex.custom_alphas.value = ""  # cleared + Enter
+    assert ex.error is None and ex.error_box.value == ""
+    assert ex.alphas == [0.5, 0.8, 1.2, 1.5]  # the sliders keep the α in use
+    ex.rungs.value = 10  # and the next update does not bring the error back
+    assert ex.error is None
+    ex.base.value = "custom"
+    ex.custom_base.value = "1, x, 9"  # the custom base keeps its own (offset) example
+    assert "e.g. 1, 3, 9" in ex.error
+    ex.custom_alphas.value = "0.5, 0.8, 1.2, 1.5"
+    ex.custom_alphas.value = ""  # clearing α does not hide the base's error
+    assert ex.error is not None and "'x' is not a number" in ex.error
+
+
 def test_longer_length_rungs_and_heatmap(ex):
     rep = ex.result
     new2, new4 = rep["new_at"][2], rep["new_at"][4]

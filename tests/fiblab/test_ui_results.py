@@ -190,9 +190,9 @@ def test_inert_sentence_follows_the_tolerance(store):
         ex.tolerance.value = tol  # as a user drags it
         tol = ex.tolerance.value
         k = sum(w <= tol for w in worst.values())
-        assert ex.sentence.startswith(f"{k} of 3 runs stay within {tol:g} of their init"), (
-            ex.sentence
-        )
+        assert ex.sentence.startswith(
+            f"{k} of 3 learned-α runs stay within {tol:g} of their init"
+        ), ex.sentence
         assert ex.sentence in html_unescape(ex.sentence_box.value)
         assert list(ex.inert.set_index("run").loc[sorted(TRAJ), "inert"]) == [
             worst[r] <= tol for r in sorted(TRAJ)
@@ -202,7 +202,7 @@ def test_inert_sentence_follows_the_tolerance(store):
     assert "largest drift 0.070: learn-a, layer 0" in ex.sentence
     ex.runs.value = ("learn-b",)
     ex.tolerance.value = 0.05
-    assert ex.sentence.startswith("1 of 1 run stays within 0.05 of its init")
+    assert ex.sentence.startswith("1 of 1 learned-α run stays within 0.05 of its init")
 
 
 def html_unescape(s):
@@ -227,7 +227,7 @@ def test_alpha_figure_and_refresh_sees_new_runs(tmp_path):
     assert ex.error is None and ex.message is None and ex.selected == ["live"]
     fr = ex.final_range.set_index("run")
     assert (fr.loc["live", "alpha_min"], fr.loc["live", "alpha_max"]) == pytest.approx((0.9, 1.2))
-    assert ex.sentence.startswith("0 of 1 run stays within 0.05")  # 1.2 is 0.2 from α=1
+    assert ex.sentence.startswith("0 of 1 learned-α run stays within 0.05")  # 1.2: 0.2 off
     assert ex.image.value[:4] == b"\x89PNG" and ex.image.layout.display is None
     assert [a.get_title() for a in ex.figure.axes] == ["live"]
     ex.runs.value = ()
@@ -462,7 +462,9 @@ def test_smoke_fixture_fills_every_section(tmp_path):
     }
     assert panel.assessments and panel.assessments[0].answer in ("yes", "not shown")
     ex = AlphaExplorer(path, render=False)
-    assert len(ex.selected) == 3 and ex.sentence.startswith("2 of 3 runs stay within 0.05")
+    assert len(ex.selected) == 3 and ex.sentence.startswith(
+        "2 of 3 learned-α runs stay within 0.05"
+    )
     assert smoke_store(path) == path  # rewritten, not appended
     with Store(path) as s:
         assert len(s.runs()) == 8
