@@ -97,7 +97,7 @@ def _line(p: Pair, rel_gap: float | None) -> tuple[str, dict]:
     gap = db["mean"] - da["mean"]  # ppl, positive: a better
     pw = None
     if rel_gap and sigma > 0 and math.isfinite(sigma) and min(len(xa), len(xb)) >= 2:
-        pw = plan(rel_gap, db["mean"], sigma, seeds=min(len(xa), len(xb)))
+        pw = plan(rel_gap, db["mean"], sigma, seeds=len(xa), seeds_b=len(xb))
     stats = {
         "a": p.a,
         "b": p.b,

@@ -163,9 +163,14 @@ def plan(
     target: float = 0.8,
     alpha: float = 0.05,
     alternative: str = "two-sided",
+    seeds_b: int | None = None,
 ) -> PowerPlan:
-    """The seeds an effect needs and, when ``seeds`` were run, the power they had."""
+    """The seeds an effect needs and, when ``seeds`` were run (``seeds_b`` on the other side,
+    default the same), the power they had — with both sides' counts, not the smaller twice (3
+    learned runs against 10 fixed ones have more power than 3 against 3)."""
     d = effect_size(rel_gap, mean, sigma)
     needed = seeds_needed(d, target, alpha, alternative)
-    achieved = power(d, seeds, seeds, alpha, alternative) if seeds and seeds >= 2 else None
+    n_b = seeds if seeds_b is None else seeds_b
+    ok = seeds and seeds >= 2 and n_b and n_b >= 2
+    achieved = power(d, seeds, n_b, alpha, alternative) if ok else None
     return PowerPlan(rel_gap, mean, sigma, d, alpha, target, needed, seeds, achieved)

@@ -99,3 +99,15 @@ def test_detectable_effect_inverts_power(n_a, n_b, alternative):
     assert detectable_effect(n_a, n_b, 0.9, 0.05, alternative) > d  # more power: larger d
     with pytest.raises(ValueError, match="target"):
         detectable_effect(3, 3, target=0.01)
+
+
+def test_a_plan_with_unequal_sides_has_the_power_of_both_counts():
+    """3 learned runs against 10 fixed ones: the power statsmodels gives for n1 = 3,
+    ratio 10/3 — not the power of 3 against 3 (the ledger quoted that, too low)."""
+    from statsmodels.stats.power import TTestIndPower
+
+    p = plan(0.0063, 41.8, 0.46, seeds=3, seeds_b=10)
+    d = effect_size(0.0063, 41.8, 0.46)
+    want = TTestIndPower().power(effect_size=d, nobs1=3, alpha=0.05, ratio=10 / 3)
+    assert p.achieved == pytest.approx(want, rel=1e-6)
+    assert p.achieved > plan(0.0063, 41.8, 0.46, seeds=3).achieved
