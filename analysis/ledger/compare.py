@@ -9,11 +9,12 @@ carries to runs of another scale), ``sided``, ``margin`` (a tie's), ``paper_effe
 window W (``scope="every"``), the W with the most seeds (``"seeds"``), every W but that one
 (``"grid"``: Table 1's claim whose W with the most seeds its Table 5 twin decides, so the same
 runs are never one test counted twice), or one per rival of a ranking — decided first as a
-family of their own; `analysis.ledger.ledger.build` then re-decides every family's pairs together
-(`finish` on `analysis.statistics.decide.settle`'s Holm-adjusted decisions). A ranking's ``paper_effect``
+family of their own; `analysis.ledger.ledger.adjust` then re-decides them with every test on the
+same tier's runs (the family is the data; `finish` on the adjusted decisions; the toml's
+``family`` names the table a claim comes from). A ranking's ``paper_effect``
 is the paper's gap to its nearest rival (dense against the best sparse model: the 26 %), so it
 applies to that pair only; the other pairs test the order. The ``additive`` mode (the 2×2 of
-base × schedule) is `analysis.ledger.across.additive`, decided there as a family of its own.
+base × schedule) is `analysis.ledger.across.additive`, whose contrast joins its data's family.
 
 A claim of several pairs holds when every pair holds (each W, each rival: an intersection–union
 test, which needs no correction across its own pairs — the family's Holm makes it conservative),

@@ -10,13 +10,15 @@ Verdicts: ``held``, ``did not hold`` (for a comparison also "magnitude not repro
 paper's effect outside the interval), ``conflicting`` (two tiers able to decide disagree: both
 shown), ``not shown`` (tested, not decisive: the effect size, the
 p-values and the smallest gap the seeds could detect; a result at chance level is labelled "at
-chance") and ``not tested here`` (with why, and what would test it).  The comparisons over
-seeds (`analysis.ledger.compare`) are tested as claims.toml registers them, and their p-values
-are Holm-adjusted per family once every claim is evaluated (`adjust`, `analysis.statistics.decide`);
-claims.json carries the protocol and its SHA-256 beside the verdicts.  Each claim is decided
-by the strongest tier that has evidence for it (`analysis.ledger.evidence`: a paper-scale probe
-grid beats the reduced probe, a study run beats the demo's short runs); weaker tiers' verdicts
-are listed beside it (``also``).  A tier too small to decide an LM claim (the demo's runs)
+chance") and ``not tested here`` (with why, and what would test it).  One rule set, claims.toml's
+protocol version 2 (rules R1–R7): every LM claim — comparison, ranking, threshold rule, α drift —
+is a registered test (`analysis.ledger.compare`, `analysis.ledger.checks`), and once every claim is
+evaluated all tests on one tier's runs are Holm-adjusted together, each shared test once
+(`adjust`: the family is the data); claims.json carries the protocol, the ``[protocol]`` rules
+and their SHA-256 beside the verdicts.  An LM claim is decided by the registered tier (the one
+its seeds were planned for), else by the tier whose test has the most seeds; a probe claim by
+the strongest tier (a paper-scale grid beats the reduced probe); the other tiers' verdicts are
+listed beside it (``also``).  A tier too small to decide an LM claim (the demo's runs)
 reports its numbers with the verdict ``not shown``.  The lab's own findings (the toml's ``lab``
 list) get verdicts too, but the summary counts the paper's claims only.
 
