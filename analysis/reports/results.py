@@ -212,12 +212,20 @@ def probe_section(
     the chosen one, are named in the report with how to show them."""
     marked = cells[cells["task"] == "marked"]
     others = sorted(set(marked["mechanism"]) - {mechanism})
+    shift = cells.loc[cells["task"] == "shift", "run"].nunique()
     cells = marked[marked["mechanism"] == mechanism]
-    if marked.empty:
+    if marked.empty and not shift:
         return
     report.heading(title)
     if note:
         report.text(note)
+    if shift:  # never silent about cells the report leaves out (issue 42)
+        report.text(
+            f"The store also holds {shift} shift-task probe cell{'s' if shift != 1 else ''}; "
+            f"this report does not tabulate them (its Table 2 is the marked task's)."
+        )
+    if marked.empty:
+        return
     if others:
         report.text(
             f"Table 2 below shows the {mechanism!r} mechanism; this store also holds marked-task "

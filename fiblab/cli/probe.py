@@ -198,7 +198,12 @@ def _store_writer(store: str, live=None):
         if live is not None:
             now = live.read(rec["key"]) or {}
             wall = time.time() - now["started"] if now.get("started") else None
-            trained[rec["key"]] = {"step_s": now.get("step_s"), "wall_s": wall}
+            trained[rec["key"]] = {
+                "step_s": now.get("step_s"),
+                "wall_s": wall,
+                "started": now.get("started"),  # which cells built the kernel (the ETA's)
+                "first_step_at": now.get("first_step_at"),
+            }
             from probes.live import write_progress
 
             write_progress(live.folder, trained=trained)

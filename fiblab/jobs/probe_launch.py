@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass, field, replace
 
 from fiblab.jobs import detached
-from fiblab.jobs.probe_progress import activity, eta_seconds
+from fiblab.jobs.probe_progress import activity, cell_overhead, eta_seconds
 from lab.training.stop import request_stop as _write_stop
 from lab.training.stop import stop_requested
 from lab.util import paths
@@ -343,6 +343,7 @@ def snapshot(h: GridHandle) -> GridSnapshot:
                 for k, v in trained.items()
                 if k in depth_of
             ],
+            cell_overhead(running, trained, h.steps),
         )
     message = str(prog.get("message") or "")
     rc = h.proc.returncode if h.proc is not None else None

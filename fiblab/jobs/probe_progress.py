@@ -8,7 +8,7 @@ import statistics
 
 from lab.util.wording import plural
 
-__all__ = ["eta_seconds", "activity"]
+__all__ = ["eta_seconds", "cell_overhead", "activity"]
 
 
 def eta_seconds(
@@ -17,6 +17,7 @@ def eta_seconds(
     steps: int,
     jobs: int,
     finished: list[tuple[int, float | None, float | None]] = (),
+    overhead: float | None = None,
 ) -> float:
     """Seconds left, from measured step times scaled by depth (a step's cost grows with the
     layers).  ``running``: (depth, step, steps, seconds per step or None) of each cell training
@@ -24,20 +25,52 @@ def eta_seconds(
     cells this launch finished.  Steps are timed after each cell's first step (which builds the
     kernel) and include the live accuracy evaluations.  The rate is the median seconds per
     layer-step of the running cells, else of the finished ones; each cell not started yet also
-    costs the median overhead of the finished ones (model build, first step, final evaluation:
-    wall − steps × step time).  The work left is shared by ``jobs`` processes.  NaN before any
-    step is measured: no guess from the first step alone."""
+    costs ``overhead`` seconds (model build, first step, final evaluation: `cell_overhead`), by
+    default the median of the finished ones (wall − steps × step time).  The work left is
+    shared by ``jobs`` processes.  NaN before any step is measured: no guess from the first
+    step alone."""
     rates = [s / d for d, _, _, s in running if s and d]
     if not rates:
         rates = [s / d for d, s, _ in finished if s and d]
     if not rates:
         return math.nan
     rate = statistics.median(rates)
-    over = [max(0.0, w - steps * s) for _, s, w in finished if s and w]
-    overhead = statistics.median(over) if over else 0.0
+    if overhead is None:
+        over = [max(0.0, w - steps * s) for _, s, w in finished if s and w]
+        overhead = statistics.median(over) if over else 0.0
     work = sum(max(n - k, 0) * d for d, k, n, _ in running) + steps * sum(pending_depths)
     lanes = max(1, min(jobs, len(running) + len(pending_depths)))
     return (work * rate + overhead * len(pending_depths)) / lanes
+
+
+def cell_overhead(running: list[dict], trained: dict, steps: int) -> float:
+    """Seconds a cell costs beyond its steps (model build, first step, final evaluation), from
+    the cells of this launch that cannot have compiled the attention kernel: those started
+    after some cell had taken its first step (the first step builds it, once per machine).  A
+    first cell's ≈ 20–30 s compile counted for every cell left made the first launch's ETA
+    jump when that cell finished (issue 42).  ``running``: the live files (``started``,
+    ``first_step_at``); ``trained``: progress.json's finished cells (``step_s``, ``wall_s``,
+    ``started``, ``first_step_at``).  The median of the finished such cells (wall − steps ×
+    step time), else of the running ones' builds (first step − start, a lower bound), else 0."""
+    firsts = [c["first_step_at"] for c in [*running, *trained.values()] if c.get("first_step_at")]
+    if not firsts:
+        return 0.0
+    ready = min(firsts)  # the kernel is built from here on
+
+    def fresh(c: dict) -> bool:
+        return (c.get("started") or 0.0) >= ready
+
+    done = [
+        max(0.0, c["wall_s"] - steps * c["step_s"])
+        for c in trained.values()
+        if fresh(c) and c.get("wall_s") and c.get("step_s")
+    ]
+    if done:
+        return statistics.median(done)
+    builds = [
+        c["first_step_at"] - c["started"] for c in running if fresh(c) and c.get("first_step_at")
+    ]
+    return statistics.median(builds) if builds else 0.0
 
 
 def _kernel_built() -> bool:

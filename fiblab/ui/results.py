@@ -10,10 +10,10 @@ verdict line from `analysis.statistics.assess.assess` on "fib/stagger beats fib/
 least two seeds), with the extrapolation and position-bin plots.  Given the authors' ``fib.db``
 (a text box; by default ``../shared/reference/fib.db`` next to the project when it exists) it also
 shows the paper's tables rebuilt from it.  **export report** writes
-`analysis.reports.results.build_report` to ``reports/<name>/`` (``report.md``, ``report.html`` with its
-figures embedded, PNGs) and shows links that open both in JupyterLab (relative to the
-notebook's folder, the kernel's working directory).  A table wider than the panel scrolls in its
-own box.  The sections themselves are built without widgets in `fiblab.ui.sections`.
+`analysis.reports.results.build_report` to ``<runs>/reports/<name>/`` (``report.md``,
+``report.html`` with its figures embedded, PNGs) and shows links that open both in JupyterLab
+(relative to the notebook's folder, the kernel's working directory; `report_target` gives the
+folder and its link from one path).  A table wider than the panel scrolls in its own box.  The sections themselves are built without widgets in `fiblab.ui.sections`.
 
 The panel only reads the store: a missing store file is reported ("no runs yet — …"), never
 created; **refresh** re-reads it (a running job may be writing to it).  A table without data says
@@ -72,6 +72,7 @@ __all__ = [
     "ResultsPanel",
     "default_paper_db",
     "default_reports_dir",
+    "report_target",
     "inert_sentence",
     "frame_html",
 ]
@@ -92,6 +93,14 @@ def _href(path: str) -> str:
     except ValueError:
         rel = os.path.abspath(path)
     return urllib.parse.quote(Path(rel).as_posix())
+
+
+def report_target(reports_dir: str, name: str) -> tuple[str, str]:
+    """The folder a report named ``name`` is written to (absolute) and the link to that same
+    folder (`_href`): one computation, so the link opens the file written (issue 42: it
+    pointed at another folder than the one written)."""
+    folder = os.path.abspath(os.path.join(reports_dir, name))
+    return folder, _href(folder)
 
 
 class ResultsPanel(Shown):
@@ -127,6 +136,7 @@ class ResultsPanel(Shown):
         self.figures: dict = {}
         self.report_path: str | None = None
         self.report_paths: dict | None = None
+        self.report_href: str | None = None
         self._loaded = False
         self._quiet = False
         style = {"description_width": "initial"}
@@ -364,7 +374,7 @@ class ResultsPanel(Shown):
                 f"report name {name!r}: use letters, digits, '.', '_' or '-' "
                 f"(it becomes the folder reports/<name>/)"
             )
-        out = os.path.join(self.reports_dir, name)
+        out, base = report_target(self.reports_dir, name)
         with reading(self.store) as st:
             if st is None:
                 raise ValueError(
@@ -381,6 +391,7 @@ class ResultsPanel(Shown):
             )
             paths = report.write(out)
         self.report_paths = paths
+        self.report_href = base  # the report folder as the links name it
         self.report_path = paths["report.md"]
         n_fig = len(paths) - 2
         self.export_status.value = (
@@ -392,8 +403,8 @@ class ResultsPanel(Shown):
             f"<a class='fib-open-{name.replace('.', '-')}' href='{html.escape(href)}'>"
             f"open {name}</a>"
             for name, href in (
-                ("report.html", _href(paths["report.html"])),
-                ("report.md", _href(paths["report.md"])),
+                ("report.html", f"{base}/report.html"),
+                ("report.md", f"{base}/report.md"),
             )
         )
         self.export_links.outputs = (

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import numpy as np
 import pandas as pd
 
-from fiblab.ui.common import ROOT, runs_dir, smoke
+from fiblab.ui.common import ROOT, runs_dir
 from lab.store import Store
 
 __all__ = [
@@ -37,9 +37,11 @@ def default_paper_db() -> str:
 
 
 def default_reports_dir() -> str:
-    """Where **export report** writes: ``reports/`` in the project; ``<FIBLAB_RUNS>/reports``
-    at the smoke scale (so that the tests write nothing into the checkout)."""
-    return os.path.join(runs_dir(), "reports") if smoke() else str(ROOT / "reports")
+    """Where **export report** writes: ``reports/`` in the runs folder (FIBLAB_RUNS, else the
+    project's ``runs/``), beside the runs it reports on.  Not the checkout's ``reports/``: a
+    JupyterLab whose root holds the runs folder but not that checkout got a link it could not
+    open (issue 42); the tests write nothing into the checkout either."""
+    return os.path.join(runs_dir(), "reports")
 
 
 @contextmanager

@@ -329,7 +329,13 @@ class SearchPanel(LaunchPanel):
             f"<b class='fib-search-state'>{s.state}</b>"
             + (f" — {html.escape(note)}" if note else "")
         )
-        self.count.value = f"trials <b class='fib-search-done'>{s.done} / {s.total}</b>"
+        failed = self.view.failed if self.view is not None else 0
+        self.count.value = f"trials <b class='fib-search-done'>{s.done} / {s.total}</b>" + (
+            f" · <span class='fib-search-failed'>{failed} failed</span> (interrupted by a stop "
+            f"or an error; not counted — resume runs new trials in their place)"
+            if failed
+            else ""
+        )
         self.show_share()
         self.log.value = f"<pre>{html.escape(s.message)}</pre>" if s.message else ""
         v = self.view

@@ -49,7 +49,9 @@ class SearchView:
     """One read of a study.  ``points``: (trial number, values) of the completed trials in
     number order; ``best``: per objective, (trial number, best value so far) after each of
     them; ``front``: the trial numbers on the Pareto front (several objectives only);
-    ``leaders``: the leading ``top`` trials, then the stagger."""
+    ``leaders``: the leading ``top`` trials, then the stagger; ``failed``: the trials told
+    FAIL (a stop fails the trial it interrupts; an error fails its trial), which the study
+    keeps but no count of finished trials includes."""
 
     names: tuple[str, ...]
     directions: tuple[str, ...]
@@ -57,6 +59,7 @@ class SearchView:
     best: list[list[tuple[int, float]]] = field(default_factory=list)
     front: list[int] = field(default_factory=list)
     leaders: list[Leader] = field(default_factory=list)
+    failed: int = 0
 
     def best_value(self, i: int = 0) -> float | None:
         """The best value of objective ``i`` so far (None before a trial completed)."""
@@ -81,9 +84,9 @@ def best_so_far(points, direction: str, i: int = 0) -> list[tuple[int, float]]:
 
 def search_view(study, cfg: SearchConfig, top: int = 3) -> SearchView:
     optuna = require_optuna()
-    done = [
-        t for t in study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE
-    ]
+    trials = study.get_trials(deepcopy=False)
+    done = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+    failed = sum(1 for t in trials if t.state == optuna.trial.TrialState.FAIL)
     done.sort(key=lambda t: t.number)
     points = [(t.number, tuple(float(v) for v in t.values)) for t in done]
     best = [best_so_far(points, d, i) for i, d in enumerate(cfg.directions)]
@@ -107,7 +110,7 @@ def search_view(study, cfg: SearchConfig, top: int = 3) -> SearchView:
         counted = proxy_values(ref, cfg.space, cfg.names)
         ref_values = tuple(counted[n] for n in cfg.names)
     leaders.append(Leader("stagger", ref_values, ref.alphas, ref.base, ref.window))
-    return SearchView(cfg.names, tuple(cfg.directions), points, best, front, leaders)
+    return SearchView(cfg.names, tuple(cfg.directions), points, best, front, leaders, failed)
 
 
 def progress_figure(view: SearchView, total: int, running: bool = True):

@@ -182,6 +182,42 @@ def test_the_view_of_a_two_objective_study_and_its_figures():
         assert (image.width, image.height) == (str(w), str(h))
 
 
+def test_the_count_line_names_the_failed_trials_a_stop_leaves(tmp_path):
+    """Issue 42: a stop tells FAIL to the trial it interrupts, and the panel never said so.  In
+    memory, no process: a study of 3 completed trials and 1 failed one (as a stop leaves it)
+    shows "3 / 100" and "1 failed" in the count line; without a failed trial, no such words."""
+    from analysis.experiments.search.objectives import parse_objectives
+    from analysis.experiments.search.search import SearchConfig, run_search
+    from analysis.experiments.search.space import parse_space
+    from fiblab.ui.search_view import search_view
+
+    space = parse_space("linear", layers=4)
+    cfg = SearchConfig(space, parse_objectives(["distinct"]), trials=3, seed=0)
+    study = run_search(cfg).study
+    p = SearchPanel(
+        objectives=("distinct",),
+        trials=100,
+        layers=4,
+        render=False,
+        auto_refresh=False,
+        store=str(tmp_path / "store.db"),
+        runs=str(tmp_path / "runs"),
+    )
+    p.handle = SL.SearchHandle(
+        name="s", runs_dir=p.runs, store="", pid=-1, command=[], folder=str(tmp_path),
+        space="linear", objectives=["distinct"], trials=100, seed=0, storage="",
+    )  # fmt: skip
+    p.view = search_view(study, cfg)
+    p._render(SL.SearchState("s", "stopped", 3, 100))
+    assert "3 / 100" in p.count.value and "failed" not in p.count.value
+    study.tell(study.ask(), state=optuna.trial.TrialState.FAIL)  # what a stop leaves
+    p.view = search_view(study, cfg)
+    assert p.view.failed == 1 and len(p.view.points) == 3
+    p._render(SL.SearchState("s", "stopped", 3, 100))
+    assert "3 / 100" in p.count.value
+    assert "1 failed</span> (interrupted by a stop" in p.count.value
+
+
 def test_identical_schedules_are_one_row_and_the_front_counts_points(tmp_path):
     """Issue 28 item 5: a search that draws one schedule three times shows it as one row of the
     leaders (naming the other trials) and the front's legend counts points, not trials."""

@@ -434,6 +434,46 @@ def test_export_writes_the_mechanism_the_panel_shows_and_names_the_rest(tmp_path
     assert "0.625" not in text and "cells of 'learned', left out here" in text
 
 
+def test_the_report_link_opens_the_file_written_under_the_runs_folder(tmp_path, monkeypatch):
+    """Issue 42: notebook 05's "open report.html" link 404'd: the report was written into the
+    checkout's reports/ while JupyterLab's root held the runs folder, not that checkout.  The
+    default export now writes under the runs folder (FIBLAB_RUNS here, inside a server root),
+    and the link, resolved against the notebook's folder (the kernel's working directory, as
+    JupyterLab resolves it), is the file written.  The report also counts the store's
+    shift-task cells, which it does not tabulate."""
+    import os
+    import re
+    import urllib.parse
+
+    root = tmp_path / "root"  # the Jupyter server's root: notebooks/ and runs/ inside it
+    (root / "notebooks").mkdir(parents=True)
+    monkeypatch.setenv("FIBLAB_RUNS", str(root / "runs"))
+    monkeypatch.delenv("FIBLAB_SMOKE", raising=False)
+    monkeypatch.chdir(root / "notebooks")
+    path = write_store(tmp_path / "fiblab.db")
+    with Store(path) as s:
+        for d in (5, 13):  # two shift cells, one per trained distance
+            s.log_probe(
+                {"key": f"shift/blur/d2/uniform/s0/n100/dist{d}", "task": "shift",
+                 "mechanism": "blur", "depth": 2, "init": "uniform", "seed": 0, "steps": 100,
+                 "acc": {str(d): 0.5}, "alphas": [1.0, 1.0], "git_rev": "test"}
+            )  # fmt: skip
+    p = ResultsPanel(path, render=False, paper_db="", name="walk")
+    p.export_button.click()
+    assert p.error is None, p.error
+    written = Path(p.report_paths["report.html"])
+    assert written.is_file() and written.parent == root / "runs" / "reports" / "walk"
+    links = p.export_links.outputs[0]["data"]["text/html"]
+    for name in ("report.html", "report.md"):
+        href = re.search(rf"href='([^']*/{re.escape(name)})'", links).group(1)
+        opened = os.path.normpath(os.path.join(os.getcwd(), urllib.parse.unquote(href)))
+        assert opened == os.path.realpath(p.report_paths[name]), (href, opened)
+        assert Path(opened).is_file() and Path(opened).is_relative_to(root)
+    text = Path(p.report_path).read_text(encoding="utf-8")
+    assert "The store also holds 2 shift-task probe cells" in text
+    assert "this report does not tabulate them" in text
+
+
 def test_paper_db_rebuilt_beside_the_published_tables(panel, tmp_path):
     assert panel.paper_db_path is None and "no database given" in panel.paper_box.value
     panel.paper_db.value = str(tmp_path / "nothing.db")
