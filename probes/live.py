@@ -40,6 +40,7 @@ __all__ = [
     "LiveSpec",
     "LiveCell",
     "read_live",
+    "live_file",
     "write_progress",
     "read_progress",
     "clear",
@@ -107,7 +108,8 @@ def read_live(folder: str) -> list[dict]:
     return sorted((d for d in out if d and "key" in d), key=lambda d: d.get("started", 0.0))
 
 
-def _file_of(folder: str, key: str) -> str:
+def live_file(folder: str, key: str) -> str:
+    """Where the cell ``key`` of the grid writing to ``folder`` keeps its live file."""
     return os.path.join(folder, LIVE_DIR, hashlib.sha1(key.encode()).hexdigest()[:16] + ".json")
 
 
@@ -132,11 +134,11 @@ class LiveSpec:
 
     def read(self, key: str) -> dict | None:
         """A cell's live file (None when it has none)."""
-        return _read(_file_of(self.folder, key))
+        return _read(live_file(self.folder, key))
 
     def remove(self, key: str) -> None:
         """Drop a cell's live file (its record is in the results file now)."""
-        path = _file_of(self.folder, key)
+        path = live_file(self.folder, key)
         if os.path.exists(path):
             os.remove(path)
 
@@ -187,7 +189,7 @@ class LiveCell:
 
     @property
     def path(self) -> str:
-        return _file_of(self.spec.folder, self.key)
+        return live_file(self.spec.folder, self.key)
 
     def _write(self) -> None:
         self._last = time.monotonic()

@@ -177,7 +177,7 @@ def test_the_first_launch_eta_falls_steadily_at_a_constant_step_rate(tmp_path, m
     measured step to the middle of the third cell the ETA falls (rising by at most 2 % of its
     first value between two reads a second apart) and stays within 20 % of the time left by
     hand.  Before, the first cell's compile was counted for each cell left once it finished."""
-    from probes.live import _file_of, write_progress
+    from probes.live import live_file, write_progress
 
     h, cells = _scripted_grid(tmp_path)
     monkeypatch.setattr(PL, "state", lambda _h: "running")
@@ -211,7 +211,7 @@ def test_the_first_launch_eta_falls_steadily_at_a_constant_step_rate(tmp_path, m
                         k = min(steps, 1 + math.floor((w - first) / (rate * c.depth)))
                         live.update(step=k, first_step_at=first, step_s=rate * c.depth,
                                     phase="evaluating" if t >= last else "training")  # fmt: skip
-                    with open(_file_of(h.grid_dir, key), "w") as f:
+                    with open(live_file(h.grid_dir, key), "w") as f:
                         json.dump(live, f)
         write_progress(h.grid_dir, pid=-1, keys=h.keys, trained=trained)
         return PL.snapshot(h).eta_s
