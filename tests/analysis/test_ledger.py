@@ -15,6 +15,7 @@ from analysis.experiments.demo import evidence as de
 from analysis.ledger import evidence as le
 from analysis.ledger import ledger
 from analysis.ledger.evidence import LMRun
+from analysis.ledger.families import family_of
 
 FOUR = {"held", "did not hold", "not shown", "not tested here"}
 
@@ -237,7 +238,7 @@ def test_lm_comparison_statistics_against_scipy_and_a_hand_count():
     assert s["p_raw"] == pytest.approx(tt.pvalue) and s["p_adjusted"] == s["p_raw"]
     # its family is the data's: every test on this tier's runs (here it is the only one)
     assert (s["family"], s["test"], s["metric"]) == (
-        ledger.family_of("paper", t),
+        family_of("paper", t),
         "welch",
         "log_ppl",
     )
