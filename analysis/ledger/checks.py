@@ -5,13 +5,17 @@ claims.toml), each deciding the claim on one tier of evidence (`analysis.ledger.
 A check returns a `Finding` — ``held``, ``did not hold`` or ``not shown`` (tested, not
 decisive) with the numbers and the runs / cells it used — or None when the tier holds nothing
 the claim reads.  A language-model claim about means over runs is decided by a test, never by
-the means alone (`_tested`): *held* when every comparison the claim makes is significant in
-its direction (one-sided Welch or one-sample t at 0.05 each — an intersection–union test, which
-needs no multiplicity correction), *did not hold* when one is significantly reversed (Holm over
-the claim's comparisons), else *not shown*; one run a side is no test.
+the means alone (`_tested`): each part is a registered one-sided test (`_above`: one-sample t
+against the threshold, or Welch between configurations; its reversal the test against), carried
+as a `Pair` so the ledger adjusts it with every test on the same runs (protocol v2, R1–R2);
+*held* when every part holds (intersection–union), *did not hold* on a significant reversal or
+a missed paper size (R3), else *not shown*; one run a side is no test.
 A result at chance level carries ``label="at chance"`` and is never ``held``: a probe grid in
 which no cell retrieves cannot show that an init fails, and a battery at chance cannot show a
-capacity limit of the paper's models.  The thresholds below are the one definition of each.
+capacity limit of the paper's models.  The thresholds below are the one definition of each
+(claims.toml's ``[protocol] thresholds`` registers them; a test pins one to the other).  The
+module passes 450 lines by the test builders `_above` / `_tested`, kept beside the ten checks
+that are their only callers.
 """
 
 from __future__ import annotations
