@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+import textwrap
 
 import numpy as np
 import pandas as pd
@@ -64,9 +65,17 @@ def group_cells(records: list[dict]) -> dict[str, list[dict]]:
 
 
 def _title(key: str, recs: list[dict]) -> str:
+    """A panel's name: mechanism, depth, trained distance, whether α is learned (and from which
+    init) or fixed, and its seeds — a probe grid's fixed-α cells carry init "-"."""
     r = recs[0]
     seeds = sorted({x.get("seed") for x in recs if x.get("seed") is not None})
-    parts = [str(r.get("mechanism", "")), f"depth {r.get('depth', '?')}", f"{r.get('init')} init"]
+    init = r.get("init")
+    parts = [
+        str(r.get("mechanism", "")),
+        f"depth {r.get('depth', '?')}",
+        f"distance {r['distance']}" if r.get("distance") is not None else "",
+        "fixed α" if init in (None, "-", "") else f"learned α, {init} init",
+    ]
     tail = f"{len(seeds)} seeds" if len(seeds) > 1 else (f"seed {seeds[0]}" if seeds else "")
     return " · ".join(p for p in parts + [tail] if p)
 
@@ -118,7 +127,9 @@ def probe_alphas(records: list[dict], max_panels: int = 8):
             any_init = True
             for layer, a in start.groupby("layer")["alpha"].mean().items():
                 ax.axhline(a, color=palette[int(layer)], ls=":", lw=1.0, zorder=1)
-        ax.set_title(title if titles.count(title) == 1 else key, fontsize="small")
+        # wrapped to the panel's width (≈ 6.5 px a character at "small"): neighbours never overlap
+        name = title if titles.count(title) == 1 else key
+        ax.set_title(textwrap.fill(name, max(24, int(panel / 6.5))), fontsize="small")
         ax.set_xlabel("step")
         ax.set_ylabel("α")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -128,15 +139,14 @@ def probe_alphas(records: list[dict], max_panels: int = 8):
     axes[0].set_ylim(lo, hi)
     handles = [Line2D([], [], color=c, lw=1.8, label=f"layer {i}") for i, c in enumerate(palette)]
     if any_band:
+        handles.append(Line2D([], [], color="#777777", lw=1.8, label="mean over seeds"))
         handles.append(Patch(color="#777777", alpha=0.25, label="lowest–highest seed"))
     if any_init:
         handles.append(Line2D([], [], color="#555555", ls=":", label="initial α"))
-    fig.legend(handles=handles, loc="outside right upper", fontsize="small")
-    fig.suptitle(
-        "learned α per layer during training"
-        + (" (line: mean over seeds, band: lowest to highest seed)" if any_band else ""),
-        fontsize="medium",
-    )
+    # the key sits below the title's row (a short title, the band's meaning in the key): the
+    # legend never covers the title
+    fig.legend(handles=handles, loc="outside right center", fontsize="small")
+    fig.suptitle("α per layer during training", fontsize="medium")
     return fig
 
 

@@ -381,3 +381,27 @@ def test_the_training_figure_and_its_legend_fit_an_output_area():
     for lg in legends:
         box = lg.get_window_extent(r)
         assert 0 <= box.x0 and box.x1 <= w + 0.5, (box, w)
+
+
+def test_probe_alpha_figure_names_fixed_cells_and_nothing_overlaps():
+    """Issue 42 (7): the figure was titled "learned α" over fixed-α cells, its two panel titles
+    ran into each other and its legend covered the title."""
+    cells = []
+    for dist in (5, 13):
+        for r in probe_records(depths=(8,), seeds=(0,)):
+            key = r["key"].replace("staggered", "-") + f"/d{dist}"
+            cells.append(dict(r, mechanism="fib-stagger", init="-", distance=dist, key=key))
+    learned = [dict(r, distance=13) for r in probe_records(depths=(4,), seeds=(0, 1))]
+    fig = probe_alphas(cells + learned)
+    titles = [ax.get_title() for ax in fig.axes[:3]]
+    assert "fixed α" in titles[0] and "distance 5" in titles[0]
+    assert "distance 13" in titles[1] and "learned" not in titles[1]
+    assert "learned α, staggered init" in titles[2].replace("\n", " ")
+    assert "learned" not in fig.get_suptitle()
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    boxes = [ax.title.get_window_extent(r) for ax in fig.axes[:3]]
+    for a, b in zip(boxes, boxes[1:]):
+        assert a.x1 < b.x0, "neighbouring panel titles overlap"
+    sup = fig._suptitle.get_window_extent(r)
+    assert not fig.legends[0].get_window_extent(r).overlaps(sup), "the legend covers the title"
