@@ -146,8 +146,24 @@ class CoverageFigure:
             text.set_x(r - 0.01 if inside else r + 0.01)
             text.set_ha("right" if inside else "left")
             text.set_color("white" if inside else "#333333")
-            text.set_text(f"{100 * r:.0f}%" if r < 0.995 else "")  # the axis says 100%
+            text.set_text(share_label(r))
         return png(self.fig)
+
+
+def share_label(r: float) -> str:
+    """A bar's share as text, never rounded onto a value it is not: 100 % only when every
+    distance is reached, one decimal below 1 % and above 99 % (0.1 % is not "0 %", 99.6 % not
+    "100 %")."""
+    if r >= 1.0:
+        return "100%"
+    if r <= 0.0:
+        return "0%"
+    pct = 100 * r
+    if pct < 0.05:
+        return "<0.1%"
+    if pct > 99.95:
+        return ">99.9%"
+    return f"{pct:.1f}%" if pct < 1 or pct > 99 else f"{pct:.0f}%"
 
 
 def render_figure(report: dict) -> bytes:

@@ -405,3 +405,20 @@ def test_probe_alpha_figure_names_fixed_cells_and_nothing_overlaps():
         assert a.x1 < b.x0, "neighbouring panel titles overlap"
     sup = fig._suptitle.get_window_extent(r)
     assert not fig.legends[0].get_window_extent(r).overlaps(sup), "the legend covers the title"
+
+
+def test_coverage_bars_label_every_share_without_rounding_it_onto_another():
+    """Issue 42 (7): at L = 24 the 100 % bars had no label and a 0.1 % share read "0 %"."""
+    from fiblab.ui.coverage_figure import share_label
+
+    assert [share_label(r) for r in (1.0, 0.0, 0.001, 0.0004, 0.996, 0.9999, 0.42)] == [
+        "100%", "0%", "0.1%", "<0.1%", "99.6%", ">99.9%", "42%",
+    ]  # fmt: skip
+    rep = explore(layer_alphas("stagger", 24), window=8, seq_len=16384)
+    cf = CoverageFigure()
+    cf.draw(rep)
+    texts = [t.get_text() for t in cf.values]
+    assert len(texts) == 24 and all(texts), "every bar is labelled"
+    for text, r in zip(texts, rep["reachable"]):
+        assert text == share_label(r)
+    assert "100%" in texts  # a deep stack reaches every position
