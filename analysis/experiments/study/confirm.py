@@ -39,6 +39,7 @@ __all__ = [
     "evidence_from_rows",
     "run_confirmation",
     "decide",
+    "report",
 ]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
@@ -66,11 +67,14 @@ def plan(rules: dict | None = None) -> list[tuple[str, int]]:
 
 
 def protocol_hash() -> str:
-    """The SHA-256 of today's protocol (every claim's test and the ``[protocol]`` rules)."""
+    """The SHA-256 of the protocol this confirmation froze: every claim's test and the
+    ``[protocol]`` rules — less the claims a later registration froze (``registration = "scale"``:
+    `analysis.experiments.study.scale`), which post-date it and carry their own hash."""
     from analysis.ledger import ledger
 
     paper, lab = ledger.load_claims()
-    return ledger.protocol_sha256(ledger.protocol(paper + lab, ledger.load_rules()))
+    own = [c for c in paper + lab if "registration" not in c]
+    return ledger.protocol_sha256(ledger.protocol(own, ledger.load_rules()))
 
 
 def _commit() -> str:
@@ -288,7 +292,64 @@ def decide(out_dir: str = RESULTS_DIR, study_json: str = STUDY_JSON):
         "complete": len(rows) >= len(plan()),
     }
     atomic_write(os.path.join(out_dir, "claims.json"), jsonio.dumps(out, indent=1))
+    atomic_write(os.path.join(out_dir, "report.md"), report(out))
     return led, doc
+
+
+def _cell(v) -> str:
+    return "" if v is None else f"{v:.3g}" if isinstance(v, float) else str(v)
+
+
+def report(doc: dict) -> str:
+    """The confirmation in one table (``report.md`` beside claims.json): each LM claim's
+    confirmatory verdict, the committed study's beside it, the registered test's numbers on the
+    fresh seeds, and the power the seeds had for the paper's size — so "not shown" reads as
+    "no effect" or "too few seeds" at a glance."""
+    conf = doc["confirmation"]
+    reg = conf["registration"]
+    rows = [c for c in doc["claims"] if str(c.get("kind", "")).startswith("lm")]
+    counts: dict[str, int] = {}
+    for c in rows:
+        if c["source"] == "paper":
+            counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
+    lines = [
+        "# The confirmation: the paper's LM claims on seeds no analysis had seen",
+        "",
+        f"Protocol SHA-256 `{reg['protocol_sha256'][:12]}…`, frozen {reg['registered_at']} "
+        f"(before commit `{reg['commit_before'][:7]}`); {conf['runs']} of {conf['planned']} "
+        f"planned runs committed (`runs.jsonl`){'' if conf['complete'] else ' — INCOMPLETE'}. "
+        "Written by `python -m analysis.experiments.study.confirm --decide` from the committed "
+        "rows; every number re-derives from them (claims.json holds each test's statistics).",
+        "",
+        "The paper's claims, confirmatory: "
+        + ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+        + ". A claim is held only when these runs hold it (rule R7); the exploratory column is "
+        "the committed study (`study.json`) re-decided under the same protocol.",
+        "",
+        "| claim | confirmatory | exploratory | gap (nats), 95 % CI | Holm p | n | power |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for c in rows:
+        s = c.get("stats") or {}
+        x = c.get("exploratory") or {}
+        v = c["verdict"] + (f" ({c['label']})" if c.get("label") else "")
+        xv = x.get("verdict", "") + (f" ({x['label']})" if x.get("label") else "")
+        ci = s.get("ci")
+        gap = (
+            f"{s['effect']:+.4f} [{ci[0]:+.4f}, {ci[1]:+.4f}]"
+            if ci and s.get("effect") is not None
+            else ""
+        )
+        n = f"{s['n_a']} vs {s['n_b']}" if s.get("n_a") is not None else ""
+        power = _cell(s.get("power"))
+        if s.get("seeds_needed"):
+            power += f" (0.8 needs {s['seeds_needed']} a side)"
+        who = "" if c["source"] == "paper" else " (lab)"
+        lines.append(
+            f"| `{c['id']}`{who} | **{v}** | {xv} | {gap} | {_cell(s.get('p_adjusted'))} | "
+            f"{n} | {power} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:

@@ -72,6 +72,8 @@ SCHEMES: dict[str, dict] = {
         "model.schedule": "stagger",
         "model.base": "pow2",
     },
+    # the scale study's depth cell (claims.toml [scale] depth): plain power-of-2 rungs
+    "pow2-fixed": {"model.attention": "sparse", "model.schedule": "fixed", "model.base": "pow2"},
 }
 
 #: The lab's schedule search at the study's shape (L = 4, W = 12, K = 15, T = 128), declared

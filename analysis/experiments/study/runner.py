@@ -46,7 +46,7 @@ def study_config(
     if scheme not in SP.SCHEMES:
         raise ValueError(f"scheme {scheme!r} is unknown: use one of {sorted(SP.SCHEMES)}")
     # a scheme without a cpu preset of its own is the stagger's model with its schedule changed
-    own = {"pow2-stagger": "cpu-stagger", "search-best": "cpu-stagger"}
+    own = {"pow2-stagger": "cpu-stagger", "pow2-fixed": "cpu-fixed", "search-best": "cpu-stagger"}
     preset = sc.preset or own.get(scheme, f"cpu-{scheme}")
     over = {
         **SP.SCHEMES[scheme],

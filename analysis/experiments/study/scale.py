@@ -1,0 +1,366 @@
+"""The scale study (issue 40; claims.toml ``[scale]``): the stagger's gain against depth, context
+and coverage, and the claims only depth decides — registered before its runs, trained stage by
+stage, each finished run a committed row.
+
+    python -m analysis.experiments.study.scale --register        # freeze [scale] (once)
+    python -m analysis.experiments.study.scale --plan            # time a step per cell, print the plan
+    python -m analysis.experiments.study.scale --stage L8-T128    # train what that stage lacks
+    python -m analysis.experiments.study.scale --decide          # the trend and the depth claims
+
+A stage is one cell's runs (`stages`): ``L8-T128`` (stagger and fixed 1–10 at L = 8, T = 128),
+``L8-T128-depth`` (coprime, pow2-fixed, pow2-stagger 1–5 there), ``L4-T512``, ``L8-T512``;
+the (4, 128) point is the confirmation's runs (`analysis.experiments.study.confirm`).  Each
+run is the study's recipe (`runner.study_config`) with the cell's depth and length, fp32,
+evaluated at 1×/2×/4×; its row (the ledger's `LMRun` and its setup) is appended to
+``benchmarks/results/scale/runs.jsonl`` as it finishes, so a stage cut short, or continued on
+another machine, trains only the rows it lacks.  Training refuses unless the registration's
+hash is today's ``[scale]`` protocol (the rule R7 of claims.toml, as for the confirmation).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import sys
+import time
+
+from analysis.experiments.study import confirm
+from lab.util import jsonio
+from lab.util.files import atomic_write
+
+__all__ = [
+    "RESULTS_DIR",
+    "Stage",
+    "load_scale",
+    "stages",
+    "cell_settings",
+    "protocol_hash",
+    "register",
+    "check_registered",
+    "read_rows",
+    "step_seconds",
+    "plan_lines",
+    "run_stage",
+    "trend_runs",
+    "decide",
+]
+
+RESULTS_DIR = os.path.join(confirm.ROOT, "benchmarks", "results", "scale")
+ROWS = "runs.jsonl"
+REGISTRATION = "registration.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class Stage:
+    """One resumable stage: a cell (L, T) and the (scheme, seed) runs it trains."""
+
+    name: str
+    cell: tuple[int, int]
+    runs: tuple[tuple[str, int], ...]
+
+
+def load_scale(path: str | None = None) -> dict:
+    """claims.toml's ``[scale]`` table."""
+    import tomllib
+
+    from analysis.ledger.ledger import CLAIMS_PATH
+
+    with open(path or CLAIMS_PATH, "rb") as f:
+        return dict(tomllib.load(f)["scale"])
+
+
+def _seeds(spec: dict) -> list[tuple[str, int]]:
+    """Seed by seed, each scheme in turn: a stage cut short leaves balanced sides."""
+    seeds = {k: list(range(v[0], v[1] + 1)) for k, v in spec.items()}
+    out, i = [], 0
+    while any(i < len(s) for s in seeds.values()):
+        out += [(k, s[i]) for k, s in seeds.items() if i < len(s)]
+        i += 1
+    return out
+
+
+def stages(scale: dict | None = None) -> list[Stage]:
+    """The registered stages, in ``[scale] order``."""
+    sc = scale or load_scale()
+    by_name = {}
+    for L, T in sc["cells"]:
+        if [L, T] != list(sc["from_confirmation"]):
+            by_name[f"L{L}-T{T}"] = Stage(f"L{L}-T{T}", (L, T), tuple(_seeds(sc["schemes"])))
+    L, T = sc["depth"]["cell"]
+    by_name[f"L{L}-T{T}-depth"] = Stage(
+        f"L{L}-T{T}-depth", (L, T), tuple(_seeds(sc["depth"]["schemes"]))
+    )
+    return [by_name[n] for n in sc["order"]]
+
+
+def cell_settings(cell: tuple[int, int], base=None):
+    """The study's `StudyScale` (or ``base``) at a cell: its length, and its depth as a model
+    override."""
+    from analysis.experiments.study import plan as SP
+
+    L, T = cell
+    base = base or SP.STUDY_SCALES["study"]
+    return dataclasses.replace(base, seq_len=T, overrides={**base.overrides, "model.n_layers": L})
+
+
+def _prefix(scale: dict, cell) -> str:
+    return f"{scale['prefix']}-L{cell[0]}"  # run_name adds the scheme, seed, T and steps
+
+
+# ------------------------------------------------------------------------------- registration
+def protocol_hash(scale: dict | None = None) -> str:
+    """The SHA-256 of the scale protocol: the ``[scale]`` table, the tests of the claims it
+    registered (``registration = "scale"``) and of the depth claims it decides."""
+    from analysis.ledger import ledger
+
+    sc = scale or load_scale()
+    paper, lab = ledger.load_claims()
+    mine = [
+        c
+        for c in paper + lab
+        if c.get("registration") == "scale" or c["id"] in sc["depth"]["claims"]
+    ]
+    proto = ledger.protocol(mine, ledger.load_rules())
+    proto["scale"] = sc
+    return ledger.protocol_sha256(proto)
+
+
+def register(out_dir: str = RESULTS_DIR) -> dict:
+    """Freeze the scale protocol before any of its runs: hash, date, commit, stages."""
+    if read_rows(out_dir) or os.path.exists(os.path.join(out_dir, REGISTRATION)):
+        raise ValueError(
+            f"{out_dir} holds a scale registration or rows already: the protocol is frozen "
+            f"once, before its runs (a changed study is a new registration in a new folder)"
+        )
+    doc = {
+        "protocol_sha256": protocol_hash(),
+        "registered_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "commit_before": confirm._commit(),
+        "stages": [dataclasses.asdict(s) for s in stages()],
+        "scale": load_scale(),
+        "note": "frozen before any scale run was trained; decided by this protocol alone "
+        "(claims.toml, the scale study's section)",
+    }
+    os.makedirs(out_dir, exist_ok=True)
+    atomic_write(os.path.join(out_dir, REGISTRATION), jsonio.dumps(doc, indent=1))
+    return doc
+
+
+def check_registered(out_dir: str = RESULTS_DIR) -> dict:
+    """The registration, when today's ``[scale]`` protocol is the one it froze; else ValueError
+    naming the fix."""
+    path = os.path.join(out_dir, REGISTRATION)
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except OSError:
+        raise ValueError(
+            f"no registration at {path}: freeze the scale protocol first "
+            f"(python -m analysis.experiments.study.scale --register)"
+        ) from None
+    now = protocol_hash()
+    if doc.get("protocol_sha256") != now:
+        raise ValueError(
+            f"the scale protocol changed since it was frozen "
+            f"({doc.get('protocol_sha256', '?')[:12]}… registered, {now[:12]}… now): restore "
+            f"claims.toml's [scale] section and its claims"
+        )
+    return doc
+
+
+def read_rows(out_dir: str = RESULTS_DIR) -> list[dict]:
+    """The committed rows, one a finished scale run."""
+    return confirm.read_rows(out_dir)  # the same file name: runs.jsonl
+
+
+# ------------------------------------------------------------------------------------- plan
+def step_seconds(cell, scheme: str, reps: int = 3) -> float:
+    """The fastest of ``reps`` training steps (forward, backward, AdamW over the step's 4096
+    tokens) of a scheme's model at a cell, after one warm-up, on random ids: what a run's step
+    costs, without its data or store."""
+    import torch
+
+    from analysis.experiments.study.runner import study_config
+    from lab.lm.model import FibLM
+
+    cfg = study_config(cell_settings(cell), "plan", scheme, 0, 1, "/nonexistent", "fp32")
+    torch.manual_seed(0)
+    model = FibLM(cfg.model)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    B, T, V = cfg.micro_batch, cfg.model.seq_len, cfg.model.vocab_size
+    micro = max(1, cfg.tokens_per_step // (B * T))
+    g = torch.Generator().manual_seed(0)
+    best = float("inf")
+    for i in range(reps + 1):
+        ids = [torch.randint(0, V, (B, T + 1), generator=g) for _ in range(micro)]
+        t0 = time.perf_counter()
+        for x in ids:
+            _, loss = model(x[:, :-1], x[:, 1:])
+            (loss / micro).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if i:  # the first is the warm-up
+            best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def plan_lines(times: dict, scale: dict | None = None, eval_s: float = 15.0) -> list[str]:
+    """The plan as printed: each stage's runs, the measured step time of its schemes and the
+    stage's estimate (steps × step + one evaluation a run), against the 2.5 h a stage should
+    fit.  ``times``: {(cell, scheme): seconds a step}."""
+    sc = scale or load_scale()
+    have = {(r["stage"], r["scheme"], r["seed"]) for r in read_rows()}
+    out = []
+    for st in stages(sc):
+        todo = [(s, k) for s, k in st.runs if (st.name, s, k) not in have]
+        secs = sum(times[(st.cell, s)] * sc["steps"] + eval_s for s, _ in todo)
+        schemes = sorted({s for s, _ in st.runs})
+        steps = ", ".join(f"{s} {times[(st.cell, s)]:.2f} s" for s in schemes)
+        fits = "fits" if secs <= 2.5 * 3600 else "does NOT fit"
+        out.append(
+            f"{st.name:<14} {len(todo):>2} of {len(st.runs)} runs to train · step: {steps} · "
+            f"≈ {secs / 3600:.1f} h ({fits} 2.5 h)"
+        )
+    return out
+
+
+# -------------------------------------------------------------------------------------- train
+def run_stage(
+    name: str, limit: int | None = None, runs_dir: str = "runs/scale", out_dir: str = RESULTS_DIR,
+    log=print, scale: dict | None = None, settings=None,
+) -> list[dict]:  # fmt: skip
+    """Train the stage's runs the rows lack (at most ``limit``), appending each row as it
+    finishes; refuses unless the registration holds.  Returns the stage's rows.  ``scale`` and
+    ``settings`` (a `StudyScale` the cells change) let the suite run a smoke-sized stage; the
+    registration is still checked against claims.toml's."""
+    from analysis.experiments.study.runner import Runner
+
+    check_registered(out_dir)
+    sc = scale or load_scale()
+    by_name = {s.name: s for s in stages(sc)}
+    if name not in by_name:
+        raise ValueError(f"stage {name!r} is unknown: use one of {list(by_name)}")
+    st = by_name[name]
+    rows = read_rows(out_dir)
+    have = {(r["scheme"], r["seed"]) for r in rows if r["stage"] == name}
+    todo = [r for r in st.runs if r not in have][: limit if limit is not None else None]
+    log(f"{name}: {len(have)} of {len(st.runs)} runs committed; training {len(todo)} "
+        f"({sc['steps']} steps, L={st.cell[0]}, T={st.cell[1]}, {sc['precision']})")  # fmt: skip
+    os.makedirs(runs_dir, exist_ok=True)
+    store_path = os.path.join(runs_dir, "fiblab.db")
+    r = Runner(
+        cell_settings(st.cell, settings), _prefix(sc, st.cell), runs_dir, store_path, True, log,
+        sc["precision"],
+    )  # fmt: skip
+    path = os.path.join(out_dir, ROWS)
+    os.makedirs(out_dir, exist_ok=True)
+    for scheme, seed in todo:
+        res = r.run(scheme, seed, sc["steps"])
+        run, scale_name, setup = confirm._lmrun(store_path, res["name"], res.get("block_change"))
+        row = {"stage": name, "cell": list(st.cell)}
+        row.update(confirm._row(run, scale_name, setup, scheme, seed))
+        with open(path, "a", encoding="utf-8") as f:  # one line a run: a cut leaves whole rows
+            f.write(jsonio.dumps(row) + "\n")
+        rows.append(row)
+    return [x for x in rows if x["stage"] == name]
+
+
+# ------------------------------------------------------------------------------------- decide
+def trend_runs(rows: list[dict], confirm_rows: list[dict], scale: dict | None = None) -> list:
+    """(cell, Δcov, scheme, perplexity) of every stagger and fixed run at a registered cell: the
+    scale rows, and the confirmation's at its (4, 128) point."""
+    sc = scale or load_scale()
+    dcov = {tuple(c): d for c, d in zip(sc["cells"], sc["coverage_difference"])}
+    out = [
+        (tuple(r["cell"]), dcov[tuple(r["cell"])], r["scheme"], r["run"]["ppl"])
+        for r in rows
+        if r["scheme"] in ("stagger", "fixed") and tuple(r["cell"]) in dcov
+    ]
+    home = tuple(sc["from_confirmation"])
+    out += [
+        (home, dcov[home], r["scheme"], r["run"]["ppl"])
+        for r in confirm_rows
+        if r["scheme"] in ("stagger", "fixed")
+    ]
+    return [(c, d, s, float("nan") if p is None else p) for c, d, s, p in out]
+
+
+def decide(out_dir: str = RESULTS_DIR) -> dict:
+    """The scale study's verdicts from the committed rows, written as ``claims.json`` beside
+    them: the trend test (`analysis.statistics.trend`), each cell's gap, and the depth claims
+    decided by the ledger on the depth cell's runs alone."""
+    from analysis.ledger import ledger
+    from analysis.statistics.trend import trend_test
+
+    sc = load_scale()
+    doc = check_registered(out_dir)
+    rows = read_rows(out_dir)
+    out = {
+        "registration": {k: doc[k] for k in ("protocol_sha256", "registered_at", "commit_before")},
+        "runs": len(rows),
+        "planned": sum(len(s.runs) for s in stages(sc)),
+    }
+    try:
+        t = trend_test(trend_runs(rows, confirm.read_rows(), sc))
+    except ValueError as e:
+        out["trend"] = {"verdict": "not tested here", "why": str(e)}
+    else:
+        alpha = 0.05
+        verdict = "held" if t.p < alpha else "did not hold" if t.p_against < alpha else "not shown"
+        out["trend"] = {"verdict": verdict, "power": sc["trend"]["power"]}
+        out["trend"].update(jsonio.clean(dataclasses.asdict(t)))
+    depth = [r for r in rows if tuple(r["cell"]) == tuple(sc["depth"]["cell"])]
+    if depth:
+        led = ledger.build(confirm.evidence_from_rows(depth, "scale study, depth cell"))
+        out["depth"] = {
+            e.id: {"verdict": e.verdict, "label": e.label, "here": e.here}
+            for e in led.entries
+            if e.id in sc["depth"]["claims"]
+        }
+    atomic_write(os.path.join(out_dir, "claims.json"), jsonio.dumps(out, indent=1))
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--register", action="store_true", help="freeze the [scale] protocol (once)")
+    ap.add_argument("--plan", action="store_true", help="time a step per cell; print the plan")
+    ap.add_argument("--stage", default=None, help="train that stage's missing runs")
+    ap.add_argument("--limit", type=int, default=None, help="train at most this many runs")
+    ap.add_argument("--decide", action="store_true", help="decide from the committed rows")
+    ap.add_argument("--runs", default="runs/scale", help="runs folder (checkpoints)")
+    args = ap.parse_args(argv)
+    try:
+        if args.register:
+            doc = register(RESULTS_DIR)
+            print(f"registered {doc['protocol_sha256'][:12]}… at {doc['registered_at']}")
+        elif args.plan:
+            from lab.cost.contention import watch
+
+            sc = load_scale()
+            with watch() as w:
+                times = {
+                    (st.cell, s): step_seconds(st.cell, s)
+                    for st in stages(sc)
+                    for s in sorted({s for s, _ in st.runs})
+                }
+            print("\n".join(plan_lines(times, sc)))
+            print(f"step times measured {w.result.line()}")
+        elif args.stage:
+            run_stage(args.stage, args.limit, args.runs, out_dir=RESULTS_DIR)
+        elif args.decide:
+            out = decide(RESULTS_DIR)
+            print(json.dumps(out.get("trend"), indent=1))
+        else:
+            ap.print_help()
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""The scale study (issue 40; claims.toml [scale]): registered before its runs, its stages and
+cells what the registration says, its coverage differences a hand count, its hash apart from the
+confirmation's, each finished run a committed row, and a second session training only what the
+rows lack.  Oracles: the Fibonacci rule counted by hand, the frozen confirmation hash, the
+smoke-sized recipe trained for real."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import pytest
+
+from analysis.experiments.study import confirm as C
+from analysis.experiments.study import scale as S
+from analysis.experiments.study.plan import STUDY_SCALES
+from analysis.experiments.study.runner import study_config
+
+FIB = [1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377, 610, 987]
+
+
+def beyond_window(alphas, T, W=12):
+    """Distinct distances in (W, T) that any layer attends: round(α·f), half to even."""
+    return {round(a * f) for a in alphas for f in FIB if W < round(a * f) < T}
+
+
+def test_the_coverage_differences_are_a_hand_count():
+    sc = S.load_scale()
+    for (L, T), want in zip(sc["cells"], sc["coverage_difference"]):
+        stagger = [0.5 + k / (L - 1) for k in range(L)]  # the linear stagger 0.5 … 1.5
+        assert len(beyond_window(stagger, T)) - len(beyond_window([1.0] * L, T)) == want, (L, T)
+    p = sc["paper_point"]
+    stagger = [0.5 + k / 15 for k in range(16)]
+    assert len(beyond_window(stagger, 1024)) - len(beyond_window([1.0], 1024)) == 110
+    assert p["coverage_difference"] == 110
+
+
+def test_the_stages_are_the_registered_cells_seed_by_seed():
+    st = {s.name: s for s in S.stages()}
+    assert list(st) == ["L8-T128", "L8-T128-depth", "L4-T512", "L8-T512"]
+    assert all(s.cell != (4, 128) for s in st.values())  # the confirmation's runs are that point
+    assert [len(s.runs) for s in st.values()] == [20, 15, 20, 20]
+    assert st["L8-T128"].runs[:4] == (("stagger", 1), ("fixed", 1), ("stagger", 2), ("fixed", 2))
+    assert {s for s, _ in st["L8-T128-depth"].runs} == {"coprime", "pow2-fixed", "pow2-stagger"}
+    for s in st.values():
+        assert len(set(s.runs)) == len(s.runs)
+    cfg = study_config(S.cell_settings((8, 512)), "scale-L8", "pow2-fixed", 3, 500, "r", "fp32")
+    m = cfg.model
+    assert (m.n_layers, m.seq_len, m.window, m.base, m.schedule) == (8, 512, 12, "pow2", "fixed")
+    assert cfg.micro_batch * m.seq_len == cfg.tokens_per_step == 4096
+    assert cfg.name == "scale-L8-pow2-fixed-s3-T512-500" and cfg.precision == "fp32"
+
+
+def test_the_scale_registration_leaves_the_confirmations_hash_alone():
+    """The scale claims post-date the confirmation's freeze: its hash must not move."""
+    with open(os.path.join(C.RESULTS_DIR, "registration.json")) as f:
+        frozen = json.load(f)["protocol_sha256"]
+    assert C.protocol_hash() == frozen
+    sc = S.load_scale()
+    base = S.protocol_hash(sc)
+    changed = {**sc, "trend": {**sc["trend"], "covariance": "HC0"}}
+    assert S.protocol_hash(changed) != base  # every field of [scale] is hashed
+    assert S.protocol_hash({**sc, "steps": 1000}) != base
+
+
+def test_register_once_and_refuse_a_changed_protocol(tmp_path, monkeypatch):
+    out = str(tmp_path)
+    with pytest.raises(ValueError, match="no registration"):
+        S.check_registered(out)
+    doc = S.register(out)
+    assert S.check_registered(out)["protocol_sha256"] == doc["protocol_sha256"]
+    assert [s["name"] for s in doc["stages"]][0] == "L8-T128"
+    with pytest.raises(ValueError, match="frozen once"):
+        S.register(out)
+    real = S.load_scale()
+    monkeypatch.setattr(S, "load_scale", lambda path=None: {**real, "steps": 250})
+    with pytest.raises(ValueError, match="changed since it was frozen"):
+        S.check_registered(out)
+
+
+def test_the_cli_refuses_in_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(S, "RESULTS_DIR", str(tmp_path))
+    assert S.main(["--stage", "L8-T128"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no registration" in err[0] and "--register" in err[0]
+
+
+def test_trend_runs_join_the_confirmations_point():
+    sc = S.load_scale()
+    rows = [
+        {"stage": "L8-T128", "cell": [8, 128], "scheme": "stagger", "seed": 1,
+         "run": {"ppl": 40.0}},
+        {"stage": "L8-T128", "cell": [8, 128], "scheme": "fixed", "seed": 1,
+         "run": {"ppl": None}},
+        {"stage": "L8-T128-depth", "cell": [8, 128], "scheme": "coprime", "seed": 1,
+         "run": {"ppl": 39.0}},
+    ]  # fmt: skip
+    conf = [{"scheme": "stagger", "seed": 11, "run": {"ppl": 41.0}},
+            {"scheme": "dense", "seed": 4, "run": {"ppl": 43.0}}]  # fmt: skip
+    got = S.trend_runs(rows, conf, sc)
+    assert got[0] == ((8, 128), 27, "stagger", 40.0)
+    assert got[1][:3] == ((8, 128), 27, "fixed") and math.isnan(got[1][3])
+    assert got[2] == ((4, 128), 13, "stagger", 41.0) and len(got) == 3
+
+
+def test_a_stage_trains_commits_each_row_and_resumes_elsewhere(tmp_path):
+    out, runs = str(tmp_path / "results"), str(tmp_path / "runs")
+    S.register(out)
+    sc = {**S.load_scale(), "steps": 2, "cells": [[4, 128], [2, 32]],
+          "coverage_difference": [13, 0], "order": ["L2-T32", "L2-T32-depth"],
+          "schemes": {"stagger": [1, 2], "fixed": [1, 1]},
+          "depth": {**S.load_scale()["depth"], "cell": [2, 32],
+                    "schemes": {"pow2-fixed": [1, 1]}}}  # fmt: skip
+    smoke = STUDY_SCALES["study-smoke"]
+    quiet = dict(out_dir=out, log=lambda *a: None, scale=sc, settings=smoke)
+    got = S.run_stage("L2-T32", limit=2, runs_dir=runs, **quiet)
+    assert [(r["scheme"], r["seed"]) for r in got] == [("stagger", 1), ("fixed", 1)]
+    disk = S.read_rows(out)
+    assert disk == json.loads(json.dumps(got)) and disk[0]["cell"] == [2, 32]
+    assert disk[0]["run"]["name"] == "scale-L2-stagger-s1-T32-2"
+    assert disk[0]["setup"]["n_layers"] == 2 and math.isfinite(disk[0]["run"]["ppl"])
+    again = S.run_stage("L2-T32", runs_dir=str(tmp_path / "elsewhere"), **quiet)
+    assert [(r["scheme"], r["seed"]) for r in again][2:] == [("stagger", 2)]
+    with pytest.raises(ValueError, match="unknown"):
+        S.run_stage("L9-T9", runs_dir=runs, **quiet)
