@@ -23,6 +23,7 @@ The attended-set figures (rung heatmap, coverage and receptive-field curves) are
 from __future__ import annotations
 
 import re
+import textwrap
 
 import numpy as np
 import pandas as pd
@@ -38,6 +39,7 @@ __all__ = [
     "extrapolation",
     "position_bins",
     "alpha_trajectories",
+    "scale_trend",
     "CONFIG_COLORS",
 ]
 
@@ -300,4 +302,41 @@ def alpha_trajectories(
     axes[-1, 0].set_xlabel("step")
     if title:
         fig.suptitle(title)
+    return style.save(fig, path)
+
+
+def scale_trend(trend, paper_point: dict, path=None, caption: str | None = None) -> Figure:
+    """The scale study's figure (issue 40): the stagger − fixed gap in ln ppl (positive: the
+    stagger better) against the coverage difference, one point per cell with its 95 % Welch
+    interval, the registered trend test's fitted slope through the cells' mean, and the paper's
+    (16, 1024) point marked — its gap is Table 5's, at the paper's shape, not a run of ours.
+    ``trend``: an `analysis.statistics.trend.Trend`; ``caption``: the test in words."""
+    fig, axes = style.panels(size=(style.PANEL[0], style.PANEL[1] + 40))
+    ax = axes[0, 0]
+    cells = list(trend.cells)
+    x = np.array([c.coverage_difference for c in cells], float)
+    y = np.array([c.gap for c in cells])
+    err = np.array([[c.gap - c.ci[0] for c in cells], [c.ci[1] - c.gap for c in cells]])
+    ax.errorbar(x, y, yerr=err, fmt="o", color=style.config_color("fib/stagger"), capsize=4,
+                label="a cell of ours: mean gap, 95 % interval")  # fmt: skip
+    for c in cells:
+        ax.annotate(f"L={c.cell[0]}, T={c.cell[1]}\nn={c.n_stagger}+{c.n_fixed}",
+                    (c.coverage_difference, c.gap), textcoords="offset points", xytext=(9, 0),
+                    va="center", fontsize="x-small")  # fmt: skip
+    px, py = paper_point["coverage_difference"], paper_point["gap"]
+    # the fitted line: slope −γ per 100 distances through the cells' mean point
+    xs = np.linspace(0, max(px, x.max()) * 1.05, 50)
+    ax.plot(xs, y.mean() - trend.slope * (xs - x.mean()) / 100, ls="--", color="#4d4d4d",
+            label=f"registered trend fit: {-trend.slope:+.4f} nats per 100 distances")  # fmt: skip
+    ax.plot([px], [py], marker="*", ms=14, ls="none", color=style.config_color("dense"),
+            label=f"the paper (L={paper_point['layers']}, T={paper_point['seq_len']}; "
+            "Table 5, not our run)")  # fmt: skip
+    ax.axhline(0.0, color="black", lw=0.8)
+    ax.set_xlabel("coverage difference: distinct distances beyond W, stagger − fixed")
+    ax.set_ylabel("gap in ln ppl, fixed − stagger (nats)")
+    ax.set_title("The stagger's gain against the coverage it adds", loc="left")
+    if caption:  # under the axis label, inside the layout (an axes text: never overlapped)
+        ax.text(0.0, -0.16, textwrap.fill(caption, 120), transform=ax.transAxes,
+                fontsize="x-small", ha="left", va="top")  # fmt: skip
+    ax.legend(fontsize="small", loc="upper left")
     return style.save(fig, path)

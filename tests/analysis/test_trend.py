@@ -96,3 +96,23 @@ def test_the_registered_power_is_the_tests_own_rate():
     rng = np.random.default_rng(7)
     hits = sum(trend_test(runs_from(rng, 0.06, n=5)).p < 0.05 for _ in range(400))
     assert hits / 400 == pytest.approx(want, abs=0.07)  # 2.8 Monte Carlo standard errors
+
+
+def test_the_scale_figure_draws_each_cells_gap_the_fit_and_the_papers_point():
+    from analysis.figures.plots import scale_trend
+
+    t = trend_test(runs_from(np.random.default_rng(4), slope=0.02))
+    paper = {"layers": 16, "seq_len": 1024, "coverage_difference": 110, "gap": 0.0259}
+    fig = scale_trend(t, paper, caption="the registered test")
+    ax = fig.axes[0]
+    assert ax.get_xlabel() and ax.get_ylabel() and ax.get_legend()
+    pts = [ln for ln in ax.get_lines() if ln.get_linestyle() == "None"]
+    cells = next(p for p in pts if p.get_marker() == "o")
+    assert list(cells.get_xdata()) == [c.coverage_difference for c in t.cells]
+    assert list(cells.get_ydata()) == pytest.approx([c.gap for c in t.cells])
+    star = next(p for p in pts if p.get_marker() == "*")
+    assert (star.get_xdata()[0], star.get_ydata()[0]) == (110, 0.0259)
+    fit = next(ln for ln in ax.get_lines() if ln.get_linestyle() == "--")
+    xs, ys = fit.get_xdata(), fit.get_ydata()
+    assert (ys[-1] - ys[0]) / (xs[-1] - xs[0]) * 100 == pytest.approx(-t.slope)
+    assert any("the registered test" in x.get_text() for x in ax.texts)

@@ -312,6 +312,16 @@ def decide(out_dir: str = RESULTS_DIR) -> dict:
         verdict = "held" if t.p < alpha else "did not hold" if t.p_against < alpha else "not shown"
         out["trend"] = {"verdict": verdict, "power": sc["trend"]["power"]}
         out["trend"].update(jsonio.clean(dataclasses.asdict(t)))
+        from analysis.figures.plots import scale_trend
+
+        caption = (
+            f"Registered test (claims.toml lab-scale-trend, frozen {doc['registered_at'][:10]}): "
+            f"OLS of ln ppl on cell effects + stagger + stagger × Δcov/100, HC3, one-sided; "
+            f"slope {t.slope:+.4f} nats per 100 distances (95 % CI [{t.ci[0]:+.4f}, "
+            f"{t.ci[1]:+.4f}]), p {t.p:.3g}: {verdict}; power {sc['trend']['power']} for the "
+            f"hypothesised {sc['trend']['slope_hypothesis']}. {t.n_runs} runs, fp32."
+        )
+        scale_trend(t, sc["paper_point"], os.path.join(out_dir, "trend.png"), caption)
     depth = [r for r in rows if tuple(r["cell"]) == tuple(sc["depth"]["cell"])]
     if depth:
         led = ledger.build(confirm.evidence_from_rows(depth, "scale study, depth cell"))
