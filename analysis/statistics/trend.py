@@ -18,8 +18,8 @@ assumes one σ.  Why t with n − k df: HC3's normal reference is liberal at 80 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 from scipy import stats as _st
@@ -106,9 +106,7 @@ def trend_test(runs: Sequence[tuple]) -> Trend:
     by_cell = {}
     for cell, dcov, scheme, ppl in runs:
         by_cell.setdefault((cell, dcov), {"stagger": [], "fixed": []})[scheme].append(ppl)
-    gaps = tuple(
-        cell_gap(c, d, v["stagger"], v["fixed"]) for (c, d), v in sorted(by_cell.items())
-    )
+    gaps = tuple(cell_gap(c, d, v["stagger"], v["fixed"]) for (c, d), v in sorted(by_cell.items()))
     return Trend(
         slope=g, se=se, ci=(g - h, g + h), p=float(_st.t.cdf(t, df)),
         p_against=float(_st.t.sf(t, df)), df=df, n_runs=len(runs), cells=gaps,

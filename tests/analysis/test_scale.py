@@ -10,6 +10,7 @@ import json
 import math
 import os
 
+import numpy as np
 import pytest
 
 from analysis.experiments.study import confirm as C
@@ -124,3 +125,33 @@ def test_a_stage_trains_commits_each_row_and_resumes_elsewhere(tmp_path):
     assert [(r["scheme"], r["seed"]) for r in again][2:] == [("stagger", 2)]
     with pytest.raises(ValueError, match="unknown"):
         S.run_stage("L9-T9", runs_dir=runs, **quiet)
+
+
+def test_the_landscape_rule_is_a_one_sided_t_of_the_rises_against_the_seed_noise():
+    from scipy import stats
+
+    conf = [{"scheme": s, "seed": k, "run": {"ppl": p}}
+            for s, ps in (("fixed", [41.0, 41.5, 42.0, 41.2]), ("learned", [41.3, 40.9]))
+            for k, p in enumerate(ps)]  # fmt: skip
+    logs = {
+        s: np.log([r["run"]["ppl"] for r in conf if r["scheme"] == s]) for s in ("fixed", "learned")
+    }
+    sigma = math.sqrt(sum(((v - v.mean()) ** 2).sum() for v in logs.values()) / (4 - 1 + 2 - 1))
+
+    def rows(rises):
+        return [
+            {"points": [{"loss": 3.7}, {"loss": 3.7 + r}, {"loss": 3.7 + r / 2}]} for r in rises
+        ]
+
+    flat = [0.001, 0.002, 0.0015, 0.003]
+    got = S.landscape_verdict(rows(flat), conf)
+    assert got["sigma"] == pytest.approx(sigma) and got["rises"] == pytest.approx(flat)
+    want = stats.ttest_1samp(flat, sigma, alternative="less").pvalue
+    assert got["p"] == pytest.approx(want) and got["verdict"] == "held"
+    steep = [0.2, 0.3, 0.25, 0.4]
+    got = S.landscape_verdict(rows(steep), conf)
+    assert got["p_against"] == pytest.approx(
+        stats.ttest_1samp(steep, sigma, alternative="greater").pvalue
+    )
+    assert got["verdict"] == "did not hold"
+    assert S.landscape_verdict(rows([0.1]), conf)["verdict"] == "not tested here"

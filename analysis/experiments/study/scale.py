@@ -44,6 +44,8 @@ __all__ = [
     "step_seconds",
     "plan_lines",
     "run_stage",
+    "run_landscape",
+    "landscape_verdict",
     "trend_runs",
     "decide",
 ]
@@ -173,7 +175,14 @@ def check_registered(out_dir: str = RESULTS_DIR) -> dict:
 
 def read_rows(out_dir: str = RESULTS_DIR) -> list[dict]:
     """The committed rows, one a finished scale run."""
-    return confirm.read_rows(out_dir)  # the same file name: runs.jsonl
+    return _jsonl(os.path.join(out_dir, ROWS))
+
+
+def _jsonl(path: str) -> list[dict]:
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
 
 
 # ------------------------------------------------------------------------------------- plan
@@ -268,6 +277,72 @@ def run_stage(
     return [x for x in rows if x["stage"] == name]
 
 
+# ---------------------------------------------------------------------------------- landscape
+LANDSCAPE = "landscape.jsonl"
+
+
+def run_landscape(
+    runs_dir: str = "runs/confirm", out_dir: str = RESULTS_DIR, log=print, limit=None
+) -> list[dict]:
+    """``[scale] landscape``: each confirmation fixed and learned run's held-out loss over the
+    α grid (`lab.evaluation.landscape`), one committed row a run in ``landscape.jsonl``.  Reads
+    the confirmation's checkpoints, so it runs where they are (``runs_dir``); a run whose folder
+    is missing is skipped and named."""
+    from lab.evaluation.evalrun import open_run
+    from lab.evaluation.evaluate import heldout_splits
+    from lab.evaluation.landscape import alpha_landscape
+
+    check_registered(out_dir)
+    land = load_scale()["landscape"]
+    path = os.path.join(out_dir, LANDSCAPE)
+    done = {r["name"] for r in _jsonl(os.path.join(out_dir, LANDSCAPE))}
+    todo = [r for r in confirm.read_rows() if r["scheme"] in ("fixed", "learned")]
+    todo = [r for r in todo if r["run"]["name"] not in done][: limit if limit else None]
+    rows = []
+    for r in todo:
+        name = r["run"]["name"]
+        folder = os.path.join(runs_dir, name)
+        if not os.path.isdir(folder):
+            log(f"   {name}: no checkpoint folder at {folder}; skipped")
+            continue
+        run = open_run(folder, log=lambda *a: None)
+        (toks,) = heldout_splits(run.data).values()
+        pts = alpha_landscape(run.model, toks, land["alphas"], land["one_layer"])
+        row = {"name": name, "scheme": r["scheme"], "seed": r["seed"],
+               "points": [dataclasses.asdict(p) for p in pts]}  # fmt: skip
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(jsonio.dumps(row) + "\n")
+        rise = max(p.loss for p in pts) - pts[0].loss
+        log(f"   {name}: largest rise over the grid {rise:+.4f} nats")
+        rows.append(row)
+    return rows
+
+
+def landscape_verdict(rows: list[dict], confirm_rows: list[dict]) -> dict:
+    """The registered rule for "flat": each run's largest rise in held-out ln ppl over the grid
+    (against its own trained α) below σ, the seed noise of ln ppl at the tier (the
+    confirmation's fixed and learned runs, pooled) — a one-sided one-sample t
+    (`decide.compare_to`) whose reversal (rises above σ) is the test against."""
+    import math
+
+    from analysis.statistics.decide import Protocol, compare_to
+    from analysis.statistics.stats import pooled_std
+
+    by = {"fixed": [], "learned": []}
+    for r in confirm_rows:
+        if r["scheme"] in by and r["run"].get("ppl"):
+            by[r["scheme"]].append(math.log(r["run"]["ppl"]))
+    sigma = pooled_std(by["fixed"], by["learned"])
+    rises = [max(p["loss"] for p in r["points"]) - r["points"][0]["loss"] for r in rows]
+    if len(rises) < 2 or not sigma > 0:
+        return {"verdict": "not tested here", "why": "fewer than two runs on the grid"}
+    # "rise below σ" as compare_to's "above": the negated rises against −σ
+    c = compare_to([-x for x in rises], -sigma, Protocol("landscape", sided="one"))
+    verdict = "held" if c.p_raw < 0.05 else "did not hold" if c.p_against < 0.05 else "not shown"
+    return {"verdict": verdict, "sigma": sigma, "rises": rises, "n": len(rises),
+            "mean_rise": sum(rises) / len(rises), "p": c.p_raw, "p_against": c.p_against}  # fmt: skip
+
+
 # ------------------------------------------------------------------------------------- decide
 def trend_runs(rows: list[dict], confirm_rows: list[dict], scale: dict | None = None) -> list:
     """(cell, Δcov, scheme, perplexity) of every stagger and fixed run at a registered cell: the
@@ -330,6 +405,8 @@ def decide(out_dir: str = RESULTS_DIR) -> dict:
             for e in led.entries
             if e.id in sc["depth"]["claims"]
         }
+    land = _jsonl(os.path.join(out_dir, LANDSCAPE))
+    out["landscape"] = landscape_verdict(land, confirm.read_rows())
     atomic_write(os.path.join(out_dir, "claims.json"), jsonio.dumps(out, indent=1))
     return out
 
@@ -340,6 +417,11 @@ def main(argv=None) -> int:
     ap.add_argument("--plan", action="store_true", help="time a step per cell; print the plan")
     ap.add_argument("--stage", default=None, help="train that stage's missing runs")
     ap.add_argument("--limit", type=int, default=None, help="train at most this many runs")
+    ap.add_argument(
+        "--landscape",
+        action="store_true",
+        help="evaluate the confirmation's runs over the α grid (needs their checkpoints)",
+    )
     ap.add_argument("--decide", action="store_true", help="decide from the committed rows")
     ap.add_argument("--runs", default="runs/scale", help="runs folder (checkpoints)")
     args = ap.parse_args(argv)
@@ -361,6 +443,8 @@ def main(argv=None) -> int:
             print(f"step times measured {w.result.line()}")
         elif args.stage:
             run_stage(args.stage, args.limit, args.runs, out_dir=RESULTS_DIR)
+        elif args.landscape:
+            run_landscape(out_dir=RESULTS_DIR)
         elif args.decide:
             out = decide(RESULTS_DIR)
             print(json.dumps(out.get("trend"), indent=1))
