@@ -1,10 +1,14 @@
-"""The auxiliary battery: RULER variable tracking and LEGO over Z/2, single target, forced choice.
+"""The auxiliary battery: RULER variable tracking, LEGO over Z/2 and associative recall, single
+target, forced choice.
 
 Both tasks are short programs of statements ``lhs = rhs ;`` in a shuffled order and a query
 ``var =``; the model's next-token logits at the last position, restricted to the candidate
 answers, pick the answer (`probes.tasks.forced_choice_accuracy`), so chance is known exactly
-(1/9 for RULER at 8 distractors, 1/2 for LEGO) and `fiblab battery` can test a result against
-it.  The tasks, their lengths and the token layout: docs/battery.md.
+(1/9 for RULER at 8 distractors, 1/2 for LEGO, 1/12 for recall among 12 pairs) and
+`fiblab battery` can test a result against it.  Associative recall (the paper's §4.6: "zero for
+every model") is the one-hop case of variable tracking: ``k = v ;`` for 12 keys in a shuffled
+order, then ``k_q =``, the 12 values the candidates — one generator, so the two tasks share
+their token layout.  The tasks, their lengths and the token layout: docs/battery.md.
 
     run_battery(model, vocab_size=512, seq_len=None, n=120, seed=0)
     # {"ruler_vt": {"acc": …, "acc_h2": …, "chance": 0.111, "n": 360, …}, "lego": {…}}
@@ -24,6 +28,9 @@ DEFAULT_ALPHABET = 200  # the paper's variable / value alphabets hold 200 ids ea
 HOPS = (2, 3, 4)  # RULER chain lengths (SPEC §5.3)
 LEGO_LENGTHS = (2, 3, 4)  # LEGO chain lengths (SPEC §5.4)
 N_DISTRACTORS = 8
+ASSOC_PAIRS = (
+    12,
+)  # associative recall: pairs an item holds (chance 1/12; 50 tokens, as RULER at 4 hops)
 _DROP = -1  # placeholder slot removed when statements are flattened
 
 
@@ -116,13 +123,20 @@ def lego_length(length: int) -> int:
     return 4 + 5 * (length - 1) + 2
 
 
-def chance(task: str, n_distractors: int = N_DISTRACTORS) -> float:
-    """Forced-choice chance level: RULER 1 / (1 + n_distractors), LEGO 1/2."""
+def assoc_recall_length(pairs: int) -> int:
+    """Tokens in one associative-recall item: 4 per pair plus the 2-token query."""
+    return 4 * pairs + 2
+
+
+def chance(task: str, n_distractors: int = N_DISTRACTORS, pairs: int = ASSOC_PAIRS[0]) -> float:
+    """Forced-choice chance level: RULER 1 / (1 + n_distractors), LEGO 1/2, recall 1 / pairs."""
     if task == "ruler_vt":
         return 1.0 / (1 + n_distractors)
     if task == "lego":
         return 0.5
-    raise ValueError(f"task={task!r} is unknown: use 'ruler_vt' or 'lego'")
+    if task == "assoc_recall":
+        return 1.0 / pairs
+    raise ValueError(f"task={task!r} is unknown: use 'ruler_vt', 'lego' or 'assoc_recall'")
 
 
 # ------------------------------------------------------------------------------------- helpers
@@ -191,6 +205,19 @@ def ruler_vt_batch(
     candidates = val.gather(1, order)  # values, random order
     answer_index = (order == 0).long().argmax(1)  # (n,) where val[:, 0]
     return ChoiceBatch(x, val[:, 0].clone(), candidates, answer_index)
+
+
+def assoc_recall_batch(
+    n: int,
+    pairs: int,
+    alphabet: Alphabet,
+    seq_len: int | None = None,
+    generator: GeneratorLike | None = None,
+) -> ChoiceBatch:
+    """n associative-recall items of ``pairs`` key–value statements: RULER at one hop with
+    ``pairs − 1`` distractor pairs (every value a candidate)."""
+    check_int("pairs", pairs, 2, fix="recall needs a queried pair and another")
+    return ruler_vt_batch(n, 1, alphabet, pairs - 1, seq_len, generator)
 
 
 def lego_batch(
@@ -292,16 +319,19 @@ def run_battery(
     hops=HOPS,
     lengths=LEGO_LENGTHS,
     n_distractors: int = N_DISTRACTORS,
+    pairs=ASSOC_PAIRS,
     first_id: int = 0,
     batch_size: int = 64,
 ) -> dict:
     """Both tasks, `n` items per chain length, scored by forced choice in eval mode.
 
     Returns ``{"ruler_vt": {"acc", "acc_h<h>" per hop count, "chance", "n"},
-    "lego": {"acc", "acc_L<L>" per chain length, "chance", "n"}}``; "acc" is over all items.
+    "lego": {"acc", "acc_L<L>" per chain length, "chance", "n"},
+    "assoc_recall": {"acc", "acc_p<pairs>", "chance", "n"}}``; "acc" is over all items (recall's
+    chance is 1/pairs: one size of ``pairs`` a call keeps it one number).
     ``seq_len`` left-pads every item to that length (None: each item's own length).  The batch
     for (task, chain length) is drawn from a generator seeded seed·1000 + 100·task + length
-    (task 0 = RULER, 1 = LEGO), so each cell is reproducible on its own."""
+    (task 0 = RULER, 1 = LEGO, 2 = recall), so each cell is reproducible on its own."""
     check_int("seed", seed, 0)
     alphabet = Alphabet(vocab_size, first_id)
     cfg = getattr(model, "cfg", None)
@@ -311,9 +341,12 @@ def run_battery(
             f"vocab_size={vocab_size} exceeds the model's vocab_size={model_vocab}: "
             f"battery ids would fall outside its embedding; pass {model_vocab}"
         )
+    if len({int(p) for p in pairs}) != 1:
+        raise ValueError(f"pairs={tuple(pairs)!r}: give one size (recall's chance is 1/pairs)")
     longest = max(
         [ruler_vt_length(h, n_distractors) for h in hops]
         + [lego_length(L) for L in lengths]
+        + [assoc_recall_length(p) for p in pairs]
         + [seq_len or 0]
     )
     if limit is not None and longest > limit:
@@ -327,21 +360,24 @@ def run_battery(
         model.eval()
     try:
         report = {}
-        for t, (task, sizes, tag) in enumerate((("ruler_vt", hops, "h"), ("lego", lengths, "L"))):
+        tasks = (("ruler_vt", hops, "h"), ("lego", lengths, "L"), ("assoc_recall", pairs, "p"))
+        for t, (task, sizes, tag) in enumerate(tasks):
             cells, total = {}, 0.0
             for size in sizes:
                 g = torch.Generator().manual_seed(seed * 1000 + 100 * t + size)
                 if task == "ruler_vt":
                     batch = ruler_vt_batch(n, size, alphabet, n_distractors, seq_len, g)
-                else:
+                elif task == "lego":
                     batch = lego_batch(n, size, alphabet, seq_len, g)
+                else:
+                    batch = assoc_recall_batch(n, size, alphabet, seq_len, g)
                 acc = score(model, batch, device, batch_size)
                 cells[f"acc_{tag}{size}"] = acc
                 total += acc * n
             report[task] = {
                 "acc": total / (n * len(sizes)),
                 **cells,
-                "chance": chance(task, n_distractors),
+                "chance": chance(task, n_distractors, sizes[0]),
                 "n": n * len(sizes),
             }
         return report

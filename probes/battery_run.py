@@ -1,4 +1,4 @@
-"""The RULER / LEGO battery on a trained run: every task scored, tested against chance, stored.
+"""The RULER / LEGO / associative-recall battery on a trained run: every task scored, tested against chance, stored.
 
 `score_run` loads a run folder's newest good checkpoint (no training data is read) and runs
 `probes.battery.run_battery` on it at its own vocabulary; `rows_of` turns the battery's report
@@ -24,14 +24,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from lab.util.checks import nonneg_int, positive_int
-from probes.battery import HOPS, LEGO_LENGTHS, N_DISTRACTORS, run_battery
+from probes.battery import ASSOC_PAIRS, HOPS, LEGO_LENGTHS, N_DISTRACTORS, run_battery
 
 #: Bump when the battery's items or scoring change, so stored results say which they came from.
 BATTERY_VERSION = 1
 #: The level of the one-sided binomial test below which a task is "above chance".
 ALPHA = 0.05
 #: The battery's tasks, in the order `run_battery` reports them.
-TASKS = ("ruler_vt", "lego")
+TASKS = ("ruler_vt", "lego", "assoc_recall")
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,7 @@ def settings(
     hops: Sequence[int] = HOPS,
     lengths: Sequence[int] = LEGO_LENGTHS,
     n_distractors: int = N_DISTRACTORS,
+    pairs: Sequence[int] = ASSOC_PAIRS,
     first_id: int = 0,
     seq_len: int | None = None,
 ) -> dict:
@@ -80,6 +81,7 @@ def settings(
         "hops": [int(h) for h in hops],
         "lengths": [int(L) for L in lengths],
         "n_distractors": int(n_distractors),
+        "pairs": [int(p) for p in pairs],
         "first_id": int(first_id),
         "seq_len": seq_len,
         "alpha": ALPHA,
@@ -102,7 +104,7 @@ def rows_of(report: Mapping, n: int, seed: int, step: int, config: Mapping) -> l
     if "skipped" in report:
         return []
     rows = []
-    for task in TASKS:
+    for task in (t for t in TASKS if t in report):  # a report made before recall has two
         r = report[task]
         counts = {
             k.removeprefix("acc_"): round(v * n) for k, v in r.items() if k.startswith("acc_")

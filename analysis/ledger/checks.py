@@ -499,4 +499,5 @@ LM_CHECKS = {
     # the code it runs (a mutation tool cannot reach a closure built before it switched a mutant)
     "bat-ruler-chance": lambda t: _battery(t, "ruler_vt"),
     "bat-lego-chance": lambda t: _battery(t, "lego"),
+    "bat-assoc-recall-zero": lambda t: _battery(t, "assoc_recall"),
 }

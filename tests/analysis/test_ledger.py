@@ -307,6 +307,7 @@ def test_at_chance_results_are_labelled_and_never_held():
     bat = {
         "ruler_vt": {"acc": 0.12, "chance": 1 / 9, "n": 900},
         "lego": {"acc": 0.60, "chance": 0.5, "n": 900},
+        "assoc_recall": {"acc": 0.09, "chance": 1 / 12, "n": 300},
     }
     t = lm_tier("other", [lm("x", "fib/fixed", 40.0, battery=bat)])
     led = ledger.build(le.Evidence(tiers=[t]))
@@ -314,7 +315,15 @@ def test_at_chance_results_are_labelled_and_never_held():
     assert (r.verdict, r.label) == ("not shown", "at chance")
     g = entry(led, "bat-lego-chance")  # |0.60 − 0.5| > 3·0.5/30 = 0.05
     assert g.verdict == "did not hold" and g.label is None
-    assert "(1 at chance)" in led.summary()
+    # the paper's "recall is zero": at chance is a label, never "held" (a null is not shown)
+    a = entry(led, "bat-assoc-recall-zero")  # |0.09 − 0.083| < 3·sqrt((1/12)(11/12)/300) = 0.048
+    assert (a.verdict, a.label) == ("not shown", "at chance")
+    recall = {**bat, "assoc_recall": {"acc": 0.20, "chance": 1 / 12, "n": 300}}
+    t2 = lm_tier("other", [lm("x", "fib/fixed", 40.0, battery=recall)])
+    assert entry(ledger.build(le.Evidence(tiers=[t2])), "bat-assoc-recall-zero").verdict == (
+        "did not hold"
+    )
+    assert "(2 at chance)" in led.summary()
     assert all(e.verdict != "held" for e in led.entries if e.label == "at chance")
 
 

@@ -65,15 +65,17 @@ def _recount(run_dir, n: int, seed: int) -> dict:
     model = run_model(str(run_dir), "cpu", log=lambda *a: None).model
     a = Alphabet(model.cfg.vocab_size)
     out = {}
-    for t, (task, sizes) in enumerate((("ruler_vt", (2, 3, 4)), ("lego", (2, 3, 4)))):
+    tasks = (("ruler_vt", (2, 3, 4)), ("lego", (2, 3, 4)), ("assoc_recall", (12,)))
+    for t, (task, sizes) in enumerate(tasks):
         out[task] = {}
         for size in sizes:
             g = torch.Generator().manual_seed(seed * 1000 + 100 * t + size)
-            b = (
-                ruler_vt_batch(n, size, a, generator=g)
-                if t == 0
-                else lego_batch(n, size, a, generator=g)
-            )
+            if t == 0:
+                b = ruler_vt_batch(n, size, a, generator=g)
+            elif t == 1:
+                b = lego_batch(n, size, a, generator=g)
+            else:  # recall: one hop of variable tracking, size − 1 distractor pairs
+                b = ruler_vt_batch(n, 1, a, size - 1, generator=g)
             with torch.no_grad():
                 logits = model(b.x)[0][:, -1].double().numpy()  # (n, V)
             right = 0
@@ -97,17 +99,18 @@ def test_battery_writes_the_store_with_counts_a_recount_gives(trained, capsys):
         capsys, "battery", RUN, "--runs", runs, "--store", store, "--n", 6, "--seed", 3
     )
     assert rc == 0, err
-    assert "ruler_vt" in out and "lego" in out and "stored in" in out
+    assert "ruler_vt" in out and "lego" in out and "assoc_recall" in out and "stored in" in out
     rows = [r for r in _rows(store) if r[3] == 3]
-    assert [r[1] for r in rows] == ["lego", "ruler_vt"]
+    assert [r[1] for r in rows] == ["assoc_recall", "lego", "ruler_vt"]
     by_hand = _recount(runs / RUN, 6, 3)
     step = run_model(str(runs / RUN), "cpu", log=lambda *a: None).step
     for name, task, n, seed, st, items, correct, acc, chance, *_rest in rows:
-        assert (name, n, seed, st, items) == (RUN, 6, 3, step, 18)
+        k = 6 if task == "assoc_recall" else 18  # one size of recall, three chain lengths
+        assert (name, n, seed, st, items) == (RUN, 6, 3, step, k)
         assert correct == sum(by_hand[task].values())
-        assert acc == correct / 18
-        assert chance == (1 / 9 if task == "ruler_vt" else 0.5)
-        tag = "h" if task == "ruler_vt" else "L"
+        assert acc == correct / k
+        assert chance == {"ruler_vt": 1 / 9, "lego": 0.5, "assoc_recall": 1 / 12}[task]
+        tag = {"ruler_vt": "h", "lego": "L", "assoc_recall": "p"}[task]
         per = json.loads(_rest[2])
         assert per == {f"{tag}{s}": c / 6 for s, c in by_hand[task].items()}
     with Store(store) as st:  # the reader the claims ledger uses: the same numbers
@@ -124,14 +127,14 @@ def test_a_rerun_replaces_and_another_seed_adds(trained, capsys, tmp_path):
     argv = ["battery", runs / RUN, "--store", store, "--n", 4, "--seed", 1]
     assert run(capsys, *argv)[0] == 0
     first = _rows(store)
-    assert len(first) == 2
+    assert len(first) == 3
     assert run(capsys, *argv)[0] == 0
     second = _rows(store)
-    assert len(second) == 2
+    assert len(second) == 3
     assert [r[:-1] for r in second] == [r[:-1] for r in first]  # same numbers, one row each
     assert all(b[-1] > a[-1] for a, b in zip(first, second))  # rewritten, not kept
     assert run(capsys, "battery", runs / RUN, "--store", store, "--n", 4, "--seed", 2)[0] == 0
-    assert len(_rows(store)) == 4
+    assert len(_rows(store)) == 6
     with Store(store) as st:  # a run folder the store did not hold is registered first
         r = st.runs()
     assert r["name"].tolist() == [RUN] and r["status"].tolist() == ["done"]
@@ -192,7 +195,7 @@ def test_an_old_store_migrates_and_takes_battery_rows(trained, capsys, tmp_path,
         assert st.battery().empty and st.metrics("old")["value"].tolist() == [2.5]
     assert run(capsys, "battery", trained / RUN, "--store", path, "--n", 2)[0] == 0
     with Store(path) as st:
-        assert sorted(st.battery()["task"]) == ["lego", "ruler_vt"]
+        assert sorted(st.battery()["task"]) == ["assoc_recall", "lego", "ruler_vt"]
         assert st.runs()["name"].tolist() == ["old", RUN]
     con = sqlite3.connect(path)
     con.execute("PRAGMA foreign_keys = ON")
@@ -215,7 +218,7 @@ def test_json_is_strict_and_matches_the_store(trained, capsys, tmp_path):
     assert [d["run"] for d in doc] == [RUN]
     got = {(r["task"], r["correct"], r["items"], r["at_chance"]) for r in doc[0]["rows"]}
     want = {(r[1], r[6], r[5], bool(r[10])) for r in _rows(store)}
-    assert got == want and len(got) == 2
+    assert got == want and len(got) == 3
     assert all(r["version"] == 1 and r["settings"]["hops"] == [2, 3, 4] for r in doc[0]["rows"])
 
 

@@ -7,7 +7,7 @@ import torch
 
 from lab.lm.model import build_model
 from probes import battery
-from probes.battery import Alphabet, lego_batch, ruler_vt_batch, run_battery
+from probes.battery import Alphabet, assoc_recall_batch, lego_batch, ruler_vt_batch, run_battery
 
 # ---------------------------------------------------------------- brute-force reading of items
 
@@ -170,7 +170,31 @@ def test_seeds_reproduce():
         assert torch.equal(first.x, b1.x) and not torch.equal(second.x, b1.x)
 
 
+def test_assoc_recall_items_rederived():
+    """Each item: ``pairs`` statements ``k = v ;`` with distinct keys and values, the query one
+    of the keys, the answer its value (read by hand), every value a candidate once."""
+    a = Alphabet(128)
+    b = assoc_recall_batch(60, 12, a, generator=torch.Generator().manual_seed(5))
+    assert b.x.shape == (60, battery.assoc_recall_length(12)) == (60, 50)
+    queried = set()
+    for row, ans, cands, idx in zip(b.x.tolist(), b.answer, b.candidates, b.answer_index):
+        stmts, key = _statements(row, a)
+        table = {s[0]: s[2] for s in stmts}
+        assert len(stmts) == len(table) == 12 and all(len(s) == 3 and s[1] == a.eq for s in stmts)
+        assert all(a.var_range[0] <= k < a.var_range[1] for k in table)
+        assert all(a.value_range[0] <= v < a.value_range[1] for v in table.values())
+        assert len(set(table.values())) == 12
+        assert int(ans) == table[key] == int(cands[idx])
+        assert sorted(cands.tolist()) == sorted(table.values())
+        queried.add([k for k, _ in sorted(table.items())].index(key))
+    assert len(queried) > 6  # the queried pair is not always the same slot
+    with pytest.raises(ValueError, match="pairs"):
+        assoc_recall_batch(2, 1, a)
+
+
 def test_chance_levels():
+    assert battery.chance("assoc_recall") == pytest.approx(1 / 12)
+    assert battery.chance("assoc_recall", pairs=16) == pytest.approx(1 / 16)
     assert battery.chance("ruler_vt") == pytest.approx(1 / 9)
     assert battery.chance("ruler_vt", n_distractors=4) == pytest.approx(1 / 5)
     assert battery.chance("lego") == 0.5
@@ -229,18 +253,21 @@ def test_oracle_scores_one():
     for task in ("ruler_vt", "lego"):
         assert rep[task]["acc"] == pytest.approx(1.0)
         assert rep[task]["n"] == 120
+    assert rep["assoc_recall"]["acc"] == pytest.approx(1.0) and rep["assoc_recall"]["n"] == 40
     assert set(rep["ruler_vt"]) == {"acc", "acc_h2", "acc_h3", "acc_h4", "chance", "n"}
     assert set(rep["lego"]) == {"acc", "acc_L2", "acc_L3", "acc_L4", "chance", "n"}
+    assert set(rep["assoc_recall"]) == {"acc", "acc_p12", "chance", "n"}
 
 
 @pytest.mark.parametrize("model_cls", [Constant, Noise])
 def test_uninformed_models_score_chance(model_cls):
     vocab, n = 128, 400
     rep = run_battery(model_cls(vocab), vocab, seq_len=60, n=n, seed=2)
-    for task in ("ruler_vt", "lego"):
+    for task in ("ruler_vt", "lego", "assoc_recall"):
         r = rep[task]
         assert _within(r["acc"], r["chance"], r["n"]), (task, r)
     assert rep["ruler_vt"]["chance"] == pytest.approx(1 / 9) and rep["lego"]["chance"] == 0.5
+    assert rep["assoc_recall"]["chance"] == pytest.approx(1 / 12)
 
 
 def test_run_battery_on_fiblm():
@@ -251,6 +278,7 @@ def test_run_battery_on_fiblm():
     assert model.training  # mode restored
     for task in ("ruler_vt", "lego"):
         assert 0.0 <= rep[task]["acc"] <= 1.0 and rep[task]["n"] == 24
+    assert 0.0 <= rep["assoc_recall"]["acc"] <= 1.0 and rep["assoc_recall"]["n"] == 8
     again = run_battery(model, 64, n=8, seed=0)
     assert again == rep  # seeded end to end
     with pytest.raises(ValueError, match="seq_len"):

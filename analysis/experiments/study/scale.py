@@ -5,7 +5,9 @@ stage, each finished run a committed row.
     python -m analysis.experiments.study.scale --register        # freeze [scale] (once)
     python -m analysis.experiments.study.scale --plan            # time a step per cell, print the plan
     python -m analysis.experiments.study.scale --stage L8-T128    # train what that stage lacks
-    python -m analysis.experiments.study.scale --decide          # the trend and the depth claims
+    python -m analysis.experiments.study.scale --landscape       # α grid on the confirmation's runs
+    python -m analysis.experiments.study.scale --recall          # the battery on them
+    python -m analysis.experiments.study.scale --decide          # every verdict of the study
 
 A stage is one cell's runs (`stages`): ``L8-T128`` (stagger and fixed 1–10 at L = 8, T = 128),
 ``L8-T128-depth`` (coprime, pow2-fixed, pow2-stagger 1–5 there), ``L4-T512``, ``L8-T512``;
@@ -46,6 +48,8 @@ __all__ = [
     "run_stage",
     "run_landscape",
     "landscape_verdict",
+    "run_recall",
+    "recall_verdicts",
     "trend_runs",
     "decide",
 ]
@@ -343,6 +347,52 @@ def landscape_verdict(rows: list[dict], confirm_rows: list[dict]) -> dict:
             "mean_rise": sum(rises) / len(rises), "p": c.p_raw, "p_against": c.p_against}  # fmt: skip
 
 
+# ------------------------------------------------------------------------------------- recall
+RECALL = "recall.jsonl"
+
+
+def run_recall(runs_dir: str = "runs/confirm", out_dir: str = RESULTS_DIR, log=print, n=100):
+    """``[scale] recall``: the battery (`probes.battery_run.score_run`: RULER, LEGO and the
+    associative recall) on every confirmation run, one committed row a run in ``recall.jsonl``;
+    reads the confirmation's checkpoints, so it runs where they are."""
+    from probes.battery_run import score_run
+
+    check_registered(out_dir)
+    path = os.path.join(out_dir, RECALL)
+    done = {r["name"] for r in _jsonl(path)}
+    for r in confirm.read_rows():
+        name = r["run"]["name"]
+        folder = os.path.join(runs_dir, name)
+        if name in done or not os.path.isdir(folder):
+            if name not in done:
+                log(f"   {name}: no checkpoint folder at {folder}; skipped")
+            continue
+        rb = score_run(folder, n=n, seed=0)
+        row = {"name": name, "scheme": r["scheme"], "seed": r["seed"],
+               "battery": {x.task: {"acc": x.accuracy, "chance": x.chance, "n": x.items,
+                                    "at_chance": x.at_chance, "p": x.p_value} for x in rb.rows}}  # fmt: skip
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(jsonio.dumps(row) + "\n")
+        log(f"   {name}: recall {row['battery']['assoc_recall']['acc']:.3f}")
+
+
+def recall_verdicts(recall_rows: list[dict], confirm_rows: list[dict]) -> dict:
+    """The battery claims (bat-assoc-recall-zero and its RULER / LEGO siblings) by the ledger's
+    own battery rule, on the confirmation's runs with their battery rows."""
+    from analysis.ledger import ledger
+
+    bat = {r["name"]: r["battery"] for r in recall_rows}
+    rows = []
+    for r in confirm_rows:
+        if r["run"]["name"] in bat:
+            rows.append({**r, "run": {**r["run"], "battery": bat[r["run"]["name"]]}})
+    if not rows:
+        return {}
+    led = ledger.build(confirm.evidence_from_rows(rows, "scale study: the battery"))
+    return {e.id: {"verdict": e.verdict, "label": e.label, "here": e.here}
+            for e in led.entries if e.id.startswith("bat-")}  # fmt: skip
+
+
 # ------------------------------------------------------------------------------------- decide
 def trend_runs(rows: list[dict], confirm_rows: list[dict], scale: dict | None = None) -> list:
     """(cell, Δcov, scheme, perplexity) of every stagger and fixed run at a registered cell: the
@@ -407,6 +457,7 @@ def decide(out_dir: str = RESULTS_DIR) -> dict:
         }
     land = _jsonl(os.path.join(out_dir, LANDSCAPE))
     out["landscape"] = landscape_verdict(land, confirm.read_rows())
+    out["battery"] = recall_verdicts(_jsonl(os.path.join(out_dir, RECALL)), confirm.read_rows())
     atomic_write(os.path.join(out_dir, "claims.json"), jsonio.dumps(out, indent=1))
     return out
 
@@ -421,6 +472,11 @@ def main(argv=None) -> int:
         "--landscape",
         action="store_true",
         help="evaluate the confirmation's runs over the α grid (needs their checkpoints)",
+    )
+    ap.add_argument(
+        "--recall",
+        action="store_true",
+        help="score the battery on the confirmation's runs (needs their checkpoints)",
     )
     ap.add_argument("--decide", action="store_true", help="decide from the committed rows")
     ap.add_argument("--runs", default="runs/scale", help="runs folder (checkpoints)")
@@ -445,6 +501,8 @@ def main(argv=None) -> int:
             run_stage(args.stage, args.limit, args.runs, out_dir=RESULTS_DIR)
         elif args.landscape:
             run_landscape(out_dir=RESULTS_DIR)
+        elif args.recall:
+            run_recall(out_dir=RESULTS_DIR)
         elif args.decide:
             out = decide(RESULTS_DIR)
             print(json.dumps(out.get("trend"), indent=1))
