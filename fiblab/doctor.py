@@ -39,7 +39,15 @@ import torch
 from lab.cost import contention
 from lab.cost.measure import Timing, time_fn
 from lab.machine.hardware import machine
-from lab.machine.precision import autocast, default_precision, slow_bf16_reason
+from lab.machine.precision import (
+    PRECISIONS,
+    auto_precision,
+    autocast,
+    default_precision,
+    record_precision,
+    slow_bf16_reason,
+    workload_class,
+)
 from lab.util.wording import plural
 
 #: demo LM stage time / its training steps' time (the rest: the evaluations at 1×/2×/4× under
@@ -93,6 +101,27 @@ def _lm_step_s(precision: str, reps: int) -> Timing:
         opt.zero_grad(set_to_none=True)
 
     return time_fn(step, warmup=1, reps=reps)
+
+
+def _lm_workload() -> tuple[str, float]:
+    """(the demo LM step's workload class, |loss(bf16) − loss(fp32)| on one batch): the quality
+    check `lab.machine.precision.record_precision` keeps beside the timings."""
+    from lab.lm.model import FibLM
+    from lab.training.trainconfig import make_config
+
+    cfg = make_config("cpu-stagger")
+    m = cfg.model
+    torch.manual_seed(0)
+    model = FibLM(m).eval()
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, m.vocab_size, (cfg.micro_batch, m.seq_len + 1), generator=g)
+    with torch.no_grad():
+        losses = {}
+        for p in PRECISIONS:
+            with autocast("cpu", p):
+                losses[p] = float(model(ids[:, :-1], ids[:, 1:])[1])
+    cls = workload_class("lm-train", m.n_layers, m.d_model, m.seq_len, cfg.micro_batch, m.attention)
+    return cls, abs(losses["bf16"] - losses["fp32"])
 
 
 def _probe_step_s(scale: str, depth: int, precision: str, reps: int) -> Timing:
@@ -184,11 +213,22 @@ def diagnose(reps: int = 3, retune: bool = False) -> dict:
                 timed[f"probe_{scale}_d{d}"] = _probe_step_s(scale, d, precision, reps)
     steps = {k: t.min_s for k, t in timed.items()}  # load only adds time: the fastest counts
     lm = steps["lm_cpu_stagger"]
+    # what auto picks for the demo's LM step, from this measurement (kept for every run)
+    workload, delta = _lm_workload()
+    other = load.result.other_cores
+    record_precision(workload, lm, steps["lm_cpu_stagger_bf16"], delta, other)
+    auto_lm, auto_why = auto_precision("cpu", workload)
     probe = {(k.split("_")[1], int(k[-1])): v for k, v in steps.items() if k.startswith("probe")}
     return {
         "machine": m.to_dict(),
         "kernels": kernels,
-        "precision": {**precision_answer(m.gpu), "matmul_ms": matmul},
+        "precision": {
+            **precision_answer(m.gpu),
+            "matmul_ms": matmul,
+            "auto_lm": auto_lm,
+            "auto_lm_why": auto_why,
+            "quality_delta": delta,
+        },  # fmt: skip
         "choices": _choices(),
         "autotune": {
             "enabled": autotune.enabled(),
@@ -263,6 +303,8 @@ def format_doctor(r: dict) -> str:
         f"  precision   {prec}; linear layer fp32 {mm['fp32']:.1f} ms, bf16 {mm['bf16']:.1f} ms"
         f" ({mm['bf16'] / mm['fp32']:.1f}×); the demo LM's step under bf16 takes "
         f"{lm16:.2f}× its fp32 step (--precision bf16 opts in)",
+        f"  auto (LM)   {p['auto_lm_why']}; one batch's loss bf16 − fp32: "
+        f"{p['quality_delta']:.4f} nats (the check allows 0.01)",
     ]
     lines += [
         ("  choices     " if i == 0 else " " * 14) + _choice_line(c)

@@ -73,6 +73,7 @@ class Decision:
     machine_key: str = ""  # `lab.machine.hardware.Machine.key` it was measured on
     measured_at: str = ""  # ISO time, UTC
     other_cores: float | None = None  # other processes' CPU use meanwhile (`lab.cost.contention`)
+    checks: dict = field(default_factory=dict)  # a choice's own conditions (precision: quality)
 
     @property
     def busy(self) -> bool:
@@ -96,6 +97,7 @@ class Decision:
             machine_key=str(d.get("machine_key", "")),
             measured_at=str(d.get("measured_at", "")),
             other_cores=None if d.get("other_cores") is None else float(d["other_cores"]),
+            checks=dict(d.get("checks") or {}),
         )
 
 
@@ -331,6 +333,20 @@ def choose(op: str, shape_class: str, candidates: Mapping[str, Callable[[], obje
         _write(decision)
     _MEMORY[mem_key] = decision
     return decision.choice
+
+
+def lookup(op: str, shape_class: str) -> Decision | None:
+    """This machine's cached decision for `op` on `shape_class` (this process's, else the
+    file's), or None — never measures: for choices measured elsewhere (`fiblab doctor` times
+    the precisions; a run only reads what it found)."""
+    decision = _MEMORY.get((torch.get_num_threads(), op, shape_class))
+    return decision or _from_disk(machine().key, op, shape_class)
+
+
+def record(decision: Decision) -> None:
+    """Keep a decision measured outside `choose` (in this process and in the file)."""
+    _write(decision)
+    _MEMORY[(torch.get_num_threads(), decision.op, decision.shape_class)] = decision
 
 
 def decisions(machine_key: str | None = None) -> list[Decision]:

@@ -47,7 +47,7 @@ import torch.distributed as dist
 from lab.evaluation.evalkind import EvalKind
 from lab.lm.model import FibLM
 from lab.machine.cpu_share import Share
-from lab.machine.precision import autocast, resolve_precision
+from lab.machine.precision import autocast, resolve_precision, workload_class
 from lab.store.variant import provenance
 from lab.training import runphase
 from lab.training.checkpoint import (
@@ -179,7 +179,11 @@ def train(
         param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps
     )
     start = 0
-    precision = resolve_precision(cfg.precision, di.device)  # what this run computes in
+    m = cfg.model  # auto: bf16 only where this CPU measured it faster for this shape
+    workload = workload_class(
+        "lm-train", m.n_layers, m.d_model, m.seq_len, cfg.micro_batch, m.attention
+    )
+    precision = resolve_precision(cfg.precision, di.device, workload)  # what this run computes in
     if ckpt is not None:
         check_resume_precision(ckpt, precision, cfg.name, cfg.precision)
         model.load_state_dict(ckpt["model"])
