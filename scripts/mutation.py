@@ -110,6 +110,7 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
     "ledger": (
         [
             "analysis/ledger/ledger.py",
+            "analysis/ledger/families.py",
             "analysis/ledger/evidence.py",
             "analysis/experiments/demo/evidence.py",
         ],
@@ -120,6 +121,8 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
             "tests/analysis/test_ledger_tests.py",
             "tests/analysis/test_ledger_evidence.py",
             "tests/analysis/test_ledger_sources.py",
+            "tests/analysis/test_ledger_rules.py",
+            "tests/analysis/test_ledger_planted.py",
         ],
     ),
     # issue 27: the study's plan (rung rule, seeds from σ's bound, budget)
@@ -133,6 +136,8 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
             "tests/analysis/test_ledger.py",
             "tests/analysis/test_ledger_paper.py",
             "tests/analysis/test_ledger_decide.py",
+            "tests/analysis/test_ledger_rules.py",
+            "tests/analysis/test_ledger_planted.py",
         ],
     ),
     # issue 27: the variant that groups runs (its tests train models: seconds a mutant)
