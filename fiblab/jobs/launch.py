@@ -40,7 +40,7 @@ from fiblab.jobs.train_process import auto_nproc, gpu_count, train_command
 from lab.lm.config import split_overrides
 from lab.store import Store
 from lab.training.checkpoint import list_checkpoints
-from lab.training.runphase import EXITING, STARTING, clear_phase, read_phase
+from lab.training.runphase import EXITING, STARTING, TRAINING, clear_phase, read_phase
 from lab.training.stop import STOP_FILE
 from lab.training.stop import request_stop as _touch_stop
 from lab.training.trainconfig import make_config
@@ -294,9 +294,15 @@ def _last_event(h: RunHandle, st: Store) -> str | None:
     return None if ev.empty else str(ev["kind"].iloc[-1])
 
 
-def state(h: RunHandle, _row: dict | None = None, _event: str | None = None) -> str:
-    """starting | running | stopping | done | stopped | failed (see the module docstring)."""
-    alive = h.is_alive()
+def state(
+    h: RunHandle, _row: dict | None = None, _event: str | None = None, _alive: bool | None = None
+) -> str:
+    """starting | running | stopping | done | stopped | failed (see the module docstring).
+
+    A caller passing the store's ``_row`` passes ``_alive`` from *before* it read the row: a
+    process that writes its final status and exits between the two reads would otherwise be
+    seen dead with a stale "running" row — "failed" for a run stopped by request."""
+    alive = h.is_alive() if _alive is None else _alive
     if h.store and _row is None and os.path.exists(h.store):
         with Store(h.store) as st:
             _row, _event = _store_row(h, st), _last_event(h, st)
@@ -341,6 +347,7 @@ def snapshot(h: RunHandle) -> dict:
     ev_s = pd.DataFrame(columns=["step", "value"])
     evals = pd.DataFrame(columns=["step", "dataset", "kind", "perplexity"])
     alphas = pd.DataFrame()
+    alive = h.is_alive()  # before the store: a row read after it is never older (`state`)
     if h.store and os.path.exists(h.store):
         with Store(h.store) as st, st.snapshot():
             row, event = _store_row(h, st), _last_event(h, st)
@@ -354,7 +361,7 @@ def snapshot(h: RunHandle) -> dict:
                 a = st.alphas(h.name)
                 if not a.empty:
                     alphas = a.pivot(index="step", columns="layer", values="alpha")
-    st_ = state(h, row, event)
+    st_ = state(h, row, event, alive)
     rate = float(tok["value"].tail(10).median()) if len(tok) else math.nan
     live = st_ in ("starting", "running", "stopping")
     ph = read_phase(h.run_dir)
@@ -393,7 +400,15 @@ def snapshot(h: RunHandle) -> dict:
         "ppl": float(evals["perplexity"].iloc[-1]) if len(evals) else math.nan,
         "tokens_per_s": rate,
         "phase": (ph["phase"] if ph is not None else STARTING) if live else "",
-        "phase_since": float(ph["since"]) if ph is not None else h.started,
+        # training: since the process first began training (runphase keeps it across the
+        # mid-run evaluations), so a view attached later does not count from the last one
+        "phase_since": (
+            float(ph.get("training_since", ph["since"]))
+            if ph.get("phase") == TRAINING
+            else float(ph["since"])
+        )
+        if ph is not None
+        else h.started,  # fmt: skip
         "eta": eta,
         "eta_s": 0.0 if st_ == "done" else eta.seconds,
         "message": message,

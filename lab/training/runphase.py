@@ -11,6 +11,10 @@ and how many tokens its light and final evaluations score.
 
     write_phase(run_dir, "tokenising the corpus", start_step=0)
     read_phase(run_dir)   # {"phase": "tokenising the corpus", "since": 1767000000.0, "pid": …}
+
+A "training" phase also keeps ``training_since``, when this process first began training: the
+loop writes "training" again after each mid-run evaluation, and a view attached later (another
+tab, a restarted kernel) still says how long the run has trained, not since the last evaluation.
 """
 
 from __future__ import annotations
@@ -61,7 +65,12 @@ def write_phase(run_dir: str, phase: str, **extra) -> None:
     by the launcher; the loop makes its own when the run really starts): a run refused while its
     data loads must leave no folder behind."""
     if os.path.isdir(run_dir):
-        facts = {**extra, "phase": phase, "since": time.time(), "pid": os.getpid()}
+        now = time.time()
+        facts = {**extra, "phase": phase, "since": now, "pid": os.getpid()}
+        if phase == TRAINING:  # back to training after an evaluation: the first start stays
+            old = read_phase(run_dir) or {}
+            mine = old.get("pid") == os.getpid() and "training_since" in old
+            facts["training_since"] = old["training_since"] if mine else now
         _merge(run_dir, facts, only_ours=False)
 
 

@@ -53,3 +53,20 @@ def test_no_folder_no_file_and_no_raise(tmp_path):
     (blocked / RP.PHASE_FILE).mkdir()  # a folder where the file goes: the write fails
     RP.write_phase(str(blocked), RP.STARTING)  # a progress note never stops a run
     assert RP.read_phase(str(blocked)) is None
+
+
+def test_training_keeps_its_first_start_across_evaluations(tmp_path, monkeypatch):
+    """Issue 42: a view attached after a mid-run evaluation counted training from the last
+    evaluation; the file keeps when this process first trained."""
+    d = str(tmp_path)
+    clock = iter([100.0, 200.0, 260.0, 300.0])
+    monkeypatch.setattr(RP.time, "time", lambda: next(clock))
+    RP.write_phase(d, RP.TRAINING)
+    RP.write_phase(d, RP.EVALUATING)
+    assert _read(d)["training_since"] == 100.0  # merged over, kept
+    RP.write_phase(d, RP.TRAINING)
+    got = _read(d)
+    assert (got["since"], got["training_since"]) == (260.0, 100.0)
+    (tmp_path / RP.PHASE_FILE).write_text(json.dumps({**got, "pid": -7}))  # another process's
+    RP.write_phase(d, RP.TRAINING)
+    assert _read(d)["training_since"] == 300.0  # its first start, not the earlier process's
