@@ -293,9 +293,12 @@ def _progress(h: GridHandle) -> dict | None:
 
 
 def state(h: GridHandle) -> str:
-    """starting | running | stopping | done | stopped | failed (see the module docstring)."""
+    """starting | running | stopping | done | stopped | failed (see the module docstring).
+    Liveness first, then progress.json: a grid that writes its end and exits between the two
+    reads is then read with its end, never as dead without one ("failed")."""
+    alive = h.is_alive()
     prog = _progress(h)
-    if h.is_alive():
+    if alive:
         if stop_requested(h.grid_dir):
             return "stopping"
         return "running" if prog is not None else "starting"

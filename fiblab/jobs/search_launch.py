@@ -293,9 +293,9 @@ def state(h: SearchHandle, study=None) -> SearchState:
     """The search now (``study``: an already loaded study, else it is read)."""
     from analysis.experiments.search.search import finished_trials
 
+    alive = h.is_alive()  # before the study: a search that ends between is read at its end
     study = load_study(h) if study is None else study
     done = 0 if study is None else finished_trials(study)
-    alive = h.is_alive()
     stop = os.path.exists(h.stop_path)
     message = ""
     if alive:

@@ -415,3 +415,22 @@ def test_with_two_jobs_each_running_cell_is_visible(tmp_path):
         assert load_records(h.results_path) == [] and _live_files(h) == []
     finally:
         PL.terminate(h)
+
+
+def test_a_grid_that_ends_between_the_two_reads_is_never_failed(tmp_path, monkeypatch):
+    """The launcher's race (issue 38) in the grid's state: progress read, then the grid writes
+    its end and exits, then liveness — dead without an end read "failed".  Scripted: the grid
+    ends the moment its progress is read."""
+    h, _ = _scripted_grid(tmp_path)
+    ended = []
+
+    def progress(_h):
+        if ended:
+            return {"exit": "stopped"}
+        ended.append(True)  # it writes its end and exits right after this read
+        return {"lanes": 1}
+
+    monkeypatch.setattr(PL, "_progress", progress)
+    monkeypatch.setattr(type(h), "is_alive", lambda self: not ended)
+    assert PL.state(h) in ("running", "starting")  # alive when looked at
+    assert PL.state(h) == "stopped"  # and then with its end
