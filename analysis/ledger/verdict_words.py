@@ -61,13 +61,17 @@ def lm_claims(doc: dict) -> list[dict]:
     ]
 
 
+def _p(v) -> str:
+    return "–" if v is None else f"{v:.3g}"
+
+
 def _numbers(c: dict) -> str:
     s = c.get("stats") or {}
     if "p_adjusted" in s and s.get("ci") and s.get("effect") is not None:
         lo, hi = s["ci"]  # the registered metric's gap (ln ppl: nats), a better than b positive
         return (
             f"{s.get('a')} vs {s.get('b')}: gap {s['effect']:+.4f} nats, 95 % CI [{lo:+.4f}, "
-            f"{hi:+.4f}], p {s.get('p_raw', float('nan')):.3g}, Holm p {s['p_adjusted']:.3g} "
+            f"{hi:+.4f}], p {_p(s.get('p_raw'))}, Holm p {_p(s['p_adjusted'])} "
             f"({s.get('family')}; n = {s.get('n_a')} vs {s.get('n_b')})"
         )
     return (c.get("here") or c.get("why") or "").replace("|", "/").replace("\n", " ")

@@ -127,12 +127,13 @@ def test_the_ways_a_sentence_names_a_comparison(line, named):
     assert f"names {named}" in p
 
 
-def test_readme_and_results_say_what_the_committed_study_decided():
-    """The README's and RESULTS' LM verdicts are the blocks generated from the committed study's
-    claims.json, and no other line there names an LM claim beside a verdict it does not carry
-    (regenerate: python -m analysis.ledger.verdict_words benchmarks/results/study/claims.json README.md
+def test_readme_and_results_say_what_the_confirmation_decided():
+    """The README's and RESULTS' LM verdicts are the blocks generated from the confirmation's
+    claims.json (claims.toml R7: a claim is held only when fresh seeds hold it), and no other
+    line there names an LM claim beside a verdict it does not carry (regenerate: python -m
+    analysis.ledger.verdict_words benchmarks/results/confirm/claims.json README.md
     benchmarks/RESULTS.md)."""
-    source = "benchmarks/results/study/claims.json"
+    source = "benchmarks/results/confirm/claims.json"
     with open(os.path.join(ROOT, source), encoding="utf-8") as f:
         doc = json.load(f)
     for name, tested_only in (("README.md", True), ("benchmarks/RESULTS.md", False)):
