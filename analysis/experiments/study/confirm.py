@@ -111,21 +111,27 @@ def register(out_dir: str = RESULTS_DIR) -> dict:
 
 def check_registered(out_dir: str = RESULTS_DIR) -> dict:
     """The registration, when today's protocol is the one it froze; ValueError otherwise."""
-    path = os.path.join(out_dir, REGISTRATION)
+    return frozen(
+        os.path.join(out_dir, REGISTRATION),
+        protocol_hash(),
+        "python -m analysis.experiments.study.confirm --register",
+        "the confirmatory runs are decided by the frozen one; restore claims.toml's rules, or "
+        "register a new confirmation with fresh seeds",
+    )
+
+
+def frozen(path: str, now: str, register_cmd: str, fix: str) -> dict:
+    """A registration file's content when its hash is ``now``; else a ValueError naming the
+    fix (the confirmation's and the scale study's one check)."""
     try:
         with open(path) as f:
             doc = json.load(f)
     except OSError:
-        raise ValueError(
-            f"no registration at {path}: freeze the protocol first "
-            f"(python -m analysis.experiments.study.confirm --register)"
-        ) from None
-    now = protocol_hash()
+        raise ValueError(f"no registration at {path}: freeze the protocol first ({register_cmd})")
     if doc.get("protocol_sha256") != now:
         raise ValueError(
             f"the protocol changed since it was frozen ({doc.get('protocol_sha256', '?')[:12]}… "
-            f"registered, {now[:12]}… now): the confirmatory runs are decided by the frozen one; "
-            f"restore claims.toml's rules, or register a new confirmation with fresh seeds"
+            f"registered, {now[:12]}… now): {fix}"
         )
     return doc
 

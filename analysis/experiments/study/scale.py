@@ -157,24 +157,13 @@ def register(out_dir: str = RESULTS_DIR) -> dict:
 
 def check_registered(out_dir: str = RESULTS_DIR) -> dict:
     """The registration, when today's ``[scale]`` protocol is the one it froze; else ValueError
-    naming the fix."""
-    path = os.path.join(out_dir, REGISTRATION)
-    try:
-        with open(path) as f:
-            doc = json.load(f)
-    except OSError:
-        raise ValueError(
-            f"no registration at {path}: freeze the scale protocol first "
-            f"(python -m analysis.experiments.study.scale --register)"
-        ) from None
-    now = protocol_hash()
-    if doc.get("protocol_sha256") != now:
-        raise ValueError(
-            f"the scale protocol changed since it was frozen "
-            f"({doc.get('protocol_sha256', '?')[:12]}… registered, {now[:12]}… now): restore "
-            f"claims.toml's [scale] section and its claims"
-        )
-    return doc
+    naming the fix (`confirm.frozen`, the confirmation's same check)."""
+    return confirm.frozen(
+        os.path.join(out_dir, REGISTRATION),
+        protocol_hash(),
+        "python -m analysis.experiments.study.scale --register",
+        "restore claims.toml's [scale] section and its claims",
+    )
 
 
 def read_rows(out_dir: str = RESULTS_DIR) -> list[dict]:
