@@ -127,7 +127,9 @@ def frozen(path: str, now: str, register_cmd: str, fix: str) -> dict:
         with open(path) as f:
             doc = json.load(f)
     except OSError:
-        raise ValueError(f"no registration at {path}: freeze the protocol first ({register_cmd})")
+        raise ValueError(
+            f"no registration at {path}: freeze the protocol first ({register_cmd})"
+        ) from None
     if doc.get("protocol_sha256") != now:
         raise ValueError(
             f"the protocol changed since it was frozen ({doc.get('protocol_sha256', '?')[:12]}… "
