@@ -139,7 +139,7 @@ def test_demo_battery_results_go_into_the_store(demo):
         ).fetchall()
     c.close()
     assert sorted((r[0], r[1]) for r in rows) == sorted(
-        (name, t) for name in saved for t in ("ruler_vt", "lego")
+        (name, t) for name in saved for t in ("ruler_vt", "lego", "assoc_recall")
     )
     for name, task, n, seed, items, correct, acc, chance in rows:
         want_n, bat = saved[name]

@@ -286,7 +286,8 @@ BATTERY_SEED = 0
 
 
 def battery(run_dir: str, n: int) -> dict:
-    """RULER variable tracking and LEGO (forced choice) on a trained run, at its own length."""
+    """RULER variable tracking, LEGO and associative recall (forced choice) on a trained run, at its
+    own length."""
     from lab.evaluation.evalrun import load_run
     from probes.battery import run_battery
 

@@ -165,7 +165,8 @@ def demo_report(
         {"run": lm["name"], "task": t, **{k: v for k, v in lm["battery"][t].items()}}
         for lm in lms
         if lm.get("battery") and "skipped" not in lm["battery"]
-        for t in ("ruler_vt", "lego")
+        for t in ("ruler_vt", "lego", "assoc_recall")
+        if t in lm["battery"]
     ]
     names = [lm["name"] for lm in lms]
     if store_path and names:
@@ -187,9 +188,10 @@ def demo_report(
     if bat:
         r.heading("Auxiliary battery")
         r.text(
-            "RULER variable tracking (single target; h = hops) and LEGO over Z/2 (L = chain "
-            "length), scored by forced choice among the candidate answers. The paper found "
-            "every run near chance (RULER 0.097–0.131 vs 0.111, LEGO ≈ 0.50)."
+            "RULER variable tracking (single target; h = hops), LEGO over Z/2 (L = chain "
+            "length) and associative recall (p = key–value pairs; chance 1/12), scored by forced "
+            "choice among the candidate answers. The paper found every run near chance on the "
+            "first two (RULER 0.097–0.131 vs 0.111, LEGO ≈ 0.50); recall is this lab's addition."
         )
         r.table(pd.DataFrame(bat), decimals=3, name="battery")
     return r
