@@ -61,3 +61,43 @@ def test_a_search_killed_mid_write_has_its_trial_failed_not_left_running(tmp_pat
     assert SL._fail_abandoned(h) == [number]
     study = optuna.load_study(study_name="killed", storage=url)
     assert [t.state.name for t in study.get_trials()] == ["FAIL"]
+
+
+def test_a_search_that_ends_between_the_two_reads_is_never_failed(tmp_path, monkeypatch):
+    """The launcher's race (issue 38) in the search's state: the study read with its last trial
+    still running, then the search finishes it and exits, then liveness — an attached search
+    (no return code) dead with trials short read "failed".  Scripted: the search ends the moment
+    anything about it is looked at."""
+    study = optuna.create_study()
+    for x in (1.0, 2.0):
+        study.add_trial(optuna.trial.create_trial(params={}, distributions={}, value=x))
+    running = study.ask()  # the last trial, still running
+    h = SL.SearchHandle(
+        name="ends", runs_dir=str(tmp_path), store="", pid=-1, command=[], folder=str(tmp_path),
+        space="linear", objectives=["distinct"], trials=3, seed=0, storage="",
+    )  # fmt: skip
+    ended = []
+
+    def end():
+        if not ended:
+            ended.append(True)
+            study.tell(running, 3.0)  # it finishes its last trial and exits right after
+
+    def load(_h, storage=None):
+        end_after = not ended
+        snap = optuna.create_study()  # what the read saw: the study at that moment
+        snap.add_trials(study.get_trials())
+        if end_after:
+            end()
+        return snap
+
+    def alive(self):
+        was = not ended
+        end()
+        return was
+
+    monkeypatch.setattr(SL, "load_study", load)
+    monkeypatch.setattr(SL.SearchHandle, "is_alive", alive)
+    first = SL.state(h)
+    assert first.state in ("running", "starting"), first  # alive when looked at
+    assert SL.state(h).state == "done"  # and then at its end: never "failed"
