@@ -245,7 +245,7 @@ def _dense_degrades(ch, fmax):
     verdict, tst, tests = _tested(
         [_above("dense", f"+{DEGRADES:g} %", x, DEGRADES, metric="pct_change", paper=size)]
     )
-    stats = {"paper_change": paper, "magnitude": mag, "ci": ci, **tst}
+    stats = {"paper_change": paper, "magnitude": mag, "change_ci": ci, **tst}
     note += f" (vs +{DEGRADES:g} %" + _p_words(tst) + ")"
     return verdict, ch["dense"][1], note, stats, tests
 

@@ -6,7 +6,7 @@ holds the table `lm_block` writes from the claims file; `problems` reports a blo
 what the file gives today, and any line outside the blocks that names an LM claim (by id, or by
 the study's wording of it) beside a verdict the file does not carry. Run
 
-    python -m analysis.ledger.verdict_words benchmarks/results/study/claims.json README.md benchmarks/RESULTS.md
+    python -m analysis.ledger.verdict_words benchmarks/results/confirm/claims.json README.md benchmarks/RESULTS.md
 
 to rewrite the blocks after a new study, and ``--check`` to only report (the test suite runs the
 check, so a "held" the verdict does not carry fails CI).
@@ -65,14 +65,38 @@ def _p(v) -> str:
     return "–" if v is None else f"{v:.3g}"
 
 
+#: The unit of each registered test's effect (stats["metric"]); a threshold rule's effect is
+#: its value's distance past the threshold, in the threshold's own unit.
+UNITS = {
+    "log_ppl": "nats",
+    "nll_bin0": "nats",
+    "slope": "nats / bin",
+    "pct_change": "% points",
+    "-pct_change": "% points",
+    "-alpha_drift": "α",
+}
+
+
+def unit(metric: str | None) -> str:
+    return UNITS.get(metric or "", metric or "")
+
+
+def seeds(s: dict) -> str:
+    """Runs a side: "5 vs 10", or "5" for a one-sample (threshold) test."""
+    if s.get("n_a") is None:
+        return ""
+    return f"{s['n_a']} vs {s['n_b']}" if s.get("n_b") else f"{s['n_a']}"
+
+
 def _numbers(c: dict) -> str:
     s = c.get("stats") or {}
     if "p_adjusted" in s and s.get("ci") and s.get("effect") is not None:
-        lo, hi = s["ci"]  # the registered metric's gap (ln ppl: nats), a better than b positive
+        lo, hi = s["ci"]  # the registered metric's effect, positive in the claim's direction
+        what = "gap" if s.get("n_b") else "past the threshold"
         return (
-            f"{s.get('a')} vs {s.get('b')}: gap {s['effect']:+.4f} nats, 95 % CI [{lo:+.4f}, "
-            f"{hi:+.4f}], p {_p(s.get('p_raw'))}, Holm p {_p(s['p_adjusted'])} "
-            f"({s.get('family')}; n = {s.get('n_a')} vs {s.get('n_b')})"
+            f"{s.get('a')} vs {s.get('b')}: {what} {s['effect']:+.4f} {unit(s.get('metric'))}, "
+            f"95 % CI [{lo:+.4f}, {hi:+.4f}], p {_p(s.get('p_raw'))}, Holm p "
+            f"{_p(s['p_adjusted'])} ({s.get('family')}; n = {seeds(s)})"
         )
     return (c.get("here") or c.get("why") or "").replace("|", "/").replace("\n", " ")
 

@@ -197,7 +197,7 @@ def test_dense_magnitude_against_our_interval():
     ]
     e = entry(build(runs), "t3-dense-degrades")
     h = sst.t.ppf(0.975, 2) * np.std(x, ddof=1) / math.sqrt(3)
-    assert e.stats["ci"] == pytest.approx([np.mean(x) - h, np.mean(x) + h])
+    assert e.stats["change_ci"] == pytest.approx([np.mean(x) - h, np.mean(x) + h])
     assert (e.verdict, e.stats["magnitude"], e.stats["paper_change"]) == ("held", "inside", paper)
     # +20 %: degrades, but far from the paper's collapse: the paper states a size, so the
     # magnitude rule of every comparison applies (issue 39: it was "held" beside an interval

@@ -219,7 +219,8 @@ def test_table_3s_two_claims_read_in_full_against_scipy():
         f"[{m - half:+.1f}, {m + half:+.1f}] % (vs +10 %; one-sided p {p_d:.2g}); dense vs +10 %: "
         "did not hold: magnitude not reproduced"
     )
-    assert d.stats["ci"] == pytest.approx([m - half, m + half])
+    assert d.stats["change_ci"] == pytest.approx([m - half, m + half])  # the rise itself
+    assert d.stats["ci"] == pytest.approx([m - half - 10, m + half - 10])  # past the +10 %
     assert (d.stats["paper_change"], d.stats["magnitude"]) == (201.0, "outside")
     assert d.stats["p_for"] == pytest.approx([p_d]) and d.stats["factor"] == 4
     assert d.stats["p_reversed"] == pytest.approx([1 - p_d])

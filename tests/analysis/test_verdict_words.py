@@ -30,6 +30,7 @@ def _doc():
         "gap": 0.35,  # ppl: not what the table shows
         "effect": 0.0085,
         "ci": [0.001, 0.016],
+        "metric": "log_ppl",
         "p_raw": 0.03,
         "p_adjusted": 0.21,
         "family": "table5",
@@ -63,6 +64,19 @@ def test_the_block_carries_each_lm_claim_once_with_its_verdict():
     assert "1 not shown, 1 did not hold, 1 not tested here, 1 held" in block
     short = VW.lm_block(_doc(), "x/claims.json", tested_only=True)
     assert "t1-stagger-beats-fixed" not in short and "1 not tested here" in short
+
+
+def test_a_threshold_rule_reads_in_its_own_unit_with_one_sample():
+    """A threshold rule's effect is its distance past the threshold, in the threshold's unit
+    (here α), from a one-sample test: "n = 5", never "5 vs 0" or "nats"."""
+    inert = {"a": "fib/learned", "b": "0.05", "effect": 0.0335, "ci": [0.0329, 0.034],
+             "metric": "-alpha_drift", "p_raw": 4e-9, "p_adjusted": 2e-7, "family": "f",
+             "n_a": 5, "n_b": 0}  # fmt: skip
+    doc = {"claims": [{"id": "lm-learned-alpha-inert", "source": "paper", "kind": "lm",
+                       "verdict": "held", "stats": inert}]}  # fmt: skip
+    block = VW.lm_block(doc, "x/claims.json")
+    assert "fib/learned vs 0.05: past the threshold +0.0335 α, 95 % CI [+0.0329, +0.0340]" in block
+    assert "(f; n = 5)" in block and "nats" not in block
 
 
 def test_sync_writes_the_block_and_problems_finds_a_stale_one():

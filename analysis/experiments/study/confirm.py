@@ -308,6 +308,30 @@ def _cell(v) -> str:
     return "" if v is None else f"{v:.3g}" if isinstance(v, float) else str(v)
 
 
+def _table_row(c: dict) -> str:
+    """One claim's line: verdicts, the test (a vs b, or a vs its threshold), the effect in its
+    unit with its 95 % CI (positive: the claim's direction), Holm p, seeds, power."""
+    from analysis.ledger import verdict_words
+
+    s = c.get("stats") or {}
+    x = c.get("exploratory") or {}
+    v = c["verdict"] + (f" ({c['label']})" if c.get("label") else "")
+    xv = x.get("verdict", "") + (f" ({x['label']})" if x.get("label") else "")
+    ci, eff = s.get("ci"), s.get("effect")
+    tested = ci is not None and eff is not None
+    test = f"{s['a']} vs {s['b']}" if tested and s.get("a") else ""
+    gap = f"{eff:+.4f} [{ci[0]:+.4f}, {ci[1]:+.4f}]" if tested else ""
+    unit = verdict_words.unit(s.get("metric")) if tested else ""
+    power = _cell(s.get("power"))
+    if s.get("seeds_needed"):
+        power += f" (0.8 needs {s['seeds_needed']} a side)"
+    who = "" if c["source"] == "paper" else " (lab)"
+    return (
+        f"| `{c['id']}`{who} | **{v}** | {xv} | {test} | {gap} | {unit} | "
+        f"{_cell(s.get('p_adjusted'))} | {verdict_words.seeds(s)} | {power} |"
+    )
+
+
 def report(doc: dict) -> str:
     """The confirmation in one table (``report.md`` beside claims.json): each LM claim's
     confirmatory verdict, the committed study's beside it, the registered test's numbers on the
@@ -334,29 +358,17 @@ def report(doc: dict) -> str:
         + ". A claim is held only when these runs hold it (rule R7); the exploratory column is "
         "the committed study (`study.json`) re-decided under the same protocol.",
         "",
-        "| claim | confirmatory | exploratory | gap (nats), 95 % CI | Holm p | n | power |",
-        "|---|---|---|---|---|---|---|",
+        "*Effect*: the registered test's estimate, positive in the claim's direction — a gap "
+        "between two arms (a vs b), or a threshold rule's distance past its threshold (a vs a "
+        "number: one-sample t); for a claim of several tests, the first that did not hold, "
+        "else its first (claims.json lists every test). *n*: runs a side (one number: a "
+        "one-sample test). *Power*: for the paper's size, where it states one.",
+        "",
+        "| claim | confirmatory | exploratory | test | effect, 95 % CI | unit | Holm p | n | "
+        "power |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for c in rows:
-        s = c.get("stats") or {}
-        x = c.get("exploratory") or {}
-        v = c["verdict"] + (f" ({c['label']})" if c.get("label") else "")
-        xv = x.get("verdict", "") + (f" ({x['label']})" if x.get("label") else "")
-        ci = s.get("ci")
-        gap = (
-            f"{s['effect']:+.4f} [{ci[0]:+.4f}, {ci[1]:+.4f}]"
-            if ci and s.get("effect") is not None
-            else ""
-        )
-        n = f"{s['n_a']} vs {s['n_b']}" if s.get("n_a") is not None else ""
-        power = _cell(s.get("power"))
-        if s.get("seeds_needed"):
-            power += f" (0.8 needs {s['seeds_needed']} a side)"
-        who = "" if c["source"] == "paper" else " (lab)"
-        lines.append(
-            f"| `{c['id']}`{who} | **{v}** | {xv} | {gap} | {_cell(s.get('p_adjusted'))} | "
-            f"{n} | {power} |"
-        )
+    lines += [_table_row(c) for c in rows]
     return "\n".join(lines) + "\n"
 
 
