@@ -9,13 +9,13 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import os
 import sys
 import time
 
 import torch
 
 from lab.machine import cpu_share
+from lab.util import jsonio
 from lab.util.checks import positive_int
 from lab.util.jsonio import append_line
 from lab.util.progress import bar as progress_bar
@@ -26,16 +26,7 @@ from probes.settings import LEARNED, Cell, ProbeSettings, mechanism
 
 def load_records(path: str) -> list[dict]:
     """Records of a results file; a truncated last line (a killed run) is ignored."""
-    if not os.path.exists(path):
-        return []
-    out = []
-    with open(path) as f:
-        for line in f:
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return out
+    return jsonio.read_rows(path)
 
 
 def append_record(path: str, rec: dict) -> None:

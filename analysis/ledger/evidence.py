@@ -29,6 +29,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from lab.util import jsonio
 from lab.util.wording import plural
 
 __all__ = [
@@ -242,8 +243,7 @@ def _shown_path(path: str) -> str:
 
 
 def read_grid(path: str) -> list[dict]:
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    return jsonio.read_rows(path)
 
 
 def store_battery(store) -> dict[str, dict]:

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["clean", "dumps", "dump", "append_line"]
+__all__ = ["clean", "dumps", "dump", "append_line", "append_row", "read_rows"]
 
 
 def _missing(obj) -> bool:
@@ -84,3 +84,26 @@ def append_line(path: str, line: str) -> None:
         f.write((line + "\n").encode())
         f.flush()
         os.fsync(f.fileno())
+
+
+def append_row(path: str, row: Any) -> None:
+    """One record appended to a JSON-lines results file (`dumps`, then `append_line`): a writer
+    cut short leaves whole rows, so a study resumes from what is there."""
+    append_line(path, dumps(row))
+
+
+def read_rows(path: str) -> list[dict]:
+    """The records of a JSON-lines file; none when it does not exist yet.  A torn line (a
+    writer killed mid-write; `append_line` closes it before the next row, so it may sit
+    mid-file) is left out rather than failing the read: every whole row is kept."""
+    if not os.path.exists(path):
+        return []
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue
+    return out

@@ -15,6 +15,7 @@ import pytest
 
 from analysis.experiments.study import confirm as C
 from analysis.experiments.study import scale as S
+from analysis.experiments.study import scale_probes as SPR
 from analysis.experiments.study.plan import STUDY_SCALES
 from analysis.experiments.study.runner import study_config
 
@@ -144,14 +145,14 @@ def test_the_landscape_rule_is_a_one_sided_t_of_the_rises_against_the_seed_noise
         ]
 
     flat = [0.001, 0.002, 0.0015, 0.003]
-    got = S.landscape_verdict(rows(flat), conf)
+    got = SPR.landscape_verdict(rows(flat), conf)
     assert got["sigma"] == pytest.approx(sigma) and got["rises"] == pytest.approx(flat)
     want = stats.ttest_1samp(flat, sigma, alternative="less").pvalue
     assert got["p"] == pytest.approx(want) and got["verdict"] == "held"
     steep = [0.2, 0.3, 0.25, 0.4]
-    got = S.landscape_verdict(rows(steep), conf)
+    got = SPR.landscape_verdict(rows(steep), conf)
     assert got["p_against"] == pytest.approx(
         stats.ttest_1samp(steep, sigma, alternative="greater").pvalue
     )
     assert got["verdict"] == "did not hold"
-    assert S.landscape_verdict(rows([0.1]), conf)["verdict"] == "not tested here"
+    assert SPR.landscape_verdict(rows([0.1]), conf)["verdict"] == "not tested here"

@@ -140,11 +140,7 @@ def frozen(path: str, now: str, register_cmd: str, fix: str) -> dict:
 
 def read_rows(out_dir: str = RESULTS_DIR) -> list[dict]:
     """The committed rows, one a finished confirmatory run."""
-    path = os.path.join(out_dir, ROWS)
-    if not os.path.exists(path):
-        return []
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    return jsonio.read_rows(os.path.join(out_dir, ROWS))
 
 
 def _row(run, scale: str, setup: dict, scheme: str, seed: int) -> dict:
@@ -265,8 +261,7 @@ def run_confirmation(
         res = r.run(scheme, seed, conf["steps"])
         run, scale, setup = _lmrun(store_path, res["name"], res.get("block_change"))
         row = _row(run, scale, setup, scheme, seed)
-        with open(path, "a", encoding="utf-8") as f:  # one line a run: a cut leaves whole rows
-            f.write(jsonio.dumps(row) + "\n")
+        jsonio.append_row(path, row)  # one line a run: a cut leaves whole rows
         rows.append(row)
     return rows
 

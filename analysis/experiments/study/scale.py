@@ -6,7 +6,8 @@ stage, each finished run a committed row.
     python -m analysis.experiments.study.scale --plan            # time a step per cell, print the plan
     python -m analysis.experiments.study.scale --stage L8-T128    # train what that stage lacks
     python -m analysis.experiments.study.scale --landscape       # α grid on the confirmation's runs
-    python -m analysis.experiments.study.scale --recall          # the battery on them
+    python -m analysis.experiments.study.scale --recall          # the battery on them (both:
+                                                                 # `scale_probes`)
     python -m analysis.experiments.study.scale --decide          # every verdict of the study
 
 A stage is one cell's runs (`stages`): ``L8-T128`` (stagger and fixed 1–10 at L = 8, T = 128),
@@ -30,6 +31,7 @@ import sys
 import time
 
 from analysis.experiments.study import confirm
+from analysis.experiments.study import scale_probes as SPR
 from lab.util import jsonio
 from lab.util.files import atomic_write
 
@@ -46,10 +48,6 @@ __all__ = [
     "step_seconds",
     "plan_lines",
     "run_stage",
-    "run_landscape",
-    "landscape_verdict",
-    "run_recall",
-    "recall_verdicts",
     "trend_runs",
     "decide",
 ]
@@ -168,14 +166,7 @@ def check_registered(out_dir: str = RESULTS_DIR) -> dict:
 
 def read_rows(out_dir: str = RESULTS_DIR) -> list[dict]:
     """The committed rows, one a finished scale run."""
-    return _jsonl(os.path.join(out_dir, ROWS))
-
-
-def _jsonl(path: str) -> list[dict]:
-    if not os.path.exists(path):
-        return []
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    return jsonio.read_rows(os.path.join(out_dir, ROWS))
 
 
 # ------------------------------------------------------------------------------------- plan
@@ -264,122 +255,9 @@ def run_stage(
         run, scale_name, setup = confirm._lmrun(store_path, res["name"], res.get("block_change"))
         row = {"stage": name, "cell": list(st.cell)}
         row.update(confirm._row(run, scale_name, setup, scheme, seed))
-        with open(path, "a", encoding="utf-8") as f:  # one line a run: a cut leaves whole rows
-            f.write(jsonio.dumps(row) + "\n")
+        jsonio.append_row(path, row)  # one line a run: a cut leaves whole rows
         rows.append(row)
     return [x for x in rows if x["stage"] == name]
-
-
-# ---------------------------------------------------------------------------------- landscape
-LANDSCAPE = "landscape.jsonl"
-
-
-def run_landscape(
-    runs_dir: str = "runs/confirm", out_dir: str = RESULTS_DIR, log=print, limit=None
-) -> list[dict]:
-    """``[scale] landscape``: each confirmation fixed and learned run's held-out loss over the
-    α grid (`lab.evaluation.landscape`), one committed row a run in ``landscape.jsonl``.  Reads
-    the confirmation's checkpoints, so it runs where they are (``runs_dir``); a run whose folder
-    is missing is skipped and named."""
-    from lab.evaluation.evalrun import open_run
-    from lab.evaluation.evaluate import heldout_splits
-    from lab.evaluation.landscape import alpha_landscape
-
-    check_registered(out_dir)
-    land = load_scale()["landscape"]
-    path = os.path.join(out_dir, LANDSCAPE)
-    done = {r["name"] for r in _jsonl(os.path.join(out_dir, LANDSCAPE))}
-    todo = [r for r in confirm.read_rows() if r["scheme"] in ("fixed", "learned")]
-    todo = [r for r in todo if r["run"]["name"] not in done][: limit if limit else None]
-    rows = []
-    for r in todo:
-        name = r["run"]["name"]
-        folder = os.path.join(runs_dir, name)
-        if not os.path.isdir(folder):
-            log(f"   {name}: no checkpoint folder at {folder}; skipped")
-            continue
-        run = open_run(folder, log=lambda *a: None)
-        (toks,) = heldout_splits(run.data).values()
-        pts = alpha_landscape(run.model, toks, land["alphas"], land["one_layer"])
-        row = {"name": name, "scheme": r["scheme"], "seed": r["seed"],
-               "points": [dataclasses.asdict(p) for p in pts]}  # fmt: skip
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(jsonio.dumps(row) + "\n")
-        rise = max(p.loss for p in pts) - pts[0].loss
-        log(f"   {name}: largest rise over the grid {rise:+.4f} nats")
-        rows.append(row)
-    return rows
-
-
-def landscape_verdict(rows: list[dict], confirm_rows: list[dict]) -> dict:
-    """The registered rule for "flat": each run's largest rise in held-out ln ppl over the grid
-    (against its own trained α) below σ, the seed noise of ln ppl at the tier (the
-    confirmation's fixed and learned runs, pooled) — a one-sided one-sample t
-    (`decide.compare_to`) whose reversal (rises above σ) is the test against."""
-    import math
-
-    from analysis.statistics.decide import Protocol, compare_to
-    from analysis.statistics.stats import pooled_std
-
-    by = {"fixed": [], "learned": []}
-    for r in confirm_rows:
-        if r["scheme"] in by and r["run"].get("ppl"):
-            by[r["scheme"]].append(math.log(r["run"]["ppl"]))
-    sigma = pooled_std(by["fixed"], by["learned"])
-    rises = [max(p["loss"] for p in r["points"]) - r["points"][0]["loss"] for r in rows]
-    if len(rises) < 2 or not sigma > 0:
-        return {"verdict": "not tested here", "why": "fewer than two runs on the grid"}
-    # "rise below σ" as compare_to's "above": the negated rises against −σ
-    c = compare_to([-x for x in rises], -sigma, Protocol("landscape", sided="one"))
-    verdict = "held" if c.p_raw < 0.05 else "did not hold" if c.p_against < 0.05 else "not shown"
-    return {"verdict": verdict, "sigma": sigma, "rises": rises, "n": len(rises),
-            "mean_rise": sum(rises) / len(rises), "p": c.p_raw, "p_against": c.p_against}  # fmt: skip
-
-
-# ------------------------------------------------------------------------------------- recall
-RECALL = "recall.jsonl"
-
-
-def run_recall(runs_dir: str = "runs/confirm", out_dir: str = RESULTS_DIR, log=print, n=100):
-    """``[scale] recall``: the battery (`probes.battery_run.score_run`: RULER, LEGO and the
-    associative recall) on every confirmation run, one committed row a run in ``recall.jsonl``;
-    reads the confirmation's checkpoints, so it runs where they are."""
-    from probes.battery_run import score_run
-
-    check_registered(out_dir)
-    path = os.path.join(out_dir, RECALL)
-    done = {r["name"] for r in _jsonl(path)}
-    for r in confirm.read_rows():
-        name = r["run"]["name"]
-        folder = os.path.join(runs_dir, name)
-        if name in done or not os.path.isdir(folder):
-            if name not in done:
-                log(f"   {name}: no checkpoint folder at {folder}; skipped")
-            continue
-        rb = score_run(folder, n=n, seed=0)
-        row = {"name": name, "scheme": r["scheme"], "seed": r["seed"],
-               "battery": {x.task: {"acc": x.accuracy, "chance": x.chance, "n": x.items,
-                                    "at_chance": x.at_chance, "p": x.p_value} for x in rb.rows}}  # fmt: skip
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(jsonio.dumps(row) + "\n")
-        log(f"   {name}: recall {row['battery']['assoc_recall']['acc']:.3f}")
-
-
-def recall_verdicts(recall_rows: list[dict], confirm_rows: list[dict]) -> dict:
-    """The battery claims (bat-assoc-recall-zero and its RULER / LEGO siblings) by the ledger's
-    own battery rule, on the confirmation's runs with their battery rows."""
-    from analysis.ledger import ledger
-
-    bat = {r["name"]: r["battery"] for r in recall_rows}
-    rows = []
-    for r in confirm_rows:
-        if r["run"]["name"] in bat:
-            rows.append({**r, "run": {**r["run"], "battery": bat[r["run"]["name"]]}})
-    if not rows:
-        return {}
-    led = ledger.build(confirm.evidence_from_rows(rows, "scale study: the battery"))
-    return {e.id: {"verdict": e.verdict, "label": e.label, "here": e.here}
-            for e in led.entries if e.id.startswith("bat-")}  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------- decide
@@ -444,9 +322,8 @@ def decide(out_dir: str = RESULTS_DIR) -> dict:
             for e in led.entries
             if e.id in sc["depth"]["claims"]
         }
-    land = _jsonl(os.path.join(out_dir, LANDSCAPE))
-    out["landscape"] = landscape_verdict(land, confirm.read_rows())
-    out["battery"] = recall_verdicts(_jsonl(os.path.join(out_dir, RECALL)), confirm.read_rows())
+    out["landscape"] = SPR.landscape_verdict(SPR.landscape_rows(out_dir), confirm.read_rows())
+    out["battery"] = SPR.recall_verdicts(SPR.recall_rows(out_dir), confirm.read_rows())
     atomic_write(os.path.join(out_dir, "claims.json"), jsonio.dumps(out, indent=1))
     return out
 
@@ -488,10 +365,12 @@ def main(argv=None) -> int:
             print(f"step times measured {w.result.line()}")
         elif args.stage:
             run_stage(args.stage, args.limit, args.runs, out_dir=RESULTS_DIR)
-        elif args.landscape:
-            run_landscape(out_dir=RESULTS_DIR)
-        elif args.recall:
-            run_recall(out_dir=RESULTS_DIR)
+        elif args.landscape or args.recall:
+            check_registered(RESULTS_DIR)
+            if args.landscape:
+                SPR.run_landscape(load_scale()["landscape"], RESULTS_DIR)
+            else:
+                SPR.run_recall(RESULTS_DIR)
         elif args.decide:
             out = decide(RESULTS_DIR)
             print(json.dumps(out.get("trend"), indent=1))

@@ -1,0 +1,147 @@
+"""The scale study's two side studies on the confirmation's checkpoints (claims.toml
+``[scale] landscape`` and ``recall``): the held-out loss over a grid of fixed α, and the battery
+with associative recall — each a committed row a run, and the registered rule that decides it.
+Apart from `analysis.experiments.study.scale` because they train nothing: they read
+``runs/confirm`` where it exists.  The scale module checks the registration and passes its
+folder and the registered settings in, so this module never imports it (no cycle).
+
+    python -m analysis.experiments.study.scale --landscape       # α grid on the confirmation's runs
+    python -m analysis.experiments.study.scale --recall          # the battery on them
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from analysis.experiments.study import confirm
+from lab.util import jsonio
+
+__all__ = [
+    "LANDSCAPE",
+    "RECALL",
+    "landscape_rows",
+    "recall_rows",
+    "run_landscape",
+    "landscape_verdict",
+    "run_recall",
+    "recall_verdicts",
+]
+
+
+# ---------------------------------------------------------------------------------- landscape
+LANDSCAPE = "landscape.jsonl"
+
+
+def landscape_rows(out_dir: str) -> list[dict]:
+    """The committed landscape rows, one a confirmation run on the α grid."""
+    return jsonio.read_rows(os.path.join(out_dir, LANDSCAPE))
+
+
+def run_landscape(
+    land: dict, out_dir: str, runs_dir: str = "runs/confirm", log=print, limit=None
+) -> list[dict]:
+    """``[scale] landscape``: each confirmation fixed and learned run's held-out loss over the
+    α grid ``land`` (the registered ``[scale] landscape``; `lab.evaluation.landscape`), one
+    committed row a run in ``landscape.jsonl``.  Reads
+    the confirmation's checkpoints, so it runs where they are (``runs_dir``); a run whose folder
+    is missing is skipped and named."""
+    from lab.evaluation.evalrun import open_run
+    from lab.evaluation.evaluate import heldout_splits
+    from lab.evaluation.landscape import alpha_landscape
+
+    path = os.path.join(out_dir, LANDSCAPE)
+    done = {r["name"] for r in landscape_rows(out_dir)}
+    todo = [r for r in confirm.read_rows() if r["scheme"] in ("fixed", "learned")]
+    todo = [r for r in todo if r["run"]["name"] not in done][: limit if limit else None]
+    rows = []
+    for r in todo:
+        name = r["run"]["name"]
+        folder = os.path.join(runs_dir, name)
+        if not os.path.isdir(folder):
+            log(f"   {name}: no checkpoint folder at {folder}; skipped")
+            continue
+        run = open_run(folder, log=lambda *a: None)
+        (toks,) = heldout_splits(run.data).values()
+        pts = alpha_landscape(run.model, toks, land["alphas"], land["one_layer"])
+        row = {"name": name, "scheme": r["scheme"], "seed": r["seed"],
+               "points": [dataclasses.asdict(p) for p in pts]}  # fmt: skip
+        jsonio.append_row(path, row)
+        rise = max(p.loss for p in pts) - pts[0].loss
+        log(f"   {name}: largest rise over the grid {rise:+.4f} nats")
+        rows.append(row)
+    return rows
+
+
+def landscape_verdict(rows: list[dict], confirm_rows: list[dict]) -> dict:
+    """The registered rule for "flat": each run's largest rise in held-out ln ppl over the grid
+    (against its own trained α) below σ, the seed noise of ln ppl at the tier (the
+    confirmation's fixed and learned runs, pooled) — a one-sided one-sample t
+    (`decide.compare_to`) whose reversal (rises above σ) is the test against."""
+    import math
+
+    from analysis.statistics.decide import Protocol, compare_to
+    from analysis.statistics.stats import pooled_std
+
+    by = {"fixed": [], "learned": []}
+    for r in confirm_rows:
+        if r["scheme"] in by and r["run"].get("ppl"):
+            by[r["scheme"]].append(math.log(r["run"]["ppl"]))
+    sigma = pooled_std(by["fixed"], by["learned"])
+    rises = [max(p["loss"] for p in r["points"]) - r["points"][0]["loss"] for r in rows]
+    if len(rises) < 2 or not sigma > 0:
+        return {"verdict": "not tested here", "why": "fewer than two runs on the grid"}
+    # "rise below σ" as compare_to's "above": the negated rises against −σ
+    c = compare_to([-x for x in rises], -sigma, Protocol("landscape", sided="one"))
+    verdict = "held" if c.p_raw < 0.05 else "did not hold" if c.p_against < 0.05 else "not shown"
+    return {"verdict": verdict, "sigma": sigma, "rises": rises, "n": len(rises),
+            "mean_rise": sum(rises) / len(rises), "p": c.p_raw, "p_against": c.p_against}  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------- recall
+RECALL = "recall.jsonl"
+
+
+def recall_rows(out_dir: str) -> list[dict]:
+    """The committed battery rows, one a confirmation run."""
+    return jsonio.read_rows(os.path.join(out_dir, RECALL))
+
+
+def run_recall(out_dir: str, runs_dir: str = "runs/confirm", log=print, n=100):
+    """``[scale] recall``: the battery (`probes.battery_run.score_run`: RULER, LEGO and the
+    associative recall) on every confirmation run, one committed row a run in ``recall.jsonl``;
+    reads the confirmation's checkpoints, so it runs where they are."""
+    from probes.battery_run import score_run
+
+    path = os.path.join(out_dir, RECALL)
+    done = {r["name"] for r in recall_rows(out_dir)}
+    for r in confirm.read_rows():
+        name = r["run"]["name"]
+        folder = os.path.join(runs_dir, name)
+        if name in done or not os.path.isdir(folder):
+            if name not in done:
+                log(f"   {name}: no checkpoint folder at {folder}; skipped")
+            continue
+        rb = score_run(folder, n=n, seed=0)
+        row = {"name": name, "scheme": r["scheme"], "seed": r["seed"],
+               "battery": {x.task: {"acc": x.accuracy, "chance": x.chance, "n": x.items,
+                                    "at_chance": x.at_chance, "p": x.p_value} for x in rb.rows}}  # fmt: skip
+        jsonio.append_row(path, row)
+        log(f"   {name}: recall {row['battery']['assoc_recall']['acc']:.3f}")
+
+
+def recall_verdicts(recall_rows: list[dict], confirm_rows: list[dict]) -> dict:
+    """The battery claims (bat-assoc-recall-zero and its RULER / LEGO siblings) by the ledger's
+    own battery rule, on the confirmation's runs with their battery rows."""
+    from analysis.ledger import ledger
+
+    bat = {r["name"]: r["battery"] for r in recall_rows}
+    rows = []
+    for r in confirm_rows:
+        if r["run"]["name"] in bat:
+            rows.append({**r, "run": {**r["run"], "battery": bat[r["run"]["name"]]}})
+    if not rows:
+        return {}
+    led = ledger.build(confirm.evidence_from_rows(rows, "scale study: the battery"))
+    return {e.id: {"verdict": e.verdict, "label": e.label, "here": e.here}
+            for e in led.entries if e.id.startswith("bat-")}  # fmt: skip
