@@ -6,10 +6,12 @@
 Why: ``--precision auto`` follows the hardware (`lab.machine.precision`): bf16 on CPUs with AMX /
 AVX512-BF16, fp32 elsewhere.  Whether bf16 is *faster* there depends on the workload: the
 lab's CPU models are small (d = 128), where the casts autocast adds can outweigh faster
-matmuls, and the fused C++ attention kernel runs in float32 / float64 only, so under bf16
-the sparse models take the PyTorch path.  Each workload's fp32 and bf16 callables are timed in
-turns (`lab.cost.measure.time_round_robin`: background load hits both alike) and the table gives
-the minimum and median of each and bf16 / fp32 of the minima (< 1: bf16 faster).
+matmuls.  The fused C++ attention kernel takes bfloat16 (float32 inside); the third column
+times bf16 with the PyTorch attention path instead (``FIBLAB_ATTN_IMPL=torch``, what bf16 ran
+before the kernel took it), so the last column is what the fused kernel buys under bf16.  Each
+workload's callables are timed in turns (`lab.cost.measure.time_round_robin`: background load
+hits all alike) and the table gives the minimum and median of fp32 and bf16, bf16 / fp32 of the
+minima (< 1: bf16 faster) and fused / PyTorch-path under bf16.
 
 Workloads: the training step (forward, backward, AdamW) of the CPU presets' model
 (cpu-small, T = 256, 16 windows: stagger and dense) and of the paper's model (paper-60m,
@@ -29,6 +31,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from benchmarks.header import machine_header  # noqa: E402
+from lab import kernels
 from lab.cost import contention
 from lab.cost.measure import time_round_robin
 from lab.lm.model import FibLM
@@ -102,6 +105,7 @@ def main(argv=None) -> int:
     print(f"{a.reps} rounds after one warm-up; minimum and median of each")
     print(
         f"{'workload':<24} {'fp32 min':>9} {'med':>7} {'bf16 min':>9} {'med':>7} {'bf16/fp32':>9}"
+        f" {'bf16 torch-attn':>15} {'fused/torch':>11}"
     )
     with contention.watch() as load:
         rows = [_row(name, a.reps) for name in a.only]
@@ -111,21 +115,44 @@ def main(argv=None) -> int:
     return 0
 
 
+def _torch_attention(fn):
+    """``fn`` run with the PyTorch attention path (the env var `lab.kernels` reads per call)."""
+
+    def run():
+        old = os.environ.get(kernels.ENV)
+        os.environ[kernels.ENV] = "torch"
+        try:
+            fn()
+        finally:
+            if old is None:
+                del os.environ[kernels.ENV]
+            else:
+                os.environ[kernels.ENV] = old
+
+    return run
+
+
 def _row(name: str, reps: int) -> dict:
-    """Time one workload's fp32 and bf16 callables in turns; print and return its row."""
+    """Time one workload's fp32, bf16 and bf16-with-PyTorch-attention callables in turns;
+    print and return its row."""
     make, spec = WORKLOADS[name]
-    t = time_round_robin({p: make(spec, p) for p in ("fp32", "bf16")}, reps=reps)
-    f, b = t["fp32"], t["bf16"]
+    fns = {p: make(spec, p) for p in ("fp32", "bf16")}
+    fns["bf16-torch"] = _torch_attention(make(spec, "bf16"))
+    t = time_round_robin(fns, reps=reps)
+    f, b, bt = t["fp32"], t["bf16"], t["bf16-torch"]
     print(
         f"{name:<24} {f.min_s * 1e3:>7.0f}ms {f.median_s * 1e3:>5.0f}ms "
-        f"{b.min_s * 1e3:>7.0f}ms {b.median_s * 1e3:>5.0f}ms {b.min_s / f.min_s:>8.2f}×",
+        f"{b.min_s * 1e3:>7.0f}ms {b.median_s * 1e3:>5.0f}ms {b.min_s / f.min_s:>8.2f}× "
+        f"{bt.min_s * 1e3:>13.0f}ms {b.min_s / bt.min_s:>10.2f}×",
         flush=True,
     )
     return {
         "workload": name,
         "fp32_s": list(f.times_s),
         "bf16_s": list(b.times_s),
+        "bf16_torch_attention_s": list(bt.times_s),
         "ratio_min": b.min_s / f.min_s,
+        "fused_over_torch_bf16": b.min_s / bt.min_s,
     }
 
 

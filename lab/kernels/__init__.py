@@ -84,7 +84,10 @@ def _blocker(impl: str, device: str, dtype: torch.dtype) -> tuple[str, str] | No
         if device != "cpu":
             return "unsupported", f"the C++ kernel runs on CPU tensors, not {device}"
         if dtype not in cpu.DTYPES:
-            return "unsupported", f"the C++ kernel supports float32 / float64, not {dtype}"
+            return (
+                "unsupported",
+                f"the C++ kernel supports float32 / float64 / bfloat16, not {dtype}",
+            )
         status = cpu.status()
         return None if status is True else ("missing", status)
     if dtype not in TRITON_DTYPES:
@@ -197,6 +200,7 @@ def _run(which: str, q, k, v, dists, fracs, scale, interpolated) -> torch.Tensor
         return _triton_module().triton_columns_attention(
             q, k, v, dists, fracs, scale, interpolated=interpolated
         )
+    fracs = fracs.to(q.dtype)  # the PyTorch-level paths blend rows in q's dtype
     if which == "flex":
         return flex.flex_columns_attention(q, k, v, dists, fracs, scale, interpolated=interpolated)
     return columns_attention_reference(q, k, v, dists, fracs, scale, interpolated=interpolated)

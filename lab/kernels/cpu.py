@@ -50,7 +50,7 @@ SOURCES = (
 _NATIVE_FLAGS = ["-O3", "-march=native", "-fopenmp"]
 _PORTABLE_FLAGS = ["-O3", "-fopenmp"]
 MARCH_ENV = "FIBLAB_CPU_MARCH"  # build for this -march instead of native (e.g. x86-64-v3: AVX2)
-DTYPES = (torch.float32, torch.float64)
+DTYPES = (torch.float32, torch.float64, torch.bfloat16)  # bfloat16: float32 inside
 
 
 class KernelUnavailable(RuntimeError):
@@ -226,7 +226,8 @@ def _fwd_op(
 @_fwd_op.register_fake
 def _(q, k, v, dists, fracs, grad_cols, scale):
     B, H, T, _ = q.shape
-    return torch.empty_like(q), q.new_empty(B, H, T, dists.shape[0])
+    p_dtype = torch.float32 if q.dtype == torch.bfloat16 else q.dtype  # P: float32 for bf16
+    return torch.empty_like(q), q.new_empty(B, H, T, dists.shape[0], dtype=p_dtype)
 
 
 @torch.library.custom_op("fiblab::cpu_columns_bwd", mutates_args=(), device_types="cpu")
@@ -286,7 +287,8 @@ def cpp_columns_attention(
 ) -> Tensor:
     """Column attention with the fused C++ kernel.  Returns (B, H, T, D).
 
-    q (B, H, T, D); k, v (B, KV, T, D), float32 or float64 on CPU; dists (C,) int64 ≥ 0;
+    q (B, H, T, D); k, v (B, KV, T, D), float32, float64 or bfloat16 (computed in float32,
+    the result rounded to bfloat16 once) on CPU; dists (C,) int64 ≥ 0;
     fracs (C,) float (0 for integer columns), differentiable — the gradient to α.
     interpolated  bool (C,): the columns that may read a second row and get d/dfrac.  Default:
                   every column when fracs requires grad, else those with f ≠ 0.  A column not
@@ -301,11 +303,11 @@ def cpp_columns_attention(
         )
     if not (q.dtype == k.dtype == v.dtype) or q.dtype not in DTYPES:
         raise ValueError(
-            f"the C++ kernel needs q, k, v in one of float32 / float64; got "
+            f"the C++ kernel needs q, k, v in one of float32 / float64 / bfloat16; got "
             f"{q.dtype}, {k.dtype}, {v.dtype}: cast them, or use impl='torch'"
         )
     C = dists.numel()
-    fr = fracs.to(device="cpu", dtype=q.dtype)
+    fr = fracs.to(device="cpu", dtype=torch.float64 if q.dtype == torch.float64 else torch.float32)
     host = fracs.detach().to("cpu", torch.float64)
     if not bool(torch.isfinite(host).all()):
         raise ValueError(f"fracs must be finite; got {host.tolist()}")

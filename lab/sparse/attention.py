@@ -87,7 +87,10 @@ def plan_attention(
 
     ``alpha`` the 0-d tensor the plan was built from, when the fractions must carry dα."""
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    dists, fracs, interp = plan.kernel_inputs(alpha, q.device, q.dtype)
+    # half-precision q: the fractions stay float32 (the fused kernels compute in float32; the
+    # PyTorch path casts them to q's dtype itself, `lab.kernels`)
+    half = q.dtype in (torch.bfloat16, torch.float16)
+    dists, fracs, interp = plan.kernel_inputs(alpha, q.device, torch.float32 if half else q.dtype)
     return kernels.columns_attention(q, k, v, dists, fracs, scale, impl, interpolated=interp)
 
 

@@ -20,6 +20,7 @@ from fiblab.doctor import LM_EVAL_FACTOR, estimates, format_doctor, precision_an
 from lab.cost.measure import ROOT
 from lab.machine import autotune
 from lab.machine.hardware import machine
+from lab.machine.precision import PRECISION_OP
 
 
 def _doctor(*args, env=None, timeout=120):
@@ -70,12 +71,12 @@ def test_doctor_json_has_every_field_and_runs_under_a_minute(tmp_path):
     ops = {c["op"] for c in r["choices"]}
     # the demo LM's precision measurement is kept for auto (issue 41): fp32 on this CPU
     # unless it has bf16 units, measured bf16 faster, quietly, with the quality check held
-    assert "precision" in ops and p["auto_lm"] in ("fp32", "bf16") and p["auto_lm_why"]
+    assert PRECISION_OP in ops and p["auto_lm"] in ("fp32", "bf16") and p["auto_lm_why"]
     assert p["quality_delta"] < 0.01 or p["auto_lm"] == "fp32"
     if not here.cpu_bf16:
         assert p["auto_lm"] == "fp32" and "no native bf16" in p["auto_lm_why"]
     if cpp["ok"]:  # the fp32 steps raced the attention kernel and the blur's band kernel
-        assert ops == {"columns_attention", "blur_attention", "precision"}
+        assert ops == {"columns_attention", "blur_attention", PRECISION_OP}
         for c in r["choices"]:
             assert c["choice"] in c["timings_ms"] and set(c["timings_ms"]) <= set(c["candidates"])
     cached = json.loads((tmp_path / autotune.FILE).read_text())["decisions"]

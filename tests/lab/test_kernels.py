@@ -155,6 +155,36 @@ def test_cpp_matches_oracle(built, B, T, D, W, alpha, base, rungs, G, learned):
         assert abs(refs[3].item()) > 1e-3  # the check has teeth
 
 
+@pytest.mark.parametrize("B,T,D,W,alpha,base,rungs,G", _cases()[:8])
+def test_cpp_bfloat16_matches_oracle_within_one_rounding(built, B, T, D, W, alpha, base, rungs, G):
+    """bfloat16 q, k, v (learned α): the output and the q/k/v gradients are the float64 oracle's
+    on the same (bf16-valued) inputs to within one bf16 rounding, element by element — the
+    arithmetic inside is float32, so nothing is lost before the result is rounded; α's gradient
+    (float32) as the float32 kernel's."""
+    KV = 2 if G < 4 else 1
+    H = KV * G
+    q, k, v = (x.bfloat16() for x in make_qkv(B, H, KV, T, D, seed=T + D + W + G))
+    w_out = torch.randn(B, H, T, D, generator=torch.Generator().manual_seed(1)).bfloat16()
+    scale = 1 / math.sqrt(D)
+    a_ref = torch.tensor(alpha, dtype=torch.float64, requires_grad=True)
+    X = [x.double().requires_grad_() for x in (q, k, v)]
+    ref = oracle(*X, oracle_columns(a_ref, W, T, base, rungs), scale)
+    refs = torch.autograd.grad((ref * w_out.double()).sum(), [*X, a_ref])
+
+    a = torch.tensor(alpha, dtype=torch.float64, requires_grad=True)
+    Y = [x.clone().requires_grad_() for x in (q, k, v)]
+    got = sparse_attention(*Y, alpha=a, ladder=Ladder(W, base=base, rungs=rungs), impl="cpp")
+    grads = torch.autograd.grad((got * w_out).sum(), [*Y, a])
+
+    assert got.dtype == torch.bfloat16 and all(g.dtype == torch.bfloat16 for g in grads[:3])
+    for name, g_got, g_ref in zip(["out", "q", "k", "v"], [got, *grads[:3]], [ref, *refs[:3]]):
+        err = (g_got.double() - g_ref).abs()
+        bound = 2.0**-8 * g_ref.abs() + 1e-5 * g_ref.abs().max()  # half an ulp of bf16 is 2^-9
+        assert bool((err <= bound).all()), (name, float((err - bound).max()))
+    assert rel(grads[3], refs[3]) <= 1e-4
+    assert abs(refs[3].item()) > 1e-3
+
+
 def test_chunked_backward_matches_oracle(built):
     """Many threads split each (batch, KV head) into chunks whose scatter spills into the
     previous chunk's rows (the halo buffers): same gradients as the oracle."""
@@ -255,9 +285,10 @@ def test_auto_picks_cpp_on_cpu(built, monkeypatch):
     assert kernels.available()["torch"] is True
     assert kernels.resolve("auto", "cpu", torch.float32) == "cpp"
     assert kernels.resolve("auto", "cpu", torch.float64) == "cpp"
+    assert kernels.resolve("auto", "cpu", torch.bfloat16) == "cpp"  # float32 inside
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # unsupported dtype: silent
-        assert kernels.resolve("auto", "cpu", torch.bfloat16) == "torch"
+        assert kernels.resolve("auto", "cpu", torch.float16) == "torch"
     monkeypatch.setenv(kernels.ENV, "torch")
     assert kernels.resolve("auto", "cpu", torch.float32) == "torch"
     assert kernels.resolve("cpp", "cpu", torch.float32) == "cpp"  # an explicit impl wins
@@ -370,6 +401,44 @@ def test_model_same_loss_and_grads_cpp_and_torch(built, monkeypatch, schedule, d
     if schedule == "learned":
         thetas = [n for n in g_ref if n.endswith("theta")]
         assert thetas and all(g_ref[n].abs() > 0 for n in thetas)
+
+
+@pytest.mark.parametrize("schedule", ["learned", "stagger"])
+def test_model_under_bf16_autocast_keeps_the_fused_path(built, monkeypatch, schedule):
+    """Under bf16 autocast the sparse model's attention runs in the fused kernel (not PyTorch's
+    gathers), and its loss and α gradient stay at fp32's within bf16's rounding of the
+    projections: the kernel adds no error of its own beyond one rounding of its output."""
+    from lab.machine.precision import autocast
+
+    monkeypatch.delenv(kernels.ENV, raising=False)
+    torch.manual_seed(0)
+    model = build_model("tiny", schedule=schedule, d_model=64)
+    ids = torch.randint(
+        0,
+        model.cfg.vocab_size,
+        (2, model.cfg.seq_len + 1),
+        generator=torch.Generator().manual_seed(3),
+    )
+    calls = []
+    real = cpu.cpp_columns_attention
+    monkeypatch.setattr(
+        cpu, "cpp_columns_attention", lambda *a, **k: calls.append(a[0].dtype) or real(*a, **k)
+    )
+    out = {}
+    for precision in ("fp32", "bf16"):
+        model.zero_grad(set_to_none=True)
+        with autocast("cpu", precision):
+            _, loss = model(ids[:, :-1], ids[:, 1:])
+        loss.backward()
+        thetas = [p.grad.clone() for n, p in model.named_parameters() if n.endswith("theta")]
+        out[precision] = (loss.item(), thetas)
+    assert torch.bfloat16 in calls and torch.float32 in calls
+    assert out["bf16"][0] == pytest.approx(out["fp32"][0], rel=1e-2)
+    if schedule == "learned":
+        top = max(float(g.abs()) for g in out["fp32"][1])  # a small θ gradient is noise
+        assert top > 0.1
+        for g16, g32 in zip(out["bf16"][1], out["fp32"][1]):
+            assert float((g16 - g32).abs()) <= 0.02 * top
 
 
 def test_cpu_extension_cache_name_is_per_cpu(monkeypatch):

@@ -60,8 +60,21 @@ void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v)
   TORCH_CHECK(k.size(1) >= 1 && q.size(1) % k.size(1) == 0, "H must be a multiple of KV");
   TORCH_CHECK(q.scalar_type() == k.scalar_type() && q.scalar_type() == v.scalar_type(),
               "q, k, v must share a dtype");
-  TORCH_CHECK(q.scalar_type() == at::kFloat || q.scalar_type() == at::kDouble,
-              "the CPU kernel supports float32 and float64; got ", q.scalar_type());
+  TORCH_CHECK(q.scalar_type() == at::kFloat || q.scalar_type() == at::kDouble ||
+                  q.scalar_type() == at::kBFloat16,
+              "the CPU kernel supports float32, float64 and bfloat16; got ", q.scalar_type());
+}
+
+// bfloat16 runs the float32 kernels on the widened tensors: every product and sum in float32
+// (the accuracy of bf16 storage with fp32 accumulation), P kept in float32 for the backward,
+// the results rounded back to bfloat16 once.  Widening costs O(B·H·T·D) beside the O(B·H·T·C·D)
+// attention, and the sparse models keep the fused path instead of PyTorch's gathers.
+bool widened(at::Tensor& q, at::Tensor& k, at::Tensor& v) {
+  if (q.scalar_type() != at::kBFloat16) return false;
+  q = q.to(at::kFloat);
+  k = k.to(at::kFloat);
+  v = v.to(at::kFloat);
+  return true;
 }
 
 fiblab::Plan make_plan(const at::Tensor& dists, const at::Tensor& fracs,
@@ -99,6 +112,10 @@ fiblab::Dims dims_of(const at::Tensor& q, const at::Tensor& k, int64_t C) {
 std::vector<at::Tensor> forward(at::Tensor q, at::Tensor k, at::Tensor v, at::Tensor dists,
                                 at::Tensor fracs, double scale) {
   check_inputs(q, k, v);
+  if (widened(q, k, v)) {
+    auto res = forward(q, k, v, dists, fracs, scale);
+    return {res[0].to(at::kBFloat16), res[1]};
+  }
   q = q.contiguous();
   k = k.contiguous();
   v = v.contiguous();
@@ -120,6 +137,11 @@ std::vector<at::Tensor> backward(at::Tensor dout, at::Tensor q, at::Tensor k, at
                                  at::Tensor P, at::Tensor dists, at::Tensor fracs,
                                  at::Tensor grad_cols, double scale) {
   check_inputs(q, k, v);
+  if (widened(q, k, v)) {
+    auto res = backward(dout.to(at::kFloat), q, k, v, P, dists, fracs, grad_cols, scale);
+    return {res[0].to(at::kBFloat16), res[1].to(at::kBFloat16), res[2].to(at::kBFloat16),
+            res[3]};
+  }
   q = q.contiguous();
   k = k.contiguous();
   v = v.contiguous();
