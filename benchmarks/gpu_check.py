@@ -28,6 +28,10 @@ section or measurement that would start past --budget-s is skipped and recorded 
 4. ``train``  a full paper-60m training step (forward, backward, AdamW) at T=1,024 under bf16
    autocast: dense vs fixed vs learned, with the default dispatch (``auto``), with the Triton
    kernel forced, and with the pure-PyTorch paths; tokens/s, ratio to dense, learned / fixed.
+4b. ``long``  long context (issue 41): that step at batch 1 and T = 4,096 and 16,384
+   (``--long-lengths``), dense vs fixed / stagger / learned with the default dispatch, in bf16
+   autocast and in fp32: time relative to dense, peak memory — the GPU side of
+   ``benchmarks/long_context.py``.
 5. ``probe``  the retrieval probe (Table 2's cost): the blur gather on the device (its FFT
    implementation; the band kernel is CPU-only) against float64 on CPU, outputs and q/k/v/α
    gradients; then a probe-small training step (T=512, batch 2, bf16 autocast) at depths 2/4/8
@@ -68,7 +72,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from benchmarks.gpu.attn import REPS, section_attn, section_tune  # noqa: E402
 from benchmarks.gpu.check import CHECK_SHAPES, SMOKE_CHECK_SHAPES, section_check  # noqa: E402
 from benchmarks.gpu.gate import section_gate  # noqa: E402
-from benchmarks.gpu.model_step import section_train  # noqa: E402
+from benchmarks.gpu.model_step import section_long, section_train  # noqa: E402
 from benchmarks.gpu.probe import section_probe  # noqa: E402
 from benchmarks.gpu.ray_sweep import section_ray  # noqa: E402
 from benchmarks.gpu.run import Run, write_record  # noqa: E402
@@ -76,7 +80,7 @@ from benchmarks.gpu.tables import print_tables  # noqa: E402
 from benchmarks.header import machine_header  # noqa: E402
 
 # run order: the gate first (its verdict is what 'auto' uses after it), flex compiles late
-SECTIONS = ("gate", "check", "tune", "attn", "train", "probe", "flex", "ray")
+SECTIONS = ("gate", "check", "tune", "attn", "train", "long", "probe", "flex", "ray")
 
 
 def main(argv=None) -> int:
@@ -95,6 +99,8 @@ def main(argv=None) -> int:
     p.add_argument("--train-batch", type=int, default=8)
     p.add_argument("--train-steps", type=int, default=5)
     p.add_argument("--train-seq-len", type=int, default=None, help="default: the preset's")
+    p.add_argument("--long-lengths", nargs="+", type=int, default=[4096, 16384])
+    p.add_argument("--long-steps", type=int, default=3)
     p.add_argument(
         "--smoke",
         action="store_true",
@@ -116,6 +122,7 @@ def main(argv=None) -> int:
     if args.smoke:
         args.lengths, args.tune_T = [64], 64
         args.train_preset, args.train_batch, args.train_steps = "tiny", 2, 1
+        args.long_lengths, args.long_steps = [64], 1
         REPS[:] = [1, 1]  # benchmarks.gpu.attn's repetitions, in place
         if args.device.startswith("cpu"):
             dtype = torch.float32
@@ -164,6 +171,8 @@ def main(argv=None) -> int:
                     args.train_seq_len,
                     launch,
                 )
+            elif sec == "long":
+                section_long(run, args.train_preset, args.long_lengths, args.long_steps)
             elif sec == "probe":
                 section_probe(run, args.smoke, 1 if args.smoke else 10)
         except Exception as e:

@@ -59,3 +59,23 @@ def test_gate_and_ray_hook_dry_run(tmp_path, monkeypatch):
     assert v["ok"] and v["dtype"] == "float32" and max(v["errors"].values()) <= 1e-5
     assert gate["flex_vs_triton"]["ok"] and gate["flex_vs_triton"]["errors"]["out"] <= 1e-5
     assert "ray (needs CUDA: one GPU per task)" in rec["skipped"] and "ray" not in rec
+
+
+def test_long_context_section_dry_run(tmp_path, monkeypatch):
+    """The ``long`` section (issue 41's GPU rows) runs end to end on CPU at smoke size: every
+    schedule in both precisions, dense's ratio 1, the sparse ones timed against it."""
+    spec = importlib.util.spec_from_file_location(
+        "gpu_check", os.path.join(HERE, "..", "benchmarks", "gpu_check.py")
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "gpu.json"
+    assert mod.main(["--device", "cpu", "--smoke", "--sections", "long", "--out", str(out)]) == 0
+    rec = json.loads(out.read_text())
+    assert rec["errors"] == []
+    rows = rec["long"]
+    assert {(r["precision"], r["schedule"]) for r in rows} == {
+        (p, s) for p in ("bf16", "fp32") for s in ("dense", "fixed", "stagger", "learned")
+    }
+    assert all(r["T"] == 64 and r["step_s"] > 0 for r in rows)
+    assert all(r["x_dense"] == 1.0 for r in rows if r["schedule"] == "dense")

@@ -1,5 +1,6 @@
 """Section 4: a full training step (forward, backward, AdamW) under bf16 autocast, dense vs fixed
-vs learned, with the default dispatch, the Triton kernel forced, and the pure-PyTorch paths."""
+vs learned, with the default dispatch, the Triton kernel forced, and the pure-PyTorch paths.
+Section ``long``: the same step at long context (batch 1), bf16 and fp32."""
 
 from __future__ import annotations
 
@@ -50,9 +51,16 @@ def forced_triton(launch):
 
 
 def train_step_time(
-    run: Run, preset: str, overrides: dict, batch: int, steps: int, seq_len: int | None
+    run: Run,
+    preset: str,
+    overrides: dict,
+    batch: int,
+    steps: int,
+    seq_len: int | None,
+    precision: str | None = None,
 ) -> tuple[float, int]:
-    """(median seconds of one optimizer step, sequence length)."""
+    """(median seconds of one optimizer step, sequence length); ``precision`` None: the
+    device's autocast default (bf16 on CUDA)."""
     from lab.lm.model import build_model
     from lab.training.optim import param_groups
 
@@ -67,7 +75,7 @@ def train_step_time(
 
     def step():
         ids = torch.randint(0, V, (batch, T + 1), generator=g).to(dev)
-        with autocast(dev):  # bf16 on CUDA
+        with autocast(dev, precision):  # None: bf16 on CUDA
             _, loss = model(ids[:, :-1], ids[:, 1:])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -128,3 +136,37 @@ def section_train(
     if f and lv:
         ratios["learned/fixed (pure PyTorch)"] = lv["step_s"] / f["step_s"]
     run.record["train_ratios"] = ratios
+
+
+def section_long(run: Run, preset: str, lengths, steps: int) -> None:
+    """Long context (issue 41): the training step at batch 1 and each of ``lengths``, dense vs
+    fixed / stagger / learned (the default dispatch), in bf16 autocast and in fp32 — the GPU
+    rows of ``benchmarks/long_context.py``'s table; time relative to dense at the same T and
+    precision, and each step's peak memory."""
+    rows = run.record.setdefault("long", [])
+    schedules = [("dense", dict(attention="dense"))] + [
+        (s, dict(schedule=s)) for s in ("fixed", "stagger", "learned")
+    ]
+    for T in lengths:
+        for precision in ("bf16", "fp32"):
+            dense = None
+            for name, ov in schedules:
+                if not run.has_time(60, f"long T={T} {precision} {name}"):
+                    continue
+                try:
+                    if run.device.type == "cuda":
+                        torch.cuda.reset_peak_memory_stats(run.device)
+                    sec, _ = train_step_time(run, preset, ov, 1, steps, T, precision)
+                    peak = (
+                        torch.cuda.max_memory_allocated(run.device) / 2**20
+                        if run.device.type == "cuda"
+                        else None
+                    )
+                    dense = sec if name == "dense" else dense
+                    rec = dict(T=T, precision=precision, schedule=name, step_s=sec, peak_mb=peak)
+                    rec["x_dense"] = sec / dense if dense else None
+                    rows.append(rec)
+                    print(f"  T={T:<6} {precision} {name:<8} {sec * 1e3:9.1f} ms/step", flush=True)
+                except Exception as e:
+                    run.error(f"long T={T} {precision} {name}", e)
+                    rows.append(dict(T=T, precision=precision, schedule=name, error=f"{e}"[:300]))

@@ -1,0 +1,142 @@
+"""Long context, where the method pays: the paper's 60M model's training step at T = 4K, 8K and
+16K, dense against fixed, stagger and learned α, in fp32 and (where the CPU has bf16 units)
+bf16, with each step's peak memory and the FLOP bound beside it.
+
+    python benchmarks/long_context.py                                # 4K, 8K, 16K; 3 rounds
+    python benchmarks/long_context.py --lengths 4096 --reps 5 --precisions fp32
+
+Why: the step's attention is O(T²) dense and O(T·C) sparse, so the sparse step's share of the
+dense one falls with T toward the bound set by everything else (the projections, the MLP, the
+32K-vocabulary head).  ``flop ratio`` is that bound: the step's FLOPs (`lab.cost.efficiency`:
+the blocks' linear layers, the head, attention by its reads) over the dense step's, the time
+ratio a step would have if time followed FLOPs.  Per (T, precision) the four models' steps are
+timed in turns (`lab.cost.measure.time_round_robin`: load hits all alike) after one warm-up
+round, and the ratio is of the fastest rounds.  Peak memory (fp32 rows) is the growth of the
+resident peak over one forward + backward after a warm-up, in a fresh process per model
+(`lab.cost.efficiency_measure.peak_memory`: a process that has run other models keeps their
+freed blocks resident, so an in-process number would read ≈ 0).  Batch 1, AdamW, the
+sparse paths on the fused C++ kernel (bf16: float32 inside), SDPA for dense.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from benchmarks.header import machine_header  # noqa: E402
+from lab.cost import contention
+from lab.cost.efficiency import analyze, linear_flops
+from lab.cost.efficiency_measure import peak_memory
+from lab.cost.measure import time_round_robin
+from lab.ladder.schemes import scheme
+from lab.lm.model import FibLM
+from lab.lm.modelconfig import config_for
+from lab.machine.hardware import native_bf16
+from lab.machine.precision import autocast
+from lab.training.optim import param_groups
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCHEDULES = ("dense", "fixed", "stagger", "learned")
+
+
+def step_flops(cfg) -> float:
+    """Forward + backward FLOPs of one sequence (3 × the forward's): the blocks' linear layers,
+    the head (2·T·d·V) and attention by its reads (`analyze`)."""
+    a = analyze(cfg)
+    head = 2 * cfg.seq_len * cfg.d_model * cfg.vocab_size
+    return 3.0 * (linear_flops(cfg) + head + a["attn_flops"])
+
+
+def make_step(cfg, precision: str):
+    """One training step (forward, backward, AdamW) of a fresh model on fixed random ids."""
+    torch.manual_seed(0)
+    model = FibLM(cfg)
+    opt = torch.optim.AdamW(param_groups(model, 0.1), lr=1e-4)
+    ids = torch.randint(0, cfg.vocab_size, (1, cfg.seq_len + 1), generator=torch.Generator())
+
+    def step():
+        with autocast("cpu", precision):
+            _, loss = model(ids[:, :-1], ids[:, 1:])
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
+def measure(
+    T: int, precision: str, reps: int, preset: str = "paper-60m", memory: bool = True
+) -> list[dict]:
+    """The rows of one (T, precision): each schedule's step times, peak memory, ratios."""
+    cfgs = {s: config_for(preset, seq_len=T, **scheme(s).model_overrides()) for s in SCHEDULES}
+    steps = {s: make_step(c, precision) for s, c in cfgs.items()}
+    t = time_round_robin(steps, warmup=1, reps=reps)
+    del steps
+    peaks = {s: math.nan for s in cfgs}
+    if precision == "fp32" and memory:  # in a fresh process each (see the module docstring)
+        peaks = {
+            s: peak_memory(c, 1, "cpu", ("fwdbwd",))["fwdbwd"] / 2**20 for s, c in cfgs.items()
+        }
+    flops = {s: step_flops(c) for s, c in cfgs.items()}
+    rows = []
+    for s in SCHEDULES:
+        rows.append(
+            {
+                "T": T,
+                "precision": precision,
+                "schedule": s,
+                "step_s": list(t[s].times_s),
+                "min_s": t[s].min_s,
+                "median_s": t[s].median_s,
+                "x_dense": t[s].min_s / t["dense"].min_s,
+                "flop_ratio": flops[s] / flops["dense"],
+                "x_fixed": t[s].min_s / t["fixed"].min_s,
+                "peak_mib": peaks[s],
+            }
+        )
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--lengths", type=int, nargs="+", default=[4096, 8192, 16384])
+    ap.add_argument("--precisions", nargs="+", default=None, choices=["fp32", "bf16"])
+    ap.add_argument("--reps", type=int, default=3, help="timed rounds after the warm-up")
+    ap.add_argument("--preset", default="paper-60m")
+    ap.add_argument("--no-memory", action="store_true", help="skip the peak-memory processes")
+    ap.add_argument("--out", default=os.path.join(HERE, "results", "long-context.json"))
+    a = ap.parse_args(argv)
+    precisions = a.precisions or (["fp32", "bf16"] if native_bf16("cpu") else ["fp32"])
+    info = machine_header()
+    print(f"{a.preset}, batch 1; {a.reps} rounds after one warm-up; ratios of the fastest rounds")
+    print(
+        f"{'T':>6} {'prec':<5} {'schedule':<8} {'min s':>7} {'med s':>7} {'×dense':>7} "
+        f"{'flop ratio':>10} {'×fixed':>7} {'peak MiB':>9}"
+    )
+    rows = []
+    with contention.watch() as load:
+        for T in a.lengths:
+            for p in precisions:
+                for r in measure(T, p, a.reps, a.preset, not a.no_memory):
+                    rows.append(r)
+                    print(
+                        f"{T:>6} {p:<5} {r['schedule']:<8} {r['min_s']:>7.2f} "
+                        f"{r['median_s']:>7.2f} {r['x_dense']:>6.2f}× {r['flop_ratio']:>9.2f}× "
+                        f"{r['x_fixed']:>6.2f}× {r['peak_mib']:>9.0f}",
+                        flush=True,
+                    )
+    print(load.result.line() + " while this ran")
+    os.makedirs(os.path.dirname(a.out), exist_ok=True)
+    with open(a.out, "w") as fh:
+        json.dump({"machine": info, "load": load.result.to_dict(), "rows": rows}, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
