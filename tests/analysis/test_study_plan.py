@@ -243,3 +243,13 @@ def test_search_best_is_rounded_to_six_decimals():
     # 12 layers: steps of −0.2628 / 11 = −0.0238909…; the second layer 1.2678090909… → 1.267809
     assert SP.search_best_alphas(12)[1] == 1.267809
     assert SP.search_best_alphas(12)[-1] == 1.0289
+
+
+def test_the_study_pins_fp32_whatever_auto_would_pick(monkeypatch):
+    """The CPU study's runs must match its committed fp32 results on any machine: its config says
+    fp32 even where `auto` would pick bf16 (a CPU that measured bf16 faster, issue 41)."""
+    from analysis.experiments.study.runner import study_config
+
+    monkeypatch.setattr("lab.machine.precision.default_precision", lambda *a, **k: "bf16")
+    cfg = study_config(SP.STUDY_SCALES["study"], "study", "stagger", 1, 500, "runs", "auto")
+    assert cfg.precision == "fp32"

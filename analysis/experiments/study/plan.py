@@ -141,7 +141,9 @@ class StudyScale:
 
 
 STUDY_SCALES: dict[str, StudyScale] = {
-    "study": StudyScale(),
+    # fp32 pinned: its runs must match the committed study's on any machine, whatever `auto`
+    # would measure faster there (issue 41)
+    "study": StudyScale(overrides={"precision": "fp32"}),
     # the test suite's: every stage, a tiny model, a couple of steps a rung, 2 seeds
     "study-smoke": StudyScale(
         seq_len=32,
