@@ -41,7 +41,7 @@ class ProbeSettings:
     eval_batches: int = 1  # kv: evaluation batches per distance
     precision: str = "auto"  # "bf16": forward and loss under bfloat16 autocast (the paper's
     #   probes ran so on GPU); fp32 weights and optimizer either way; "auto": bf16 on CUDA,
-    #   fp32 on every CPU (lab.machine.precision) — resolved before any key is made
+    #   fp32 on a CPU (no workload class: lab.machine.precision) — resolved before any key
 
     def resolved(self, device="cpu") -> ProbeSettings:
         """These settings with `precision` resolved for `device` (what the cell computes in and

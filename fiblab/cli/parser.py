@@ -322,9 +322,9 @@ def build_parser() -> FibParser:
         "--precision",
         choices=["auto", "fp32", "bf16"],
         default=None,
-        help="auto (default): bf16 on CUDA, fp32 on every CPU (bf16 measured slower on the "
-        "lab's CPUs, and results then match across them); bf16: forward under bfloat16 "
-        "autocast, as the paper's GPU probes (≈ 20× slower on CPUs without native bf16)",
+        help="auto (default): bf16 on CUDA, fp32 on a CPU (probe cells are keyed by precision; "
+        "results then match across CPUs); bf16: forward under bfloat16 autocast, as the "
+        "paper's GPU probes (faster on CPUs with bf16 units, ≈ 20× slower without)",
     )
     s.add_argument(
         "--jobs",
@@ -406,8 +406,8 @@ def build_parser() -> FibParser:
         "--precision",
         choices=["auto", "fp32", "bf16"],
         default=None,
-        help="auto (default): bf16 autocast on CUDA, fp32 on every CPU (measured faster there, "
-        "and results match across CPUs; `fiblab doctor` shows bf16's ratio here)",
+        help="auto (default): bf16 autocast on CUDA; on a CPU bf16 only where `fiblab doctor` "
+        "measured it faster for this workload with the loss unchanged, else fp32",
     )
     s.add_argument("--resume", action="store_true", help="continue from the last good checkpoint")
     s.add_argument(

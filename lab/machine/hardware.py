@@ -9,8 +9,8 @@ probe step under bf16 autocast is measured ≈ 20× *slower* than in float32 on 
 AVX2 AMD EPYC: benchmarks/RESULTS.md), so a forced ``--precision bf16`` there warns
 (`lab.machine.precision.slow_bf16_reason` reads `native_bf16`); the measured implementation choices
 (`lab.machine.autotune`) are cached under `Machine.key`, and every benchmark table names the machine it
-was measured on (`Machine.line`).  (``auto`` is fp32 on every CPU, native bf16 or not: see
-`lab.machine.precision`.)
+was measured on (`Machine.line`).  (On a CPU ``auto`` is bf16 only where it was measured faster for
+the workload: see `lab.machine.precision`.)
 
 The CPU's features come from PyTorch's own probes (`torch.backends.cpu.get_cpu_capability`,
 ``torch.cpu._is_avx512_bf16_supported`` / ``_is_amx_tile_supported``, which read CPUID) and, for

@@ -73,8 +73,8 @@ def test_cuda_contexts_are_bf16_autocast_or_off():
 
 
 # --------------------------------------------------------------------------------------------
-# auto: bf16 on CUDA, fp32 on every CPU whatever its features (mocked); the features decide
-# only whether a forced bf16 is emulated (and warns)
+# auto without a workload class: bf16 on CUDA, fp32 on every CPU whatever its features (mocked);
+# the features decide only whether a forced bf16 is emulated (and warns)
 # --------------------------------------------------------------------------------------------
 
 

@@ -118,8 +118,8 @@ def precision_line(lms: list[dict], records: list[dict]) -> str:
     probe = named(rec.get("settings", {}).get("precision") for rec in records)
     return (
         f"Precision: language models trained and evaluated in {lm}; probe cells in {probe} "
-        f"(`--precision auto` is fp32 on every CPU, so this report reads the same on either "
-        f"of the lab's CPUs)."
+        f"(`--precision auto` is fp32 on a CPU unless bf16 was measured faster there for the "
+        f"training's workload, with its loss unchanged: `fiblab doctor` says which)."
     )
 
 
