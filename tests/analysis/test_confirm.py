@@ -100,3 +100,35 @@ def test_decide_shows_the_confirmatory_verdict_with_the_exploratory_beside(tmp_p
     assert e["verdict"] == "not tested here"  # no fresh seed yet: nothing is confirmed
     assert e["exploratory"]["verdict"] == "did not hold"
     assert e["exploratory"]["tier"].startswith("study: 34 LM runs, 500 steps")
+
+
+def test_restore_retrains_missing_checkpoints_and_refuses_a_run_that_does_not_reproduce(tmp_path):
+    """The side studies read the confirmation's checkpoints, which are not committed: `restore`
+    retrains the runs whose folders are missing, and a run whose retrained perplexity is not its
+    committed row's is refused by name (oracle: the row the first training wrote)."""
+    import shutil
+
+    out, runs = str(tmp_path / "results"), str(tmp_path / "runs")
+    rules = {**ledger.load_rules()}
+    rules["confirmation"] = {"steps": 2, "seq_len": 32, "precision": "fp32", "prefix": "confirm",
+                             "stagger": [11, 11], "fixed": [11, 11]}  # fmt: skip
+    C.register(out)
+    quiet = dict(settings=SMOKE, rules=rules, log=lambda *a: None)
+    C.run_confirmation(runs, os.path.join(runs, "s.db"), out, **quiet)
+    assert C.restore(None, runs, os.path.join(runs, "s.db"), out, **quiet) == []  # all here
+    elsewhere = str(tmp_path / "elsewhere")
+    said = []
+    got = C.restore(("fixed",), elsewhere, os.path.join(elsewhere, "e.db"), out,
+                    settings=SMOKE, rules=rules, log=said.append)  # fmt: skip
+    assert got == ["confirm-fixed-s11-T32-2"] and "reproduced" in said[-1]
+    assert os.path.isdir(os.path.join(elsewhere, "confirm-fixed-s11-T32-2"))
+    path = os.path.join(out, C.ROWS)
+    rows = C.read_rows(out)
+    rows[0]["run"]["ppl"] *= 1.01  # the committed row no longer matches its model
+    with open(path, "w") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in rows))
+    shutil.rmtree(elsewhere)
+    with pytest.raises(
+        ValueError, match=r"confirm-stagger-s11-T32-2 retrained to ppl .* not the model"
+    ):
+        C.restore(None, elsewhere, os.path.join(elsewhere, "e.db"), out, **quiet)

@@ -266,6 +266,60 @@ def run_confirmation(
     return rows
 
 
+#: how far a retrained run's held-out ln ppl may sit from its committed row's (0.1 %): the
+#: study's learned seed 1 retrained on another CPU came within 0.001 ppl of ≈ 42
+RESTORE_TOLERANCE = 1e-3
+
+
+def restore(
+    schemes=None,
+    runs_dir: str = "runs/confirm",
+    store_path: str = "runs/confirm/fiblab.db",
+    out_dir: str = RESULTS_DIR,
+    log=print,
+    limit: int | None = None,
+    settings=None,
+    rules: dict | None = None,
+) -> list[str]:
+    """Retrain the committed confirmation runs (of ``schemes``; all by default) whose checkpoint
+    folder is missing here — the side studies that read them (`scale_probes`) run where the
+    checkpoints are, and they are not committed.  Each retrained run must reproduce its
+    committed row (held-out ln ppl within `RESTORE_TOLERANCE`) or ValueError says which did
+    not: a model that is not the one the rows describe never enters a verdict.  Returns the
+    names retrained."""
+    import math
+
+    from analysis.experiments.study import plan as SP
+    from analysis.experiments.study.runner import Runner
+
+    check_registered(out_dir)
+    conf = (rules or _rules())["confirmation"]
+    rows = [r for r in read_rows(out_dir) if schemes is None or r["scheme"] in schemes]
+    todo = [r for r in rows if not os.path.isdir(os.path.join(runs_dir, r["run"]["name"]))]
+    todo = todo[: limit if limit is not None else None]
+    if not todo:
+        return []
+    sc = dataclasses.replace(settings or SP.STUDY_SCALES["study"], seq_len=conf["seq_len"])
+    os.makedirs(runs_dir, exist_ok=True)
+    r = Runner(sc, conf["prefix"], runs_dir, store_path, True, log, conf["precision"])
+    done = []
+    for row in todo:
+        res = r.run(row["scheme"], row["seed"], conf["steps"])
+        if res["name"] != row["run"]["name"]:
+            raise ValueError(f"retrained {res['name']} for the row of {row['run']['name']}")
+        run, *_ = _lmrun(store_path, res["name"], res.get("block_change"))
+        got, want = math.log(run.ppl), math.log(row["run"]["ppl"])
+        if not abs(got - want) <= RESTORE_TOLERANCE:
+            raise ValueError(
+                f"{res['name']} retrained to ppl {run.ppl:.4f}, its committed row says "
+                f"{row['run']['ppl']:.4f} (ln ppl off by {got - want:+.4f} > {RESTORE_TOLERANCE}): "
+                f"not the model the rows describe; check the precision and torch version"
+            )
+        log(f"   {res['name']}: reproduced (ppl {run.ppl:.4f}, row {row['run']['ppl']:.4f})")
+        done.append(res["name"])
+    return done
+
+
 def decide(out_dir: str = RESULTS_DIR, study_json: str = STUDY_JSON):
     """The verdicts of R7, written as ``claims.json`` beside the rows: each claim decided on the
     confirmatory rows alone (with the lab's stored probe grids and timings for the claims that

@@ -8,6 +8,8 @@ stage, each finished run a committed row.
     python -m analysis.experiments.study.scale --landscape       # α grid on the confirmation's runs
     python -m analysis.experiments.study.scale --recall          # the battery on them (both:
                                                                  # `scale_probes`)
+    python -m analysis.experiments.study.scale --landscape --restore   # where runs/confirm is
+                             # missing: retrain those runs first, each checked against its row
     python -m analysis.experiments.study.scale --decide          # every verdict of the study
 
 A stage is one cell's runs (`stages`): ``L8-T128`` (stagger and fixed 1–10 at L = 8, T = 128),
@@ -344,6 +346,12 @@ def main(argv=None) -> int:
         action="store_true",
         help="score the battery on the confirmation's runs (needs their checkpoints)",
     )
+    ap.add_argument(
+        "--restore",
+        action="store_true",
+        help="with --landscape / --recall: first retrain the confirmation runs whose "
+        "checkpoints are missing here (each must reproduce its committed row)",
+    )
     ap.add_argument("--decide", action="store_true", help="decide from the committed rows")
     ap.add_argument("--runs", default="runs/scale", help="runs folder (checkpoints)")
     args = ap.parse_args(argv)
@@ -367,6 +375,8 @@ def main(argv=None) -> int:
             run_stage(args.stage, args.limit, args.runs, out_dir=RESULTS_DIR)
         elif args.landscape or args.recall:
             check_registered(RESULTS_DIR)
+            if args.restore:
+                confirm.restore(("fixed", "learned") if args.landscape else None)
             if args.landscape:
                 SPR.run_landscape(load_scale()["landscape"], RESULTS_DIR)
             else:
