@@ -71,10 +71,16 @@ def make_step(cfg, precision: str):
 
 
 def measure(
-    T: int, precision: str, reps: int, preset: str = "paper-60m", memory: bool = True
+    T: int,
+    precision: str,
+    reps: int,
+    preset: str = "paper-60m",
+    memory: bool = True,
+    schedules=SCHEDULES,
 ) -> list[dict]:
     """The rows of one (T, precision): each schedule's step times, peak memory, ratios."""
-    cfgs = {s: config_for(preset, seq_len=T, **scheme(s).model_overrides()) for s in SCHEDULES}
+    names = ["dense"] + [s for s in schedules if s != "dense"]
+    cfgs = {s: config_for(preset, seq_len=T, **scheme(s).model_overrides()) for s in names}
     steps = {s: make_step(c, precision) for s, c in cfgs.items()}
     t = time_round_robin(steps, warmup=1, reps=reps)
     del steps
@@ -85,7 +91,8 @@ def measure(
         }
     flops = {s: step_flops(c) for s, c in cfgs.items()}
     rows = []
-    for s in SCHEDULES:
+    ref = "fixed" if "fixed" in t else "dense"
+    for s in names:
         rows.append(
             {
                 "T": T,
@@ -96,7 +103,7 @@ def measure(
                 "median_s": t[s].median_s,
                 "x_dense": t[s].min_s / t["dense"].min_s,
                 "flop_ratio": flops[s] / flops["dense"],
-                "x_fixed": t[s].min_s / t["fixed"].min_s,
+                "x_fixed": t[s].min_s / t[ref].min_s if ref == "fixed" else math.nan,
                 "peak_mib": peaks[s],
             }
         )
@@ -110,6 +117,9 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=3, help="timed rounds after the warm-up")
     ap.add_argument("--preset", default="paper-60m")
     ap.add_argument("--no-memory", action="store_true", help="skip the peak-memory processes")
+    ap.add_argument(
+        "--schedules", nargs="+", default=list(SCHEDULES), choices=SCHEDULES, help="dense always"
+    )
     ap.add_argument("--out", default=os.path.join(HERE, "results", "long-context.json"))
     a = ap.parse_args(argv)
     precisions = a.precisions or (["fp32", "bf16"] if native_bf16("cpu") else ["fp32"])
@@ -123,7 +133,7 @@ def main(argv=None) -> int:
     with contention.watch() as load:
         for T in a.lengths:
             for p in precisions:
-                for r in measure(T, p, a.reps, a.preset, not a.no_memory):
+                for r in measure(T, p, a.reps, a.preset, not a.no_memory, a.schedules):
                     rows.append(r)
                     print(
                         f"{T:>6} {p:<5} {r['schedule']:<8} {r['min_s']:>7.2f} "
