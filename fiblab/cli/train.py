@@ -9,14 +9,12 @@ from fiblab.cli.exports import log_spec
 
 
 def cmd_train(args) -> int:
-    from lab.lm.config import split_overrides
+    from lab.lm.config import split_overrides, with_fields
     from lab.training.train import TrainingDiverged, train
     from lab.training.trainconfig import config_from_file, make_config
 
-    overrides = split_overrides(args.override)
-    for key in ("steps", "data", "tokenizer", "name", "seed", "precision"):
-        if getattr(args, key) is not None:
-            overrides[key] = getattr(args, key)
+    keys = ("steps", "data", "tokenizer", "name", "seed", "precision")
+    overrides = with_fields(split_overrides(args.override), {k: getattr(args, k) for k in keys})
     if args.config and args.preset:
         raise ValueError(
             f"--preset {args.preset} and --config {args.config}: give one (the config file "

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from fiblab.jobs import detached, train_eta
 from fiblab.jobs.train_process import auto_nproc, gpu_count, train_command
-from lab.lm.config import split_overrides
+from lab.lm.config import split_overrides, with_fields
 from lab.store import Store
 from lab.training.checkpoint import list_checkpoints
 from lab.training.runphase import EXITING, STARTING, TRAINING, clear_phase, read_phase
@@ -98,10 +98,8 @@ class RunHandle(detached.Handle):
 
 def build_config(preset: str, *, name=None, steps=None, data=None, overrides=None, runs_dir):
     """The TrainConfig `launch` would start (ValueError naming a bad preset or override)."""
-    cfg_over = {**split_overrides(overrides), "run_dir": runs_dir}
-    for key, value in (("steps", steps), ("data", data), ("name", name)):
-        if value is not None and value != "":
-            cfg_over[key] = value
+    fields = {"steps": steps, "data": data, "name": name}
+    cfg_over = {**with_fields(split_overrides(overrides), fields), "run_dir": runs_dir}
     return make_config(preset, cfg_over)
 
 
@@ -254,6 +252,9 @@ def resume(h: RunHandle, **changes) -> RunHandle:
             f"to exit before resuming"
         )
     spec = {**h.spec, **changes}
+    # a change of a field the first launch gave as an override replaces that override
+    over = {k: v for k, v in split_overrides(spec.get("overrides")).items() if k not in changes}
+    spec["overrides"] = over
     preset = spec.pop("preset")
     return launch(preset, resume=True, **spec)
 

@@ -287,6 +287,24 @@ def split_overrides(items) -> dict:
     return out
 
 
+def with_fields(overrides: dict, fields: dict) -> dict:
+    """``overrides`` with the form's or command line's own fields (``steps``, ``name``, … —
+    None or "" for unset) added.  A key given both ways with different values is refused
+    (ValueError naming both): before, the field won silently, so ``--override steps=-3`` beside
+    a steps box was neither used nor checked."""
+    out = dict(overrides)
+    for key, value in fields.items():
+        if value is None or value == "":
+            continue
+        if key in out and str(out[key]).strip() != str(value).strip():
+            raise ValueError(
+                f"{key} is given twice: {key}={value} and the override {key}={out[key]}; "
+                f"give it once"
+            )
+        out[key] = value
+    return out
+
+
 def _unknown(cls: type, name: str, key: str, value, prefix: str, section: str) -> ValueError:
     names = list(field_types(cls))
     close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)

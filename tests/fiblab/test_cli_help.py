@@ -181,6 +181,10 @@ BAD = [
     (["selfcheck", "--preset", "tiny", "--seq-len", "-5"], "'-5' must be an integer >= 1"),
     (["train", "--preset", "tiny", "--override", "betas=0.9", "--store", ""], "betas=0.9"),
     (["train", "--preset", "tiny", "--override", "steps=-3", "--store", ""], "steps=-3"),
+    (
+        ["train", "--preset", "tiny", "--steps", "8", "--override", "steps=-3"],
+        "steps is given twice",
+    ),
     (["train", "--preset", "tiny", "--steps", "0"], "'0' must be an integer >= 1"),
     (["probe", "marked", "--scale", "tiny", "--steps", "-1"], "'-1' must be an integer >= 1"),
     (["probe", "marked", "--scale", "tiny", "--lr", "-1"], "'-1' must be a number > 0"),

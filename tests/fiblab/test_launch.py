@@ -305,3 +305,19 @@ def test_progress_moves_between_logged_steps_and_a_stop_shows_its_own_step(runs)
         if p.startswith("ckpt_") and p.endswith(".pt")
     }
     assert snap["step"] == k > seen[-1] and f"step {k}" in snap["message"]
+
+
+def test_a_resume_that_changes_a_field_replaces_the_override_that_set_it(monkeypatch):
+    """A run launched with ``steps`` as an override resumes for more steps (the change replaces
+    that override) instead of being refused as given twice."""
+    seen = {}
+    monkeypatch.setattr(L, "launch", lambda preset, **kw: seen.update(kw, preset=preset))
+    h = L.RunHandle(name="r", runs_dir="/nonexistent", store="", pid=0, command=[], preset="tiny", run_dir="/nonexistent/r",
+                    steps=8, tokens_per_step=1, learned=False,
+                    spec={"preset": "tiny", "name": "r", "overrides": {"steps": "8", "lr": "1e-3"}})  # fmt: skip
+    monkeypatch.setattr(h, "is_alive", lambda: False)
+    L.resume(h, steps=20)
+    assert seen["steps"] == 20 and seen["overrides"] == {"lr": "1e-3"} and seen["resume"]
+    assert (
+        L.build_config("tiny", steps=20, overrides=seen["overrides"], runs_dir="/tmp").steps == 20
+    )

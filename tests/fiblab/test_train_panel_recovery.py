@@ -164,6 +164,17 @@ def test_a_bad_override_is_refused_before_launch_and_nothing_is_listed(tmp_path,
     assert os.listdir(tmp_path) == [] and p.runlist.rows == []
 
 
+def test_an_override_that_contradicts_the_steps_box_is_refused_not_ignored(tmp_path):
+    """The fourth browser walk: with the steps box at 8, ``steps=-3`` was neither checked nor
+    used (the box won silently) and the run trained 8 steps."""
+    p = TrainPanel(store="", runs=str(tmp_path), auto_refresh=False, env=ENV, gpus=0,
+                   preset="tiny", name="twice", steps=8, overrides="steps=-3")  # fmt: skip
+    p.launch_button.click()
+    assert p.error is not None and "steps is given twice" in p.error and p.handle is None
+    assert "steps=8" in p.error and "steps=-3" in p.error
+    assert os.listdir(tmp_path) == [] and p.runlist.rows == []
+
+
 # --------------------------------------------------------------------------------------------
 # the ETA model
 # --------------------------------------------------------------------------------------------
