@@ -275,7 +275,7 @@ def format_doctor(r: dict) -> str:
     )
     tri = "available" if k["triton"]["ok"] else f"unavailable: {k['triton']['reason']}"
     mm = p["matmul_ms"]
-    prec = f"auto → {p['auto_cpu']} on this CPU"
+    prec = f"auto → {p['auto_cpu']} on this CPU for probe cells and unmeasured workloads"
     if p["slow_bf16_reason"]:
         prec += " (no native bf16 units: bf16 is emulated here)"
     if p["auto_cuda"]:
