@@ -26,20 +26,16 @@ import math
 import os
 import sys
 
-import torch
-
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from benchmarks.header import machine_header  # noqa: E402
+from benchmarks.precision_speed import lm_step  # noqa: E402
 from lab.cost import contention
 from lab.cost.efficiency import analyze, linear_flops
 from lab.cost.efficiency_measure import peak_memory
 from lab.cost.measure import time_round_robin
 from lab.ladder.schemes import scheme
-from lab.lm.model import FibLM
 from lab.lm.modelconfig import config_for
 from lab.machine.hardware import native_bf16
-from lab.machine.precision import autocast
-from lab.training.optim import param_groups
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCHEDULES = ("dense", "fixed", "stagger", "learned")
@@ -53,23 +49,6 @@ def step_flops(cfg) -> float:
     return 3.0 * (linear_flops(cfg) + head + a["attn_flops"])
 
 
-def make_step(cfg, precision: str):
-    """One training step (forward, backward, AdamW) of a fresh model on fixed random ids."""
-    torch.manual_seed(0)
-    model = FibLM(cfg)
-    opt = torch.optim.AdamW(param_groups(model, 0.1), lr=1e-4)
-    ids = torch.randint(0, cfg.vocab_size, (1, cfg.seq_len + 1), generator=torch.Generator())
-
-    def step():
-        with autocast("cpu", precision):
-            _, loss = model(ids[:, :-1], ids[:, 1:])
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    return step
-
-
 def measure(
     T: int,
     precision: str,
@@ -80,8 +59,10 @@ def measure(
 ) -> list[dict]:
     """The rows of one (T, precision): each schedule's step times, peak memory, ratios."""
     names = ["dense"] + [s for s in schedules if s != "dense"]
-    cfgs = {s: config_for(preset, seq_len=T, **scheme(s).model_overrides()) for s in names}
-    steps = {s: make_step(c, precision) for s, c in cfgs.items()}
+    over = {s: scheme(s).model_overrides() for s in names}
+    cfgs = {s: config_for(preset, seq_len=T, **over[s]) for s in names}
+    # the training step precision_speed times, at batch 1 and this T
+    steps = {s: lm_step((preset, over[s], 1, T), precision) for s in names}
     t = time_round_robin(steps, warmup=1, reps=reps)
     del steps
     peaks = {s: math.nan for s in cfgs}

@@ -13,13 +13,19 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def test_probe_section_dry_run(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("TRITON_INTERPRET", "1")  # main() sets it for CPU; undo after
+def _gpu_check():
+    """benchmarks/gpu_check.py as a module (it is a script, not a package member)."""
     spec = importlib.util.spec_from_file_location(
         "gpu_check", os.path.join(HERE, "..", "benchmarks", "gpu_check.py")
     )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    return mod
+
+
+def test_probe_section_dry_run(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # main() sets it for CPU; undo after
+    mod = _gpu_check()
     out = tmp_path / "gc.json"
     assert mod.main(["--device", "cpu", "--smoke", "--sections", "probe", "--out", str(out)]) == 0
     rec = json.loads(out.read_text())
@@ -64,11 +70,7 @@ def test_gate_and_ray_hook_dry_run(tmp_path, monkeypatch):
 def test_long_context_section_dry_run(tmp_path, monkeypatch):
     """The ``long`` section (issue 41's GPU rows) runs end to end on CPU at smoke size: every
     schedule in both precisions, dense's ratio 1, the sparse ones timed against it."""
-    spec = importlib.util.spec_from_file_location(
-        "gpu_check", os.path.join(HERE, "..", "benchmarks", "gpu_check.py")
-    )
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _gpu_check()
     out = tmp_path / "gpu.json"
     assert mod.main(["--device", "cpu", "--smoke", "--sections", "long", "--out", str(out)]) == 0
     rec = json.loads(out.read_text())
