@@ -2,8 +2,8 @@
 claims are generated from a committed ``claims.json``, and checked against it.
 
 Between the markers ``<!-- lm-verdicts begin … -->`` and ``<!-- lm-verdicts end -->`` a document
-holds the table `lm_block` writes from the claims file; `problems` reports a block that is not
-what the file gives today, and any line outside the blocks that names an LM claim (by id, or by
+holds the table `lm_block` writes from the claims file (``lm-summary`` markers: its one-line count
+of verdicts, for the README); `problems` reports a block that is not what the file gives today, and any line outside the blocks that names an LM claim (by id, or by
 the study's wording of it) beside a verdict the file does not carry. Run
 
     python -m analysis.ledger.verdict_words benchmarks/results/confirm/claims.json README.md benchmarks/RESULTS.md
@@ -23,10 +23,12 @@ from analysis.ledger.ledger import load_claims, scheme_pairs
 
 __all__ = ["BEGIN", "END", "lm_claims", "lm_block", "sync", "problems", "main"]
 
-BEGIN = "<!-- lm-verdicts begin: generated from {source} by `python -m analysis.ledger.verdict_words`; do not edit -->"
-END = "<!-- lm-verdicts end -->"
+#: A block's markers; ``form`` is "verdicts" (the table) or "summary" (the count line alone).
+BEGIN = "<!-- lm-{form} begin: generated from {source} by `python -m analysis.ledger.verdict_words`; do not edit -->"
+END = "<!-- lm-{form} end -->"
+FORMS = ("verdicts", "summary")
 _BLOCK = re.compile(
-    r"<!-- lm-verdicts begin: generated from (\S+) .*?-->\n(.*?)<!-- lm-verdicts end -->", re.S
+    r"<!-- lm-(verdicts|summary) begin: generated from (\S+) .*?-->\n(.*?)<!-- lm-\1 end -->", re.S
 )
 
 #: The ways a sentence names a comparison claim without its id ("a beats b", "a ties b", "a vs b",
@@ -105,30 +107,29 @@ def _verdict(c: dict) -> str:
     return c["verdict"] + (f" — {c['label']}" if c.get("label") else "")
 
 
-def lm_block(doc: dict, source: str, tested_only: bool = False) -> str:
-    """The markdown block (markers included) of the LM claims' verdicts; ``tested_only`` leaves
-    out the claims the evidence did not test (their count is still given)."""
+def lm_block(doc: dict, source: str, form: str = "verdicts") -> str:
+    """The markdown block (markers included) of the LM claims' verdicts: one row a claim
+    (``form="verdicts"``), or only the line that counts them (``form="summary"``)."""
     rows = lm_claims(doc)
-    shown = [c for c in rows if not (tested_only and c["verdict"] == "not tested here")]
     counts: dict[str, int] = {}
     for c in rows:
         counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
     lines = [
-        BEGIN.format(source=source),
+        BEGIN.format(form=form, source=source),
         f"The paper's {len(rows)} language-model claims as `{source}` decides them: "
         + ", ".join(f"{n} {v}" for v, n in counts.items())
         + f" (protocol SHA-256 `{doc.get('protocol_sha256', '')[:12]}…`).",
-        "",
-        "| claim | verdict | here |",
-        "|---|---|---|",
     ]
-    lines += [f"| `{c['id']}` | **{_verdict(c)}** | {_numbers(c)} |" for c in shown]
-    return "\n".join(lines) + "\n" + END
+    if form == "verdicts":
+        lines += ["", "| claim | verdict | here |", "|---|---|---|"]
+        lines += [f"| `{c['id']}` | **{_verdict(c)}** | {_numbers(c)} |" for c in rows]
+    return "\n".join(lines) + "\n" + END.format(form=form)
 
 
-def sync(text: str, doc: dict, source: str, tested_only: bool = False) -> str:
-    """``text`` with every block rewritten from ``doc`` (text without a block is unchanged)."""
-    return _BLOCK.sub(lambda m: lm_block(doc, source, tested_only), text)
+def sync(text: str, doc: dict, source: str) -> str:
+    """``text`` with every block rewritten from ``doc`` in its own form (text without a block
+    is unchanged)."""
+    return _BLOCK.sub(lambda m: lm_block(doc, source, m.group(1)), text)
 
 
 def _said(line: str) -> set[str]:
@@ -136,14 +137,14 @@ def _said(line: str) -> set[str]:
     return {v for w, v in _WORDS.items() if re.search(rf"(?<![\w-]){re.escape(w)}(?![\w-])", low)}
 
 
-def problems(text: str, doc: dict, source: str, tested_only: bool = False) -> list[str]:
+def problems(text: str, doc: dict, source: str) -> list[str]:
     """What in ``text`` says more (or other) than ``doc``: a block that differs from the one
     the file gives, and a line outside the blocks that names one LM claim beside a verdict word
     the claim does not carry."""
     out = []
     for m in _BLOCK.finditer(text):
-        if m.group(0) != lm_block(doc, m.group(1), tested_only):
-            out.append(f"the block from {m.group(1)} is not what {source} gives today")
+        if m.group(0) != lm_block(doc, m.group(2), m.group(1)):
+            out.append(f"the block from {m.group(2)} is not what {source} gives today")
     verdicts = {c["id"]: {c["verdict"], c.get("label")} - {None} for c in lm_claims(doc)}
     outside = _BLOCK.sub("", text)
     for n, line in enumerate(outside.splitlines(), 1):
@@ -166,7 +167,9 @@ def main(argv=None) -> int:
         prog="python -m analysis.ledger.verdict_words", description=__doc__
     )
     ap.add_argument("claims", help="a claims.json (e.g. benchmarks/results/study/claims.json)")
-    ap.add_argument("docs", nargs="+", help="markdown files holding an lm-verdicts block")
+    ap.add_argument(
+        "docs", nargs="+", help="markdown files holding lm-verdicts or lm-summary blocks"
+    )
     ap.add_argument("--check", action="store_true", help="report only; exit 1 on a problem")
     a = ap.parse_args(argv)
     with open(a.claims, encoding="utf-8") as f:
@@ -175,12 +178,11 @@ def main(argv=None) -> int:
     for path in a.docs:
         with open(path, encoding="utf-8") as f:
             text = f.read()
-        tested_only = path.endswith("README.md")
         if not a.check:
-            text = sync(text, doc, a.claims, tested_only)
+            text = sync(text, doc, a.claims)
             with open(path, "w", encoding="utf-8") as f:
                 f.write(text)
-        for p in problems(text, doc, a.claims, tested_only):
+        for p in problems(text, doc, a.claims):
             print(f"{path}: {p}")
             bad += 1
     return 1 if bad else 0

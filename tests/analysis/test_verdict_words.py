@@ -51,7 +51,8 @@ def _doc():
 
 def test_the_block_carries_each_lm_claim_once_with_its_verdict():
     block = VW.lm_block(_doc(), "x/claims.json")
-    assert block.startswith(VW.BEGIN.format(source="x/claims.json")) and block.endswith(VW.END)
+    assert block.startswith(VW.BEGIN.format(form="verdicts", source="x/claims.json"))
+    assert block.endswith(VW.END.format(form="verdicts"))
     rows = [line for line in block.splitlines() if line.startswith("| `")]
     assert len(rows) == 4 and "cov-fixed-19" not in block  # LM claims only
     assert (
@@ -62,8 +63,10 @@ def test_the_block_carries_each_lm_claim_once_with_its_verdict():
     assert "**did not hold — magnitude not reproduced**" in block
     assert "+0.004, +0.013 / nats" in block  # a | inside a cell would split the table
     assert "1 not shown, 1 did not hold, 1 not tested here, 1 held" in block
-    short = VW.lm_block(_doc(), "x/claims.json", tested_only=True)
-    assert "t1-stagger-beats-fixed" not in short and "1 not tested here" in short
+    short = VW.lm_block(_doc(), "x/claims.json", form="summary")
+    assert short.splitlines()[1] == block.splitlines()[1]  # the same count line, alone
+    assert "t5-stagger-beats-fixed" not in short and "1 not tested here" in short
+    assert short.endswith("<!-- lm-summary end -->") and len(short.splitlines()) == 3
 
 
 def test_a_threshold_rule_reads_in_its_own_unit_with_one_sample():
@@ -83,6 +86,11 @@ def test_sync_writes_the_block_and_problems_finds_a_stale_one():
     text = "intro\n" + VW.lm_block({"claims": []}, "x/claims.json") + "\nafter\n"
     fresh = VW.sync(text, _doc(), "x/claims.json")
     assert fresh.startswith("intro\n") and fresh.endswith("\nafter\n")
+    summary = VW.sync(
+        VW.lm_block({"claims": []}, "x/claims.json", "summary"), _doc(), "x/claims.json"
+    )
+    assert summary == VW.lm_block(_doc(), "x/claims.json", "summary")  # each block keeps its form
+    assert VW.problems(summary.replace("1 held", "2 held"), _doc(), "x/claims.json")
     assert VW.problems(fresh, _doc(), "x/claims.json") == []
     assert VW.problems(text, _doc(), "x/claims.json")  # the empty block is stale
     edited = fresh.replace("**not shown**", "**held**")
@@ -142,19 +150,19 @@ def test_the_ways_a_sentence_names_a_comparison(line, named):
 
 
 def test_readme_and_results_say_what_the_confirmation_decided():
-    """The README's and RESULTS' LM verdicts are the blocks generated from the confirmation's
-    claims.json (claims.toml R7: a claim is held only when fresh seeds hold it), and no other
-    line there names an LM claim beside a verdict it does not carry (regenerate: python -m
-    analysis.ledger.verdict_words benchmarks/results/confirm/claims.json README.md
-    benchmarks/RESULTS.md)."""
+    """The README's count of LM verdicts and RESULTS' table of them are the blocks generated
+    from the confirmation's claims.json (claims.toml R7: a claim is held only when fresh seeds
+    hold it), and no other line there names an LM claim beside a verdict it does not carry
+    (regenerate: python -m analysis.ledger.verdict_words benchmarks/results/confirm/claims.json
+    README.md benchmarks/RESULTS.md)."""
     source = "benchmarks/results/confirm/claims.json"
     with open(os.path.join(ROOT, source), encoding="utf-8") as f:
         doc = json.load(f)
-    for name, tested_only in (("README.md", True), ("benchmarks/RESULTS.md", False)):
+    for name, form in (("README.md", "summary"), ("benchmarks/RESULTS.md", "verdicts")):
         with open(os.path.join(ROOT, name), encoding="utf-8") as f:
             text = f.read()
-        assert VW.BEGIN.format(source=source) in text, name
-        assert VW.problems(text, doc, source, tested_only) == [], name
+        assert VW.BEGIN.format(form=form, source=source) in text, name
+        assert VW.problems(text, doc, source) == [], name
 
 
 def test_the_pairs_a_sentence_or_the_study_names_are_claims_tomls_own():
