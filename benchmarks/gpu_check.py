@@ -13,7 +13,7 @@ section or measurement that would start past --budget-s is skipped and recorded 
    flex (``impl="flex"``, `lab.kernels.flex`) against Triton on one integer-α problem at
    ``--tune-T`` (outputs and q/k/v gradients).
 1. ``check``  outputs and gradients (q, k, v and α) of every path against the float64 oracle
-   (`lab.kernels.oracle` over the columns `column_plan` gives), for a few shapes (GQA 1 and 4,
+   (`lab.kernels.oracle` over the columns `ColumnPlan.oracle_columns` gives), for a few shapes (GQA 1 and 4,
    D 32 and 64, Fibonacci and pow2 bases, integer and learned α): the fused Triton kernel, the
    pure-PyTorch ``shift`` / ``interp`` paths, the ``mask`` path, ``auto`` (whatever the dispatch
    picks) and flex_attention with a hand-built block mask (integer offsets).  float32 to 1e-5;

@@ -134,7 +134,7 @@ def _tested(components: list[tuple]) -> tuple[str, dict, list]:
     from analysis.statistics.decide import settle
 
     pairs = [Pair(a, b, None, (), (), c) for a, b, c in components]
-    decisions = settle([p.comparison for p in pairs]) if pairs else []
+    decisions = settle([p.comparison for p in pairs])  # settle([]) is []
     verdicts = [d.verdict for d in decisions]
     stats = {
         "test": "one-sided t, intersection–union; Holm over the family of its data",

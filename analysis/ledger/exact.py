@@ -184,7 +184,7 @@ def _no_new_offsets() -> Finding:
 
 
 def _reach_matched() -> Finding:
-    from lab.ladder.offsets import rung_distances
+    from lab.ladder.plan import rung_distances
 
     reach = {
         (b, a): max(rung_distances(a, 1024, Ladder(8, base=b)))
@@ -199,7 +199,7 @@ def _reach_matched() -> Finding:
         f"{reach[('pow2', 1.0)]}, α = 0.5 {reach[('fib', 0.5)]} vs {reach[('pow2', 0.5)]}, α = 1.5 "
         f"{reach[('fib', 1.5)]} vs {reach[('pow2', 1.5)]}; rungs {rungs['fib']} vs "
         f"{rungs['pow2']} (fewer: yes)",
-        ["computed: lab.ladder.offsets.rung_distances, W=8, T=1024"],
+        ["computed: lab.ladder.plan.rung_distances, W=8, T=1024"],
         {"reach": {f"{b}@{a:g}": d for (b, a), d in reach.items()}, "rungs": rungs},
     )
 

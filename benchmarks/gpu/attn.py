@@ -78,7 +78,7 @@ def flex_impl(T: int, dev: torch.device):
     def flex(q, k, v, a):
         if "f" not in holder:
             holder["f"] = FlexInteger(
-                plan_for(1.0, T, Ladder(ATTN["window"], rungs=ATTN["rungs"])).dists, T, dev
+                plan_for(1.0, T, Ladder(ATTN["window"], rungs=ATTN["rungs"])).lo, T, dev
             )
         return holder["f"](q, k, v)
 

@@ -1,5 +1,5 @@
 """Section 1: outputs and q/k/v/α gradients of every attention path against the float64 oracle
-(`lab.kernels.oracle` over the columns `column_plan` gives), float32 and (CUDA) bfloat16."""
+(`lab.kernels.oracle` over the columns `ColumnPlan.oracle_columns` gives), float32 and (CUDA) bfloat16."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from benchmarks.gpu.run import Run
 from lab.kernels.oracle import oracle_attention
 from lab.ladder.offsets import Ladder
 from lab.ladder.plan import plan_for
-from lab.sparse.attention import column_plan, sparse_attention
+from lab.sparse.attention import sparse_attention
 
 CHECK_SHAPES = [
     dict(B=2, H=8, KV=2, T=1000, D=64, alpha=0.8, window=8, base="fib", rungs=15),
@@ -56,11 +56,11 @@ def section_check(run: Run, shapes, launch=None) -> None:
             for mode, rdt in ((m, d) for m in ("int", "learned") for d in ref_dtypes):
                 q, k, v = (rounded(x, rdt).clone().requires_grad_() for x in (q64, k64, v64))
                 if mode == "int":
-                    cols = column_plan(sh["alpha"], T, ladder)
+                    cols = plan_for(sh["alpha"], T, ladder).oracle_columns()
                     leaves = (q, k, v)
                 else:
                     a = torch.tensor(a32, dtype=torch.float64, device=dev, requires_grad=True)
-                    cols = column_plan(a, T, ladder, interpolate=True)
+                    cols = plan_for(a, T, ladder, interpolate=True).oracle_columns(a)
                     leaves = (q, k, v, a)
                 fr = [f for _, f in cols if f is not None]
                 out = oracle_attention(q, k, v, cols, scale)
@@ -145,7 +145,7 @@ def section_check(run: Run, shapes, launch=None) -> None:
                         lambda q, k, v, a: sparse_attention(q, k, v, alpha=a, path="auto", **kw),
                     )
                 if flex_available(dev) and si == 0:  # one shape: compiles are slow
-                    dists = plan_for(sh["alpha"], T, ladder).dists
+                    dists = plan_for(sh["alpha"], T, ladder).lo
                     flex = FlexInteger(dists, T, dev)
                     yield (
                         "flex",

@@ -71,7 +71,7 @@ def section_gate(run: Run, T: int, smoke: bool) -> None:
         for n in (c["H"], c["KV"], c["KV"])
     )
     plan = plan_for(c["alpha"], T, Ladder(c["window"], rungs=c["rungs"]))
-    flex = FlexInteger(plan.dists, T, dev)
+    flex = FlexInteger(plan.lo, T, dev)
     outs = {}
     for name, fn in (
         ("flex", lambda: flex(q, k, v, scale=1 / math.sqrt(c["D"]))),

@@ -104,7 +104,7 @@ def cmd_offsets(args) -> int:
             f"interpolated columns (alpha={args.alpha}, W={args.window}, T={args.seq_len}, "
             f"paper's skip rule): {len(plan)}"
         )
-        for lo, frac, interp in zip(plan.dists, plan.fracs, plan.interpolated):
+        for lo, frac, interp in zip(plan.lo, plan.fracs, plan.interpolated):
             if interp:
                 print(f"  lo={lo:<6} frac={frac:.4f}")
         return 0
@@ -118,7 +118,7 @@ def cmd_offsets(args) -> int:
 
 
 def cmd_schedule(args) -> int:
-    from lab.ladder.offsets import attended_distances
+    from lab.ladder.plan import attended_distances
     from lab.ladder.schedules import coprime_stride, layer_alphas
 
     alphas = layer_alphas(args.schedule, args.layers, stride=args.stride)

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from lab.ladder.offsets import Base, Ladder, attended_distances
+from lab.ladder.offsets import Base, Ladder
+from lab.ladder.plan import attended_distances
 from lab.ladder.schedules import layer_alphas
 from probes.coverage import coverage
 from probes.receptive_field import reachable_fraction

@@ -10,7 +10,7 @@ Two ways to turn a scaled rung α·f into keys exist, and the paper's models use
 α·f in IEEE double, formed in one place (`scaled_rungs`); `lab.ladder.plan.plan_for` assembles from
 them the per-layer record every consumer reads.
 
-* **Integer sets** (`integer_columns`, `attended_distances`): each rung becomes one integer
+* **Integer sets** (`integer_columns`; the set as a list: `lab.ladder.plan.attended_distances`): each rung becomes one integer
   distance by a rounding convention (``"round"`` = Python's half-to-even, what the paper's fixed /
   staggered / coprime / pow2 models were trained with; ``"floor"``; ``"ceil"``).  Collision rule:
   *merge* — a rung that lands inside the window or on an earlier rung adds nothing (the set is a
@@ -226,23 +226,6 @@ def integer_columns(
         seen.add(d)
         out.append((k, d))
     return out
-
-
-def rung_distances(alpha: float, seq_len: int, ladder: Ladder) -> list[int]:
-    """Sorted integer rung distances beyond the window: {r(α·f) : W < r ≤ min(T, reach) − 1}."""
-    check_alpha(alpha)
-    targets = scaled_rungs(alpha, ladder.values(seq_len))
-    return sorted(d for _, d in integer_columns(targets, seq_len, ladder))
-
-
-def attended_distances(alpha: float, seq_len: int, ladder: Ladder) -> list[int]:
-    """Sorted integer distances one query attends: {0..W} ∪ rungs (window capped at T − 1).
-
-    >>> attended_distances(1.0, 1024, Ladder(8))[9:]
-    [13, 21, 34, 55, 89, 144, 233, 377, 610, 987]
-    """
-    rungs = rung_distances(alpha, seq_len, ladder)
-    return list(range(min(ladder.window, seq_len - 1) + 1)) + rungs
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,14 +1,19 @@
-"""The attended-set plan: which columns one layer reads, decided once from α in float64.
+"""The attended set: which columns one layer reads, decided once from α in float64.
 
 A sparse layer with scale α reads the window {0..W} plus one column per kept rung of the base
-(the rules live in `lab.ladder.offsets`).  `plan_for` is the one place that decides those columns
-(`offsets.attended_distances` is the same integer set as a plain, uncached list, for the CLI): it
+(the rules live in `lab.ladder.offsets`).  `plan_for` is the one definition of those columns: it
 forms α·f_k in IEEE double (`offsets.scaled_rungs`, whatever α's dtype — a float32 α is widened
 exactly), applies the integer rule (``interpolate=False``: rounded, collisions *merge*) or the
 interpolated rule (``interpolate=True``: lo = floor(α·f), collisions *drop*), and returns a frozen
-`ColumnPlan`.  Every consumer reads that record: the attention paths (`kernel_inputs`), the model
-(`ModelConfig.attended_sets` / `layer_plans`), evaluations (attended columns), efficiency counts
-(`columns`, `reads_per_query`), coverage probes (`layer_sets`), the benchmarks and the CLI.
+`ColumnPlan`.  Every other way to ask is a named view of that record:
+
+- `attended_distances` / `rung_distances` — one layer's integer set (all / beyond the window)
+  as a sorted list, for the CLI, coverage counts and the ledger's exact checks;
+- `layer_sets` — the integer set of each α of a schedule (the coverage probes);
+- `ColumnPlan.kernel_inputs` / `ColumnPlan.oracle_columns` — the plan as kernel tensors / as
+  (lo, frac) pairs for the float64 oracle;
+- `ModelConfig.plan`, a layer's `plan()` and `FibLM.plans()` — `plan_for` under a model's
+  ladder and rule, at its current α.
 
 Caching.  A plan depends only on its arguments, α's float64 value among them, so `plan_for`
 memoises it (an LRU keyed by the arguments): a fixed / staggered / coprime / pow2 layer builds its
@@ -17,8 +22,7 @@ rungs, lo — moves with α), while the fractions α·f − lo are formed fresh 
 `kernel_inputs` on every call, so gradients stay exact.  The plan also keeps its kernel tensors
 per (device, dtype).  `set_cache_enabled(False)` (or ``FIBLAB_PLAN_CACHE=0`` in the environment)
 rebuilds every plan from scratch, as the code did before the cache: for timing comparisons.
-
-torch is imported only by `kernel_inputs`, so the probes that use `layer_sets` stay torch-free.
+torch is imported only by `kernel_inputs` and `oracle_columns`, so the probes stay torch-free.
 `lab.kernels` never imports this module: kernels receive the tensors.
 """
 
@@ -44,15 +48,15 @@ class ColumnPlan:
 
     Integer plans list the distances sorted; interpolated plans list the kept rungs in base
     order (the order that decided collisions).  ``rung[c]`` is the base index k of column c
-    (−1 for a window column) and ``scale[c]`` its unscaled rung f_k (0.0 for the window), so an
-    interpolated column reads distance α·scale[c] = dists[c] + fracs[c].
+    (−1 for a window column) and ``f[c]`` its unscaled rung f_k (0.0 for the window), so an
+    interpolated column reads distance α·f[c] = lo[c] + fracs[c].
     """
 
     alpha: float  # the float64 value the plan was built for
-    dists: tuple[int, ...]  # (C,) lo of each column: the distance, or ⌊α·f⌋ when interpolated
+    lo: tuple[int, ...]  # (C,) the nearer key's distance: the distance, or ⌊α·f⌋ if interpolated
     interpolated: tuple[bool, ...]  # (C,) True: reads rows t − lo and t − lo − 1
     rung: tuple[int, ...]  # (C,) base index k, −1 for the window
-    scale: tuple[float, ...]  # (C,) f_k, 0.0 for the window
+    f: tuple[float, ...]  # (C,) the rung's base value f_k, 0.0 for the window
     seq_len: int
     ladder: Ladder  # window, base, rungs, rounding and the reach as asked (None: seq_len)
     reach: int  # the reach in force: ladder.reach_at(seq_len)
@@ -60,7 +64,7 @@ class ColumnPlan:
     _tensors: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
 
     def __len__(self) -> int:
-        return len(self.dists)
+        return len(self.lo)
 
     @property
     def n_window(self) -> int:
@@ -70,19 +74,19 @@ class ColumnPlan:
     @property
     def distances(self) -> list[int]:
         """The sorted distances of the columns (for an integer plan: the attended set)."""
-        return sorted(self.dists)
+        return sorted(self.lo)
 
     @property
     def fracs(self) -> tuple[float, ...]:
         """(C,) α·f_k − lo in float64 for interpolated columns, 0.0 for exact ones."""
         return tuple(
             self.alpha * f - lo if i else 0.0
-            for lo, f, i in zip(self.dists, self.scale, self.interpolated)
+            for lo, f, i in zip(self.lo, self.f, self.interpolated)
         )
 
     def columns(self) -> list[tuple[int, int]]:
         """(distance, rows) per column: 2 rows for an interpolated rung (lo and lo + 1), else 1."""
-        return [(d, 2 if i else 1) for d, i in zip(self.dists, self.interpolated)]
+        return [(d, 2 if i else 1) for d, i in zip(self.lo, self.interpolated)]
 
     def reads_per_query(self) -> list[int]:
         """(T,) key rows query t reads: Σ_c [t ≥ lo_c] + Σ_{interpolated c} [t ≥ lo_c + 1] (at
@@ -123,7 +127,7 @@ class ColumnPlan:
         host = self._tensors.get("host")
         if host is None:
             host = (
-                torch.tensor(self.dists, dtype=torch.int64),
+                torch.tensor(self.lo, dtype=torch.int64),
                 torch.tensor(self.interpolated, dtype=torch.bool),
             )
             self._tensors["host"] = host
@@ -139,16 +143,29 @@ class ColumnPlan:
         key = ("F, LO", alpha.device, wide)
         fl = self._tensors.get(key)
         if fl is None:
-            scale = [f if i else 0.0 for f, i in zip(self.scale, self.interpolated)]
-            lo = [d if i else 0 for d, i in zip(self.dists, self.interpolated)]
+            fs = [f if i else 0.0 for f, i in zip(self.f, self.interpolated)]
+            lo = [d if i else 0 for d, i in zip(self.lo, self.interpolated)]
             fl = (
-                torch.tensor(scale, dtype=wide, device=alpha.device),  # F (C,)
+                torch.tensor(fs, dtype=wide, device=alpha.device),  # F (C,)
                 torch.tensor(lo, dtype=wide, device=alpha.device),  # LO (C,)
             )
             self._tensors[key] = fl
         F, LO = fl
         fracs = alpha.reshape(()).to(wide) * F - LO  # (C,) on α's graph
         return dists, fracs.to(device=dev, dtype=dtype), interp
+
+    def oracle_columns(self, alpha: Any = None) -> list[tuple[int, Any]]:
+        """(lo, frac) per column for `lab.kernels.oracle`: frac None for an exact column, else
+        α·f − lo as a 0-d tensor (on ``alpha``'s graph when it is the tensor the plan was built
+        from, in its dtype; float64 constants otherwise)."""
+        import torch
+
+        if not any(self.interpolated):
+            return [(d, None) for d in self.lo]
+        if not isinstance(alpha, torch.Tensor):
+            alpha = torch.tensor(self.alpha, dtype=torch.float64)
+        _, fracs, interp = self.kernel_inputs(alpha)  # fracs (C,) in α's dtype
+        return [(d, fracs[c] if interp[c] else None) for c, d in enumerate(self.lo)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -166,10 +183,10 @@ def _build(alpha: float, seq_len: int, ladder: Ladder, interpolate: bool) -> Col
     n_win = min(ladder.window, seq_len - 1) + 1
     return ColumnPlan(
         alpha=alpha,
-        dists=tuple(range(n_win)) + tuple(d for _, d in kept),
+        lo=tuple(range(n_win)) + tuple(d for _, d in kept),
         interpolated=(False,) * n_win + (interpolate,) * len(kept),
         rung=(-1,) * n_win + tuple(k for k, _ in kept),
-        scale=(0.0,) * n_win + tuple(fs[k] for k, _ in kept),
+        f=(0.0,) * n_win + tuple(fs[k] for k, _ in kept),
         seq_len=seq_len,
         ladder=ladder,
         reach=ladder.reach_at(seq_len),
@@ -187,7 +204,7 @@ def plan_for(alpha: float, seq_len: int, ladder: Ladder, interpolate: bool = Fal
     ``alpha`` a number (a 0-d tensor is read once, as its float64 value); ``interpolate`` picks
     the rule: False the integer set (``ladder.rounding``), True the interpolated columns.
 
-    >>> plan_for(1.0, 1024, Ladder(8)).dists[9:]
+    >>> plan_for(1.0, 1024, Ladder(8)).lo[9:]
     (13, 21, 34, 55, 89, 144, 233, 377, 610, 987)
     """
     if hasattr(alpha, "detach"):  # a tensor: one host transfer
@@ -203,6 +220,22 @@ def plan_for(alpha: float, seq_len: int, ladder: Ladder, interpolate: bool = Fal
         raise TypeError(f"ladder={ladder!r} must be a lab.ladder.offsets.Ladder, e.g. Ladder(8)")
     args = (alpha, seq_len, ladder, bool(interpolate))
     return _cached_build(*args) if _CACHE["enabled"] else _build(*args)
+
+
+def attended_distances(alpha: float, seq_len: int, ladder: Ladder) -> list[int]:
+    """Sorted integer distances one query attends, {0..W} ∪ rungs: ``plan_for(...).distances``.
+
+    >>> attended_distances(1.0, 1024, Ladder(8))[9:]
+    [13, 21, 34, 55, 89, 144, 233, 377, 610, 987]
+    """
+    return plan_for(alpha, seq_len, ladder).distances
+
+
+def rung_distances(alpha: float, seq_len: int, ladder: Ladder) -> list[int]:
+    """Sorted integer rung distances beyond the window, {r(α·f) : W < r ≤ min(T, reach) − 1}:
+    the integer plan's columns after its window."""
+    plan = plan_for(alpha, seq_len, ladder)
+    return sorted(plan.lo[plan.n_window :])
 
 
 def layer_sets(alphas: Sequence[float], seq_len: int, ladder: Ladder) -> list[list[int]]:

@@ -43,35 +43,11 @@ import torch
 import torch.nn.functional as F
 
 from lab import kernels
-from lab.kernels.shapes import check_qkv  # noqa: F401  (re-exported: lab.sparse.blur uses it)
+from lab.kernels.shapes import check_qkv
 from lab.ladder.offsets import Ladder, check_alpha
 from lab.ladder.plan import ColumnPlan, plan_for
 
 PATHS = ("auto", "shift", "interp", "mask", "dense")
-
-
-# --------------------------------------------------------------------------------------------
-# the column plan: which distances a query reads, integer or interpolated (`lab.ladder.plan`)
-# --------------------------------------------------------------------------------------------
-def column_plan(
-    alpha, seq_len: int, ladder: Ladder, interpolate: bool = False
-) -> list[tuple[int, torch.Tensor | None]]:
-    """Columns as (distance lo, frac) pairs; frac is None for an exact integer column.
-
-    `lab.ladder.plan.plan_for` as a list.  With ``interpolate=False`` the columns are the integer
-    attended set.  With ``interpolate=True`` (α a 0-d tensor) the window is exact and each kept
-    rung carries frac = α·f − floor(α·f) as a tensor attached to α's graph (in α's dtype).
-    """
-    plan = plan_for(alpha, seq_len, ladder, interpolate)
-    if not interpolate:
-        return [(d, None) for d in plan.dists]
-    a = (
-        alpha
-        if isinstance(alpha, torch.Tensor)
-        else torch.tensor(float(alpha), dtype=torch.float64)
-    )
-    _, fracs, interp = plan.kernel_inputs(a)  # fracs (C,) in α's dtype
-    return [(d, fracs[c] if interp[c] else None) for c, d in enumerate(plan.dists)]
 
 
 def plan_attention(
@@ -172,6 +148,6 @@ def sparse_attention(
     plan = plan_for(value, T, ladder, interpolate=path == "interp")
     if path == "mask":
         return F.scaled_dot_product_attention(
-            q, k, v, attn_mask=bool_mask(T, plan.dists, q.device), scale=scale, enable_gqa=H != KV
+            q, k, v, attn_mask=bool_mask(T, plan.lo, q.device), scale=scale, enable_gqa=H != KV
         )
     return plan_attention(q, k, v, plan, alpha if is_tensor else None, scale, impl)

@@ -343,7 +343,7 @@ def test_coverage_redraw_stays_one_frozen_layout():
 
 
 def test_rung_heatmap_shows_every_attended_distance():
-    from lab.ladder.offsets import attended_distances
+    from lab.ladder.plan import attended_distances
 
     T = 1024  # more distances than the axes have pixels
     sets = [

@@ -7,7 +7,8 @@ paper's numbers and a brute-force set union."""
 import pytest
 
 from fiblab.ui.coverage import CoverageExplorer
-from lab.ladder.offsets import Ladder, attended_distances
+from lab.ladder.offsets import Ladder
+from lab.ladder.plan import attended_distances
 from lab.ladder.schedules import layer_alphas
 
 

@@ -10,7 +10,8 @@ import pytest
 
 from fiblab.ui.coverage import CoverageExplorer
 from fiblab.ui.coverage_explore import explore, heatmap, log_bins
-from lab.ladder.offsets import Ladder, attended_distances
+from lab.ladder.offsets import Ladder
+from lab.ladder.plan import attended_distances
 from lab.ladder.schedules import layer_alphas
 from probes.coverage import coverage
 
@@ -393,7 +394,7 @@ def test_the_explorer_says_what_it_did_and_what_it_counts(ex):
     ex.layers.value = 5
     assert ex.layers_note.value == ""  # a named schedule is recomputed, nothing to say
     assert dict((v, k) for k, v in ex.rounding.options)["round"] == "round (half to even)"
-    from lab.ladder.offsets import attended_distances
+    from lab.ladder.plan import attended_distances
 
     assert attended_distances(0.5, 64, Ladder(0, base="fib", rungs=1, rounding="round")) == [
         0

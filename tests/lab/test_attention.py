@@ -13,7 +13,8 @@ import torch
 from memtrace import MaxNumel
 
 from lab.kernels.oracle import oracle_attention
-from lab.ladder.offsets import Ladder, attended_distances, fibonacci, powers_of_two
+from lab.ladder.offsets import Ladder, fibonacci, powers_of_two
+from lab.ladder.plan import attended_distances
 from lab.sparse.attention import sparse_attention
 
 

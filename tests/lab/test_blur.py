@@ -22,7 +22,8 @@ from memtrace import MaxNumel
 
 import lab.sparse.blur as blur_mod
 from lab.kernels import cpu
-from lab.ladder.offsets import Ladder, fibonacci, rung_distances
+from lab.ladder.offsets import Ladder, fibonacci
+from lab.ladder.plan import rung_distances
 from lab.sparse.attention import sparse_attention
 from lab.sparse.blur import blur_attention, blur_centres, blur_width
 

@@ -31,6 +31,7 @@ from lab.evaluation.evaluate import (
 )
 from lab.ladder import offsets
 from lab.ladder.offsets import Ladder
+from lab.ladder.plan import attended_distances
 from lab.lm.model import build_model
 from lab.machine.precision import autocast
 from lab.store import Store
@@ -159,8 +160,8 @@ def test_new_rungs_are_the_ones_offsets_predicts(stagger):
     cfg = stagger.cfg
     predicted = [
         sorted(
-            set(offsets.attended_distances(a, 256, Ladder(cfg.window, base="fib", rungs=10)))
-            - set(offsets.attended_distances(a, 64, Ladder(cfg.window, base="fib", rungs=10)))
+            set(attended_distances(a, 256, Ladder(cfg.window, base="fib", rungs=10)))
+            - set(attended_distances(a, 64, Ladder(cfg.window, base="fib", rungs=10)))
         )
         for a in cfg.layer_alphas()
     ]

@@ -98,7 +98,7 @@ def fake(monkeypatch):
 
 
 def oracle_int(q, k, v, alpha, window, rungs):
-    cols = [(d, None) for d in plan_for(alpha, q.shape[-2], Ladder(window, rungs=rungs)).dists]
+    cols = [(d, None) for d in plan_for(alpha, q.shape[-2], Ladder(window, rungs=rungs)).lo]
     return oracle_attention(q, k, v, cols, 1 / math.sqrt(q.shape[-1]))
 
 
@@ -255,7 +255,7 @@ def test_key_tiles_by_hand():
 def test_flex_forward_matches_the_float64_oracle(B, H, KV, T, D, alpha, window, base, rungs):
     q, k, v = make_qkv(B, H, KV, T, D, seed=T + H)
     plan = plan_for(alpha, T, Ladder(window, base=base, rungs=rungs))
-    ref = oracle_attention(q, k, v, [(d, None) for d in plan.dists], 1 / math.sqrt(D))
+    ref = oracle_attention(q, k, v, [(d, None) for d in plan.lo], 1 / math.sqrt(D))
     with torch.no_grad():
         got = sparse_attention(
             q, k, v, alpha=alpha, ladder=Ladder(window, base=base, rungs=rungs), impl="flex"

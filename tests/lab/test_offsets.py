@@ -7,14 +7,13 @@ import pytest
 from lab.ladder.offsets import (
     Ladder,
     alpha_from_theta,
-    attended_distances,
     fibonacci,
     interp_columns,
     powers_of_two,
     resolve_base,
-    rung_distances,
     theta_from_alpha,
 )
+from lab.ladder.plan import attended_distances, rung_distances
 from lab.ladder.schedules import layer_alphas
 
 FIB15 = [1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377, 610, 987]

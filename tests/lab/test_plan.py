@@ -25,7 +25,6 @@ from lab.ladder.offsets import ALPHA_MIN, Ladder, theta_from_alpha
 from lab.ladder.plan import plan_for
 from lab.lm.model import FibLM
 from lab.lm.modelconfig import ModelConfig, config_for
-from lab.sparse.attention import column_plan
 from probes.coverage import coverage
 
 WINDOW9 = list(range(9))  # 0..8
@@ -67,7 +66,7 @@ def test_readme_integer_sets():
         512,
     ]
     # floor: 0.5·f = 0.5, 1, 1.5, 2.5, 4, 6.5, 10.5, 17, 27.5, 44.5, 72, 116.5, 188.5, 305, 493.5
-    assert plan_for(0.5, 1024, Ladder(8, rounding="floor")).dists[9:] == (
+    assert plan_for(0.5, 1024, Ladder(8, rounding="floor")).lo[9:] == (
         10,
         17,
         27,
@@ -85,8 +84,7 @@ def test_stagger_layers_round_by_their_double_value():
     in double (1151, not the exact 1152); layer 9 has 55α = 60.50000000000001 → 61."""
     a10 = 0.5 + 10 / 15
     assert (
-        1151 in plan_for(a10, 2048, Ladder(8)).dists
-        and 1152 not in plan_for(a10, 2048, Ladder(8)).dists
+        1151 in plan_for(a10, 2048, Ladder(8)).lo and 1152 not in plan_for(a10, 2048, Ladder(8)).lo
     )
     a9 = 0.5 + 9 / 15  # 1.1·f: 14.3, 23.1, 37.4, 60.5, 97.9, 158.4, 256.3, 414.7, 671
     assert plan_for(a9, 1024, Ladder(8)).distances == WINDOW9 + [
@@ -107,10 +105,10 @@ def test_interpolated_case_by_hand():
     """α = 0.8, W = 8, T = 1024: 0.8·f for f = 13..987 is 10.4, 16.8, 27.2, 44, 71.2, 115.2,
     186.4, 301.6, 488, 789.6; f ≤ 8 rounds into the window (0.8·8 = 6.4), all lo are distinct."""
     p = plan_for(0.8, 1024, Ladder(8), interpolate=True)
-    assert p.dists == tuple(WINDOW9) + (10, 16, 27, 44, 71, 115, 186, 301, 488, 789)
+    assert p.lo == tuple(WINDOW9) + (10, 16, 27, 44, 71, 115, 186, 301, 488, 789)
     assert p.interpolated == (False,) * 9 + (True,) * 10
     assert p.rung == (-1,) * 9 + tuple(range(5, 15))
-    assert p.scale[9:] == (13.0, 21.0, 34.0, 55.0, 89.0, 144.0, 233.0, 377.0, 610.0, 987.0)
+    assert p.f[9:] == (13.0, 21.0, 34.0, 55.0, 89.0, 144.0, 233.0, 377.0, 610.0, 987.0)
     assert p.fracs[9:] == pytest.approx(
         [0.4, 0.8, 0.2, 0.0, 0.2, 0.2, 0.4, 0.6, 0.0, 0.6], abs=1e-9
     )
@@ -122,18 +120,18 @@ def test_drop_and_merge_differ_by_hand():
     48.95.  Interpolated: 2.75 has lo = 2, taken by the window, so it is dropped; integer: 2.75
     rounds to 3, a new distance, kept."""
     interp = plan_for(0.55, 64, Ladder(2, rungs=10), interpolate=True)
-    assert interp.dists == (0, 1, 2, 4, 7, 11, 18, 30, 48)
+    assert interp.lo == (0, 1, 2, 4, 7, 11, 18, 30, 48)
     integer = plan_for(0.55, 64, Ladder(2, rungs=10))
-    assert integer.dists == (0, 1, 2, 3, 4, 7, 12, 19, 30, 49)
+    assert integer.lo == (0, 1, 2, 3, 4, 7, 12, 19, 30, 49)
     # a collision between rungs: 3 and 3.2 both round to 3 (merge keeps the first rung) and
     # both floor to 3 (drop keeps the first rung, skips the second)
     merged = plan_for(1.0, 100, Ladder(1, base=[3, 3.2, 7]))
-    assert merged.dists == (0, 1, 3, 7) and merged.rung == (-1, -1, 0, 2)
+    assert merged.lo == (0, 1, 3, 7) and merged.rung == (-1, -1, 0, 2)
     dropped = plan_for(1.0, 100, Ladder(1, base=[3, 3.2, 7]), interpolate=True)
-    assert dropped.dists == (0, 1, 3, 7) and dropped.rung == (-1, -1, 0, 2)
+    assert dropped.lo == (0, 1, 3, 7) and dropped.rung == (-1, -1, 0, 2)
     # reach: rungs beyond min(T, reach) − 1 vanish; a window wider than T is capped at T − 1
-    assert plan_for(1.0, 4096, Ladder(8, reach=1024)).dists[-1] == 987
-    assert plan_for(1.0, 4, Ladder(8)).dists == (0, 1, 2, 3)
+    assert plan_for(1.0, 4096, Ladder(8, reach=1024)).lo[-1] == 987
+    assert plan_for(1.0, 4, Ladder(8)).lo == (0, 1, 2, 3)
 
 
 def test_reads_per_query_by_hand():
@@ -161,7 +159,7 @@ def test_float32_alpha_plans_in_float64():
     p64 = plan_for(float(a32.detach()), 64, Ladder(8), interpolate=True)
     assert p32 == p64
     c = p32.rung.index(5)  # f = 13
-    assert p32.dists[c] == 14 and p32.fracs[c] == pytest.approx(float(exact - 14), abs=1e-12)
+    assert p32.lo[c] == 14 and p32.fracs[c] == pytest.approx(float(exact - 14), abs=1e-12)
     # the kernel gets the same lo, and the frac on the float32 α's graph with dfrac/dα = 13
     dists, fracs, interp = p32.kernel_inputs(a32)
     assert dists[c] == 14 and bool(interp[c]) and fracs.dtype == torch.float32
@@ -178,7 +176,7 @@ def test_float32_theta_gives_the_float64_plan():
         p = plan_for(alpha, 1024, Ladder(8), interpolate=True)
         assert p == plan_for(float(alpha), 1024, Ladder(8), interpolate=True)
         exact = Fraction(float(alpha))
-        for lo, f, i in zip(p.dists, p.scale, p.interpolated):
+        for lo, f, i in zip(p.lo, p.f, p.interpolated):
             if i:
                 assert lo == math.floor(exact * Fraction(f))
 
@@ -225,23 +223,26 @@ def test_learned_fracs_are_fresh_on_the_graph_each_forward():
         a.grad = None
         _, fracs, _ = plan_for(a, 200, Ladder(3, rungs=12), interpolate=True).kernel_inputs(a)
         (fracs * w).sum().backward()
-        want = sum(float(w[c]) * f for c, (f, i) in enumerate(zip(p.scale, p.interpolated)) if i)
+        want = sum(float(w[c]) * f for c, (f, i) in enumerate(zip(p.f, p.interpolated)) if i)
         assert a.grad.item() == pytest.approx(want, rel=1e-14)
     # a moved α crosses a floor: a new plan, built for the new value
     moved = plan_for(0.83 + 0.01, 200, Ladder(3, rungs=12), interpolate=True)
-    assert moved.dists != p.dists
+    assert moved.lo != p.lo
 
 
-def test_column_plan_is_the_plan_as_a_list():
+def test_oracle_columns_are_the_plan_as_a_list():
     a = torch.tensor(0.8, dtype=torch.float64, requires_grad=True)
-    cols = column_plan(a, 1024, Ladder(8), interpolate=True)
+    cols = plan_for(a, 1024, Ladder(8), interpolate=True).oracle_columns(a)
     p = plan_for(0.8, 1024, Ladder(8), interpolate=True)
-    assert [d for d, _ in cols] == list(p.dists)
+    assert [d for d, _ in cols] == list(p.lo)
     assert [f is not None for _, f in cols] == list(p.interpolated)
     assert [float(f.detach()) for _, f in cols if f is not None] == pytest.approx(
         p.fracs[9:], abs=1e-12
     )
-    assert [d for d, _ in column_plan(0.5, 1024, Ladder(8))] == plan_for(
+    (frac,) = [f for _, f in cols if f is not None][:1]
+    frac.backward()  # on α's graph: d(α·f − lo)/dα = f of the first kept rung
+    assert a.grad.item() == p.f[9]
+    assert [d for d, _ in plan_for(0.5, 1024, Ladder(8)).oracle_columns()] == plan_for(
         0.5, 1024, Ladder(8)
     ).distances
 
@@ -375,7 +376,7 @@ def test_every_consumer_agrees(seed, monkeypatch):
 
     # the plan itself
     plans = model.plans()
-    assert [list(zip(p.dists, p.interpolated)) for p in plans] == want_cols
+    assert [list(zip(p.lo, p.interpolated)) for p in plans] == want_cols
     assert cfg.layer_plans(alphas) == plans
     assert cfg.layer_plans() == plans  # a fresh model's stored α, without building one
 
@@ -457,7 +458,7 @@ def test_bad_input_names_the_value():
     with pytest.raises(ValueError, match="one value"):
         plan_for(torch.ones(2), 64, Ladder(1))
     with pytest.raises(AttributeError):  # frozen
-        plan_for(1.0, 64, Ladder(1)).dists = (0,)
+        plan_for(1.0, 64, Ladder(1)).lo = (0,)
 
 
 def test_the_overhead_benchmark_runs(capsys, monkeypatch):

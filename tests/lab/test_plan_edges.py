@@ -12,18 +12,16 @@ from lab.ladder import plan
 from lab.ladder.offsets import (
     Ladder,
     alpha_from_theta,
-    attended_distances,
     fibonacci,
     integer_columns,
     interp_columns,
     powers_of_two,
     resolve_base,
     round_distance,
-    rung_distances,
     scaled_rungs,
     theta_from_alpha,
 )
-from lab.ladder.plan import layer_sets, plan_for
+from lab.ladder.plan import attended_distances, layer_sets, plan_for, rung_distances
 from lab.ladder.schedules import (
     check_alphas,
     coprime_order,
@@ -193,8 +191,8 @@ def test_rung_and_attended_defaults():
 # --------------------------------------------------------------------------------------------
 def test_plan_record_fields_by_hand():
     p = plan_for(1.0, 10, Ladder(2, base=[2.5, 4, 9, 30]))  # round(2.5) = 2 lands in the window
-    assert p.dists == (0, 1, 2, 4, 9) and p.rung == (-1, -1, -1, 1, 2)
-    assert p.scale == (0.0, 0.0, 0.0, 4.0, 9.0) and p.interpolated == (False,) * 5
+    assert p.lo == (0, 1, 2, 4, 9) and p.rung == (-1, -1, -1, 1, 2)
+    assert p.f == (0.0, 0.0, 0.0, 4.0, 9.0) and p.interpolated == (False,) * 5
     assert (p.seq_len, p.reach, p.interpolate) == (10, 10, False)
     assert p.ladder == Ladder(2, base=(2.5, 4, 9, 30)) and p.ladder.reach is None
     assert p.alpha == 1.0 and type(p.alpha) is float
@@ -202,14 +200,14 @@ def test_plan_record_fields_by_hand():
     assert p.columns() == [(0, 1), (1, 1), (2, 1), (4, 1), (9, 1)]
     assert p.reads_per_query() == [1, 2, 3, 3, 4, 4, 4, 4, 4, 5] and p.reads() == 34
     q = plan_for(1.0, 10, Ladder(2, base=[2.5, 4, 9, 30]), interpolate=True)  # lo 2 taken: dropped
-    assert q.dists == (0, 1, 2, 4, 9) and q.interpolated == (False,) * 3 + (True,) * 2
+    assert q.lo == (0, 1, 2, 4, 9) and q.interpolated == (False,) * 3 + (True,) * 2
     assert q.columns()[3:] == [(4, 2), (9, 2)]
     assert q.reads_per_query() == [1, 2, 3, 3, 4, 5, 5, 5, 5, 6]
     w = plan_for(1.0, 5, Ladder(20))  # a window wider than T
-    assert w.n_window == 5 and w.dists == (0, 1, 2, 3, 4) and w.rung == (-1,) * 5
+    assert w.n_window == 5 and w.lo == (0, 1, 2, 3, 4) and w.rung == (-1,) * 5
     f = plan_for(0.75, 30, Ladder(0, base=[10, 3]), interpolate=True)  # 7.5 and 2.25, base order
-    assert f.dists == (0, 7, 2) and f.rung == (-1, 0, 1) and f.distances == [0, 2, 7]
-    assert f.fracs == (0.0, 0.5, 0.25) and f.scale == (0.0, 10.0, 3.0)
+    assert f.lo == (0, 7, 2) and f.rung == (-1, 0, 1) and f.distances == [0, 2, 7]
+    assert f.fracs == (0.0, 0.5, 0.25) and f.f == (0.0, 10.0, 3.0)
 
 
 def test_plan_for_reads_numbers_and_tensors():

@@ -10,8 +10,8 @@ import math
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from lab.ladder.offsets import Ladder, attended_distances
-from lab.ladder.plan import plan_for
+from lab.ladder.offsets import Ladder
+from lab.ladder.plan import attended_distances, plan_for
 
 FAST = settings(max_examples=60, deadline=None, derandomize=True)  # the same examples every run
 ROUNDERS = {"round": round, "floor": math.floor, "ceil": math.ceil}
@@ -94,18 +94,17 @@ def test_attended_set_is_monotone_in_t(alpha, W, T, more, K, rounding):
 def test_interpolated_plan_invariants(alpha, W, T, K):
     p = plan_for(alpha, T, Ladder(W, rungs=K), interpolate=True)
     n = min(W, T - 1) + 1
-    assert p.dists[:n] == tuple(range(n)) and p.n_window == n
-    assert len(set(p.dists)) == len(p.dists)  # the drop rule: each lo once
+    assert p.lo[:n] == tuple(range(n)) and p.n_window == n
+    assert len(set(p.lo)) == len(p.lo)  # the drop rule: each lo once
     fs = fib(K)
     for c in range(n, len(p)):
-        k, lo = p.rung[c], p.dists[c]
-        assert p.interpolated[c] and p.scale[c] == fs[k]
+        k, lo = p.rung[c], p.lo[c]
+        assert p.interpolated[c] and p.f[c] == fs[k]
         assert lo == math.floor(alpha * fs[k]) and W < round(alpha * fs[k]) and lo < T
         assert 0.0 <= p.fracs[c] < 1.0
-    assert list(zip(p.rung[n:], p.dists[n:])) == brute_interp(alpha, W, T, K)  # base order
+    assert list(zip(p.rung[n:], p.lo[n:])) == brute_interp(alpha, W, T, K)  # base order
     # reads: query t reads each column with t ≥ lo, and a second row when t ≥ lo + 1
     want = [
-        sum((t >= d) + (i and t >= d + 1) for d, i in zip(p.dists, p.interpolated))
-        for t in range(T)
+        sum((t >= d) + (i and t >= d + 1) for d, i in zip(p.lo, p.interpolated)) for t in range(T)
     ]
     assert p.reads_per_query() == want and p.reads() == sum(want)

@@ -285,16 +285,12 @@ def reference(name: str, spec: dict, x: dict) -> dict:
     """Oracle output and gradients in float64 for one case."""
     q, k, v = (x[n].double().requires_grad_() for n in ("q", "k", "v"))
     if "alpha" in spec:
-        from lab.sparse.attention import column_plan
+        from lab.ladder.plan import plan_for
 
         # the worker's α (a float32 value held in float64)
         a = torch.tensor(spec["alpha"], dtype=torch.float32).double().requires_grad_()
-        cols = column_plan(
-            a,
-            spec["T"],
-            Ladder(spec["window"], base=spec["base"], rungs=spec["rungs"]),
-            interpolate=True,
-        )
+        ladder = Ladder(spec["window"], base=spec["base"], rungs=spec["rungs"])
+        cols = plan_for(a, spec["T"], ladder, interpolate=True).oracle_columns(a)
         dists = [d for d, _ in cols]
         fr = torch.stack([f if f is not None else a * 0 for _, f in cols])
         out = gather_oracle(q, k, v, dists, fr, [f is not None for _, f in cols], x["scale"])
