@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+STORE_HELP = "experiment store ('' to skip; FIBLAB_STORE sets it)"
+RUNS_HELP = "folder for run directories and probe results (FIBLAB_RUNS sets it)"
+
 
 def base_arg(text: str):
     if text in ("fib", "pow2"):

@@ -8,10 +8,92 @@ from __future__ import annotations
 
 import time
 
+from fiblab.cli.argtypes import add_model_preset, base_arg, positive_int, schedule_arg
 from lab.ladder.offsets import Ladder
 
 
 # --------------------------------------------------------------------------------------------
+def add_attention(sub) -> None:
+    """`fiblab selfcheck`, `offsets`, `schedule`, `coverage` and `receptive-field`: the
+    attended set and its coverage from the command line."""
+    s = sub.add_parser("selfcheck", help="build a model, forward/backward through every path")
+    add_model_preset(s, "paper-60m")
+    s.add_argument(
+        "--seq-len", type=positive_int, default=None, help="input length (default: preset's)"
+    )
+    s.set_defaults(fn=cmd_selfcheck)
+
+    def set_args(sp):
+        sp.add_argument("--window", "-W", type=int, default=8, help="local window W")
+        sp.add_argument("--seq-len", "-T", type=int, default=1024, help="sequence length T")
+        sp.add_argument(
+            "--base", type=base_arg, default="fib", help="fib, pow2 or a comma list like 1,3,9"
+        )
+        sp.add_argument("--rungs", "-K", type=int, default=15, help="rungs K of the base")
+        sp.add_argument(
+            "--rounding",
+            choices=["round", "floor", "ceil"],
+            default="round",
+            help="how α·f becomes an integer distance (round: half to even)",
+        )
+
+    s = sub.add_parser("offsets", help="the attended distances of one layer")
+    s.add_argument("--alpha", type=float, default=1.0, help="the layer's scale α")
+    s.add_argument(
+        "--reach", type=int, default=None, help="freeze rungs at this length (default: never)"
+    )
+    s.add_argument("--interp", action="store_true", help="show interpolated columns instead")
+    set_args(s)
+    s.set_defaults(fn=cmd_offsets)
+
+    s = sub.add_parser("schedule", help="per-layer alpha and attended sets of a schedule")
+    s.add_argument("schedule", type=schedule_arg, help="fixed|stagger|coprime|a,comma,list")
+    s.add_argument("--layers", "-L", type=int, default=16, help="layers L")
+    s.add_argument(
+        "--stride", type=int, default=None, help="coprime stride S (default: the schedule's)"
+    )
+    s.add_argument("--sets", action="store_true", help="print each layer's rungs")
+    set_args(s)
+    s.set_defaults(fn=cmd_schedule)
+
+    s = sub.add_parser("coverage", help="distinct-distance and band coverage of a schedule")
+    s.add_argument("--schedule", default="stagger", help="fixed|stagger|coprime")
+    s.add_argument(
+        "--alphas",
+        type=schedule_arg,
+        default=None,
+        help="custom a,b,c per layer (default: the schedule's)",
+    )
+    s.add_argument("--layers", "-L", type=int, default=16, help="layers L")
+    s.add_argument(
+        "--stride", type=int, default=None, help="coprime stride S (default: the schedule's)"
+    )
+    s.add_argument("--band", type=int, default=None, help="soft band half-width (default W)")
+    s.add_argument("--json", action="store_true", help="one JSON object")
+    s.add_argument("--full", action="store_true", help="with --json: include per-distance data")
+    set_args(s)
+    s.set_defaults(fn=cmd_coverage)
+
+    s = sub.add_parser("receptive-field", help="reachable distances through the stack")
+    s.add_argument(
+        "--schedule", default="stagger", help="fixed|stagger|coprime|pow2|pow2-stagger|dense"
+    )
+    s.add_argument(
+        "--schemes", nargs="+", default=None, help="compare several schemes (default: --schedule)"
+    )
+    s.add_argument(
+        "--alphas",
+        type=schedule_arg,
+        default=None,
+        help="custom a,b,c per layer (default: the scheme's)",
+    )
+    s.add_argument("--layers", "-L", type=int, default=16, help="layers L")
+    s.add_argument("--residual", type=float, default=0.0, help="weight kept on staying put")
+    s.add_argument("--json", action="store_true", help="one JSON object")
+    set_args(s)
+    s.set_defaults(fn=cmd_receptive_field)
+
+
 def cmd_selfcheck(args) -> int:
     import torch
 
@@ -141,6 +223,16 @@ def cmd_schedule(args) -> int:
         f"{len([u for u in union if u > args.window])} beyond it), rounding={args.rounding}"
     )
     return 0
+
+
+def add_params(sub) -> None:
+    """`fiblab params`'s arguments."""
+    s = sub.add_parser("params", help="parameter count of a preset")
+    add_model_preset(s, "paper-60m")
+    s.add_argument(
+        "--schedule", default=None, help="α schedule, e.g. learned (default: the preset's)"
+    )
+    s.set_defaults(fn=cmd_params)
 
 
 def cmd_params(args) -> int:

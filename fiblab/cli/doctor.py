@@ -4,6 +4,17 @@
 from __future__ import annotations
 
 
+def add_doctor(sub) -> None:
+    """`fiblab doctor`'s arguments."""
+    s = sub.add_parser("doctor", help="this machine, the lab's choices on it, expected times")
+    s.add_argument("--json", action="store_true", help="the report as one JSON object")
+    s.add_argument("--reps", type=int, default=3, help="timed steps of each measurement")
+    s.add_argument(
+        "--retune", action="store_true", help="forget the cached implementation choices first"
+    )
+    s.set_defaults(fn=cmd_doctor)
+
+
 def cmd_doctor(args) -> int:
     from fiblab.doctor import diagnose, format_doctor
     from lab.util import jsonio

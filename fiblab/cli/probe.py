@@ -5,7 +5,112 @@ from __future__ import annotations
 import os
 import time
 
-from fiblab.cli.exports import log_spec
+from fiblab.cli.argtypes import positive_float, positive_int, scheme_arg
+from fiblab.cli.choices import MECHANISMS
+from fiblab.cli.exports import add_log_options, log_spec
+from fiblab.cli.sweep import add_ray_options
+from lab.util import paths
+
+
+def add_probe(sub) -> None:
+    """`fiblab probe`: the task, the grid (mechanisms, depths, inits, seeds), its scale and where results go."""
+    s = sub.add_parser("probe", help="retrieval probes (the paper's Table 2 grid)")
+    s.add_argument(
+        "task",
+        choices=["marked", "shift", "kv"],
+        help="marked two-distance copy (Table 2), shift copy, or key-value retrieval",
+    )
+    s.add_argument(
+        "--distances",
+        type=int,
+        nargs="+",
+        default=None,
+        help="shift: trained distances, one cell each (default: none; shift needs them)",
+    )
+    s.add_argument(
+        "--mechanisms",
+        nargs="+",
+        default=["blur"],
+        type=scheme_arg(MECHANISMS, "mechanism"),
+        help=" ".join(MECHANISMS) + " (or another spelling: stagger, fib/stagger, …)",
+    )
+    s.add_argument("--depths", type=int, nargs="+", default=[2, 4, 8], help="layers per model")
+    s.add_argument(
+        "--init",
+        nargs="+",
+        default=["uniform", "staggered"],
+        help="learned α's initialisation: uniform and/or staggered",
+    )
+    s.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="seeds, one cell each")
+    s.add_argument(
+        "--scale",
+        choices=["paper", "quick", "demo", "tiny"],
+        default="paper",
+        help="named settings (steps, batch, model size)",
+    )
+    s.add_argument(
+        "--steps", type=positive_int, default=None, help="training steps (default: the scale's)"
+    )
+    s.add_argument(
+        "--batch", type=positive_int, default=None, help="batch size (default: the scale's)"
+    )
+    s.add_argument(
+        "--lr", type=positive_float, default=None, help="learning rate (default: the scale's)"
+    )
+    s.add_argument(
+        "--log-every",
+        type=positive_int,
+        default=None,
+        help="log α and loss every N steps (default: the scale's)",
+    )
+    s.add_argument(
+        "--marker-distances",
+        type=int,
+        nargs="+",
+        default=None,
+        metavar="D",
+        help="marked: the marker distances, one marker each (default: the scale's, e.g. 200 "
+        "350 at paper scale)",
+    )
+    s.add_argument(
+        "--precision",
+        choices=["auto", "fp32", "bf16"],
+        default=None,
+        help="auto (default): bf16 on CUDA, fp32 on a CPU (probe cells are keyed by precision; "
+        "results then match across CPUs); bf16: forward under bfloat16 autocast, as the "
+        "paper's GPU probes (faster on CPUs with bf16 units, ≈ 20× slower without)",
+    )
+    s.add_argument(
+        "--jobs",
+        type=positive_int,
+        default=1,
+        help="cells run at once, in worker processes of cores/jobs threads each",
+    )
+    s.add_argument(
+        "--out",
+        default=None,
+        help="results JSONL (resumable); default <runs>/probes/TASK-SCALE.jsonl, <runs> being "
+        "FIBLAB_RUNS or runs/",
+    )
+    s.add_argument("--json", action="store_true", help="one JSON record per cell on stdout")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.add_argument(
+        "--store",
+        default=paths.store_path(),
+        help="experiment store to log each record into as its cell finishes ('' to skip; "
+        "FIBLAB_STORE sets it)",
+    )
+    s.add_argument(
+        "--live",
+        default=None,
+        metavar="DIR",
+        help="folder for live progress (progress.json, live/*.json per running cell) and the "
+        "stop request: touch DIR/STOP and the running cells are abandoned, finished ones kept "
+        "(default: none; fiblab.jobs.probe_launch sets it)",
+    )
+    add_log_options(s)
+    add_ray_options(s)
+    s.set_defaults(fn=cmd_probe)
 
 
 def cmd_probe(args) -> int:

@@ -5,6 +5,49 @@ from __future__ import annotations
 import os
 import sys
 
+from lab.util import paths
+
+
+def add_report(sub) -> None:
+    """`fiblab report`: which runs, which store, where the report goes."""
+    s = sub.add_parser("report", help="Markdown + HTML report of runs in the store")
+    s.add_argument("runs", nargs="*", help="LM run names (default: every finished run)")
+    s.add_argument(
+        "--store", default=paths.store_path(), help="experiment store (FIBLAB_STORE sets it)"
+    )
+    s.add_argument(
+        "--probes",
+        nargs="*",
+        default=None,
+        help="probe result JSONL files (default: the probe cells in the store)",
+    )
+    s.add_argument("--dataset", default=None, help="held-out domain (default: the only one)")
+    s.add_argument("--title", default="fiblab report", help="the report's title")
+    s.add_argument(
+        "--paper-db",
+        default=None,
+        help="also rebuild the paper's tables from the authors' fib.db (default: not)",
+    )
+    s.add_argument(
+        "--out",
+        default=None,
+        help="report folder, e.g. reports/NAME (default: none, allowed with --json)",
+    )
+    s.add_argument(
+        "--json",
+        action="store_true",
+        help="print every table as JSON on stdout: one object, table name → list of rows "
+        "(the claims ledger under 'claims')",
+    )
+    s.add_argument(
+        "--no-grids",
+        action="store_true",
+        help="leave the lab's stored results — the paper-scale probe grids "
+        "(benchmarks/results) and the attention timings (benchmarks/attention-*.json) — out of "
+        "the claims ledger (default: use them when the checkout has them)",
+    )
+    s.set_defaults(fn=cmd_report)
+
 
 def cmd_report(args) -> int:
     """A Markdown + HTML report of runs in the store (every table and figure that applies), the

@@ -5,7 +5,77 @@ from __future__ import annotations
 import os
 import sys
 
-from fiblab.cli.exports import log_spec
+from fiblab.cli.argtypes import STORE_HELP, positive_int
+from fiblab.cli.exports import add_log_options, log_spec
+from fiblab.cli.sweep import add_ray_options
+from lab.util import paths
+
+
+def add_train(sub) -> None:
+    """`fiblab train`: the preset or config, data, overrides, resume, precision."""
+    s = sub.add_parser("train", help="train a language model (paper recipe or a CPU preset)")
+    s.add_argument(
+        "--preset",
+        metavar="TRAIN_PRESET",
+        default=None,
+        help="training preset, e.g. fib-stagger-w12, dense, cpu-stagger (default: none; give "
+        "--preset or --config)",
+    )
+    s.add_argument(
+        "--config",
+        default=None,
+        metavar="CONFIG_JSON",
+        help="instead of --preset: a run's config.json (runs/NAME/config.json) to re-run or "
+        "vary (default: none)",
+    )
+    s.add_argument(
+        "--data",
+        default=None,
+        help="bible (default), a file/folder/.jsonl(.gz)/.parquet/"
+        ".bin, a folder or quoted glob of shards, a save_to_disk folder, or a mixture "
+        "name=source@weight,...",
+    )
+    s.add_argument(
+        "--tokenizer",
+        default=None,
+        metavar="TOKENIZER_JSON",
+        help="a Hugging Face tokenizer.json (e.g. a Llama tokenizer) to tokenise the text with "
+        "and to read .bin ids against; the model's vocab_size becomes its size (default: a "
+        "BPE trained on the text at the model's vocab_size)",
+    )
+    s.add_argument(
+        "--steps", type=positive_int, default=None, help="optimizer steps (default: the preset's)"
+    )
+    s.add_argument("--seed", type=int, default=None, help="seed (default: the preset's)")
+    s.add_argument("--name", default=None, help="run name (default: the preset)")
+    s.add_argument(
+        "--override",
+        nargs="*",
+        action="extend",
+        metavar="KEY=VALUE",
+        help="any TrainConfig field, or model.<ModelConfig field> (betas=0.9,0.95, "
+        "model.schedule=stagger or a comma list of alphas, model.train_seq_len=none); "
+        "run_dir defaults to FIBLAB_RUNS or runs/",
+    )
+    s.add_argument(
+        "--precision",
+        choices=["auto", "fp32", "bf16"],
+        default=None,
+        help="auto (default): bf16 autocast on CUDA; on a CPU bf16 only where `fiblab doctor` "
+        "measured it faster for this workload with the loss unchanged, else fp32",
+    )
+    s.add_argument("--resume", action="store_true", help="continue from the last good checkpoint")
+    s.add_argument(
+        "--restart",
+        action="store_true",
+        help="when every checkpoint of the run is corrupt: set them aside (*.corrupt) and train "
+        "it again from step 0 (without it such a run is refused)",
+    )
+    s.add_argument("--store", default=paths.store_path(), help=STORE_HELP)
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_log_options(s)
+    add_ray_options(s)  # the run as one Ray task (fiblab.cluster.ray_run.train_on_ray)
+    s.set_defaults(fn=cmd_train)
 
 
 def cmd_train(args) -> int:
