@@ -30,8 +30,10 @@ A run on the CPU registers with the machine's other lab jobs for the loop's dura
 torch threads to its share of the cores at step boundaries (`lab.machine.cpu_share`: side by side, jobs
 that each took every core ran 5–17× slower; ``FIBLAB_THREADS=N`` pins a run's threads).
 
-The loop, its evaluation and its store logging share the run's state step by step, so they stay
-one module.
+The loop reads on one screen: the step (batch, forward, backward, clip, optimizer), then the
+light evaluation, the stop request and the checkpoint as named steps below it.  What watches the
+run — the store, the live sink, the bar, the phase file, the CPU share — is `lab.training.watch`'s
+`RunWatch`, called at named moments.
 """
 
 from __future__ import annotations
@@ -43,12 +45,11 @@ import time
 
 import torch
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
 from lab.evaluation.evalkind import EvalKind
 from lab.lm.model import FibLM
-from lab.machine.cpu_share import Share
 from lab.machine.precision import autocast, resolve_precision, workload_class
-from lab.store.variant import provenance
 from lab.training import runphase
 from lab.training.checkpoint import (
     check_resume_precision,
@@ -61,12 +62,11 @@ from lab.training.checkpoint import (
 from lab.training.distributed import init_distributed
 from lab.training.optim import lr_at, param_groups
 from lab.training.rundata import load_data
-from lab.training.runlog import LogSpec, alpha_scalars, eval_tag, open_sink
-from lab.training.runphase import eval_tokens, write_phase
-from lab.training.stop import STOP_FILE, mark_stopped, stop_requested
+from lab.training.runlog import LogSpec
+from lab.training.runphase import eval_tokens
+from lab.training.stop import stop_requested
 from lab.training.trainconfig import TrainConfig
-from lab.util import jsonio
-from lab.util.progress import bar as progress_bar
+from lab.training.watch import RunWatch
 
 __all__ = ["TrainingDiverged", "dataset_name", "eval_sets", "mean_nll", "train"]
 
@@ -146,264 +146,75 @@ def train(
     `lab.store.journal.StoreJournal` in the run folder, for a run on another machine whose
     driver alone writes the store; `fiblab.cluster.ray_run`)."""
     di = init_distributed()
-    accum = cfg.accum
-    if accum % di.world:
-        raise ValueError(
-            f"{accum} micro-batches per step do not split over {di.world} ranks: "
-            f"choose tokens_per_step / (micro_batch × seq_len) divisible by "
-            f"--nproc_per_node"
-        )
-    local_accum = accum // di.world
+    local_accum = _local_accum(cfg, di)
     run_dir = os.path.join(cfg.run_dir, cfg.name)
-    log = (lambda *a: None) if (quiet or not di.main) else print
-    phase = (lambda *a, **k: write_phase(run_dir, *a, **k)) if di.main else (lambda *a, **k: None)
-    if resume and os.path.isdir(run_dir):
-        phase(runphase.CHECKPOINT)
-    if di.main:  # refuses before any work: checkpoints without --resume, or all unreadable
-        ckpt = resume_point(run_dir, cfg.name, resume=resume, restart=restart, log=log)
-    else:  # rank 0 decides (and sets unreadable ones aside); the others read what is left
-        ckpt = latest_good_checkpoint(run_dir, log) if resume else None
+    watch = RunWatch(cfg, run_dir, di, quiet)
+    ckpt = _checkpoint_to_resume(cfg, run_dir, di, watch, resume, restart)
     if data is None:
-        if di.world > 1 and not di.main:
-            dist.barrier()  # rank 0 tokenises first, the others reuse
-        resumed = run_dir if ckpt is not None else None  # its tokenizer.json must be ours
-        phase(runphase.DATA)
-        data = load_data(cfg, progress=di.main and not quiet, log=log, resumed=resumed)
-        if di.world > 1 and di.main:
-            dist.barrier()
-
-    phase(runphase.MODEL)
-    torch.manual_seed(cfg.seed)
-    model = FibLM(cfg.model).to(di.device)
-    opt = torch.optim.AdamW(
-        param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps
-    )
-    start = 0
-    m = cfg.model  # auto: bf16 only where this CPU measured it faster for this shape
-    workload = workload_class(
-        "lm-train", m.n_layers, m.d_model, m.seq_len, cfg.micro_batch, m.attention
-    )
-    precision = resolve_precision(cfg.precision, di.device, workload)  # what this run computes in
-    if ckpt is not None:
-        check_resume_precision(ckpt, precision, cfg.name, cfg.precision)
-        model.load_state_dict(ckpt["model"])
-        opt.load_state_dict(ckpt["optimizer"])
-        set_rng_state(ckpt["rng"])
-        start = ckpt["step"]
-        log(f"resuming {cfg.name} from step {start}")
-    ddp = (
-        torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[di.device] if di.device.type == "cuda" else None
-        )
-        if di.world > 1
-        else model
-    )
-
-    writer, store = store, None
-    if di.main and (store_path or writer is not None):
-        from lab.store import Store
-
-        store = writer if writer is not None else Store(store_path)
-        stored = {**cfg.to_dict(), "provenance": provenance(data, precision)}
-        store.start_run(
-            cfg.name,
-            stored,  # lab.store.variant reads the provenance: data hash and precision
-            kind="lm",
-            preset=cfg.preset or None,
-            seed=cfg.seed,
-            run_dir=run_dir,
-            resume=start > 0,  # a resumed run keeps its first started_at
-        )
-        store.log_event(cfg.name, "resume" if start else "start", f"step {start}")
-    if di.main:
-        os.makedirs(run_dir, exist_ok=True)
-        with open(os.path.join(run_dir, "config.json"), "w") as f:
-            jsonio.dump(cfg.to_dict(), f, indent=1, default=str)
-        if getattr(data, "tokenizer", None) is not None:  # the run's artefacts together
-            data.tokenizer.save(os.path.join(run_dir, "tokenizer.json"))
-    sets = eval_sets(data, cfg.model.seq_len, cfg.eval_batch, di.device, dataset_name(cfg.data))
-    sink = open_sink(log_to, cfg.name, resume_step=start) if di.main else None
-
-    light_tokens, full_tokens = eval_tokens(data, cfg.model.seq_len, cfg.eval_light_tokens)
-
-    def run_eval(step: int, kind: EvalKind, limit_tokens: int | None) -> dict:
-        out = {}
-        limit = None if limit_tokens is None else max(1, limit_tokens // cfg.model.seq_len)
-        n = full_tokens if limit is None else light_tokens
-        what = runphase.FINAL_EVAL if limit is None else f"{runphase.EVALUATING} at step {step}"
-        phase(what + (f" ({n:,} tokens)" if n else ""))
-        t0 = time.perf_counter()
-        for name, batches in sets.items():
-            loss, tokens = mean_nll(model, batches(limit), di.device, precision)
-            out[name] = math.exp(loss)
-            if store:
-                store.log_eval(
-                    cfg.name, step, name, cfg.model.seq_len, loss, tokens, kind=str(kind)
-                )
-            if sink:
-                T = cfg.model.seq_len
-                sink.scalars(step, {eval_tag(name, str(kind), T, T): out[name]})
-        log(f"step {step} {kind} eval: " + ", ".join(f"{k} ppl {v:.2f}" for k, v in out.items()))
-        took = {"eval_s": time.perf_counter() - t0}  # what a light evaluation costs: for ETAs
-        if store and limit is not None:
-            store.log_metrics(cfg.name, step, took)
-        if sink and limit is not None:
-            sink.scalars(step, took)
-        phase(runphase.TRAINING)
-        return out
-
+        data = _load_data(cfg, di, watch, resumed=run_dir if ckpt is not None else None)
+    model, opt, precision, start = _build(cfg, di, watch, ckpt)
+    ddp = DistributedDataParallel(model, device_ids=_ids(di)) if di.world > 1 else model
+    watch.open(data, precision, start, store_path=store_path, store=store, log_to=log_to)
+    tokens = eval_tokens(data, cfg.model.seq_len, cfg.eval_light_tokens)  # (light, final)
+    evaluate = _evaluator(cfg, data, model, di, precision, watch, tokens)
+    watch.begin(start, *tokens)
     losses: dict[int, float] = {}
-    tokens_per_step = cfg.tokens_per_step
-    bar = None
-    if di.main and not quiet:
-        bar = progress_bar(desc=cfg.name, total=cfg.steps, initial=start, unit="step")
-    phase(runphase.FIRST_STEP, start_step=start, steps=cfg.steps, eval_every=cfg.eval_every)
-    phase(runphase.FIRST_STEP, light_eval_tokens=light_tokens, full_eval_tokens=full_tokens)
-    t_last = time.perf_counter()
-    t_logged, steps_logged = t_last, 0  # tokens/s averages the steps since the last log
-    t_beat, last = t_last, None  # the last heartbeat; the last step completed
+    status, stopped_at, final = "failed", None, {}
     model.train()
-    status = "failed"
-    stopped_at = None
-    # the machine's cores shared with the other lab jobs, step by step (lab.machine.cpu_share)
-    rank = f" rank {di.rank}" if di.world > 1 else ""
-    share = Share("train", cfg.name + rank, log=bar.write if bar else log)
     try:
-        if di.device.type == "cpu":
-            share.join()
+        watch.join()
         for step in range(start + 1, cfg.steps + 1):
-            share.step()
+            watch.step(step)
             lr = lr_at(step, cfg)
             for group in opt.param_groups:
                 group["lr"] = lr
             loss_sum = torch.zeros((), device=di.device)
-            for m in range(local_accum):
-                g = m * di.world + di.rank  # global micro-batch index
+            for m in range(local_accum):  # micro-batches; DDP syncs gradients on the last
                 x, y = data.get_batch(
-                    "train",
-                    cfg.micro_batch,
-                    cfg.model.seq_len,
-                    cfg.seed,
-                    step,
-                    micro=g,
-                    rank=0,
-                    device=di.device,
-                )
-                sync = (
-                    contextlib.nullcontext()
-                    if (di.world == 1 or m == local_accum - 1)
-                    else ddp.no_sync()
-                )
-                with sync, autocast(di.device, precision):
-                    _, loss = ddp(x, y)
-                    (loss / local_accum).backward()
-                loss_sum += loss.detach()
+                    "train", cfg.micro_batch, cfg.model.seq_len, cfg.seed, step,
+                    micro=m * di.world + di.rank, rank=0, device=di.device,
+                )  # fmt: skip
+                last_micro = di.world == 1 or m == local_accum - 1
+                with contextlib.nullcontext() if last_micro else ddp.no_sync():
+                    with autocast(di.device, precision):
+                        _, micro_loss = ddp(x, y)
+                        (micro_loss / local_accum).backward()
+                loss_sum += micro_loss.detach()
             if di.world > 1:
                 dist.all_reduce(loss_sum)
-            step_loss = (loss_sum / accum).item()
-            gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            if not (math.isfinite(step_loss) and math.isfinite(gnorm.item())):
-                raise TrainingDiverged(
-                    f"step {step}: loss {step_loss} / grad norm {gnorm.item()} is not finite; "
-                    f"the last good checkpoint in {run_dir} is kept: lower the LR or resume "
-                    f"from it"
-                )
+            loss = (loss_sum / cfg.accum).item()
+            gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip).item()
+            _check_finite(step, loss, gnorm, run_dir)
             opt.step()
             opt.zero_grad(set_to_none=True)
-            losses[step] = step_loss
-            last = step
-            now = time.perf_counter()
-            tok_s = tokens_per_step / max(now - t_last, 1e-9)
-            t_last = now
-            steps_logged += 1
-            if step == start + 1:
-                phase(runphase.TRAINING)
-            if di.main and now - t_beat >= runphase.BEAT_S:  # the live view's step between logs
-                runphase.beat(run_dir, step)
-                t_beat = now
-            if step % cfg.log_every == 0 or step == cfg.steps:
-                row = {
-                    "loss": step_loss,
-                    "lr": lr,
-                    "grad_norm": gnorm.item(),
-                    # over the steps since the last log (checkpoint saves included, evaluations
-                    # not): the rate an ETA can multiply by the steps left
-                    "tokens_per_s": tokens_per_step * steps_logged / max(now - t_logged, 1e-9),
-                }
-                t_logged, steps_logged = now, 0
-                if store:
-                    store.log_metrics(cfg.name, step, row)
-                if sink:
-                    sink.scalars(step, row)
-            if cfg.model.learned and (step % cfg.alpha_every == 0 or step == 1):
-                alphas = model.alphas()
-                if store:
-                    store.log_alphas(cfg.name, step, alphas)
-                if sink:
-                    sink.scalars(step, alpha_scalars(alphas))
-            if bar:
-                bar.update(1)
-                bar.set_postfix(loss=f"{step_loss:.4f}", lr=f"{lr:.2e}", tok_s=f"{tok_s:.0f}")
+            losses[step] = loss
+            watch.stepped(step, loss, lr, gnorm, model)
+
             if di.main and cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
-                run_eval(step, EvalKind.light(), cfg.eval_light_tokens)
-                t_last = time.perf_counter()  # tokens/s counts training only
-                t_logged += t_last - now
+                with watch.paused():  # tokens/s counts training only
+                    evaluate(step, EvalKind.light(), cfg.eval_light_tokens)
             stop = step < cfg.steps and stop_requested(run_dir, di)
             if di.main and (step % cfg.ckpt_every == 0 or step == cfg.steps or stop):
-                save_checkpoint(
-                    run_dir,
-                    step,
-                    {
-                        "model": model.state_dict(),
-                        "optimizer": opt.state_dict(),
-                        "step": step,
-                        "rng": rng_state(),
-                        "config": cfg.to_dict(),
-                        "precision": precision,
-                    },
-                    cfg.keep_ckpts,
-                )
+                _save(cfg, run_dir, step, model, opt, precision)
             if di.world > 1 and (step % cfg.ckpt_every == 0 or stop):
                 dist.barrier()
             if stop:
                 stopped_at = step
                 break
         if stopped_at is None:
-            final = run_eval(cfg.steps, EvalKind.recomputed(), None) if di.main else {}
+            final = evaluate(cfg.steps, EvalKind.recomputed(), None) if di.main else {}
             status = "done"
         else:
-            final = {}
             status = "stopped"
-            log(
+            watch.log(
                 f"{cfg.name}: stopped by request at step {stopped_at} (checkpoint kept; "
                 f"resume to continue)"
             )
     except BaseException as e:
-        if store:
-            kind = "diverged" if isinstance(e, TrainingDiverged) else "interrupted"
-            with contextlib.suppress(Exception):
-                store.log_event(cfg.name, kind, str(e) or type(e).__name__)
-                store.set_status(cfg.name, "failed", f"{kind}: {e}")
+        watch.failed(e, diverged=isinstance(e, TrainingDiverged))
         raise
     finally:
-        share.leave()
-        if bar:
-            bar.close()
-        if sink:
-            sink.close()
-        if store:
-            if status == "done":
-                store.set_status(cfg.name, "done")
-            elif status == "stopped":
-                mark_stopped(store, cfg.name, stopped_at)
-            store.close()
-        phase(runphase.EXITING, status=status, **({} if last is None else {"step": last}))
-        if status == "stopped" and di.main:
-            # the request is served — only now: until the store and the phase say so, the STOP
-            # file is what tells a watcher the run is stopping (removed earlier, a panel read
-            # "running" in that gap: a clean-clone CI run caught it)
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(os.path.join(run_dir, STOP_FILE))
+        watch.close(status, stopped_at)
     return {
         "name": cfg.name,
         "losses": losses,
@@ -413,3 +224,113 @@ def train(
         "status": status,
         "stopped_at": stopped_at,
     }
+
+
+# --------------------------------------------------------------------------------------------
+# the loop's named steps
+# --------------------------------------------------------------------------------------------
+def _local_accum(cfg: TrainConfig, di) -> int:
+    """Micro-batches this rank runs per optimizer step."""
+    if cfg.accum % di.world:
+        raise ValueError(
+            f"{cfg.accum} micro-batches per step do not split over {di.world} ranks: "
+            f"choose tokens_per_step / (micro_batch × seq_len) divisible by "
+            f"--nproc_per_node"
+        )
+    return cfg.accum // di.world
+
+
+def _checkpoint_to_resume(cfg, run_dir, di, watch, resume: bool, restart: bool) -> dict | None:
+    """The checkpoint to continue from (None: start at step 0).  Rank 0 decides and refuses
+    before any work (checkpoints without ``resume``, or all unreadable without ``restart``)."""
+    if resume and os.path.isdir(run_dir):
+        watch.phase(runphase.CHECKPOINT)
+    if di.main:
+        return resume_point(run_dir, cfg.name, resume=resume, restart=restart, log=watch.log)
+    return latest_good_checkpoint(run_dir, watch.log) if resume else None  # what rank 0 left
+
+
+def _load_data(cfg, di, watch, resumed: str | None):
+    """The run's data; under torchrun rank 0 tokenises first and the others reuse its cache.
+    ``resumed``: the run folder whose tokenizer.json the data must match."""
+    if di.world > 1 and not di.main:
+        dist.barrier()
+    watch.phase(runphase.DATA)
+    data = load_data(cfg, progress=di.main and not watch.quiet, log=watch.log, resumed=resumed)
+    if di.world > 1 and di.main:
+        dist.barrier()
+    return data
+
+
+def _build(cfg: TrainConfig, di, watch, ckpt: dict | None):
+    """The model, its optimizer, the precision it computes in, and the step to start after
+    (from the checkpoint, whose precision must be this run's)."""
+    watch.phase(runphase.MODEL)
+    torch.manual_seed(cfg.seed)
+    model = FibLM(cfg.model).to(di.device)
+    opt = torch.optim.AdamW(
+        param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps
+    )
+    m = cfg.model  # auto: bf16 only where this CPU measured it faster for this shape
+    workload = workload_class(
+        "lm-train", m.n_layers, m.d_model, m.seq_len, cfg.micro_batch, m.attention
+    )
+    precision = resolve_precision(cfg.precision, di.device, workload)
+    start = 0
+    if ckpt is not None:
+        check_resume_precision(ckpt, precision, cfg.name, cfg.precision)
+        model.load_state_dict(ckpt["model"])
+        opt.load_state_dict(ckpt["optimizer"])
+        set_rng_state(ckpt["rng"])
+        start = ckpt["step"]
+        watch.log(f"resuming {cfg.name} from step {start}")
+    return model, opt, precision, start
+
+
+def _ids(di) -> list | None:
+    return [di.device] if di.device.type == "cuda" else None
+
+
+def _check_finite(step: int, loss: float, gnorm: float, run_dir: str) -> None:
+    if not (math.isfinite(loss) and math.isfinite(gnorm)):
+        raise TrainingDiverged(
+            f"step {step}: loss {loss} / grad norm {gnorm} is not finite; "
+            f"the last good checkpoint in {run_dir} is kept: lower the LR or resume "
+            f"from it"
+        )
+
+
+def _save(cfg: TrainConfig, run_dir: str, step: int, model, opt, precision: str) -> None:
+    """A checkpoint of this step: model, optimizer, step, every RNG state, config, precision."""
+    state = {
+        "model": model.state_dict(),
+        "optimizer": opt.state_dict(),
+        "step": step,
+        "rng": rng_state(),
+        "config": cfg.to_dict(),
+        "precision": precision,
+    }
+    save_checkpoint(run_dir, step, state, cfg.keep_ckpts)
+
+
+def _evaluator(cfg: TrainConfig, data, model, di, precision: str, watch, tokens):
+    """``evaluate(step, kind, limit_tokens) -> {dataset: ppl}`` over every held-out set: a light
+    evaluation on ``limit_tokens`` of each, or (None) the final one on all of it.  ``tokens``:
+    (light, final) tokens scored, for the phase line."""
+    sets = eval_sets(data, cfg.model.seq_len, cfg.eval_batch, di.device, dataset_name(cfg.data))
+    light_tokens, full_tokens = tokens
+
+    def evaluate(step: int, kind: EvalKind, limit_tokens: int | None) -> dict:
+        final = limit_tokens is None
+        limit = None if final else max(1, limit_tokens // cfg.model.seq_len)
+        watch.evaluating(step, final, full_tokens if final else light_tokens)
+        t0 = time.perf_counter()
+        out = {}
+        for name, batches in sets.items():
+            loss, tokens = mean_nll(model, batches(limit), di.device, precision)
+            out[name] = math.exp(loss)
+            watch.evaluated_set(step, name, str(kind), loss, tokens, out[name])
+        watch.evaluated(step, str(kind), out, time.perf_counter() - t0, final)
+        return out
+
+    return evaluate
