@@ -133,6 +133,7 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
         [
             "tests/analysis/test_ledger_tests.py",
             "tests/analysis/test_ledger_checks_lines.py",
+            "tests/analysis/test_ledger_checks_rules.py",
             "tests/analysis/test_ledger.py",
             "tests/analysis/test_ledger_paper.py",
             "tests/analysis/test_ledger_decide.py",
