@@ -99,7 +99,7 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", default=os.path.join(HERE, "results", "precision", "runs"))
     ap.add_argument("--out", default=os.path.join(HERE, "results", "precision-quality.json"))
     a = ap.parse_args(argv)
-    from lab.training.rundata import load_data
+    from lab.training.dataload import load_data
     from lab.training.trainconfig import make_config
 
     machine_header()

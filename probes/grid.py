@@ -67,7 +67,7 @@ def run_grid(
     (with jobs > 1 a bar counts the finished cells, with a line for each).  The result is in
     `cells` order either way.  If a cell fails, no further cell starts, the cells already
     running are finished and recorded, and the first error is raised.  ``log_to`` (a
-    `lab.training.runlog.LogSpec`) also logs each cell that runs live, into its own folder (skipped cells
+    `lab.training.sinks.LogSpec`) also logs each cell that runs live, into its own folder (skipped cells
     log nothing).
     ``live`` (a `probes.live.LiveSpec`): every running cell reports into its live file and
     checks the stop request between steps; a stop raises `probes.live.StopRequested` once the

@@ -17,7 +17,7 @@ from lab.lm.model import build_model
 from lab.machine.cpu_share import Share
 from lab.machine.precision import autocast
 from lab.sparse.blur import blur_width
-from lab.training.runlog import LogSpec, acc_scalars, alpha_scalars, open_sink
+from lab.training.sinks import LogSpec, acc_scalars, alpha_scalars, open_sink
 from lab.util.progress import bar as progress_bar
 from probes.live import LiveSpec, StopRequested
 from probes.record import AlphaPoint, LossPoint, ProbeRecord
@@ -99,7 +99,7 @@ def run_cell(
     end (the progress bar's cadence), e.g. to drive a notebook's progress bar and α plot.
     ``progress``: a tqdm bar on stderr (the cell, steps done, loss, elapsed time and ETA).
     ``log_to``: also send the record's points (loss and α every `log_every` steps, the final α
-    and accuracy at the last step) to a live sink (`lab.training.runlog`) named by the cell's key.
+    and accuracy at the last step) to a live sink (`lab.training.sinks`) named by the cell's key.
     ``live``: report the cell while it trains into the grid folder's live file (`probes.live`:
     step, loss, α, a live accuracy curve; throttled) and check the grid's stop request before
     every step — `probes.live.StopRequested` abandons the cell (no record, its live file gone).
@@ -120,14 +120,14 @@ def run_cell(
     share = Share("probe", cell.key(settings))  # the cores shared with other lab jobs
     try:
         if device.type == "cpu":
-            share.join()
+            share.register()
         return _train_cell(model, cell, settings, progress, on_step, sink, watch, share)
     except BaseException:
         if watch is not None:
             watch.abandon()
         raise
     finally:
-        share.leave()
+        share.unregister()
         if sink:
             sink.close()
 
@@ -148,7 +148,7 @@ def _train_cell(
     )
     for step in range(settings.steps):
         if share is not None:
-            share.step()
+            share.rebalance_if_due()
         if watch is not None and watch.spec.stop_requested():
             raise StopRequested(f"stop requested at step {step} of {watch.key}")
         if is_blur:

@@ -1,6 +1,6 @@
 """Results out: ``--log tensorboard`` for train / probe, and ``fiblab export-store``.
 
-Nothing heavy is imported at the top (``fiblab --help`` stays torch-free): `lab.training.runlog` is
+Nothing heavy is imported at the top (``fiblab --help`` stays torch-free): `lab.training.sinks` is
 plain Python; the store and the replay are imported inside the command.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from lab.training.runlog import KINDS, LogSpec, default_logdir
+from lab.training.sinks import KINDS, LogSpec, default_logdir
 from lab.util import paths
 from lab.util.wording import plural
 
@@ -31,7 +31,7 @@ def add_log_options(s) -> None:
 
 
 def log_spec(args):
-    """The `lab.training.runlog.LogSpec` the options ask for, or None without ``--log``."""
+    """The `lab.training.sinks.LogSpec` the options ask for, or None without ``--log``."""
     kind, logdir = getattr(args, "log", None), getattr(args, "logdir", None)
     if kind is None:
         if logdir is not None:
@@ -63,7 +63,7 @@ def add_export_store(sub) -> None:
 
 def cmd_export_store(args) -> int:
     from lab.store import Store
-    from lab.training.runlog_replay import replay
+    from lab.training.replay import replay
 
     if not os.path.exists(args.store):
         raise ValueError(

@@ -21,7 +21,7 @@ States (`state`): ``starting`` (process alive, no step logged yet), ``running``,
 ``failed`` (the store's message, or the log's last lines, says why).  Live values come from the
 experiment store, so a run launched with ``store=''`` can only be told apart by its exit code.
 What a live process is doing (``phase``: starting, preparing the data, the first step, training,
-evaluating) comes from the file it writes beside its checkpoints (`lab.training.runphase`), and its ETA
+evaluating) comes from the file it writes beside its checkpoints (`lab.training.phases`), and its ETA
 from its own measured step and evaluation times (`fiblab.jobs.train_eta`).  The command line itself
 is built in `fiblab.jobs.train_process`.
 """
@@ -40,7 +40,7 @@ from fiblab.jobs.train_process import auto_nproc, gpu_count, train_command
 from lab.lm.config import split_overrides, with_fields
 from lab.store import Store
 from lab.training.checkpoint import list_checkpoints
-from lab.training.runphase import EXITING, STARTING, TRAINING, clear_phase, read_phase
+from lab.training.phases import EXITING, STARTING, TRAINING, clear_phase, read_phase
 from lab.training.stop import STOP_FILE
 from lab.training.stop import request_stop as _touch_stop
 from lab.training.trainconfig import make_config
@@ -401,7 +401,7 @@ def snapshot(h: RunHandle) -> dict:
         "ppl": float(evals["perplexity"].iloc[-1]) if len(evals) else math.nan,
         "tokens_per_s": rate,
         "phase": (ph["phase"] if ph is not None else STARTING) if live else "",
-        # training: since the process first began training (runphase keeps it across the
+        # training: since the process first began training (phases keeps it across the
         # mid-run evaluations), so a view attached later does not count from the last one
         "phase_since": (
             float(ph.get("training_since", ph["since"]))

@@ -16,7 +16,7 @@ evaluations.
   one's of the same run: the same evaluation costs the same); before any was timed, a guess:
   a forward pass over the evaluation's tokens at a third of a training step's cost per token.
 * the final evaluation = the light one's cost per token × the tokens it scores (the training
-  process reports both counts, `lab.training.runphase.eval_tokens`).
+  process reports both counts, `lab.training.phases.eval_tokens`).
 
 Light evaluations happen at every multiple of ``eval_every`` below the last step (`lab.training.train`).
 """

@@ -18,7 +18,7 @@ from fiblab.jobs import train_estimate as TE
 from fiblab.jobs.train_eta import format_duration
 from lab.lm.config import format_value, read_config
 from lab.training.checkpoint import list_checkpoints
-from lab.training.runphase import TRAINING
+from lab.training.phases import TRAINING
 from lab.training.trainconfig import TRAIN_PRESETS, TrainConfig
 
 __all__ = [

@@ -114,7 +114,7 @@ def open_run(
     prepared data (cached in data_dir, default <run folder's parent>/data, the training layout;
     prepared from the run's source if absent)."""
     from lab.publish.export import run_model
-    from lab.training.rundata import load_data
+    from lab.training.dataload import load_data
 
     r = run_model(run_dir, device, log)  # config.json + the newest good checkpoint
     model, cfg, step = r.model, r.config, r.step

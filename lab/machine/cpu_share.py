@@ -191,9 +191,9 @@ class Share:
 
         with Share("train", cfg.name) as share:
             for step in ...:
-                share.step()        # at most once a CHECK_EVERY s: look and set the threads
+                share.rebalance_if_due()   # at most once a CHECK_EVERY s: look and set the threads
 
-    `join` registers and sets the share at once; `leave` (also on an exception) removes the
+    `register` writes the entry and sets the share at once; `unregister` (also on an exception) removes the
     entry and gives torch back the threads it had before.  ``log`` is called with a line when
     the threads change."""
 
@@ -204,7 +204,7 @@ class Share:
         self._before: int | None = None
         self._checked = 0.0
 
-    def join(self) -> Share:
+    def register(self) -> Share:
         import torch
 
         self._before = torch.get_num_threads()
@@ -234,7 +234,7 @@ class Share:
         self.rebalance()
         return self
 
-    def step(self) -> None:
+    def rebalance_if_due(self) -> None:
         """At a step boundary: `rebalance` if `CHECK_EVERY` seconds have passed."""
         if self.job is not None and time.monotonic() - self._checked >= CHECK_EVERY:
             self.rebalance()
@@ -273,8 +273,8 @@ class Share:
                 )
         return job.threads
 
-    def leave(self) -> None:
-        """Remove the entry and restore the threads torch had before `join`."""
+    def unregister(self) -> None:
+        """Remove the entry and restore the threads torch had before `register`."""
         if self.job is not None:
             with contextlib.suppress(OSError):
                 os.remove(os.path.join(self.folder, self.job.key + ".json"))
@@ -286,7 +286,7 @@ class Share:
             self._before = None
 
     def __enter__(self) -> Share:
-        return self.join()
+        return self.register()
 
     def __exit__(self, *exc) -> None:
-        self.leave()
+        self.unregister()

@@ -1,4 +1,4 @@
-"""The TensorBoard sink of `lab.training.runlog`: one run's scalars as event files in its own folder.
+"""The TensorBoard sink of `lab.training.sinks`: one run's scalars as event files in its own folder.
 
 ``torch.utils.tensorboard.SummaryWriter`` writes them; it (and so `tensorboard`, an optional
 extra) is imported only when a sink is opened.  A fresh run first removes the event files an

@@ -23,7 +23,7 @@ written, the request file is removed, the store records a ``stopped`` event and 
 and `train` returns normally (``summary["status"] == "stopped"``).  ``resume=True`` continues it.
 
 For a launcher's progress line and ETA, rank 0 writes what it is doing to ``<run_dir>/phase.json``
-(`lab.training.runphase`) and logs ``tokens_per_s`` over the steps since the last log (evaluations left
+(`lab.training.phases`) and logs ``tokens_per_s`` over the steps since the last log (evaluations left
 out) and ``eval_s`` (the seconds each light evaluation took).
 
 A run on the CPU registers with the machine's other lab jobs for the loop's duration and sets its
@@ -50,7 +50,7 @@ from torch.nn.parallel import DistributedDataParallel
 from lab.evaluation.evalkind import EvalKind
 from lab.lm.model import FibLM
 from lab.machine.precision import autocast, resolve_precision, workload_class
-from lab.training import runphase
+from lab.training import phases
 from lab.training.checkpoint import (
     check_resume_precision,
     latest_good_checkpoint,
@@ -59,11 +59,11 @@ from lab.training.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
+from lab.training.dataload import load_data
 from lab.training.distributed import init_distributed
 from lab.training.optim import lr_at, param_groups
-from lab.training.rundata import load_data
-from lab.training.runlog import LogSpec
-from lab.training.runphase import eval_tokens
+from lab.training.phases import eval_tokens
+from lab.training.sinks import LogSpec
 from lab.training.stop import stop_requested
 from lab.training.trainconfig import TrainConfig
 from lab.training.watch import RunWatch
@@ -141,7 +141,7 @@ def train(
     ``restart``: when every checkpoint of the run is unreadable, set them aside and start again
     from step 0 (without it such a run is refused; `lab.training.checkpoint.resume_point`).
     ``log_to``: also send every metric, evaluation and α the store gets to a live sink
-    (`lab.training.runlog`, e.g. TensorBoard); not part of the run's configuration or identity.
+    (`lab.training.sinks`, e.g. TensorBoard); not part of the run's configuration or identity.
     ``store``: instead of opening ``store_path``, log into this store-shaped writer (a
     `lab.store.journal.StoreJournal` in the run folder, for a run on another machine whose
     driver alone writes the store; `fiblab.cluster.ray_run`)."""
@@ -162,7 +162,7 @@ def train(
     status, stopped_at, final = "failed", None, {}
     model.train()
     try:
-        watch.join()
+        watch.take_share()
         for step in range(start + 1, cfg.steps + 1):
             watch.step(step)
             lr = lr_at(step, cfg)
@@ -244,7 +244,7 @@ def _checkpoint_to_resume(cfg, run_dir, di, watch, resume: bool, restart: bool) 
     """The checkpoint to continue from (None: start at step 0).  Rank 0 decides and refuses
     before any work (checkpoints without ``resume``, or all unreadable without ``restart``)."""
     if resume and os.path.isdir(run_dir):
-        watch.phase(runphase.CHECKPOINT)
+        watch.phase(phases.CHECKPOINT)
     if di.main:
         return resume_point(run_dir, cfg.name, resume=resume, restart=restart, log=watch.log)
     return latest_good_checkpoint(run_dir, watch.log) if resume else None  # what rank 0 left
@@ -255,7 +255,7 @@ def _load_data(cfg, di, watch, resumed: str | None):
     ``resumed``: the run folder whose tokenizer.json the data must match."""
     if di.world > 1 and not di.main:
         dist.barrier()
-    watch.phase(runphase.DATA)
+    watch.phase(phases.DATA)
     data = load_data(cfg, progress=di.main and not watch.quiet, log=watch.log, resumed=resumed)
     if di.world > 1 and di.main:
         dist.barrier()
@@ -265,7 +265,7 @@ def _load_data(cfg, di, watch, resumed: str | None):
 def _build(cfg: TrainConfig, di, watch, ckpt: dict | None):
     """The model, its optimizer, the precision it computes in, and the step to start after
     (from the checkpoint, whose precision must be this run's)."""
-    watch.phase(runphase.MODEL)
+    watch.phase(phases.MODEL)
     torch.manual_seed(cfg.seed)
     model = FibLM(cfg.model).to(di.device)
     opt = torch.optim.AdamW(

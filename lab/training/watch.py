@@ -2,7 +2,7 @@
 
 The loop (`lab.training.train`) computes; everything that reports on it lives here: the
 experiment store's rows, a live sink (TensorBoard), the progress bar, the phase file and its
-heartbeat (`lab.training.runphase`), the run's config and tokenizer beside its checkpoints, and
+heartbeat (`lab.training.phases`), the run's config and tokenizer beside its checkpoints, and
 the machine's cores shared with the other lab jobs (`lab.machine.cpu_share`).  Only rank 0
 reports; on the other ranks each moment does nothing but take its share of the cores.
 
@@ -10,7 +10,7 @@ The moments, in the order a run meets them::
 
     watch = RunWatch(cfg, run_dir, di, quiet)    # log / phase usable at once
     watch.open(data, precision, start, ...)      # store row, config.json, tokenizer, sink
-    watch.begin(start, light_tokens, full_tokens) # bar, the first-step phase, the core share
+    watch.begin(start, light_tokens, full_tokens) # bar, the first-step phase, the clocks
     watch.step(step); ...; watch.stepped(...)     # around each optimizer step
     with watch.paused(): evaluate(...)            # time that is not training (tokens/s)
     watch.evaluating / evaluated_set / evaluated  # an evaluation's phase, rows and log line
@@ -28,9 +28,9 @@ import time
 
 from lab.machine.cpu_share import Share
 from lab.store.variant import provenance
-from lab.training import runphase
-from lab.training.runlog import LogSpec, alpha_scalars, eval_tag, open_sink
-from lab.training.runphase import write_phase
+from lab.training import phases
+from lab.training.phases import write_phase
+from lab.training.sinks import LogSpec, alpha_scalars, eval_tag, open_sink
 from lab.training.stop import STOP_FILE, mark_stopped
 from lab.training.trainconfig import TrainConfig
 from lab.util import jsonio
@@ -51,7 +51,7 @@ class RunWatch:
 
     # ---- before the loop ----------------------------------------------------------------
     def phase(self, what: str, **facts) -> None:
-        """What the process is doing now, in words (`lab.training.runphase`); rank 0 only."""
+        """What the process is doing now, in words (`lab.training.phases`); rank 0 only."""
         if self.main:
             write_phase(self.run_dir, what, **facts)
 
@@ -97,12 +97,8 @@ class RunWatch:
         cfg, di = self.cfg, self.di
         if self.main and not self.quiet:
             self.bar = progress_bar(desc=cfg.name, total=cfg.steps, initial=start, unit="step")
-        self.phase(
-            runphase.FIRST_STEP, start_step=start, steps=cfg.steps, eval_every=cfg.eval_every
-        )
-        self.phase(
-            runphase.FIRST_STEP, light_eval_tokens=light_tokens, full_eval_tokens=full_tokens
-        )
+        self.phase(phases.FIRST_STEP, start_step=start, steps=cfg.steps, eval_every=cfg.eval_every)
+        self.phase(phases.FIRST_STEP, light_eval_tokens=light_tokens, full_eval_tokens=full_tokens)
         self.start = start
         self.t_last = time.perf_counter()
         self.t_logged, self.steps_logged = self.t_last, 0  # tokens/s: steps since the last log
@@ -111,15 +107,15 @@ class RunWatch:
         rank = f" rank {di.rank}" if di.world > 1 else ""
         self.share = Share("train", cfg.name + rank, log=self.bar.write if self.bar else self.log)
 
-    def join(self) -> None:
+    def take_share(self) -> None:
         """Take this run's share of the machine's cores (CPU runs)."""
         if self.di.device.type == "cpu":
-            self.share.join()
+            self.share.register()
 
     # ---- each step ----------------------------------------------------------------------
     def step(self, step: int) -> None:
         """Before a step: threads set to the share in force now."""
-        self.share.step()
+        self.share.rebalance_if_due()
 
     def stepped(self, step: int, loss: float, lr: float, grad_norm: float, model) -> None:
         """After a step: the heartbeat, the logged metrics and α, the bar."""
@@ -130,9 +126,9 @@ class RunWatch:
         self.t_last = now
         self.steps_logged += 1
         if step == self.start + 1:
-            self.phase(runphase.TRAINING)
-        if self.main and now - self.t_beat >= runphase.BEAT_S:  # the step between logs
-            runphase.beat(self.run_dir, step)
+            self.phase(phases.TRAINING)
+        if self.main and now - self.t_beat >= phases.BEAT_S:  # the step between logs
+            phases.beat(self.run_dir, step)
             self.t_beat = now
         if step % cfg.log_every == 0 or step == cfg.steps:
             row = {
@@ -168,7 +164,7 @@ class RunWatch:
 
     # ---- evaluations --------------------------------------------------------------------
     def evaluating(self, step: int, final: bool, tokens: int | None) -> None:
-        what = runphase.FINAL_EVAL if final else f"{runphase.EVALUATING} at step {step}"
+        what = phases.FINAL_EVAL if final else f"{phases.EVALUATING} at step {step}"
         self.phase(what + (f" ({tokens:,} tokens)" if tokens else ""))
 
     def evaluated_set(
@@ -188,7 +184,7 @@ class RunWatch:
         )
         if not final:
             self._scalars(step, {"eval_s": seconds})
-        self.phase(runphase.TRAINING)
+        self.phase(phases.TRAINING)
 
     # ---- the end ------------------------------------------------------------------------
     def failed(self, e: BaseException, diverged: bool) -> None:
@@ -203,7 +199,7 @@ class RunWatch:
         """Release the cores, close the bar and the sink, the run's status in the store, the
         exit phase; a served stop request is removed last."""
         if self.share is not None:
-            self.share.leave()
+            self.share.unregister()
         if self.bar:
             self.bar.close()
         if self.sink:
@@ -215,7 +211,7 @@ class RunWatch:
                 mark_stopped(self.store, self.cfg.name, stopped_at)
             self.store.close()
         last = getattr(self, "last", None)
-        self.phase(runphase.EXITING, status=status, **({} if last is None else {"step": last}))
+        self.phase(phases.EXITING, status=status, **({} if last is None else {"step": last}))
         if status == "stopped" and self.main:
             # the request is served — only now: until the store and the phase say so, the STOP
             # file is what tells a watcher the run is stopping (removed earlier, a panel read

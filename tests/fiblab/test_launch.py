@@ -274,7 +274,7 @@ def test_progress_moves_between_logged_steps_and_a_stop_shows_its_own_step(runs)
     """The store hears of a step every ``log_every`` steps; the live view must still move every
     few seconds (the process's heartbeat), and a stopped run shows the step it stopped at —
     the same number as its message (issue 28: "step 40/60" beside "stopped at step 43")."""
-    from lab.training.runphase import BEAT_S
+    from lab.training.phases import BEAT_S
 
     h = L.launch(
         "tiny",

@@ -20,7 +20,7 @@ from fiblab.jobs.train_eta import estimate, evals_left, format_duration
 from fiblab.ui.train import TrainPanel
 from lab.data.prepared import prepare
 from lab.store import Store
-from lab.training.runphase import TRAINING, write_phase
+from lab.training.phases import TRAINING, write_phase
 from lab.training.trainconfig import make_config
 
 ENV = {"OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
@@ -340,7 +340,7 @@ def test_training_so_far_counts_from_the_first_start_not_the_last_evaluation(tmp
     evaluation, since the process rewrites the phase's start when it trains again."""
     import re
 
-    from lab.training.runphase import EVALUATING
+    from lab.training.phases import EVALUATING
 
     h, proc = _fake_run(tmp_path, "running")
     h.started = time.time() - 300  # the process started 5 min ago

@@ -148,7 +148,7 @@ def test_bin_ids_beyond_the_tokenizer_are_one_line(folder, capsys, monkeypatch):
 
 
 def test_text_only_mixture_without_a_tokenizer_trains_one_on_all_domains(folder, monkeypatch):
-    from lab.training.rundata import load_data
+    from lab.training.dataload import load_data
     from lab.training.trainconfig import make_config
 
     monkeypatch.chdir(folder)

@@ -18,7 +18,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from fiblab.cli import main
 from lab.data.corpus import bible_documents
 from lab.store import Store
-from lab.training.runlog import LogSpec, run_folder
+from lab.training.sinks import LogSpec, run_folder
 from lab.training.tblog import EVENT_PREFIX, TensorBoardSink
 from lab.training.train import train
 from lab.training.trainconfig import make_config

@@ -185,7 +185,7 @@ def lm_stage(
     evaluations of the same checkpoint and settings: `analysis.experiments.demo.reuse`)."""
     from analysis.experiments.demo import reuse as demo_reuse
     from lab.evaluation.evalrun import evaluate_run
-    from lab.training.rundata import load_data
+    from lab.training.dataload import load_data
     from lab.training.train import train
     from lab.training.trainconfig import make_config
 

@@ -100,7 +100,7 @@ class Runner:
 
     def run(self, scheme: str, seed: int, steps: int, below: int | None = None) -> dict:
         """Train (or reuse) and evaluate one run; ``below``: the lower rung to continue from."""
-        from lab.training.rundata import load_data
+        from lab.training.dataload import load_data
         from lab.training.train import train
 
         cfg = study_config(self.sc, self.prefix, scheme, seed, steps, self.runs_dir, self.precision)

@@ -1,7 +1,7 @@
-"""Runs already in the store, replayed into a `lab.training.runlog` sink with live logging's tags.
+"""Runs already in the store, replayed into a `lab.training.sinks` sink with live logging's tags.
 
 `store_points` turns a run's stored rows into the points live logging would have sent: its
-metrics (by name), evaluations (``ppl/…``, `lab.training.runlog.eval_tag`), α per layer and a probe's
+metrics (by name), evaluations (``ppl/…``, `lab.training.sinks.eval_tag`), α per layer and a probe's
 accuracy per distance, at their original steps.  Wall times come from the store where it has
 them (an evaluation's and a probe result's ``logged_at``); the other points carry the run's
 start (or creation) time, the earliest the store knows.  `replay` writes each run into a fresh
@@ -16,7 +16,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from lab.training.runlog import LogSpec, acc_scalars, alpha_scalars, eval_tag
+from lab.training.sinks import LogSpec, acc_scalars, alpha_scalars, eval_tag
 
 __all__ = ["ScalarPoint", "replay", "store_points"]
 

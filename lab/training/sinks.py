@@ -1,7 +1,7 @@
 """Live scalar logging beside the store: one interface, ``sink.scalars(step, {tag: value})``.
 
 Training (`lab.training.train.train(log=...)`) and the probe runner (`probes.runner.run_cell(log=...)`)
-send each point they write to the store to a sink too, and `lab.training.runlog_replay` replays the
+send each point they write to the store to a sink too, and `lab.training.replay` replays the
 store's rows into the same sink with the same tags, so a run logged live and a run exported
 afterwards look the same.  The store stays the lab's own database; a sink is a view of it.
 

@@ -1,11 +1,11 @@
-"""The phase file a training process keeps beside its checkpoints (`lab.training.runphase`):
+"""The phase file a training process keeps beside its checkpoints (`lab.training.phases`):
 facts merge within one process, an earlier process's facts are dropped, a heartbeat never
 starts a file, and nothing here raises.  Oracle: the JSON read back, field by field."""
 
 import json
 import os
 
-from lab.training import runphase as RP
+from lab.training import phases as RP
 
 
 def _read(d):
