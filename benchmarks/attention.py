@@ -39,8 +39,8 @@ from lab.ladder.offsets import Ladder
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from benchmarks.header import machine_header  # noqa: E402
 from lab import kernels
-from lab.cost import contention
-from lab.cost.measure import CLOCKS, peak_growth, run_child, time_fn
+from lab.machine import contention
+from lab.machine.measure import CLOCKS, peak_growth, run_child, time_fn
 from lab.sparse.attention import sparse_attention
 
 ROWS = {
@@ -119,7 +119,7 @@ def peak_memory_child(name: str, T: int, device: str) -> None:
 
 
 def peak_memory(name: str, T: int, device: str, threads: int) -> float:
-    """Bytes, measured in a fresh process (`lab.cost.measure.run_child`: freed blocks go back to
+    """Bytes, measured in a fresh process (`lab.machine.measure.run_child`: freed blocks go back to
     the system, so the resident set tracks live tensors)."""
     argv = [__file__, "--threads", str(threads), "--child", name, str(T), device]
     return float(run_child(argv, f"peak memory of {name} at T={T}"))

@@ -26,7 +26,7 @@ the solo rows (N = 1) with and without it say what sleeping threads cost a job a
 2-core machine: 55–62 → 92–102 ms a probe step, which is why the lab does not set it).
 
 The first line names the machine (`benchmarks.header`), the last how busy other processes kept
-it (`lab.cost.contention`): a busy machine makes every ratio look worse.
+it (`lab.machine.contention`): a busy machine makes every ratio look worse.
 """
 
 from __future__ import annotations
@@ -41,8 +41,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from benchmarks.header import machine_header  # noqa: E402
-from lab.cost import contention
-from lab.machine import cpu_share
+from lab.machine import contention, cpu_share
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)

@@ -10,7 +10,7 @@ dense one falls with T toward the bound set by everything else (the projections,
 32K-vocabulary head).  ``flop ratio`` is that bound: the step's FLOPs (`lab.cost.efficiency`:
 the blocks' linear layers, the head, attention by its reads) over the dense step's, the time
 ratio a step would have if time followed FLOPs.  Per (T, precision) the four models' steps are
-timed in turns (`lab.cost.measure.time_round_robin`: load hits all alike) after one warm-up
+timed in turns (`lab.machine.measure.time_round_robin`: load hits all alike) after one warm-up
 round, and the ratio is of the fastest rounds.  Peak memory (fp32 rows) is the growth of the
 resident peak over one forward + backward after a warm-up, in a fresh process per model
 (`lab.cost.efficiency_measure.peak_memory`: a process that has run other models keeps their
@@ -29,13 +29,13 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from benchmarks.header import machine_header  # noqa: E402
 from benchmarks.precision_speed import lm_step  # noqa: E402
-from lab.cost import contention
 from lab.cost.efficiency import analyze, linear_flops
 from lab.cost.efficiency_measure import peak_memory
-from lab.cost.measure import time_round_robin
 from lab.ladder.schemes import scheme
 from lab.lm.modelconfig import config_for
+from lab.machine import contention
 from lab.machine.hardware import native_bf16
+from lab.machine.measure import time_round_robin
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCHEDULES = ("dense", "fixed", "stagger", "learned")

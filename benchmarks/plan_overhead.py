@@ -5,7 +5,7 @@
 
 For each schedule (fixed, stagger, learned by default) one model is built and its forward
 (eval mode, no_grad; bf16 autocast on CUDA) timed with the plan cache on and off in the same
-process, in turns (`lab.cost.measure.time_round_robin`) so background load hits both alike: the median
+process, in turns (`lab.machine.measure.time_round_robin`) so background load hits both alike: the median
 milliseconds, the ratio off / on, and their difference.  Separately, the plan step alone — what
 one forward does per layer before the kernel: read α, `plan_for`, `ColumnPlan.kernel_inputs` —
 is timed over many iterations with the cache on and off: the Python overhead per forward.
@@ -24,10 +24,10 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from benchmarks.header import machine_header  # noqa: E402
-from lab.cost.measure import time_fn, time_round_robin
 from lab.ladder import plan
 from lab.lm.model import FibLM
 from lab.lm.modelconfig import config_for
+from lab.machine.measure import time_fn, time_round_robin
 from lab.machine.precision import autocast
 
 SCHEDULES = {
@@ -51,7 +51,7 @@ def plan_cache(enabled: bool):
 
 
 def forward_ms(model: FibLM, ids: torch.Tensor, repeats: int) -> dict[str, float]:
-    """Median forward milliseconds with the cache on and off, in turns (`lab.cost.measure`)."""
+    """Median forward milliseconds with the cache on and off, in turns (`lab.machine.measure`)."""
     dev = ids.device
     model.eval()
 

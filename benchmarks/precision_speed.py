@@ -9,7 +9,7 @@ lab's CPU models are small (d = 128), where the casts autocast adds can outweigh
 matmuls.  The fused C++ attention kernel takes bfloat16 (float32 inside); the third column
 times bf16 with the PyTorch attention path instead (``FIBLAB_ATTN_IMPL=torch``, what bf16 ran
 before the kernel took it), so the last column is what the fused kernel buys under bf16.  Each
-workload's callables are timed in turns (`lab.cost.measure.time_round_robin`: background load
+workload's callables are timed in turns (`lab.machine.measure.time_round_robin`: background load
 hits all alike) and the table gives the minimum and median of fp32 and bf16, bf16 / fp32 of the
 minima (< 1: bf16 faster) and fused / PyTorch-path under bf16.
 
@@ -32,10 +32,10 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from benchmarks.header import machine_header  # noqa: E402
 from lab import kernels
-from lab.cost import contention
-from lab.cost.measure import time_round_robin
 from lab.lm.model import FibLM
 from lab.lm.modelconfig import config_for
+from lab.machine import contention
+from lab.machine.measure import time_round_robin
 from lab.machine.precision import autocast
 from lab.training.optim import param_groups
 

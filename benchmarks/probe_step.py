@@ -32,7 +32,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from benchmarks.header import machine_header  # noqa: E402
-from lab.cost.measure import time_fn
+from lab.machine.measure import time_fn
 from lab.sparse.blur import IMPL_ENV
 from probes.runner import build_probe_model, train_step  # noqa: E402
 from probes.settings import SCALES, Cell  # noqa: E402

@@ -40,10 +40,10 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from benchmarks.header import machine_header  # noqa: E402
 from lab import kernels
-from lab.cost.measure import CLOCKS, time_fn
 from lab.ladder.schemes import scheme
 from lab.lm.model import FibLM
 from lab.lm.modelconfig import config_for
+from lab.machine.measure import CLOCKS, time_fn
 from lab.training.optim import lr_at, param_groups
 from lab.training.trainconfig import make_config
 

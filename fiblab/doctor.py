@@ -18,7 +18,7 @@ steps themselves, so what is printed is what a real run does.
 
 A busy machine: each step is timed ``reps`` times and the *fastest* counts (load only ever
 adds time), with its spread shown; the CPU other processes took meanwhile is measured
-(`lab.cost.contention`) and a busy machine is said so in the first lines, with the estimates
+(`lab.machine.contention`) and a busy machine is said so in the first lines, with the estimates
 marked as likely high.  A cached implementation choice that was measured while the machine
 was busy is measured again when doctor finds the machine quiet, and marked otherwise.
 
@@ -36,9 +36,9 @@ import time
 
 import torch
 
-from lab.cost import contention
-from lab.cost.measure import Timing, time_fn
+from lab.machine import contention
 from lab.machine.hardware import machine
+from lab.machine.measure import Timing, time_fn
 from lab.machine.precision import (
     PRECISIONS,
     auto_precision,

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from lab.cost.measure import ROOT
+from lab.machine.measure import ROOT
 
 sys.path.insert(0, str(ROOT))
 from benchmarks.precision_quality import summarise  # noqa: E402

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from lab.evaluation.evalkind import KIND_PATTERNS, EvalKind, Family
 from lab.ladder.schemes import SCHEMES, paper_label, scheme, scheme_names, scheme_of
 from lab.lm.modelconfig import config_for
+from lab.store.evalkind import KIND_PATTERNS, EvalKind, Family
 
 ROOT = Path(__file__).resolve().parents[1]
 

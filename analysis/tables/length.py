@@ -16,7 +16,7 @@ from analysis.tables.runs import (
     same_tokens_basis,
     unavailable,
 )
-from lab.evaluation.evalkind import EvalKind
+from lab.store.evalkind import EvalKind
 
 __all__ = ["table3", "table3_from_store", "table3_from_lenextrap"]
 

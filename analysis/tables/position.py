@@ -7,7 +7,7 @@ import pandas as pd
 
 from analysis.tables.rows import comparable_rows, config_label, finish_table, paper_order, rounded
 from analysis.tables.runs import final_step_rows, lm_evals_and_variants, pick_dataset
-from lab.evaluation.evalkind import EvalKind, Family
+from lab.store.evalkind import EvalKind, Family
 
 __all__ = ["table4", "table4_from_store", "table4_from_posloss"]
 

@@ -29,7 +29,7 @@ import pandas as pd
 
 from analysis.tables.comparable import TableUnavailable
 from analysis.tables.rows import config_label
-from lab.evaluation.evalkind import KIND_PATTERNS
+from lab.store.evalkind import KIND_PATTERNS
 from lab.store.variant import Variant, seed_of, variant_of
 
 __all__ = [
@@ -44,7 +44,7 @@ __all__ = [
 
 
 #: Evaluation kinds the tables read (``{j}`` / ``{b}`` stand for a block / bin number); the
-#: store's text of a `lab.evaluation.evalkind.EvalKind`, read back with `EvalKind.read`.
+#: store's text of a `lab.store.evalkind.EvalKind`, read back with `EvalKind.read`.
 EVAL_KINDS = KIND_PATTERNS
 
 

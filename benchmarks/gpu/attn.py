@@ -9,9 +9,9 @@ import torch
 from benchmarks.gpu.flex import FlexInteger, flex_available
 from benchmarks.gpu.impls import dense_baseline, flash_taken, triton_attention
 from benchmarks.gpu.run import Run
-from lab.cost.measure import peak_growth, time_fn
 from lab.ladder.offsets import Ladder
 from lab.ladder.plan import plan_for
+from lab.machine.measure import peak_growth, time_fn
 from lab.sparse.attention import sparse_attention
 
 ATTN = dict(B=1, H=8, KV=2, D=64, window=8, rungs=15)

@@ -10,7 +10,7 @@ import torch
 
 from benchmarks.gpu.impls import triton_attention
 from benchmarks.gpu.run import Run
-from lab.cost.measure import time_fn
+from lab.machine.measure import time_fn
 from lab.machine.precision import autocast
 
 

@@ -7,7 +7,7 @@ import torch
 
 from benchmarks.gpu.check import rel_err
 from benchmarks.gpu.run import Run
-from lab.cost.measure import time_fn
+from lab.machine.measure import time_fn
 from lab.machine.precision import autocast
 
 PROBE_CHECK_SHAPES = [

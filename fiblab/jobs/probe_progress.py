@@ -128,7 +128,7 @@ def start_estimate(cells, settings, scale: str, task: str, jobs: int = 1) -> str
     take on this machine, from one blur-cell step timed here per depth (`probes.runner.
     blur_step`, what `fiblab doctor` times), divided over ``jobs`` lanes. None for a short
     grid, a task other than ``marked`` or a scale without a step to time."""
-    from lab.cost.measure import time_fn
+    from lab.machine.measure import time_fn
     from lab.util.wording import duration, plural
     from probes.runner import blur_step
     from probes.settings import SCALES

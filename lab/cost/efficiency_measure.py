@@ -1,4 +1,4 @@
-"""Measured speed and peak memory of models and of single attention calls, on `lab.cost.measure`.
+"""Measured speed and peak memory of models and of single attention calls, on `lab.machine.measure`.
 
 What is measured
 ----------------
@@ -9,7 +9,7 @@ batch B, length T; tokens/s = B·T / median.  Several models are timed round-rob
 latency over the fixed scheme's at the same T.  The learned row is this code's counterpart of the
 paper's "≈5× slower" (SPEC §8: 4.77× for the materialized gather against the fused bool mask, on
 a GPU); here it is the interp path against the shift path.  On CUDA the runs use bf16 autocast
-and synchronise; on CPU autocast is off (float32).  Timing and peak memory are `lab.cost.measure`'s.
+and synchronise; on CPU autocast is off (float32).  Timing and peak memory are `lab.machine.measure`'s.
 
 Peak memory (bytes, reported in MiB): the growth of the peak over the memory held once the model
 and inputs exist, during one forward and, separately, one forward+backward, after a warm-up of
@@ -33,10 +33,10 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from lab.cost.measure import peak_growth, run_child, time_fn, time_round_robin
 from lab.lm.config import config_from_dict
 from lab.lm.model import FibLM
 from lab.lm.modelconfig import ModelConfig
+from lab.machine.measure import peak_growth, run_child, time_fn, time_round_robin
 from lab.machine.precision import autocast, default_precision
 from lab.util.checks import positive_int
 
@@ -218,7 +218,7 @@ def _child_runs(spec: dict, device: torch.device) -> dict[str, Callable[[], None
 
 def _child_peak(spec: dict) -> dict[str, int]:
     """Runs in the measuring process: {mode: peak-memory growth in bytes} of one run of each
-    mode after a warm-up of all of them (`lab.cost.measure.peak_growth`); -1 where it cannot be
+    mode after a warm-up of all of them (`lab.machine.measure.peak_growth`); -1 where it cannot be
     measured (no writable /proc/self/clear_refs)."""
     torch.set_num_threads(spec.get("threads", torch.get_num_threads()))
     device = torch.device(spec["device"])

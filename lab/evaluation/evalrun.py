@@ -3,7 +3,7 @@ measurement of `lab.evaluation.evaluate` on its held-out data (`evaluate_run`) a
 store (`log_extrapolation`, `log_position_bins`).
 
 Store conventions (``Store.log_eval(run, step, dataset, context_len, loss, tokens, kind)``;
-the kind is a `lab.evaluation.evalkind.EvalKind`, stored as its text)
+the kind is a `lab.store.evalkind.EvalKind`, stored as its text)
     kind "full"              whole windows at context_len, rung set recomputed (what training
                              logs at the training length)
     kind "frozen"            whole windows at context_len, rung set frozen at the training length
@@ -24,7 +24,6 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from lab.evaluation.evalkind import EvalKind
 from lab.evaluation.evaluate import (
     ExtrapolationResult,
     Perplexity,
@@ -38,6 +37,7 @@ from lab.evaluation.evaluate import (
 from lab.lm.model import FibLM
 from lab.lm.modelconfig import RUNG_POLICIES
 from lab.machine.precision import autocast, resolve_precision
+from lab.store.evalkind import EvalKind
 
 
 # --------------------------------------------------------------------------------------------

@@ -18,10 +18,10 @@ import torch
 import torch.nn.functional as F
 
 from lab.data.windows import n_windows, window_starts
-from lab.evaluation.evalkind import EvalKind
 from lab.lm.model import FibLM
 from lab.lm.modelconfig import RUNG_POLICIES
 from lab.machine.precision import autocast
+from lab.store.evalkind import EvalKind
 from lab.util.checks import positive_int
 
 N_BINS = 8

@@ -8,7 +8,7 @@ torch, `lab.sparse.blur`'s band / fft) the fastest depends on the machine (an AV
 units, AMX, a GPU) and on the shapes, so ``impl="auto"`` asks `choose`.  Each candidate is a
 zero-argument callable that runs that implementation once on tensors of the shape at hand
 (forward, and backward when the caller needs gradients).  At the first use of a shape class on
-a machine every candidate is timed briefly with `lab.cost.measure.time_fn`: one first (warm-up)
+a machine every candidate is timed briefly with `lab.machine.measure.time_fn`: one first (warm-up)
 call each, then ``PASSES`` turns over the candidates of timed calls until ``BUDGET_S`` is spent,
 at least one and at most ``MAX_REPS`` a turn; the fastest call counts, steadier than the median
 on a busy machine, and the turns let a burst of load hit every candidate.  Candidates go in the
@@ -43,9 +43,9 @@ from pathlib import Path
 import torch
 from torch._subclasses.fake_tensor import FakeTensor  # private, but the one way to ask
 
-from lab.cost.contention import BUSY_CORES, watch
-from lab.cost.measure import time_fn
+from lab.machine.contention import BUSY_CORES, watch
 from lab.machine.hardware import machine
+from lab.machine.measure import time_fn
 from lab.util.files import atomic_write
 
 CACHE_ENV = "FIBLAB_CACHE_DIR"  # the folder of choices.json (default ~/.cache/fiblab)
@@ -72,7 +72,9 @@ class Decision:
     cost_ms: float = 0.0  # wall time the whole measurement took (warm-ups included)
     machine_key: str = ""  # `lab.machine.hardware.Machine.key` it was measured on
     measured_at: str = ""  # ISO time, UTC
-    other_cores: float | None = None  # other processes' CPU use meanwhile (`lab.cost.contention`)
+    other_cores: float | None = (
+        None  # other processes' CPU use meanwhile (`lab.machine.contention`)
+    )
     checks: dict = field(default_factory=dict)  # a choice's own conditions (precision: quality)
 
     @property

@@ -105,8 +105,8 @@ def run_card(r: RunModel, store_path: str | None) -> ModelCard:
     the checkpoint's step (kind "full" at the training length); none without a store."""
     ppl: dict[str, float] = {}
     if store_path and os.path.isfile(store_path):
-        from lab.evaluation.evalkind import EvalKind
         from lab.store import Store
+        from lab.store.evalkind import EvalKind
 
         with Store(store_path) as st:
             df = st.evals(r.name)

@@ -9,7 +9,8 @@ for up to ``busy_timeout`` seconds).  Every write method is one short ``BEGIN IM
 snapshot (``Store.snapshot()`` extends one snapshot over several reader calls).  WAL needs a
 local filesystem (not NFS/SMB).
 
-The schema (tables, migrations) is in `lab.store.schema`, opening and transactions in
+The schema (tables, migrations) is in `lab.store.schema`, the kind of an evaluation row
+(``kind`` column) in `lab.store.evalkind`, opening and transactions in
 `lab.store.connection`, the write and read methods in `lab.store.writers` and
 `lab.store.readers`; `Store` joins them.  Rows of the other tables point at ``runs.id``; the API
 and the readers use run names, and readers return pandas DataFrames with a ``run`` column.

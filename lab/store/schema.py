@@ -14,7 +14,7 @@ Tables (schema version in ``PRAGMA user_version``; ``SCHEMA_VERSION``):
     ``(run, step, dataset, context_len, kind) -> loss, perplexity, tokens``: ``loss`` is the mean
     NLL per scored token (nats), ``perplexity = exp(loss)``, ``tokens`` the tokens actually
     scored, ``kind`` 'full' / 'frozen' (whole windows, rung set recomputed / frozen),
-    'full:block{j}' / 'frozen:block{j}' (position-matched), 'bin{b}', 'light' (`lab.evaluation.evalkind`).
+    'full:block{j}' / 'frozen:block{j}' (position-matched), 'bin{b}', 'light' (`lab.store.evalkind`).
 ``alphas``
     ``(run, step, layer) -> alpha``, long format; a NaN α (dense layers) is stored as NULL.
 ``probe_results``

@@ -47,9 +47,9 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from lab.evaluation.evalkind import EvalKind
 from lab.lm.model import FibLM
 from lab.machine.precision import autocast, resolve_precision, workload_class
+from lab.store.evalkind import EvalKind
 from lab.training import phases
 from lab.training.checkpoint import (
     check_resume_precision,

@@ -17,9 +17,9 @@ import time
 import pytest
 
 from fiblab.doctor import LM_EVAL_FACTOR, estimates, format_doctor, precision_answer
-from lab.cost.measure import ROOT
 from lab.machine import autotune
 from lab.machine.hardware import machine
+from lab.machine.measure import ROOT
 from lab.machine.precision import PRECISION_OP
 
 

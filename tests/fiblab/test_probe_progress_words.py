@@ -31,7 +31,7 @@ def test_a_long_grid_says_how_long_before_it_starts(monkeypatch):
     timed step × steps × cells ÷ jobs, checked with a fake clock."""
     from dataclasses import replace
 
-    from lab.cost import measure
+    from lab.machine import measure
     from probes.settings import SCALES, Cell
 
     class T:

@@ -1,4 +1,4 @@
-"""`lab.cost.contention`: the CPU other processes took while we timed.
+"""`lab.machine.contention`: the CPU other processes took while we timed.
 
 Oracles: hand arithmetic on given snapshots; and real CPU burners (busy-loop processes this
 test starts and stops) against the same window with none.
@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from lab.cost import contention as C
+from lab.machine import contention as C
 
 
 def _snap(stat, own, wall, load1=1.0, cores=2):

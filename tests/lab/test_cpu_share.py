@@ -21,8 +21,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lab.cost.measure import ROOT
 from lab.machine import cpu_share as C
+from lab.machine.measure import ROOT
 from lab.machine.procs import start_ticks
 
 CORES = C.cores()

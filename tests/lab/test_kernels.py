@@ -23,12 +23,12 @@ import pytest
 import torch
 
 from lab import kernels
-from lab.cost.measure import ROOT
 from lab.kernels import cpu
 from lab.kernels.oracle import oracle_attention
 from lab.ladder.offsets import Ladder, fibonacci, powers_of_two
 from lab.ladder.plan import attended_distances
 from lab.lm.model import build_model
+from lab.machine.measure import ROOT
 from lab.sparse.attention import sparse_attention
 
 HAVE_COMPILER = any(shutil.which(c) for c in ("c++", "g++", "clang++"))

@@ -1,4 +1,4 @@
-"""`lab.cost.measure` on CPU: sleeps of known length timed within tolerance, the repetition policy
+"""`lab.machine.measure` on CPU: sleeps of known length timed within tolerance, the repetition policy
 counted call by call, the /proc reader and the peak of a known allocation, the child runner."""
 
 import math
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from lab.cost import measure as M
+from lab.machine import measure as M
 
 SLEEP = 0.02
 SLACK = 0.25  # a loaded machine oversleeps; it never undersleeps
@@ -135,6 +135,6 @@ def test_run_child_environment_and_errors():
     path, threshold, cwd = M.run_child(["-c", code]).split()
     assert threshold == M.MMAP_THRESHOLD == "65536"
     assert os.path.samefile(path, M.ROOT) and os.path.samefile(cwd, M.ROOT)  # this checkout
-    assert os.path.samefile(M.ROOT / "lab" / "cost" / "measure.py", M.__file__)
+    assert os.path.samefile(M.ROOT / "lab" / "machine" / "measure.py", M.__file__)
     with pytest.raises(RuntimeError, match="(?s)probe subprocess failed.*ZeroDivisionError"):
         M.run_child(["-c", "1 / 0"], "probe")

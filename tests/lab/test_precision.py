@@ -190,7 +190,7 @@ def test_cli_probe_keys_by_the_resolved_precision_and_warns_in_one_line(tmp_path
     import subprocess
     import sys
 
-    from lab.cost.measure import ROOT
+    from lab.machine.measure import ROOT
 
     def probe(precision: str, native: str):
         out = tmp_path / f"{precision}-{native}.jsonl"

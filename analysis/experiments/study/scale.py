@@ -360,7 +360,7 @@ def main(argv=None) -> int:
             doc = register(RESULTS_DIR)
             print(f"registered {doc['protocol_sha256'][:12]}… at {doc['registered_at']}")
         elif args.plan:
-            from lab.cost.contention import watch
+            from lab.machine.contention import watch
 
             sc = load_scale()
             with watch() as w:
