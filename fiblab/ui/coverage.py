@@ -75,7 +75,8 @@ class CoverageExplorer(Shown):
     CPU seconds of the last compute + render).
 
     Moving a slider off a named schedule switches the dropdown to "custom" (the text box then
-    lists the sliders' α) and **reset to schedule** goes back to that schedule.  Choosing
+    lists the sliders' α) and **reset to schedule** goes back to that schedule (with the custom
+    box empty, to the last named schedule; with a list typed there, to that list).  Choosing
     "custom" keeps the sliders' exact α (the box shows them to 4 digits; the explorer computes
     with the exact values until a slider moves or the box is edited).  K applies to the
     Fibonacci base only: its box is disabled, with the reason beside it, for the others.
@@ -102,6 +103,7 @@ class CoverageExplorer(Shown):
         self._hold = 0
         self._quiet = 0  # > 0 while the explorer itself sets the dropdown or the custom α box
         self._origin: str | None = None  # the named schedule the sliders were moved off
+        self._named = schedule if schedule != "custom" else "stagger"  # the last named schedule
         self._exact: tuple[str, list[float]] | None = None  # (text written, the α behind it)
         style = {"description_width": "initial"}
         self.schedule = W.Dropdown(
@@ -357,6 +359,8 @@ class CoverageExplorer(Shown):
         if self._quiet:
             return
         self._origin = None
+        if change["new"] != "custom":
+            self._named = change["new"]
         self._sync_enabled()
         if change["new"] == "custom":  # start from the sliders' exact α: nothing changes
             self._write_custom(self.alphas)
@@ -401,6 +405,8 @@ class CoverageExplorer(Shown):
 
     @guarded
     def _on_reset(self, button=None) -> None:
+        if self.schedule.value == "custom" and not self.custom_alphas.value.strip():
+            self._origin = self._origin or self._named  # nothing typed: the last named schedule
         with self._batch():
             if self._origin is not None:  # back to the schedule the sliders were moved off
                 with self._quietly():

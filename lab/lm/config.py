@@ -391,6 +391,8 @@ def _replace(cfg, typed: dict[str, object], section: str, prefix: str):
         return dataclasses.replace(cfg, **here)
     except ValueError as e:
         named = {k: v for k, v in leaves.items() if f"{k}=" in str(e)} or leaves  # the culprit
+        if len(named) == 1 and str(e).startswith(f"{next(iter(named))}="):  # it names it first
+            raise ValueError(f"{prefix}{section}{e}") from None  # once: "--override steps=-3 …"
         shown = " ".join(f"{section}{k}={format_value(v)}" for k, v in named.items())
         raise ValueError(f"{prefix}{shown}: {e}" if shown else str(e)) from None
 

@@ -161,6 +161,7 @@ def test_a_bad_override_is_refused_before_launch_and_nothing_is_listed(tmp_path,
     p.launch_button.click()
     assert p.error is not None and says in p.error and p.handle is None
     assert "\n" not in p.error.strip()  # one line
+    assert p.error.count(overrides) == 1  # the value named once ("steps=-3: steps=-3 …" before)
     assert os.listdir(tmp_path) == [] and p.runlist.rows == []
 
 
