@@ -99,7 +99,6 @@ def test_a_slider_move_keeps_a_typed_list_for_reset(ex):
     assert ex.alphas == [0.5, 0.8, 1.2, 1.5] and ex.schedule.value == "custom"
 
 
-
 def test_reset_with_the_custom_box_empty_goes_back_to_the_last_named_schedule(ex):
     """The fifth browser walk: "custom" chosen, the box cleared (after a refused list), then
     reset set every layer to α = 1 — a schedule nobody chose.  Reset goes back to the last
@@ -113,6 +112,7 @@ def test_reset_with_the_custom_box_empty_goes_back_to_the_last_named_schedule(ex
     assert ex.schedule.value == "coprime" and ex.error is None and ex.custom_alphas.disabled
     assert ex.alphas == layer_alphas("coprime", 16) != [1.0] * 16
     assert ex.result["union"] == union(layer_alphas("coprime", 16)) == 133
+
 
 def test_one_recompute_per_slider_move(ex):
     n = ex.updates
