@@ -13,7 +13,7 @@ def add_demo(sub) -> None:
         "--scale",
         choices=["full", "smoke", "study", "study-smoke"],
         default="full",
-        help="full (≈6–10 min on 2 cores), smoke (seconds), study (the CPU study of the LM "
+        help="full (≈ 6–20 min on 2 cores, by machine), smoke (≈ 1 min), study (the CPU study of the LM "
         "claims, ≤ 3 h, resumable) or study-smoke (the study's stages in a minute)",
     )
     s.add_argument(

@@ -138,8 +138,8 @@ def cmd_efficiency(args) -> int:
 
     from fiblab.cli.argtypes import resolve_device
     from lab.cost.efficiency import efficiency_table
-    from lab.lm.config import apply_overrides, split_overrides, typed_overrides
     from lab.lm.modelconfig import ModelConfig, config_for
+    from lab.lm.typedconfig import apply_overrides, split_overrides, typed_overrides
     from lab.util import jsonio
 
     items = split_overrides(args.override)  # ModelConfig fields, with or without "model."

@@ -79,7 +79,7 @@ def add_train(sub) -> None:
 
 
 def cmd_train(args) -> int:
-    from lab.lm.config import split_overrides, with_fields
+    from lab.lm.typedconfig import split_overrides, with_fields
     from lab.training.train import TrainingDiverged, train
     from lab.training.trainconfig import config_from_file, make_config
 

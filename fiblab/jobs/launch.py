@@ -1,7 +1,7 @@
 """Launch a training run as a separate process, watch it through the store, stop it, resume it.
 
 A notebook (or any Python session) builds the run's TrainConfig here (a preset and typed
-overrides, `lab.lm.config`), writes it to ``<runs>/<name>/launch-config.json`` and starts
+overrides, `lab.lm.typedconfig`), writes it to ``<runs>/<name>/launch-config.json`` and starts
 ``python -m fiblab.cli train --config <that file>`` — or, when several GPUs are visible,
 ``python -m torch.distributed.run --standalone --nproc_per_node=N -m fiblab.cli train …`` — in a
 new session (``start_new_session=True``), so neither a busy nor a restarted kernel stops it.  The
@@ -37,7 +37,7 @@ from pathlib import Path
 
 from fiblab.jobs import detached, train_eta
 from fiblab.jobs.train_process import auto_nproc, gpu_count, train_command
-from lab.lm.config import split_overrides, with_fields
+from lab.lm.typedconfig import split_overrides, with_fields
 from lab.store import Store
 from lab.training.checkpoint import list_checkpoints
 from lab.training.phases import EXITING, STARTING, TRAINING, clear_phase, read_phase

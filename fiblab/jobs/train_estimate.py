@@ -71,7 +71,7 @@ def recorded_speed(store_path: str, target: float, limit: int = 20) -> Speed | N
     model size); None when the store holds none with a logged ``tokens_per_s``."""
     import os
 
-    from lab.lm.config import config_from_dict
+    from lab.lm.typedconfig import config_from_dict
     from lab.store import Store
     from lab.training.trainconfig import TrainConfig
 

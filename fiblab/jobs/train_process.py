@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from lab.lm.config import format_value, split_overrides
+from lab.lm.typedconfig import format_value, split_overrides
 from lab.util import paths
 from lab.util.checks import positive_int
 
@@ -53,7 +53,7 @@ def train_command(
     """The argv that trains ``preset``, or the config file ``config`` (a run's config.json, as
     `launch` writes it: then nothing else is needed), under torchrun when ``nproc`` > 1, or as
     a Ray task on the cluster at ``ray`` (`fiblab.cluster.ray_cluster` addresses; one process here).
-    Typed override values are written as `lab.lm.config` reads them back (betas=0.9,0.95).
+    Typed override values are written as `lab.lm.typedconfig` reads them back (betas=0.9,0.95).
     Pure: starts nothing."""
     positive_int(nproc, "nproc", "processes, one per GPU")
     if ray and nproc > 1:

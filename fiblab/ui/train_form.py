@@ -16,7 +16,7 @@ from fiblab.jobs import detached
 from fiblab.jobs import launch as LA
 from fiblab.jobs import train_estimate as TE
 from fiblab.jobs.train_eta import format_duration
-from lab.lm.config import format_value, read_config
+from lab.lm.typedconfig import format_value, read_config
 from lab.training.checkpoint import list_checkpoints
 from lab.training.phases import TRAINING
 from lab.training.trainconfig import TRAIN_PRESETS, TrainConfig

@@ -33,9 +33,9 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from lab.lm.config import config_from_dict
 from lab.lm.model import FibLM
 from lab.lm.modelconfig import ModelConfig
+from lab.lm.typedconfig import config_from_dict
 from lab.machine.measure import peak_growth, run_child, time_fn, time_round_robin
 from lab.machine.precision import autocast, default_precision
 from lab.util.checks import positive_int

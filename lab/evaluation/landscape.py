@@ -42,14 +42,14 @@ def alphas_set(model, alphas: Sequence[float]):
     blocks = list(model.blocks)
     if len(alphas) != len(blocks):
         raise ValueError(f"{len(alphas)} α for a model of {len(blocks)} layers: give one a layer")
-    saved = [(b.attn.fixed_alpha, None if b.attn.theta is None else b.attn.theta.detach().clone())
+    saved = [(b.attn.start_alpha, None if b.attn.theta is None else b.attn.theta.detach().clone())
              for b in blocks]  # fmt: skip
     try:
         with torch.no_grad():
             for b, a in zip(blocks, alphas):
                 attn = b.attn
                 if attn.theta is None:
-                    attn.fixed_alpha = float(a)
+                    attn.start_alpha = float(a)
                 else:
                     cfg = attn.cfg
                     attn.theta.fill_(
@@ -59,7 +59,7 @@ def alphas_set(model, alphas: Sequence[float]):
     finally:
         with torch.no_grad():
             for b, (fixed, theta) in zip(blocks, saved):
-                b.attn.fixed_alpha = fixed
+                b.attn.start_alpha = fixed
                 if theta is not None:
                     b.attn.theta.copy_(theta)
 

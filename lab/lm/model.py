@@ -65,7 +65,7 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(d, cfg.n_kv_heads * hd, bias=False)
         self.o_proj = nn.Linear(cfg.n_heads * hd, d, bias=False)
         self.o_proj.residual = True
-        self.fixed_alpha = float(alpha)
+        self.start_alpha = float(alpha)  # the α of a fixed layer; a learned one starts here
         self.blur_width = 40.0  # path="blur" only; annealed by the probe runner
         if cfg.learned:
             theta = offsets.theta_from_alpha(alpha, cfg.alpha_min, cfg.alpha_span)
@@ -78,7 +78,7 @@ class Attention(nn.Module):
         """This layer's α: a float, or a 0-d tensor on θ's graph when learned — bounded by the
         sigmoid, never clamped (only the start is, in `schedules.layer_alphas`)."""
         if self.theta is None:
-            return self.fixed_alpha
+            return self.start_alpha
         return offsets.alpha_from_theta(self.theta, self.cfg.alpha_min, self.cfg.alpha_span)
 
     def plan(self, seq_len: int | None = None) -> ColumnPlan:

@@ -1,7 +1,7 @@
 """The model's configuration, torch-free: `ModelConfig` (every field of the paper's model and
 its attention rule, with the per-layer α and column plans it implies), the named `PRESETS` and
 `config_for`.  Apart from the model code so that configs, presets and the CLI's choices load
-without torch (`fiblab --help`), and so that the config layer (`lab.lm.config`) and the
+without torch (`fiblab --help`), and so that the config layer (`lab.lm.typedconfig`) and the
 training config build on it without importing the model."""
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ class RunModel:
 def run_model(run_dir: str, device="cpu", log: Callable[[str], None] = print) -> RunModel:
     """The model of a run folder: config.json and the newest checkpoint that passes its
     checksum, loaded on `device` in eval mode.  Reads no training data."""
-    from lab.lm.config import config_from_dict
+    from lab.lm.typedconfig import config_from_dict
     from lab.training.checkpoint import latest_good_checkpoint, list_checkpoints
     from lab.training.trainconfig import TrainConfig
 

@@ -23,9 +23,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from lab.data.tokenizer import BPETokenizer
-from lab.lm.config import config_from_dict
 from lab.lm.model import FibLM
 from lab.lm.modelconfig import ModelConfig
+from lab.lm.typedconfig import config_from_dict
 from lab.util import jsonio
 from lab.util.files import atomic_path
 

@@ -170,6 +170,7 @@ def train(
                 group["lr"] = lr
             loss_sum = torch.zeros((), device=di.device)
             for m in range(local_accum):  # micro-batches; DDP syncs gradients on the last
+                # the global micro-batch index carries the rank, so N ranks see one process's data
                 x, y = data.get_batch(
                     "train", cfg.micro_batch, cfg.model.seq_len, cfg.seed, step,
                     micro=m * di.world + di.rank, rank=0, device=di.device,

@@ -1,7 +1,7 @@
 """A training run's configuration: `TrainConfig`, the named presets, and building one from a
 preset (`make_config`) or from a run's config.json (`config_from_file`).
 
-The recipe's defaults are the paper's (see `lab.training.train`); overrides are typed by `lab.lm.config`.
+The recipe's defaults are the paper's (see `lab.training.train`); overrides are typed by `lab.lm.typedconfig`.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import math
 import numbers
 from dataclasses import asdict, dataclass, field, replace
 
-from lab.lm.config import apply_overrides, read_config, typed_overrides
 from lab.lm.modelconfig import PRESETS, ModelConfig, config_for
+from lab.lm.typedconfig import apply_overrides, read_config, typed_overrides
 from lab.util.checks import nonneg_int, positive_int
 
 
@@ -167,7 +167,7 @@ TRAIN_PRESETS: dict[str, dict] = {
 
 def make_config(preset: str, overrides=None) -> TrainConfig:
     """A TrainConfig from a preset name and overrides ({"steps": 10, "model.window": 12} or
-    "key=value" strings; values are typed by `lab.lm.config`).
+    "key=value" strings; values are typed by `lab.lm.typedconfig`).
 
     The seed suffix "-s43" on a preset name selects another seed (fib-stagger-w12-s43).
     """

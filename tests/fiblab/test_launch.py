@@ -12,7 +12,7 @@ import pytest
 from fiblab.jobs import launch as L
 from fiblab.jobs import train_process as TP
 from lab.data.prepared import prepare
-from lab.lm.config import read_config
+from lab.lm.typedconfig import read_config
 from lab.store import Store
 from lab.training.checkpoint import list_checkpoints, load_checkpoint
 from lab.training.stop import STOP_FILE
@@ -88,7 +88,7 @@ def test_command_is_cli_or_torchrun():
         ]
         and two[-1] == "--resume"
     )
-    # typed values are written as lab.lm.config reads them back
+    # typed values are written as lab.lm.typedconfig reads them back
     typed = TP.train_command("tiny", overrides={"betas": (0.8, 0.9), "val_tokens": None})
     assert typed[typed.index("--override") + 1 :] == [
         f"run_dir={L.DEFAULT_RUNS}",

@@ -14,7 +14,8 @@ import pytest
 
 from fiblab.cli import main
 from lab.data.prepared import prepare
-from lab.lm.config import (
+from lab.lm.modelconfig import ModelConfig, config_for
+from lab.lm.typedconfig import (
     apply_overrides,
     config_from_dict,
     format_value,
@@ -22,7 +23,6 @@ from lab.lm.config import (
     split_overrides,
     typed_overrides,
 )
-from lab.lm.modelconfig import ModelConfig, config_for
 from lab.store import Store
 from lab.training.train import train
 from lab.training.trainconfig import TrainConfig, config_from_file, make_config

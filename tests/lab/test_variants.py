@@ -22,8 +22,8 @@ from analysis.tables.position import table4_from_store
 from analysis.tables.ppl import table1_from_store
 from analysis.tables.seeds import table5_from_store
 from fiblab.cli import main as cli_main
-from lab.lm.config import config_from_dict
 from lab.lm.modelconfig import ModelConfig
+from lab.lm.typedconfig import config_from_dict
 from lab.machine.precision import default_precision
 from lab.store import Store
 from lab.store.variant import data_hash, describe, differs, provenance, seed_of, variant_of, varying
