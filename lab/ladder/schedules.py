@@ -2,8 +2,9 @@
 
     fixed     α_ℓ = 1 in every layer
     stagger   α_ℓ = α_min + α_span·ℓ/(L−1)            (0.5 → 1.5 over depth; "linear")
-    coprime   the stagger's values reassigned by ℓ ↦ S·ℓ mod L ("HDC", anti-gridding), with S
-              the largest s ≤ L/2 coprime with L (S=7 at L=16, S=3 at L=8)
+    coprime   the stagger's values reassigned by ℓ ↦ S·ℓ mod L, with S the largest s ≤ L/2
+              coprime with L (S=7 at L=16, S=3 at L=8); "hdc" in the authors' code (hybrid
+              dilated convolution's anti-gridding), an accepted alias
     learned   θ_ℓ trainable; `layer_alphas("learned", L, init=...)` gives the initial α
               (α=1 by default; a named schedule's start is clamped to [0.55, 1.45] at the
               default α_min and α_span, a custom list must lie strictly inside (0.5, 1.5))
