@@ -63,6 +63,7 @@ from fiblab.ui.sections import (
     section_html,
     seed_verdicts,
     store_sections,
+    untabulated_probes,
     verdict_html,
 )
 
@@ -266,9 +267,13 @@ class ResultsPanel(Shown):
         if n_runs == 0:
             self.message = f"{NO_RUNS} (store: {store_label(self.store)})"
         elif not names:
+            marked = "marked" in set(probes["task"])
+            probe_words = "; marked-task probe results are in Table 2" if marked else ""
+            others = untabulated_probes(probes)
             self.message = (
-                "no finished language-model runs yet — run `fiblab demo` or "
-                "notebook 03; probe results are in Table 2"
+                "no finished language-model runs yet — run `fiblab demo` or notebook 03"
+                + probe_words
+                + (f"; {others}" if others else "")
             )
         else:
             self.message = None

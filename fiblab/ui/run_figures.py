@@ -132,7 +132,7 @@ def probe_alphas(records: list[dict], max_panels: int = 8):
         ax.set_title(textwrap.fill(name, max(24, int(panel / 6.5))), fontsize="small")
         ax.set_xlabel("step")
         ax.set_ylabel("α")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=4, integer=True))  # ≈ 270 px: 4 labels fit
         ax.tick_params(labelleft=True)
     for ax in axes[len(groups) :]:
         ax.axis("off")

@@ -164,15 +164,34 @@ def store_sections(st, sel: list[str], ds, mech, have_runs: bool) -> dict[str, d
         out["table5"] = section(
             "table5", lambda: (tables_seeds.table5_from_store(st, ds, runs=sel), None)
         )
+    others = untabulated_probes(st.probes()) if st is not None else ""
     if st is None or mech is None:
         out["table2"] = missing(
             "table2",
-            "the store holds no marked-probe results; run a probe grid in notebook 02 or "
-            "with `fiblab probe marked`",
+            "the store holds no marked-probe results"
+            + (f"; {others}" if others else "")
+            + "; run a probe grid in notebook 02 or with `fiblab probe marked`",
         )
     else:
-        out["table2"] = section("table2", lambda: _table2(st, mech))
+
+        def table2():
+            t2, note = _table2(st, mech)
+            return t2, "; ".join(n for n in (note, others) if n) or None
+
+        out["table2"] = section("table2", table2)
     return out
+
+
+def untabulated_probes(probes: pd.DataFrame) -> str:
+    """What the store holds that Table 2 (the marked task's) does not show, in words: "the store
+    also holds 8 shift-task cells, which Table 2 does not show (notebook 02 does)", or ""."""
+    if probes is None or probes.empty:
+        return ""
+    counts = probes[probes["task"] != "marked"].groupby("task")["run"].nunique()
+    if counts.empty:
+        return ""
+    what = ", ".join(f"{n} {task}-task cell{'s' * (n != 1)}" for task, n in counts.items())
+    return f"the store also holds {what}, which Table 2 does not show (notebook 02 does)"
 
 
 def _table2(st, mech):

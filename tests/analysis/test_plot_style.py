@@ -422,3 +422,23 @@ def test_coverage_bars_label_every_share_without_rounding_it_onto_another():
     for text, r in zip(texts, rep["reachable"]):
         assert text == share_label(r)
     assert "100%" in texts  # a deep stack reaches every position
+
+
+def test_probe_alpha_step_labels_never_run_together():
+    """The fifth browser walk: at 3,000 steps in three columns the step axis read
+    "0 400 800 120016002000 24002800".  Oracle: the drawn tick labels' pixel boxes, from
+    matplotlib's renderer, do not overlap on any panel."""
+    recs = []
+    for depth in (2, 4, 8):  # three panels in a row: each ≈ 270 px wide
+        recs += probe_records(depths=(depth,), seeds=(0,), steps=tuple(range(0, 3001, 100)))
+    fig = probe_alphas(recs)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    checked = 0
+    for ax in fig.axes:
+        boxes = [t.get_window_extent(renderer) for t in ax.get_xticklabels() if t.get_text()]
+        boxes.sort(key=lambda b: b.x0)
+        for left, right in zip(boxes, boxes[1:]):
+            assert left.x1 + 2 <= right.x0, [t.get_text() for t in ax.get_xticklabels()]
+            checked += 1
+    assert checked >= 3

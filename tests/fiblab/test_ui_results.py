@@ -472,6 +472,26 @@ def test_the_report_link_opens_the_file_written_under_the_runs_folder(tmp_path, 
     text = Path(p.report_path).read_text(encoding="utf-8")
     assert "The store also holds 2 shift-task probe cells" in text
     assert "this report does not tabulate them" in text
+    # the panel says so too (the fifth walk: it said nothing, and "probe results are in Table 2")
+    t2 = p.sections["table2"]
+    said = " ".join(str(t2.get(k) or "") for k in ("note", "message"))
+    assert "2 shift-task cells, which Table 2 does not show (notebook 02 does)" in said
+
+
+def test_a_store_of_shift_cells_only_is_not_sent_to_table_2(tmp_path):
+    """With no LM runs and only shift cells, the summary pointed at Table 2, which shows the
+    marked task only; it now counts the cells Table 2 leaves out (a hand count: 3 cells)."""
+    path = tmp_path / "fiblab.db"
+    with Store(str(path)) as s:
+        for d in (3, 5, 8):
+            s.log_probe(
+                {"key": f"shift/fib-fixed/d2/-/s0/n10/dist{d}", "task": "shift",
+                 "mechanism": "fib-fixed", "depth": 2, "init": "-", "seed": 0, "steps": 10,
+                 "acc": {str(d): 1.0}, "alphas": [1.0, 1.0], "git_rev": "test"}
+            )  # fmt: skip
+    p = ResultsPanel(str(path), render=False, paper_db="")
+    assert "Table 2" in p.message and "3 shift-task cells" in p.message
+    assert "probe results are in Table 2" not in p.message
 
 
 def test_paper_db_rebuilt_beside_the_published_tables(panel, tmp_path):
