@@ -253,6 +253,8 @@ class ProbePanel(ProbeForm, LaunchPanel):
             snap = PL.snapshot(self.handle)
             self.snap = snap
             self._render(snap)
+            # this grid's row from the same snapshot: the list and the status line agree
+            self.runlist.show(ProbeGrids.row(self.handle.name, snap))
         return snap
 
     def _render(self, s: PL.GridSnapshot) -> None:

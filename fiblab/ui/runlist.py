@@ -92,14 +92,16 @@ class ProbeGrids:
         return PL.attach(name, self.runs_dir)
 
     def rows(self) -> list[RunRow]:
-        out = []
-        for h in PL.list_grids(self.runs_dir):
-            s = PL.snapshot(h)
-            detail = f"{s.done} of {plural(s.total, 'cell')} done"
-            if s.state in LIVE and math.isfinite(s.eta_s):
-                detail += f" · about {format_duration(s.eta_s)} left"
-            out.append(RunRow(self.kind, h.name, s.state, detail))
-        return out
+        return [self.row(h.name, PL.snapshot(h)) for h in PL.list_grids(self.runs_dir)]
+
+    @classmethod
+    def row(cls, name: str, s: PL.GridSnapshot) -> RunRow:
+        """A grid's row from its snapshot: the panel watching the grid shows it from the same
+        snapshot as its status line, so the two agree."""
+        detail = f"{s.done} of {plural(s.total, 'cell')} done"
+        if s.state in LIVE and math.isfinite(s.eta_s):
+            detail += f" · about {format_duration(s.eta_s)} left"
+        return RunRow(cls.kind, name, s.state, detail)
 
     def stop(self, name: str) -> None:
         PL.request_stop(self.handle(name))

@@ -244,3 +244,25 @@ def test_notebook_03s_panel_lists_the_grid_too_and_points_to_notebook_02(tmp_pat
     _, attach, stop, resume = t.runlist.table.children[0].children
     assert attach.disabled and "notebook 02" in attach.tooltip
     assert stop.disabled and not resume.disabled
+
+
+def test_the_list_row_follows_the_watched_grid_between_list_refreshes(tmp_path, alive_pid):
+    """The fifth browser walk: the list at the top still read "running · 0 of 4 cells done"
+    while the status line below said "4 of 4 cells done".  The watched grid's row now comes
+    from the same snapshot as the status line (a hand count: cells finished = lines written)."""
+    spec = GridSpec(scale="tiny", mechanisms=("learned",), depths=(2, 4), inits=("staggered",),
+                    seeds=(0, 1), steps=100)  # fmt: skip
+    h = _grid(tmp_path, "follow", spec, alive_pid)
+    write_progress(h.grid_dir, pid=alive_pid, keys=h.keys, started=time.time())
+    p = ProbePanel(runs=str(tmp_path), store="", auto_refresh=False, render=True)
+    p.attach("follow")
+    (row,) = p.runlist.rows
+    assert (row.state, row.detail.split(" ·")[0]) == ("running", "0 of 4 cells done")
+    cells, settings = spec.cells(), spec.settings()
+    with open(os.path.join(h.grid_dir, PL.RESULTS_NAME), "a") as f:
+        for cell, key in list(zip(cells, h.keys))[:3]:
+            f.write(json.dumps(_record(key, cell, settings.steps)) + "\n")
+    p.refresh()
+    (row,) = p.runlist.rows
+    assert row.detail.split(" ·")[0] == "3 of 4 cells done" == f"{p.snap.done} of 4 cells done"
+    assert "3 of 4 cells done" in p.runlist.table.children[0].children[0].value
