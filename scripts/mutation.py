@@ -123,6 +123,7 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
             "tests/analysis/test_ledger_sources.py",
             "tests/analysis/test_ledger_rules.py",
             "tests/analysis/test_ledger_planted.py",
+            "tests/analysis/test_ledger_rules_pinned.py",
         ],
     ),
     # issue 27: the study's plan (rung rule, seeds from σ's bound, budget)
