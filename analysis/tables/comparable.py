@@ -21,7 +21,14 @@ import pandas as pd
 
 from lab.store.variant import SCHEME_FIELDS, Variant, describe, ordered, varying
 
-__all__ = ["TableUnavailable", "DUPLICATES", "one_run_per_seed", "variant_labels", "natural_key"]
+__all__ = [
+    "TableUnavailable",
+    "DUPLICATES",
+    "one_run_per_seed",
+    "variant_labels",
+    "comparable_rows",
+    "natural_key",
+]
 
 #: What to do with two runs of one variant and seed: use the newest finished, or refuse.
 DUPLICATES = ("newest", "error")
@@ -106,6 +113,14 @@ def variant_labels(ev: pd.DataFrame, variants: dict[str, Variant], keys) -> pd.S
             names[i] = tuple(shown)
     text = {i: describe(variants[i], ordered(names[i])) for i in ids}
     return ev["variant_id"].map(text)
+
+
+def comparable_rows(ev: pd.DataFrame, variants: dict, table: str, duplicates: str):
+    """One run per (variant, seed) (`one_run_per_seed`) and each row's
+    ``variant`` text (`variant_labels`); returns (rows, notes)."""
+    ev, notes = one_run_per_seed(ev, table, duplicates)
+    ev = ev.assign(variant=variant_labels(ev, variants, ["config", "W"]))
+    return ev, notes
 
 
 def natural_key(text) -> tuple:

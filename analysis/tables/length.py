@@ -7,8 +7,8 @@ import math
 
 import pandas as pd
 
-from analysis.tables.comparable import TableUnavailable
-from analysis.tables.rows import comparable_rows, config_label, finish_table, paper_order, rounded
+from analysis.tables.comparable import TableUnavailable, comparable_rows
+from analysis.tables.rows import config_label, finish_table, paper_order, rounded
 from analysis.tables.runs import (
     final_step_rows,
     lm_evals_and_variants,

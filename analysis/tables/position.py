@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.tables.rows import comparable_rows, config_label, finish_table, paper_order, rounded
+from analysis.tables.comparable import comparable_rows
+from analysis.tables.rows import config_label, finish_table, paper_order, rounded
 from analysis.tables.runs import final_step_rows, lm_evals_and_variants, pick_dataset
 from lab.store.evalkind import EvalKind, Family
 

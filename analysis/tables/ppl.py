@@ -7,7 +7,8 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.published.paperdb import BASES, DATASETS, DEFAULT_SEED, SCHEDULES
-from analysis.tables.rows import comparable_rows, config_label, finish_table, paper_order, rounded
+from analysis.tables.comparable import comparable_rows
+from analysis.tables.rows import config_label, finish_table, paper_order, rounded
 from analysis.tables.runs import final_step_rows, lm_evals_and_variants, unavailable
 
 __all__ = ["TABLE1_KEYS", "TABLE1_COLUMNS", "table1_from_final_ppl", "table1_from_store"]

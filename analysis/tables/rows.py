@@ -1,15 +1,15 @@
 """What every table's rows share: the paper's name of a configuration, the paper's row order,
-the ``variant`` column of rows that differ in more than the seed, and rounding."""
+the notes under a table, and rounding (which runs a row averages: `analysis.tables.comparable`)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from analysis.published.paperdb import BASES, SCHEDULES
-from analysis.tables.comparable import natural_key, one_run_per_seed, variant_labels
+from analysis.tables.comparable import natural_key
 from lab.ladder.schemes import paper_label
 
-__all__ = ["config_label", "paper_order", "comparable_rows", "finish_table", "rounded"]
+__all__ = ["config_label", "paper_order", "finish_table", "rounded"]
 
 
 def config_label(base, schedule, attention: str = "sparse") -> str:
@@ -37,14 +37,6 @@ def paper_order(df: pd.DataFrame, label: str) -> pd.DataFrame:
     v = df["variant"].map(natural_key) if "variant" in df.columns else 0
     out = df.assign(_k=keys, _w=w, _v=v).sort_values(["_k", "_w", "_v"], kind="stable")
     return out.drop(columns=["_k", "_w", "_v"]).reset_index(drop=True)
-
-
-def comparable_rows(ev: pd.DataFrame, variants: dict, table: str, duplicates: str):
-    """One run per (variant, seed) (:func:`analysis.tables.comparable.one_run_per_seed`) and each row's
-    ``variant`` text (:func:`analysis.tables.comparable.variant_labels`); returns (rows, notes)."""
-    ev, notes = one_run_per_seed(ev, table, duplicates)
-    ev = ev.assign(variant=variant_labels(ev, variants, ["config", "W"]))
-    return ev, notes
 
 
 def finish_table(out: pd.DataFrame, notes: list[str]) -> pd.DataFrame:

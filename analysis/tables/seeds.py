@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.statistics.stats import as_sample, summary
-from analysis.tables.comparable import TableUnavailable
-from analysis.tables.rows import comparable_rows, config_label, finish_table, rounded
+from analysis.tables.comparable import TableUnavailable, comparable_rows
+from analysis.tables.rows import config_label, finish_table, rounded
 from analysis.tables.runs import final_step_rows, lm_evals_and_variants, pick_dataset, unavailable
 
 __all__ = ["table5", "table5_from_store", "table5_from_final_ppl"]

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.tables.comparable import TableUnavailable
-from analysis.tables.rows import comparable_rows, config_label, finish_table, paper_order, rounded
+from analysis.tables.comparable import TableUnavailable, comparable_rows
+from analysis.tables.rows import config_label, finish_table, paper_order, rounded
 from lab.store.variant import variant_of
 
 # -- the paper's order -----------------------------------------------------------------------
