@@ -71,7 +71,7 @@ def write_fixture(path: str) -> list[str]:
                     s.log_eval(name, _FIX_STEP, ds, m * T, base + grow, 64 * T)
                     if not dense:
                         s.log_eval(
-                            name, _FIX_STEP, ds, m * T, base - 0.01 * m, 64 * T, kind="frozen"
+                            name, _FIX_STEP, ds, m * T, base - 0.01 * m, 64 * T, kind="freeze"
                         )
                 for j in range(4):
                     s.log_eval(
@@ -81,7 +81,7 @@ def write_fixture(path: str) -> list[str]:
                         4 * T,
                         base + (0.5 * j if dense else 0.05 - 0.03 * j),
                         16 * T,
-                        kind=f"full:block{j}",
+                        kind=f"recompute:block{j}",
                     )
                     if not dense:
                         s.log_eval(
@@ -91,7 +91,7 @@ def write_fixture(path: str) -> list[str]:
                             4 * T,
                             base + 0.06 - 0.03 * j,
                             16 * T,
-                            kind=f"frozen:block{j}",
+                            kind=f"freeze:block{j}",
                         )
                 for b in range(8):
                     s.log_eval(

@@ -170,11 +170,11 @@ def test_cli_names_stay_and_aliases_are_accepted(capsys):
 
 # ------------------------------------------------------------------------------ evaluation kinds
 HAND_KINDS = {  # text -> (family, block, bin), written out
-    "full": (Family.RECOMPUTED, None, None),
-    "frozen": (Family.FROZEN, None, None),
-    "full:block0": (Family.RECOMPUTED, 0, None),
-    "full:block3": (Family.RECOMPUTED, 3, None),
-    "frozen:block12": (Family.FROZEN, 12, None),
+    "recompute": (Family.RECOMPUTE, None, None),
+    "freeze": (Family.FREEZE, None, None),
+    "recompute:block0": (Family.RECOMPUTE, 0, None),
+    "recompute:block3": (Family.RECOMPUTE, 3, None),
+    "freeze:block12": (Family.FREEZE, 12, None),
     "bin0": (Family.BIN, None, 0),
     "bin7": (Family.BIN, None, 7),
     "bin10": (Family.BIN, None, 10),
@@ -190,18 +190,18 @@ def test_evalkind_parses_hand_written_strings(text):
 
 
 def test_evalkind_round_trips_every_kind_the_writers_make():
-    kinds = [EvalKind.recomputed(), EvalKind.frozen(), EvalKind.light()]
+    kinds = [EvalKind.recompute(), EvalKind.freeze(), EvalKind.light()]
     kinds += [EvalKind.of_policy(p, j) for p in ("recompute", "freeze") for j in range(9)]
     kinds += [EvalKind.of_bin(b) for b in range(8)]
     for k in kinds:
         assert EvalKind.parse(str(k)) == k
     texts = {str(k) for k in kinds}
-    assert {"full", "frozen", "light", "full:block8", "frozen:block0", "bin7"} <= texts
+    assert {"recompute", "freeze", "light", "recompute:block8", "freeze:block0", "bin7"} <= texts
     # every pattern the tables document is produced
     shapes = {re.sub(r"block\d+", "block{j}", re.sub(r"^bin\d+", "bin{b}", t)) for t in texts}
     assert shapes == set(KIND_PATTERNS)
-    assert str(EvalKind.of_policy("recompute")) == "full"
-    assert str(EvalKind.of_policy("freeze", 2)) == "frozen:block2"
+    assert str(EvalKind.of_policy("recompute")) == "recompute"
+    assert str(EvalKind.of_policy("freeze", 2)) == "freeze:block2"
 
 
 @pytest.mark.parametrize(
@@ -213,12 +213,14 @@ def test_evalkind_round_trips_every_kind_the_writers_make():
         "bin",
         "bin01",
         "bin-1",
-        "full:block",
-        "full:block01",
+        "recompute:block",
+        "recompute:block01",
         "light:block0",
         "frozen:bin1",
         " full",
-        "full:block1 ",
+        "full",  # the words before schema 4 (`modern_text` reads them)
+        "frozen:block0",
+        "recompute:block1 ",
     ],
 )
 def test_evalkind_parse_is_strict(text):
@@ -233,9 +235,9 @@ def test_evalkind_rejects_impossible_records():
     with pytest.raises(ValueError, match="bin=None"):
         EvalKind(Family.BIN)
     with pytest.raises(ValueError, match="no bin"):
-        EvalKind(Family.RECOMPUTED, bin=1)
+        EvalKind(Family.RECOMPUTE, bin=1)
     with pytest.raises(ValueError, match="block=-1"):
-        EvalKind.recomputed(-1)
+        EvalKind.recompute(-1)
     with pytest.raises(ValueError, match="policy='shift'"):
         EvalKind.of_policy("shift")
 
@@ -264,5 +266,5 @@ def test_the_store_strings_are_unchanged(tmp_path):
         log_position_bins(st, "r", 10, "d", bins)
         kinds = sorted(st.evals("r")["kind"])
     assert kinds == sorted(
-        ["full", "frozen", "frozen:block0", "frozen:block1"] + [f"bin{b}" for b in range(8)]
+        ["recompute", "freeze", "freeze:block0", "freeze:block1"] + [f"bin{b}" for b in range(8)]
     )

@@ -303,12 +303,15 @@ def store_lms(store, runs=None) -> list[tuple[LMRun, str, dict]]:
         g = g[g["dataset"] == ds]
         T = int(g["seq_len"].iloc[0])
         last = final_step_rows(
-            g, lambda k: k in ("full", "frozen", "full:block0", "frozen:block0") or k[:3] == "bin"
+            g,
+            lambda k: (
+                k in ("recompute", "freeze", "recompute:block0", "freeze:block0") or k[:3] == "bin"
+            ),
         )
-        at_T = last[(last["kind"] == "full") & (last["context_len"] == T)]["perplexity"]
+        at_T = last[(last["kind"] == "recompute") & (last["context_len"] == T)]["perplexity"]
         last = same_tokens_basis(last)  # ppl(cT)/ppl(T) on the same text (tables_store)
-        full = last[last["kind"] == "full"].set_index("context_len")["perplexity"]
-        frz = last[last["kind"] == "frozen"].set_index("context_len")["perplexity"]
+        full = last[last["kind"] == "recompute"].set_index("context_len")["perplexity"]
+        frz = last[last["kind"] == "freeze"].set_index("context_len")["perplexity"]
         bins = last[last["kind"].str.startswith("bin") & (last["context_len"] == T)]
         bins = bins.assign(b=bins["kind"].str[3:].astype(int)).sort_values("b")
         model = config.get("model") or {}

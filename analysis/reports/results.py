@@ -59,7 +59,7 @@ def _table(report: Report, df: pd.DataFrame, name: str, caption: str = "", decim
 def final_ppl(store, runs=None) -> pd.DataFrame:
     """One row per LM run: config, W, seed, dataset, training length, step, held-out ppl."""
     ev = tables_store.lm_evals(store, runs=runs)
-    ev = tables_store.final_step_rows(ev[ev["context_len"] == ev["seq_len"]], {"full"})
+    ev = tables_store.final_step_rows(ev[ev["context_len"] == ev["seq_len"]], {"recompute"})
     cols = ["run", "config", "W", "seed", "dataset", "seq_len", "step", "perplexity", "tokens"]
     return ev[cols].sort_values(["dataset", "config", "seed"]).reset_index(drop=True)
 

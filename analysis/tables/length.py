@@ -22,7 +22,7 @@ __all__ = ["table3", "table3_from_store", "table3_from_lenextrap"]
 
 
 def _policy_kind(text: str) -> EvalKind | None:
-    """The kind if it is whole windows or a block under a rung policy (full / frozen)."""
+    """The kind if it is whole windows or a block under a rung policy (recompute / freeze)."""
     k = EvalKind.read(text)
     return k if k is not None and k.policy is not None else None
 
@@ -36,7 +36,7 @@ def table3(long: pd.DataFrame, blocks: bool = True, decimals: int | None = None)
 
     ``long`` has one row per run and measurement: ``model`` (config label), ``W`` (missing for
     dense), ``run``, ``train_len`` (the training length T), ``context_len``, ``policy``
-    (``full``: rungs recomputed for the length, the paper's; ``frozen``: rungs of length T),
+    (``recompute``: rungs recomputed for the length, the paper's; ``freeze``: rungs of length T),
     ``block`` (missing: whole windows; j: positions [j·T, (j+1)·T) of each window) and ``ppl``.
 
     An optional ``variant`` column (text) splits a (model, W) into rows of different variants
@@ -87,39 +87,39 @@ def table3(long: pd.DataFrame, blocks: bool = True, decimals: int | None = None)
             return float(sel["ppl"].mean()) if len(sel) else float("nan")
 
         whole = g[g["block"].isna()]
-        for L in sorted(whole.loc[whole["policy"] == "full", "context_len"].unique()):
-            row[f"ppl_T{L}"] = mean("full", L)
+        for L in sorted(whole.loc[whole["policy"] == "recompute", "context_len"].unique()):
+            row[f"ppl_T{L}"] = mean("recompute", L)
             order[f"ppl_T{L}"] = (0, L, 0)
-        base = mean("full", T)
+        base = mean("recompute", T)
         if math.isnan(base):
-            base = mean("frozen", T)
+            base = mean("freeze", T)
             if not math.isnan(base):
                 row[f"ppl_T{T}"] = base
                 order[f"ppl_T{T}"] = (0, T, 0)
         kname = _fmt_factor(k)
         top = int(round(k * T)) if (k * T).is_integer() else None
         row[f"change_at_{kname}x_percent"] = (
-            100.0 * (mean("full", top) / base - 1.0) if top else float("nan")
+            100.0 * (mean("recompute", top) / base - 1.0) if top else float("nan")
         )
         order[f"change_at_{kname}x_percent"] = (1, 0, 0)
         frozen_ls = sorted(
-            L for L in whole.loc[whole["policy"] == "frozen", "context_len"].unique() if L != T
+            L for L in whole.loc[whole["policy"] == "freeze", "context_len"].unique() if L != T
         )
         for L in frozen_ls:
-            row[f"frozen_ppl_T{L}"] = mean("frozen", L)
+            row[f"frozen_ppl_T{L}"] = mean("freeze", L)
             order[f"frozen_ppl_T{L}"] = (2, L, 0)
         if frozen_ls:
             row[f"frozen_change_at_{kname}x_percent"] = (
-                100.0 * (mean("frozen", top) / base - 1.0) if top else float("nan")
+                100.0 * (mean("freeze", top) / base - 1.0) if top else float("nan")
             )
             order[f"frozen_change_at_{kname}x_percent"] = (3, 0, 0)
         if blocks:
             blk = g[g["block"].notna()]
             for (policy, L, j), _ in blk.groupby(["policy", "context_len", "block"]):
-                prefix = "" if policy == "full" else "frozen_"
+                prefix = "" if policy == "recompute" else "frozen_"
                 name = f"{prefix}ppl_T{L}_block{j}"
                 row[name] = mean(policy, L, j)
-                order[name] = (4 if policy == "full" else 5, L, j)
+                order[name] = (4 if policy == "recompute" else 5, L, j)
         row["seeds"] = int(g["seed" if "seed" in g.columns else "run"].nunique(dropna=False))
         rows.append(row)
     cols = keys + sorted(order, key=order.get) + ["seeds"]
@@ -144,7 +144,7 @@ def table3_from_store(
     duplicates: str = "newest",
     decimals: int | None = None,
 ) -> pd.DataFrame:
-    """:func:`table3` from our store: the ``full``, ``frozen`` and ``…:block{j}`` evaluations of
+    """:func:`table3` from our store: the ``recompute``, ``freeze`` and ``…:block{j}`` evaluations of
     every LM run (dense included) at its last step with such evaluations, on ``dataset`` (default:
     the only one, else ``fineweb_edu``). Only runs evaluated beyond their training length count,
     so that every column of a row averages the same seeds; the seeds of one variant are averaged,
@@ -207,7 +207,7 @@ def table3_from_lenextrap(
             "run": df["run"].to_numpy(),
             "train_len": train_len,
             "context_len": df["length"].to_numpy(),
-            "policy": "full",
+            "policy": "recompute",
             "block": pd.array([pd.NA] * len(df), dtype="Int64"),
             "ppl": df["ppl"].to_numpy(),
         }

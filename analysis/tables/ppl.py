@@ -97,7 +97,7 @@ def table1_from_store(
 ) -> pd.DataFrame:
     """Table 1 (final held-out perplexity, base × schedule × W by dataset) from our store.
 
-    Reads each sparse LM run's ``full`` evaluations at its training length at its last such step.
+    Reads each sparse LM run's ``recompute`` evaluations at its training length at its last such step.
     ``seed`` keeps one seed; otherwise a cell is the arithmetic mean of the per-seed perplexities
     of one variant (one run per seed:
     see :mod:`analysis.tables.comparable`; ``duplicates`` says what to do with two runs of one variant
@@ -115,7 +115,7 @@ def table1_from_store(
     ev = ev[(ev["attention"] != "dense") & (ev["context_len"] == ev["seq_len"])]
     if seed is not None:
         ev = ev[ev["seed"] == seed]
-    ev = final_step_rows(ev, {"full"})
+    ev = final_step_rows(ev, {"recompute"})
     if ev.empty:
         raise unavailable("Table 1", "" if seed is None else f" with seed {seed}")
     ev, notes = comparable_rows(ev, variants, "Table 1", duplicates)

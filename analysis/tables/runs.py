@@ -5,11 +5,11 @@ LM runs are runs of kind ``lm`` whose config is a ``TrainConfig.to_dict()`` (``m
 config with ``base``, ``schedule``, ``W`` / ``window``, ``seq_len``, ``seed`` is read too. Each run
 carries its :class:`lab.store.variant.Variant` (runs with equal ids are comparable). Evaluation kinds:
 
-``full``
+``recompute``
     whole windows at ``context_len``, rung set recomputed for that length (the paper's policy);
-``frozen``
+``freeze``
     whole windows at ``context_len``, rung set frozen at the training length;
-``full:block{j}`` / ``frozen:block{j}``
+``recompute:block{j}`` / ``freeze:block{j}``
     positions [j·T, (j+1)·T) of windows of length ``context_len`` (T the training length);
 ``bin{b}``
     mean NLL in position bin b of windows at the training length;
@@ -176,7 +176,7 @@ def same_tokens_basis(evals: pd.DataFrame) -> pd.DataFrame:
     keys = ["run", "dataset", "step"]
     for _, g in out.groupby(keys, sort=False):
         T = int(g["seq_len"].iloc[0])
-        for kind in ("full", "frozen"):
+        for kind in ("recompute", "freeze"):
             longer = g[(g["kind"] == kind) & (g["context_len"] > T)]
             base = g[(g["kind"] == kind) & (g["context_len"] == T)]
             block = g[(g["kind"] == f"{kind}:block0") & (g["context_len"] == T)]

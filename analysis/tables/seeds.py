@@ -75,14 +75,14 @@ def table5_from_store(
     duplicates: str = "newest",
     decimals: int | None = None,
 ) -> pd.DataFrame:
-    """:func:`table5` from our store: each LM run's ``full`` evaluation at its training length and
+    """:func:`table5` from our store: each LM run's ``recompute`` evaluation at its training length and
     last step on ``dataset`` (default: the only one, else ``fineweb_edu``); ``W`` keeps one
     window (dense runs, which have none, are kept only when ``W`` is None). The seeds of one
     variant are a row; other variants are rows of their own (see
     :func:`analysis.tables.ppl.table1_from_store` for ``variant``, ``duplicates`` and
     ``attrs["notes"]``). ``runs`` restricts it to those names."""
     ev, variants = lm_evals_and_variants(store, status, runs)
-    ev = final_step_rows(ev[ev["context_len"] == ev["seq_len"]], {"full"})
+    ev = final_step_rows(ev[ev["context_len"] == ev["seq_len"]], {"recompute"})
     ds = pick_dataset(ev, dataset, "Table 5")
     ev = ev[ev["dataset"] == ds]
     if W is not None:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 from fiblab.cluster.ray_cluster import TaskResources, connect, task_resources
 from fiblab.cluster.ray_progress import TaskLines, report_start
+from lab.store.evalkind import modern_text
 from lab.store.journal import JOURNAL_NAME, StoreJournal, finished, read_journal, replay
 from lab.util.checks import nonneg_int
 from lab.util.progress import bar as progress_bar
@@ -189,14 +190,15 @@ class SweepResult:
 
 
 def _final_ppl(entries: list[dict]) -> dict:
-    """The final (kind 'full') perplexity per dataset that a journal logged last."""
+    """The final (kind 'recompute') perplexity per dataset that a journal logged last."""
     import math
 
     out = {}
     for e in entries:
         if e["call"] == "log_eval":
             args = e["args"]
-            if e.get("kwargs", {}).get("kind", "full") == "full" and args[4] is not None:
+            kind = modern_text(e.get("kwargs", {}).get("kind", "recompute"))
+            if kind == "recompute" and args[4] is not None:
                 out[args[2]] = math.exp(args[4])
     return out
 

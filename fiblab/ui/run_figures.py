@@ -195,7 +195,7 @@ def training_curves(s: dict):
     if len(ev):
         kind = ev["kind"].astype(str) if "kind" in ev.columns else pd.Series("light", ev.index)
         multi = "dataset" in ev.columns and ev["dataset"].nunique() > 1
-        for j, (name, marker) in enumerate((("light", "o"), ("full", "D"))):
+        for j, (name, marker) in enumerate((("light", "o"), ("recompute", "D"))):
             sel = ev[kind == name]
             for d, g in sel.groupby("dataset") if "dataset" in sel.columns else [("", sel)]:
                 what = "periodic" if name == "light" else "full"

@@ -4,11 +4,11 @@ store (`log_extrapolation`, `log_position_bins`).
 
 Store conventions (``Store.log_eval(run, step, dataset, context_len, loss, tokens, kind)``;
 the kind is a `lab.store.evalkind.EvalKind`, stored as its text)
-    kind "full"              whole windows at context_len, rung set recomputed (what training
+    kind "recompute"         whole windows at context_len, rung set recomputed (what training
                              logs at the training length)
-    kind "frozen"            whole windows at context_len, rung set frozen at the training length
-    kind "full:block{j}"     position-matched block j of windows of length context_len
-    kind "frozen:block{j}"   the same under the frozen rung set
+    kind "freeze"            whole windows at context_len, rung set frozen at the training length
+    kind "recompute:block{j}" position-matched block j of windows of length context_len
+    kind "freeze:block{j}"   the same under the frozen rung set
     kind "bin{b}"            b = 0…7, context_len = training length: mean NLL in position bin b,
                              tokens = tokens in the bin
     A row is not replaced by one scored on fewer tokens (a ``--limit`` run never overwrites the
@@ -69,8 +69,8 @@ def _log_rows(
 
 
 def log_extrapolation(store, run: str, step: int, dataset: str, result: ExtrapolationResult) -> int:
-    """Log every evaluated cell: kind "full"/"frozen" for the whole windows and
-    "full:block{j}"/"frozen:block{j}" for the position-matched blocks, at context_len = the
+    """Log every evaluated cell: kind "recompute"/"freeze" for the whole windows and
+    "recompute:block{j}"/"freeze:block{j}" for the position-matched blocks, at context_len = the
     cell's window length.  Returns the number of rows written."""
     rows = []
     for c in result.cells:

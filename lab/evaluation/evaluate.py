@@ -134,7 +134,7 @@ class ExtrapolationCell:
 
     @property
     def kind(self) -> str:
-        """The store's kind of the whole windows (``full`` | ``frozen``)."""
+        """The store's kind of the whole windows (``recompute`` | ``freeze``: the rung policy)."""
         return str(EvalKind.of_policy(self.policy))
 
     def to_dict(self) -> dict:

@@ -102,7 +102,7 @@ def resolve_run(run: str, runs_dir: str = "runs") -> str:
 
 def run_card(r: RunModel, store_path: str | None) -> ModelCard:
     """The card of a run: its data and steps, and the held-out perplexity the store has for
-    the checkpoint's step (kind "full" at the training length); none without a store."""
+    the checkpoint's step (kind "recompute" at the training length); none without a store."""
     ppl: dict[str, float] = {}
     if store_path and os.path.isfile(store_path):
         from lab.store import Store
@@ -113,7 +113,7 @@ def run_card(r: RunModel, store_path: str | None) -> ModelCard:
         T = r.model.cfg.seq_len
         rows = df[
             (df["step"] == r.step)
-            & (df["kind"] == str(EvalKind.recomputed()))
+            & (df["kind"] == str(EvalKind.recompute()))
             & (df["context_len"] == T)
         ]
         ppl = {str(d): float(math.exp(loss)) for d, loss in zip(rows["dataset"], rows["loss"])}

@@ -20,6 +20,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from lab.store.evalkind import modern_text
 from lab.util.jsonio import append_line
 
 JOURNAL_NAME = "store-journal.jsonl"
@@ -67,7 +68,7 @@ class StoreJournal:
         context_len: int,
         loss: float,
         tokens: int,
-        kind: str = "full",
+        kind: str = "recompute",
     ) -> None:
         self._log("log_eval", run, step, dataset, context_len, loss, tokens, kind=kind)
 
@@ -129,6 +130,8 @@ def replay(entries: list[dict], store, start: int = 0) -> int:
             continue
         if e["call"] in ("log_metrics", "log_alphas"):  # None back to NaN for the store
             args[2] = _nan(args[2])
+        if e["call"] == "log_eval" and "kind" in kwargs:  # a journal from before schema 4
+            kwargs["kind"] = modern_text(kwargs["kind"])
         getattr(store, e["call"])(*args, **kwargs)
         written += 1
     return written

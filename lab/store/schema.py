@@ -13,8 +13,9 @@ Tables (schema version in ``PRAGMA user_version``; ``SCHEMA_VERSION``):
 ``evaluations``
     ``(run, step, dataset, context_len, kind) -> loss, perplexity, tokens``: ``loss`` is the mean
     NLL per scored token (nats), ``perplexity = exp(loss)``, ``tokens`` the tokens actually
-    scored, ``kind`` 'full' / 'frozen' (whole windows, rung set recomputed / frozen),
-    'full:block{j}' / 'frozen:block{j}' (position-matched), 'bin{b}', 'light' (`lab.store.evalkind`).
+    scored, ``kind`` 'recompute' / 'freeze' (whole windows, rung set recomputed / frozen: the
+    rung policy), 'recompute:block{j}' / 'freeze:block{j}' (position-matched), 'bin{b}', 'light'
+    (`lab.store.evalkind`; stores before schema 4 said 'full' / 'frozen').
 ``alphas``
     ``(run, step, layer) -> alpha``, long format; a NaN α (dense layers) is stored as NULL.
 ``probe_results``
@@ -187,6 +188,32 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (run_id, task, n, seed)
     ) WITHOUT ROWID;
     CREATE INDEX battery_results_task ON battery_results (task);
+    """,
+    # 3 -> 4: an evaluation kind says its rung policy as the CLI does (`lab.store.evalkind`):
+    # 'full' -> 'recompute', 'frozen' -> 'freeze', alone or before ':block{j}'
+    """
+    CREATE TABLE evaluations_v4 (
+        run_id      INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+        step        INTEGER NOT NULL,
+        dataset     TEXT    NOT NULL,
+        context_len INTEGER NOT NULL CHECK (context_len > 0),
+        kind        TEXT    NOT NULL DEFAULT 'recompute',
+        loss        REAL,
+        perplexity  REAL,
+        tokens      INTEGER NOT NULL CHECK (tokens >= 0),
+        logged_at   TEXT    NOT NULL,
+        PRIMARY KEY (run_id, step, dataset, context_len, kind)
+    ) WITHOUT ROWID;
+    INSERT INTO evaluations_v4
+        SELECT run_id, step, dataset, context_len,
+               CASE WHEN kind = 'full' OR kind GLOB 'full:*' THEN 'recompute' || substr(kind, 5)
+                    WHEN kind = 'frozen' OR kind GLOB 'frozen:*' THEN 'freeze' || substr(kind, 7)
+                    ELSE kind END,
+               loss, perplexity, tokens, logged_at
+        FROM evaluations;
+    DROP TABLE evaluations;
+    ALTER TABLE evaluations_v4 RENAME TO evaluations;
+    CREATE INDEX evaluations_dataset_ctx ON evaluations (dataset, context_len, kind);
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -164,7 +164,7 @@ class StoreWriters(StoreConnection):
         context_len: int,
         loss: float,
         tokens: int,
-        kind: str = "full",
+        kind: str = "recompute",
     ) -> float:
         """Log an evaluation: ``loss`` is the mean NLL (nats) per scored token, ``tokens`` the
         number scored.  Stores and returns ``perplexity = exp(loss)`` (inf on overflow)."""

@@ -5,15 +5,19 @@ extra) is imported only when a sink is opened.  A fresh run first removes the ev
 earlier run of the same name left in its folder (only those: nested runs' folders and other
 files stay), so a folder holds one run, as the store holds one row per key.  A resumed run
 keeps them and writes a purge marker at its first new step, so TensorBoard drops what the
-earlier attempt logged after the checkpoint it resumes from.
+earlier attempt logged after the checkpoint it resumes from.  TensorBoard reads a folder's files
+in name order, and a file's name is its creation second, host, pid and a per-process counter
+(``…9`` sorts after ``…10``), so a resumed sink waits, at most a second, until its name sorts
+after every file it resumes.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 
-__all__ = ["EVENT_PREFIX", "TensorBoardSink", "clear_events"]
+__all__ = ["EVENT_PREFIX", "TensorBoardSink", "clear_events", "wait_to_sort_last"]
 
 EVENT_PREFIX = "events.out.tfevents."
 
@@ -29,6 +33,22 @@ def clear_events(folder: str) -> int:
             os.remove(path)
             gone += 1
     return gone
+
+
+def wait_to_sort_last(folder: str) -> float:
+    """Sleep until the current second is later than every event file's in ``folder`` (whose
+    names start with their creation second), so a file created now sorts after them all;
+    returns the seconds slept (0 when none is from this second)."""
+    stamps = [0]
+    for name in os.listdir(folder) if os.path.isdir(folder) else ():
+        head = name[len(EVENT_PREFIX) :].split(".", 1)[0]
+        if name.startswith(EVENT_PREFIX) and head.isdigit():
+            stamps.append(int(head))
+    slept, due = 0.0, max(stamps) + 1
+    while (now := time.time()) < due:
+        time.sleep(due - now)
+        slept += due - now
+    return slept
 
 
 def _summary_writer():
@@ -49,6 +69,8 @@ class TensorBoardSink:
         writer = _summary_writer()
         if resume_step <= 0:
             clear_events(folder)
+        else:
+            wait_to_sort_last(folder)
         os.makedirs(folder, exist_ok=True)
         self.folder = folder
         self._writer = writer(

@@ -203,7 +203,7 @@ def train(
                 stopped_at = step
                 break
         if stopped_at is None:
-            final = evaluate(cfg.steps, EvalKind.recomputed(), None) if di.main else {}
+            final = evaluate(cfg.steps, EvalKind.recompute(), None) if di.main else {}
             status = "done"
         else:
             status = "stopped"

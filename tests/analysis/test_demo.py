@@ -91,7 +91,7 @@ def test_demo_report_prints_the_stores_numbers(demo):
     with sqlite3.connect(d / "runs" / "store.db") as c:
         rows = c.execute(
             "SELECT r.name, e.step, e.loss FROM evaluations e JOIN runs r ON r.id = e.run_id "
-            "WHERE r.kind = 'lm' AND e.kind = 'full' AND e.context_len = 64"
+            "WHERE r.kind = 'lm' AND e.kind = 'recompute' AND e.context_len = 64"
         ).fetchall()
     c.close()
     last = {}

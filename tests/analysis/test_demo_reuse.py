@@ -92,7 +92,7 @@ def test_saved_evaluations_need_the_stores_rows(tmp_path):
     with Store(db) as s:
         s.start_run("r", {"seed": 1}, kind="lm", seed=1)
         s.log_eval("r", 6, "bible", 64, 3.0, 256)
-        s.log_eval("r", 6, "bible", 128, 3.1, 256, kind="frozen")  # the other policy only
+        s.log_eval("r", 6, "bible", 128, 3.1, 256, kind="freeze")  # the other policy only
         s.log_eval("r", 3, "bible", 128, 3.1, 256)  # an earlier step
     assert demo_reuse.cached(str(run), key, "r", [64, 128], db) is None
     with Store(db) as s:

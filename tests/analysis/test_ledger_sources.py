@@ -69,11 +69,11 @@ def _write_store(path: str) -> None:
         s.start_run("zeta-fixed", _config("zeta-fixed"), seed=3, git_rev="t")
         for ds, shift in (("bible", 2.0), ("fineweb_edu", 0.0)):
             s.log_eval("zeta-fixed", 40, ds, T, 3.0 + shift, 1000)
-            s.log_eval("zeta-fixed", 40, ds, T, 3.1 + shift, 200, kind="full:block0")
+            s.log_eval("zeta-fixed", 40, ds, T, 3.1 + shift, 200, kind="recompute:block0")
             s.log_eval("zeta-fixed", 40, ds, 2 * T, 3.2 + shift, 200)
-            s.log_eval("zeta-fixed", 40, ds, T, 3.05 + shift, 1000, kind="frozen")
-            s.log_eval("zeta-fixed", 40, ds, T, 3.15 + shift, 200, kind="frozen:block0")
-            s.log_eval("zeta-fixed", 40, ds, 2 * T, 3.25 + shift, 200, kind="frozen")
+            s.log_eval("zeta-fixed", 40, ds, T, 3.05 + shift, 1000, kind="freeze")
+            s.log_eval("zeta-fixed", 40, ds, T, 3.15 + shift, 200, kind="freeze:block0")
+            s.log_eval("zeta-fixed", 40, ds, 2 * T, 3.25 + shift, 200, kind="freeze")
             s.log_eval("zeta-fixed", 40, ds, 3 * T // 2, 9.0, 200)  # not a multiple of T
         for b in reversed(range(11)):
             s.log_eval("zeta-fixed", 40, "fineweb_edu", T, 4.0 - 0.1 * b, 64, kind=f"bin{b}")

@@ -103,7 +103,7 @@ def snapshot(alphas: bool):
             {
                 "step": [50, 98],
                 "dataset": "bible",
-                "kind": ["light", "full"],
+                "kind": ["light", "recompute"],
                 "perplexity": [80.0, 60.0],
             }
         ),

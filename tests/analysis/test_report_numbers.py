@@ -30,12 +30,12 @@ LABEL = {"fixed": "fib/fixed", "stagger": "fib/stagger", "learned": "fib/learned
 
 #: The third stagger seed, by hand: (context_len, kind) → mean NLL at the last step.
 EXTRA = {
-    (T, "full"): 3.60,
-    (2 * T, "full"): 3.50,
-    (4 * T, "full"): 3.45,
-    (2 * T, "frozen"): 3.55,
-    (4 * T, "frozen"): 3.52,
-    **{(4 * T, f"full:block{j}"): 3.70 - 0.05 * j for j in range(4)},
+    (T, "recompute"): 3.60,
+    (2 * T, "recompute"): 3.50,
+    (4 * T, "recompute"): 3.45,
+    (2 * T, "freeze"): 3.55,
+    (4 * T, "freeze"): 3.52,
+    **{(4 * T, f"recompute:block{j}"): 3.70 - 0.05 * j for j in range(4)},
     **{(T, f"bin{b}"): 4.10 - 0.07 * b for b in range(8)},
 }
 
@@ -79,7 +79,7 @@ def runs_of(raw, schedule: str) -> list[str]:
     return sorted({n for n, *_ in raw if n.startswith(f"smoke-{schedule}-s")})
 
 
-def ppl(raw, run: str, ctx: int = T, kind: str = "full") -> float:
+def ppl(raw, run: str, ctx: int = T, kind: str = "recompute") -> float:
     return math.exp(raw[(run, STEP, ctx, kind)])
 
 
@@ -141,11 +141,11 @@ def test_table3_lengths_policies_blocks_and_change(raw, tables):
             assert close(r[f"ppl_T{L}"], v, 2)
         for L in (2 * T, 4 * T):
             assert close(
-                r[f"frozen_ppl_T{L}"], statistics.mean(ppl(raw, n, L, "frozen") for n in names), 2
+                r[f"frozen_ppl_T{L}"], statistics.mean(ppl(raw, n, L, "freeze") for n in names), 2
             )
         assert close(r["change_at_4x_percent"], 100 * (mean[4 * T] / mean[T] - 1), 2)
         for j in range(4):
-            v = statistics.mean(ppl(raw, n, 4 * T, f"full:block{j}") for n in names)
+            v = statistics.mean(ppl(raw, n, 4 * T, f"recompute:block{j}") for n in names)
             assert close(b[f"ppl_T256_block{j}"], v, 2)
 
 

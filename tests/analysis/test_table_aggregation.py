@@ -57,12 +57,12 @@ def _rows(name: str) -> list[tuple]:
     """The evaluations of run ``name``: (step, dataset, context_len, loss, tokens, kind)."""
     _, _, at_t, full4, frozen4, block0, nll0 = RUNS[name]
     rows = [
-        (100, "fineweb_edu", T, ln(at_t), 1000, "full"),
-        (100, "bible", T, ln(2 * at_t), 1000, "full"),  # Bible: twice the perplexity
-        (50, "fineweb_edu", T, ln(7.0), 1000, "full"),  # not the last step: never read
-        (100, "fineweb_edu", 4 * T, ln(full4), 1000, "full"),
-        (100, "fineweb_edu", 4 * T, ln(frozen4), 1000, "frozen"),
-        (100, "fineweb_edu", 4 * T, ln(block0), 250, "full:block0"),
+        (100, "fineweb_edu", T, ln(at_t), 1000, "recompute"),
+        (100, "bible", T, ln(2 * at_t), 1000, "recompute"),  # Bible: twice the perplexity
+        (50, "fineweb_edu", T, ln(7.0), 1000, "recompute"),  # not the last step: never read
+        (100, "fineweb_edu", 4 * T, ln(full4), 1000, "recompute"),
+        (100, "fineweb_edu", 4 * T, ln(frozen4), 1000, "freeze"),
+        (100, "fineweb_edu", 4 * T, ln(block0), 250, "recompute:block0"),
     ]
     rows += [(100, "fineweb_edu", T, nll0 + 0.1 * b, 100, f"bin{b}") for b in range(4)]
     return rows

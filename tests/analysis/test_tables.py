@@ -63,20 +63,20 @@ LOSS = {
 # length extrapolation (fineweb_edu, step 100): run -> {(kind, context_len): loss}
 EXTRAP = {
     "fixed-s1": {
-        ("full", 128): 2.98,
-        ("full", 256): 2.97,
-        ("frozen", 128): 2.99,
-        ("frozen", 256): 2.985,
+        ("recompute", 128): 2.98,
+        ("recompute", 256): 2.97,
+        ("freeze", 128): 2.99,
+        ("freeze", 256): 2.985,
     },
     "stag-s1": {
-        ("full", 128): 2.79,
-        ("full", 256): 2.77,
-        ("frozen", 128): 2.795,
-        ("frozen", 256): 2.79,
-        **{(f"full:block{j}", 256): 2.9 - 0.05 * j for j in range(4)},
-        **{(f"frozen:block{j}", 256): 2.91 - 0.05 * j for j in range(4)},
+        ("recompute", 128): 2.79,
+        ("recompute", 256): 2.77,
+        ("freeze", 128): 2.795,
+        ("freeze", 256): 2.79,
+        **{(f"recompute:block{j}", 256): 2.9 - 0.05 * j for j in range(4)},
+        **{(f"freeze:block{j}", 256): 2.91 - 0.05 * j for j in range(4)},
     },
-    "dense-s1": {("full", 128): 3.3, ("full", 256): 4.4},
+    "dense-s1": {("recompute", 128): 3.3, ("recompute", 256): 4.4},
 }
 BIN_BASE = {"fixed-s1": 4.0, "fixed-s2": 4.2, "stag-s1": 3.9, "stag-s2": 3.95}
 
@@ -146,8 +146,8 @@ def store(tmp_path_factory):
             cfg = TrainConfig(model=model_config(**over), seed=seed).to_dict()
             s.start_run(name, cfg, kind="lm", seed=seed, git_rev="test")
             for ds, extra in (("fineweb_edu", 0.0), ("bible", 0.5)):
-                s.log_eval(name, 100, ds, T, LOSS[name] + extra, 1000, kind="full")
-                s.log_eval(name, 50, ds, T, 7.0, 1000, kind="full")  # not the last step
+                s.log_eval(name, 100, ds, T, LOSS[name] + extra, 1000, kind="recompute")
+                s.log_eval(name, 50, ds, T, 7.0, 1000, kind="recompute")  # not the last step
                 s.log_eval(name, 100, ds, T, 8.0, 100, kind="light")  # never read
             for (kind, L), loss in EXTRAP.get(name, {}).items():
                 s.log_eval(name, 100, "fineweb_edu", L, loss, 1000, kind=kind)
@@ -344,7 +344,7 @@ def test_table3_long_frame_rules():
             "run": ["a", "a", "b", "b"],
             "train_len": [100, 100, 100, 200],
             "context_len": [100, 200, 100, 200],
-            "policy": "full",
+            "policy": "recompute",
             "block": pd.array([pd.NA] * 4, dtype="Int64"),
             "ppl": [10.0, 11.0, 12.0, 13.0],
         }
@@ -582,16 +582,18 @@ def test_extrapolation_rows_on_one_token_basis_by_hand():
 
     ev = pd.DataFrame(
         [
-            row("a", "full", 128, 3.70, 49920),  # the whole stream (training's evaluation)
-            row("a", "full:block0", 128, 3.58, 25600),  # the limited evaluation at T
-            row("a", "full", 512, 3.60, 25600),
-            row("b", "full", 128, 3.50, 25600),  # one basis already
-            row("b", "full:block0", 128, 3.50, 25600),
-            row("b", "full", 512, 3.55, 25600),
+            row("a", "recompute", 128, 3.70, 49920),  # the whole stream (training's evaluation)
+            row("a", "recompute:block0", 128, 3.58, 25600),  # the limited evaluation at T
+            row("a", "recompute", 512, 3.60, 25600),
+            row("b", "recompute", 128, 3.50, 25600),  # one basis already
+            row("b", "recompute:block0", 128, 3.50, 25600),
+            row("b", "recompute", 512, 3.55, 25600),
         ]
     )
     got = same_tokens_basis(ev)
-    a = got[(got["run"] == "a") & (got["kind"] == "full") & (got["context_len"] == 128)].iloc[0]
+    a = got[(got["run"] == "a") & (got["kind"] == "recompute") & (got["context_len"] == 128)].iloc[
+        0
+    ]
     assert a["loss"] == 3.58 and a["tokens"] == 25600
     assert a["perplexity"] == pytest.approx(math.exp(3.58))
     pd.testing.assert_frame_equal(got[got["run"] == "b"], ev[ev["run"] == "b"])

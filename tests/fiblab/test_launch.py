@@ -196,7 +196,7 @@ def test_run_finishes_and_a_stopped_run_resumes_exactly(runs):
         row = st.runs().set_index("name").loc["stopped"]
         assert row.status in ("stopped", "pending") and f"step {k}" in row.message
         assert "stopped" in st.events("stopped")["kind"].tolist()
-        assert "full" not in set(st.evals("stopped")["kind"])  # no final eval yet
+        assert "recompute" not in set(st.evals("stopped")["kind"])  # no final eval yet
 
     # the uninterrupted run finished, and its rows are in the store
     assert L.wait(straight, timeout=180) == "done", straight.log_tail()
@@ -212,7 +212,7 @@ def test_run_finishes_and_a_stopped_run_resumes_exactly(runs):
     assert trained.betas == (0.85, 0.95)
     with Store(runs / "store.db") as st:
         assert st.runs().set_index("name").loc["straight"].status == "done"
-        assert (st.evals("straight")["kind"] == "full").any()
+        assert (st.evals("straight")["kind"] == "recompute").any()
 
     # resume: same name, continues from step k, and matches the straight run bit for bit
     with pytest.raises(ValueError, match="already has checkpoints"):

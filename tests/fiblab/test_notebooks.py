@@ -122,7 +122,7 @@ def test_runs_top_to_bottom_at_smoke_scale(path, smoke_env, monkeypatch):
             loss = st.metrics("tiny", names=["loss"])
             evals = st.evals("tiny")
         assert run.status == "done" and sorted(loss["step"]) == list(range(1, 9))
-        assert (evals["kind"] == "full").any()
+        assert (evals["kind"] == "recompute").any()
         assert os.path.exists(smoke_env / "runs" / "tiny" / "launch.log")
     if path.name.startswith("06_"):  # a 6-trial search launched from a cell, finished
         text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")

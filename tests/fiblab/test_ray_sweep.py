@@ -9,6 +9,7 @@ task uses, give the numbers the cluster's tasks give, apart from seconds.  One c
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import signal
@@ -178,7 +179,7 @@ def test_lm_sweep_on_ray_equals_local_runs_and_a_rerun_skips(cluster, tmp_path, 
         assert want["metrics"] and want["evals"] and want["alphas"]  # tiny learns α
         assert _numbers(store, cfg.name) == want
         with Store(local_store) as st:
-            full = st.evals(cfg.name).query("kind == 'full'")
+            full = st.evals(cfg.name).query("kind == 'recompute'")
         assert r.final_ppl == pytest.approx(dict(zip(full["dataset"], full["perplexity"])))
     with Store(store) as st:
         events = len(st.events())
@@ -207,7 +208,7 @@ def test_journal_replayed_twice_duplicates_nothing(tmp_path):
     j.log_event("r", "start", "step 0")
     j.log_metrics("r", 1, {"loss": 2.5, "nan": float("nan")})
     j.log_alphas("r", 1, [0.5, 1.5])
-    j.log_eval("r", 1, "val", 16, 1.0, 100, kind="full")
+    j.log_eval("r", 1, "val", 16, 1.0, 100, kind="recompute")
     j.set_status("r", "done")
     with open(j.path, "a") as f:
         f.write('{"call": "log_ev')  # a torn last line (a killed writer) is ignored
@@ -231,6 +232,26 @@ def test_journal_replayed_twice_duplicates_nothing(tmp_path):
         assert st.events("r")["kind"].tolist() == ["start"]
         assert sorted(st.metrics("r")["name"]) == ["loss", "nan"]
         assert st.runs()["status"].tolist() == ["done"]
+
+
+def test_a_journal_from_before_schema_4_replays_with_todays_kind_words(tmp_path):
+    """A journal written when the store said 'full' / 'frozen' replays as 'recompute' /
+    'freeze', and its final perplexity is still found."""
+    from fiblab.cluster.ray_run import _final_ppl
+
+    j = StoreJournal(str(tmp_path / "old.jsonl"))
+    j.start_run("r", {"x": 1}, kind="lm", seed=0, resume=False)
+    j.log_eval("r", 1, "val", 16, 1.0, 100, kind="full")
+    j.log_eval("r", 1, "val", 16, 2.0, 100, kind="frozen:block0")
+    j.log_eval("r", 2, "val", 16, 3.0, 100)  # no kind: the default, then and now the paper's
+    j.set_status("r", "done")
+    entries = read_journal(j.path)
+    assert _final_ppl(entries[:2]) == {"val": pytest.approx(math.e)}
+    with Store(str(tmp_path / "s.db")) as st:
+        replay(entries, st)
+        ev = st.evals("r").sort_values("loss")
+        assert ev["kind"].tolist() == ["recompute", "freeze:block0", "recompute"]
+        assert ev["step"].tolist() == [1, 1, 2] and ev["loss"].tolist() == [1.0, 2.0, 3.0]
 
 
 def _sweep_cli(spec, runs, store, address, **kw):

@@ -43,19 +43,19 @@ LOSS = {
 # length extrapolation on fineweb_edu: run -> {(kind, context_len): loss}
 EXTRAP = {
     "fixed-s1": {
-        ("full", 128): 2.98,
-        ("full", 256): 2.97,
-        ("frozen", 128): 2.99,
-        ("frozen", 256): 2.985,
+        ("recompute", 128): 2.98,
+        ("recompute", 256): 2.97,
+        ("freeze", 128): 2.99,
+        ("freeze", 256): 2.985,
     },
     **{
         run: {
-            ("full", 128): 2.79 + d,
-            ("full", 256): 2.77 + d,
-            ("frozen", 128): 2.795 + d,
-            ("frozen", 256): 2.79 + d,
-            **{(f"full:block{j}", 256): 2.9 + d - 0.05 * j for j in range(4)},
-            **{(f"frozen:block{j}", 256): 2.91 + d - 0.05 * j for j in range(4)},
+            ("recompute", 128): 2.79 + d,
+            ("recompute", 256): 2.77 + d,
+            ("freeze", 128): 2.795 + d,
+            ("freeze", 256): 2.79 + d,
+            **{(f"recompute:block{j}", 256): 2.9 + d - 0.05 * j for j in range(4)},
+            **{(f"freeze:block{j}", 256): 2.91 + d - 0.05 * j for j in range(4)},
         }
         for run, d in (("stag-s1", 0.0), ("stag-s2", 0.02))
     },

@@ -350,7 +350,7 @@ def test_load_run_gives_the_trained_model(trained):
     assert len(data.tokens("val")) == 1100
     # same numbers as the training loop's own final evaluation (an independent implementation)
     with Store(trained["store"]) as st:
-        row = st.evals("ev").query("kind == 'full'").iloc[0]
+        row = st.evals("ev").query("kind == 'recompute'").iloc[0]
     p = heldout_perplexity(model, data.tokens("val"))
     assert p.tokens == row.tokens == (1099 // 64) * 64
     assert p.loss == pytest.approx(row.loss, rel=1e-5)
@@ -366,7 +366,7 @@ def test_evaluate_run_logs_every_kind(trained):
     with Store(trained["store"]) as st:
         ev = st.evals("ev")
     kinds = {(k, c) for k, c in zip(ev["kind"], ev["context_len"])}
-    for pol in ("full", "frozen"):
+    for pol in ("recompute", "freeze"):
         for m in (1, 2, 4):
             assert (pol, 64 * m) in kinds
             assert {(f"{pol}:block{j}", 64 * m) for j in range(m)} <= kinds
@@ -374,7 +374,7 @@ def test_evaluate_run_logs_every_kind(trained):
     bins = ev[ev["kind"].str.startswith("bin")]
     assert sorted(bins["kind"]) == [f"bin{b}" for b in range(8)]
     assert set(bins["context_len"]) == {64} and bins["tokens"].sum() == 17 * 63
-    row = ev[(ev["kind"] == "full:block1") & (ev["context_len"] == 128)].iloc[0]
+    row = ev[(ev["kind"] == "recompute:block1") & (ev["context_len"] == 128)].iloc[0]
     cell = next(c for c in ds["cells"] if c["factor"] == 2 and c["policy"] == "recompute")
     assert row.loss == pytest.approx(cell["blocks"][1]["loss"]) and row.tokens == 8 * 64
     # new rungs of the learned layers: what the interpolated rule keeps at 256 but not at 64
@@ -405,7 +405,7 @@ def test_evaluate_run_logs_every_kind(trained):
     assert small["datasets"]["toks"]["perplexity"]["tokens"] == 128
     with Store(trained["store"]) as st:
         ev = st.evals("ev")
-    assert ev[(ev["kind"] == "full") & (ev["context_len"] == 64)]["tokens"].item() == 17 * 64
+    assert ev[(ev["kind"] == "recompute") & (ev["context_len"] == 64)]["tokens"].item() == 17 * 64
 
 
 def test_a_run_is_evaluated_in_the_precision_it_trained_in(trained, tmp_path, cpu_profile):

@@ -254,7 +254,7 @@ def test_evals_perplexity_is_exp_loss_and_replace(store):
     store.log_eval("a", 100, "val", 1024, loss=3.0, tokens=100)  # same key: replaced
     df = store.evals()
     assert len(df) == 3 and count(store, "evaluations") == 3
-    full = df[(df.kind == "full")].iloc[0]
+    full = df[(df.kind == "recompute")].iloc[0]
     assert (full["loss"], full["tokens"]) == (3.0, 100)
     assert full["perplexity"] == pytest.approx(math.exp(3.0), rel=1e-15)
     assert store.log_eval("a", 1, "val", 8, loss=1e4, tokens=1) == math.inf
@@ -480,6 +480,42 @@ def test_version_1_store_migrates_keeping_rows_and_learns_stopped(tmp_path):
     con.execute("DELETE FROM runs WHERE name = 'a'")  # the children still follow their run
     assert con.execute("SELECT count(*) FROM metrics").fetchone()[0] == 0
     con.close()
+
+
+def test_version_3_store_names_its_evaluation_kinds_as_the_cli_does(tmp_path):
+    """A store of schema 3 said 'full' / 'frozen' for the rung policies; opening it rewrites
+    every such kind (alone and before ':block{j}') to 'recompute' / 'freeze', leaves every other
+    kind and value as it was, and the rows parse as the kinds the tables read."""
+    from lab.store.evalkind import EvalKind, Family
+    from lab.store.schema import MIGRATIONS, split_sql
+
+    path = tmp_path / "v3.db"
+    con = sqlite3.connect(path, isolation_level=None)
+    for script in MIGRATIONS[:3]:
+        for stmt in split_sql(script):
+            con.execute(stmt)
+    con.execute("PRAGMA user_version = 3")
+    con.execute(
+        "INSERT INTO runs (name, kind, status, created_at) "
+        "VALUES ('a', 'lm', 'done', '2026-11-30T00:00:00Z')"
+    )
+    old = ["full", "frozen", "full:block0", "frozen:block12", "bin3", "light", "fullish"]
+    for i, kind in enumerate(old):
+        con.execute(
+            "INSERT INTO evaluations (run_id, step, dataset, context_len, kind, loss, perplexity,"
+            " tokens, logged_at) VALUES (1, 5, 'd', 64, ?, ?, ?, 100, '2026-11-30T00:00:00Z')",
+            (kind, 0.1 * i, math.exp(0.1 * i)),
+        )
+    con.close()
+    with Store(path) as st:
+        assert st.schema_version == SCHEMA_VERSION >= 4
+        ev = st.evals("a").sort_values("loss")
+        want = ["recompute", "freeze", "recompute:block0", "freeze:block12", "bin3", "light"]
+        assert ev["kind"].tolist() == want + ["fullish"]  # an unknown text is left alone
+        assert ev["loss"].tolist() == pytest.approx([0.1 * i for i in range(len(old))])
+        assert EvalKind.parse(ev["kind"].iloc[3]) == EvalKind(Family.FREEZE, 12)
+        st.log_eval("a", 6, "d", 64, 0.5, 10)  # the default kind is the paper's policy
+        assert st.evals("a").query("step == 6")["kind"].tolist() == ["recompute"]
 
 
 def test_the_schema_builds_exactly_its_tables(tmp_path):

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from lab.store import Store
 
 NAMES = ["a", "b", "c"]
-KINDS = ["full", "frozen", "full:block1", "frozen:block0", "bin3", "light"]
+KINDS = ["recompute", "freeze", "recompute:block1", "freeze:block0", "bin3", "light"]
 finite = st.floats(-50, 50, allow_nan=False)
 maybe_nan = st.one_of(finite, st.just(math.nan))
 json_value = st.one_of(

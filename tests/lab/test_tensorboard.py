@@ -10,6 +10,7 @@ import json
 import math
 import os
 import sys
+import time
 
 import pytest
 from fixture_store import write_fixture
@@ -19,7 +20,7 @@ from fiblab.cli import main
 from lab.data.corpus import bible_documents
 from lab.store import Store
 from lab.training.sinks import LogSpec, run_folder
-from lab.training.tblog import EVENT_PREFIX, TensorBoardSink
+from lab.training.tblog import EVENT_PREFIX, TensorBoardSink, wait_to_sort_last
 from lab.training.train import train
 from lab.training.trainconfig import make_config
 from probes.settings import SCALES, Cell
@@ -109,7 +110,7 @@ def test_training_run_logged_live_equals_the_store(logged):
     assert [s for s, _ in got["loss"]] == list(range(1, 9))
     assert [s for s, _ in got["alpha/layer_00"]] == [1, 2, 4, 6, 8]
     assert [s for s, _ in got["ppl/small/light"]] == [6]
-    assert [s for s, _ in got["ppl/small/full"]] == [8]
+    assert [s for s, _ in got["ppl/small/recompute"]] == [8]
     assert {"lr", "grad_norm", "tokens_per_s", "alpha/layer_01"} <= set(got)
     assert_same(got, want)
     # logging is not part of the run's identity: nothing of it in the stored config
@@ -160,12 +161,12 @@ def test_export_store_of_the_fixture_store_by_hand(tmp_path, capsys):
     assert learned["alpha/layer_03"][4][1] == pytest.approx(1.45 - 0.016, rel=1e-6)
     fixed = read_scalars(out / "smoke-fixed-s1")
     base = 3.00 + 0.03  # fixture loss of fib/fixed, seed 1
-    assert fixed["ppl/bible/full"] == [
+    assert fixed["ppl/bible/recompute"] == [
         (20, pytest.approx(math.exp(base + 0.4), rel=1e-6)),
         (40, pytest.approx(math.exp(base), rel=1e-6)),
     ]
-    assert fixed["ppl/bible/frozen/T128"] == [(40, pytest.approx(math.exp(base - 0.02), rel=1e-6))]
-    assert fixed["ppl/bible/full:block3/T256"][0][1] == pytest.approx(math.exp(base - 0.04))
+    assert fixed["ppl/bible/freeze/T128"] == [(40, pytest.approx(math.exp(base - 0.02), rel=1e-6))]
+    assert fixed["ppl/bible/recompute:block3/T256"][0][1] == pytest.approx(math.exp(base - 0.04))
     assert fixed["ppl/bible/bin7"][0][1] == pytest.approx(math.exp(base + 0.6 - 0.56), rel=1e-6)
     assert not any(t.startswith("alpha/") for t in fixed)  # fixed α is not logged
     assert main(argv) == 0  # every run (LM and probe), then once more
@@ -205,6 +206,28 @@ def test_sink_fresh_replaces_and_resume_drops_what_followed_the_checkpoint(tmp_p
     with TensorBoardSink(folder) as s:  # the run trained again from scratch
         s.scalars(1, {"loss": -1.0})
     assert read_scalars(folder) == {"loss": [(1, -1.0)]}
+
+
+def test_a_resumed_sink_sorts_after_the_files_it_resumes(tmp_path):
+    """TensorBoard reads a folder's files in name order: creation second, host, pid, then a
+    per-process counter that sorts as text (…9 after …10).  A file from this very second with a
+    counter that sorts after any new one (the flake: one run in a few of the test above) must
+    not be read after the resumed file."""
+    folder = tmp_path / "run"
+    with TensorBoardSink(str(folder)) as s:
+        s.scalars(1, {"loss": 1.0})
+    (first,) = os.listdir(folder)
+    now = int(time.time())
+    parts = first.split(".")  # events.out.tfevents.<second>.<host>.<pid>.<counter>
+    late = ".".join(parts[:3] + [f"{now:010d}"] + parts[4:-1] + ["99999"])
+    os.rename(folder / first, folder / late)  # this second, a counter that sorts last as text
+    with TensorBoardSink(str(folder), resume_step=1) as s:
+        s.scalars(2, {"loss": 20.0})
+    names = sorted(os.listdir(folder))
+    assert names[0] == late and len(names) == 2
+    assert int(names[1].split(".")[3]) > now  # a later second: sorts after whatever the counter
+    assert read_scalars(folder)["loss"] == [(1, 1.0), (2, 20.0)]
+    assert wait_to_sort_last(str(tmp_path / "none")) == 0  # nothing to follow: no wait
 
 
 def test_run_folders_stay_inside_the_logdir(tmp_path):

@@ -128,7 +128,7 @@ def test_kill_and_resume_reproduces_losses_exactly(runs, straight):
         assert set(runs_df[runs_df.name.isin(["straight", "killed"])].status) == {"done"}
         assert len(st.alphas("killed")) > 0  # learned α logged
         ev = st.evals("killed")
-        assert {"light", "full"} <= set(ev["kind"]) and (ev["tokens"] > 0).all()
+        assert {"light", "recompute"} <= set(ev["kind"]) and (ev["tokens"] > 0).all()
 
 
 def test_corrupt_checkpoint_falls_back_to_previous(straight, tmp_path):

@@ -217,10 +217,10 @@ def write_store(path, runs=RUNS):
         for name, (cfg, loss) in runs.items():
             t = cfg["model"]["seq_len"]
             s.start_run(name, cfg, kind="lm", seed=cfg["seed"], git_rev="test")
-            s.log_eval(name, 100, "fineweb_edu", t, loss, 1000, kind="full")
-            s.log_eval(name, 50, "fineweb_edu", t, 9.0, 1000, kind="full")  # not the last step
+            s.log_eval(name, 100, "fineweb_edu", t, loss, 1000, kind="recompute")
+            s.log_eval(name, 50, "fineweb_edu", t, 9.0, 1000, kind="recompute")  # not the last step
             if name in EXTRAP:
-                s.log_eval(name, 100, "fineweb_edu", 2 * t, EXTRAP[name], 1000, kind="full")
+                s.log_eval(name, 100, "fineweb_edu", 2 * t, EXTRAP[name], 1000, kind="recompute")
             for b in range(8):
                 if name in BINS:
                     s.log_eval(
@@ -355,7 +355,7 @@ def dup_store(tmp_path):
         for name, loss in (("later", 3.0), ("earlier", 4.0), ("other-seed", 5.0)):
             seed = 2 if name == "other-seed" else 1
             s.start_run(name, config(seed, schedule="stagger"), kind="lm", seed=seed)
-            s.log_eval(name, 100, "fineweb_edu", T, loss, 1000, kind="full")
+            s.log_eval(name, 100, "fineweb_edu", T, loss, 1000, kind="recompute")
         for name in ("earlier", "other-seed", "later"):
             time.sleep(0.002)
             s.set_status(name, "done")

@@ -98,7 +98,7 @@ def cached(
         status, ev = _store_run(store_path, name)
         if status is None:
             return None
-        at = ev[(ev["step"] == key["checkpoint"]["step"]) & (ev["kind"] == "full")]
+        at = ev[(ev["step"] == key["checkpoint"]["step"]) & (ev["kind"] == "recompute")]
         if not set(int(L) for L in lengths) <= set(int(c) for c in at["context_len"]):
             return None
     return saved["eval"], saved["battery"]
