@@ -153,7 +153,8 @@ def train(
     if data is None:
         data = _load_data(cfg, di, watch, resumed=run_dir if ckpt is not None else None)
     model, opt, precision, start = _build(cfg, di, watch, ckpt)
-    ddp = DistributedDataParallel(model, device_ids=_ids(di)) if di.world > 1 else model
+    ids = [di.device] if di.device.type == "cuda" else None
+    ddp = DistributedDataParallel(model, device_ids=ids) if di.world > 1 else model
     watch.open(data, precision, start, store_path=store_path, store=store, log_to=log_to)
     tokens = eval_tokens(data, cfg.model.seq_len, cfg.eval_light_tokens)  # (light, final)
     evaluate = _evaluator(cfg, data, model, di, precision, watch, tokens)
@@ -164,7 +165,7 @@ def train(
     try:
         watch.take_share()
         for step in range(start + 1, cfg.steps + 1):
-            watch.step(step)
+            watch.step()
             lr = lr_at(step, cfg)
             for group in opt.param_groups:
                 group["lr"] = lr
@@ -286,10 +287,6 @@ def _build(cfg: TrainConfig, di, watch, ckpt: dict | None):
         start = ckpt["step"]
         watch.log(f"resuming {cfg.name} from step {start}")
     return model, opt, precision, start
-
-
-def _ids(di) -> list | None:
-    return [di.device] if di.device.type == "cuda" else None
 
 
 def _check_finite(step: int, loss: float, gnorm: float, run_dir: str) -> None:

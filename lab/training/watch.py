@@ -11,7 +11,7 @@ The moments, in the order a run meets them::
     watch = RunWatch(cfg, run_dir, di, quiet)    # log / phase usable at once
     watch.open(data, precision, start, ...)      # store row, config.json, tokenizer, sink
     watch.begin(start, light_tokens, full_tokens) # bar, the first-step phase, the clocks
-    watch.step(step); ...; watch.stepped(...)     # around each optimizer step
+    watch.step(); ...; watch.stepped(...)         # around each optimizer step
     with watch.paused(): evaluate(...)            # time that is not training (tokens/s)
     watch.evaluating / evaluated_set / evaluated  # an evaluation's phase, rows and log line
     watch.failed(exc); watch.close(status, ...)   # the run's end, whatever ended it
@@ -48,6 +48,7 @@ class RunWatch:
         self.log = (lambda *a: None) if (quiet or not di.main) else print
         self.quiet = quiet
         self.store = self.sink = self.bar = self.share = None
+        self.last: int | None = None  # the last step completed (None: none yet)
 
     # ---- before the loop ----------------------------------------------------------------
     def phase(self, what: str, **facts) -> None:
@@ -103,7 +104,6 @@ class RunWatch:
         self.t_last = time.perf_counter()
         self.t_logged, self.steps_logged = self.t_last, 0  # tokens/s: steps since the last log
         self.t_beat = self.t_last  # the last heartbeat
-        self.last: int | None = None  # the last step completed
         rank = f" rank {di.rank}" if di.world > 1 else ""
         self.share = Share("train", cfg.name + rank, log=self.bar.write if self.bar else self.log)
 
@@ -113,7 +113,7 @@ class RunWatch:
             self.share.register()
 
     # ---- each step ----------------------------------------------------------------------
-    def step(self, step: int) -> None:
+    def step(self) -> None:
         """Before a step: threads set to the share in force now."""
         self.share.rebalance_if_due()
 
@@ -210,8 +210,8 @@ class RunWatch:
             elif status == "stopped":
                 mark_stopped(self.store, self.cfg.name, stopped_at)
             self.store.close()
-        last = getattr(self, "last", None)
-        self.phase(phases.EXITING, status=status, **({} if last is None else {"step": last}))
+        last = {} if self.last is None else {"step": self.last}
+        self.phase(phases.EXITING, status=status, **last)
         if status == "stopped" and self.main:
             # the request is served — only now: until the store and the phase say so, the STOP
             # file is what tells a watcher the run is stopping (removed earlier, a panel read
