@@ -114,48 +114,18 @@ def add_probe(sub) -> None:
 
 
 def cmd_probe(args) -> int:
-    from dataclasses import replace as dc_replace
-
-    from lab.util import jsonio
+    """Train the grid's missing cells (each record kept as it finishes), then print them."""
+    from lab.util.paths import runs_dir
     from lab.util.wording import plural
     from probes import grid as G
     from probes.live import StopRequested, write_progress
-    from probes.settings import TASK_SCALES
 
-    if args.scale not in TASK_SCALES[args.task]:
-        raise ValueError(
-            f"scale {args.scale!r} is not defined for the {args.task} task: use one "
-            f"of {sorted(TASK_SCALES[args.task])}"
-        )
-    settings = TASK_SCALES[args.task][args.scale]
-    over = {
-        k: v
-        for k, v in (
-            ("steps", args.steps),
-            ("batch", args.batch),
-            ("lr", args.lr),
-            ("log_every", args.log_every),
-            ("precision", args.precision),
-        )
-        if v is not None
-    }
-    if args.marker_distances:
-        if args.task != "marked":
-            raise ValueError(
-                f"--marker-distances is for the marked task, not {args.task}: use --distances "
-                f"for shift's trained distances"
-            )
-        over["task"] = dc_replace(settings.task, distances=tuple(args.marker_distances))
-    settings = dc_replace(settings, **over).resolved()  # auto → this CPU's; bf16 may warn
-    if args.task == "shift" and not args.distances:
-        raise ValueError("probe shift needs --distances (the trained distances, e.g. 89 233 350)")
+    settings = _settings(args)
     if getattr(args, "ray", None):  # before the start estimate times a step
         _check_ray_args(args)
     cells = G.grid(
         args.mechanisms, args.depths, args.init, args.seeds, args.task, args.distances or (None,)
     )
-    from lab.util.paths import runs_dir
-
     out = args.out or os.path.join(runs_dir(), "probes", f"{args.task}-{args.scale}.jsonl")
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)  # a bad --out fails first
     t0 = time.perf_counter()
@@ -205,32 +175,53 @@ def cmd_probe(args) -> int:
         raise
     wall = time.perf_counter() - t0
     if live is not None:
-        write_progress(
-            live.folder,
-            exit="done",
-            done=len(records),
-            message=f"done: {plural(len(records), 'cell')} in {wall:.0f} s",
+        what = f"done: {plural(len(records), 'cell')} in {wall:.0f} s"
+        write_progress(live.folder, exit="done", done=len(records), message=what)
+    _print_records(args, cells, records, settings, out, wall)
+    return 0
+
+
+def _settings(args):
+    """The task's settings at ``--scale`` with the command line's overrides, resolved (auto →
+    this CPU's precision); ValueError naming the flag for a combination the task refuses."""
+    from dataclasses import replace as dc_replace
+
+    from probes.settings import TASK_SCALES
+
+    if args.scale not in TASK_SCALES[args.task]:
+        raise ValueError(
+            f"scale {args.scale!r} is not defined for the {args.task} task: use one "
+            f"of {sorted(TASK_SCALES[args.task])}"
         )
+    settings = TASK_SCALES[args.task][args.scale]
+    flags = ("steps", "batch", "lr", "log_every", "precision")
+    over = {k: getattr(args, k) for k in flags if getattr(args, k) is not None}
+    if args.marker_distances:
+        if args.task != "marked":
+            raise ValueError(
+                f"--marker-distances is for the marked task, not {args.task}: use --distances "
+                f"for shift's trained distances"
+            )
+        over["task"] = dc_replace(settings.task, distances=tuple(args.marker_distances))
+    settings = dc_replace(settings, **over).resolved()  # auto → this CPU's; bf16 may warn
+    if args.task == "shift" and not args.distances:
+        raise ValueError("probe shift needs --distances (the trained distances, e.g. 89 233 350)")
+    return settings
+
+
+_JSON_FIELDS = ("key", "mechanism", "depth", "init", "seed", "alphas", "acc", "seconds")
+
+
+def _print_records(args, cells, records, settings, out: str, wall: float) -> None:
+    """The grid's records: one JSON line each (``--json``), else where they are and, per
+    mechanism, the marked task's Table 2 (the paper's beside it) or one line a cell."""
+    from lab.util import jsonio
+    from lab.util.wording import plural
+
     if args.json:
         for rec in records:
-            print(
-                jsonio.dumps(
-                    {
-                        k: rec[k]
-                        for k in (
-                            "key",
-                            "mechanism",
-                            "depth",
-                            "init",
-                            "seed",
-                            "alphas",
-                            "acc",
-                            "seconds",
-                        )
-                    }
-                )
-            )
-        return 0
+            print(jsonio.dumps({k: rec[k] for k in _JSON_FIELDS}))
+        return
     print(
         f"results: {out}  ({plural(len(records), 'cell')}, settings: steps={settings.steps} "
         f"batch={settings.batch} lr={settings.lr} precision={settings.precision}; "
@@ -244,7 +235,7 @@ def cmd_probe(args) -> int:
                 f"{rec['key']:<55} alpha {min(rec['alphas']):.3f}-{max(rec['alphas']):.3f}"
                 f"  acc {accs}"
             )
-        return 0
+        return
     from analysis.tables.probe_table import PAPER_MECHANISM, format_table2, table2_rows
 
     for mech in dict.fromkeys(c.mechanism for c in cells):
@@ -255,7 +246,6 @@ def cmd_probe(args) -> int:
                 + (" (paper's Table 2 beside it)" if mech == PAPER_MECHANISM else "")
             )
             print(format_table2(rows))
-    return 0
 
 
 def _ray_grid(args, cells, settings, out: str, keep, live) -> list[dict]:
