@@ -106,6 +106,62 @@ def test_trend_runs_join_the_confirmations_point():
     assert got[2] == ((4, 128), 13, "stagger", 41.0) and len(got) == 3
 
 
+def _synthetic_rows(sc, stage_names, rng):
+    """A committed row for every planned run of ``stage_names`` (ppl only: what the trend reads)."""
+    out = []
+    for st in S.stages(sc):
+        if st.name in stage_names:
+            for scheme, seed in st.runs:
+                ppl = float(37.0 * math.exp(rng.normal(0, 0.01)))
+                out.append({"stage": st.name, "cell": list(st.cell), "scheme": scheme,
+                            "seed": seed, "run": {"ppl": ppl}})  # fmt: skip
+    return out
+
+
+def test_decide_tests_nothing_until_every_planned_run_is_committed(tmp_path, monkeypatch):
+    """On part of the plan every verdict is "pending", naming what is in, and no statistic is
+    computed (an interim look is not what was registered); once the trend's cells are all in,
+    the registered test runs on all of them, while the depth claims still wait for theirs."""
+    out = str(tmp_path)
+    with open(os.path.join(S.RESULTS_DIR, S.REGISTRATION)) as f:
+        reg = f.read()
+    with open(os.path.join(out, S.REGISTRATION), "w") as f:
+        f.write(reg)
+    sc = S.load_scale()
+    rng = np.random.default_rng(0)
+    rows = _synthetic_rows(sc, {"L8-T128"}, rng)
+    rows += _synthetic_rows(sc, {"L8-T128-depth"}, rng)[:5]
+    for r in rows:
+        with open(os.path.join(out, S.ROWS), "a") as f:
+            f.write(json.dumps(r) + "\n")
+    import analysis.statistics.trend as T
+
+    def no_test(runs):
+        raise AssertionError("a test ran on part of the plan")
+
+    monkeypatch.setattr(T, "trend_test", no_test)
+    got = S.decide(out)
+    assert S.missing(rows, sc) == {"L8-T128": 0, "L8-T128-depth": 10, "L4-T512": 20, "L8-T512": 20}
+    assert got["trend"]["verdict"] == "pending" and set(got["trend"]) == {"verdict", "why"}
+    assert "L4-T512 0 of 20" in got["trend"]["why"] and "L8-T128 " not in got["trend"]["why"]
+    assert {v["verdict"] for v in got["depth"].values()} == {"pending"}
+    assert set(got["depth"]) == set(sc["depth"]["claims"])
+    assert "L8-T128-depth 5 of 15" in got["depth"]["t1-pow2-fixed-weakest"]["why"]
+    assert got["landscape"]["verdict"] == "pending"  # no landscape rows here
+    assert got["battery"][sc["recall"]["claim"]]["verdict"] == "pending"
+    assert json.load(open(os.path.join(out, "claims.json")))["trend"]["verdict"] == "pending"
+
+    monkeypatch.undo()
+    more = _synthetic_rows(sc, {"L4-T512", "L8-T512"}, rng)
+    with open(os.path.join(out, S.ROWS), "a") as f:
+        f.writelines(json.dumps(r) + "\n" for r in more)
+    got = S.decide(out)
+    assert got["trend"]["verdict"] in ("held", "did not hold", "not shown")
+    assert got["trend"]["n_runs"] == 60 + 20  # three cells' 20 each, the confirmation's 20
+    assert os.path.exists(os.path.join(out, "trend.png"))
+    assert {v["verdict"] for v in got["depth"].values()} == {"pending"}
+
+
 def test_a_stage_trains_commits_each_row_and_resumes_elsewhere(tmp_path):
     out, runs = str(tmp_path / "results"), str(tmp_path / "runs")
     S.register(out)

@@ -51,6 +51,7 @@ __all__ = [
     "plan_lines",
     "run_stage",
     "trend_runs",
+    "missing",
     "decide",
 ]
 
@@ -282,51 +283,99 @@ def trend_runs(rows: list[dict], confirm_rows: list[dict], scale: dict | None = 
     return [(c, d, s, float("nan") if p is None else p) for c, d, s, p in out]
 
 
+def missing(rows: list[dict], scale: dict | None = None) -> dict[str, int]:
+    """Per registered stage, its planned runs without a committed row."""
+    have = {(r["stage"], r["scheme"], r["seed"]) for r in rows}
+    return {
+        st.name: sum((st.name, k, seed) not in have for k, seed in st.runs)
+        for st in stages(scale or load_scale())
+    }
+
+
+def _pending(what: str, gaps: dict[str, int], planned: dict[str, int]) -> dict | None:
+    """None when nothing is missing, else the "pending" entry that says what is."""
+    gaps = {k: v for k, v in gaps.items() if v}
+    if not gaps:
+        return None
+    left = ", ".join(f"{k} {planned[k] - v} of {planned[k]}" for k, v in gaps.items())
+    return {
+        "verdict": "pending",
+        "why": f"{what} runs once every planned run is committed ({left} so far); "
+        f"no test is computed on part of a plan",
+    }
+
+
 def decide(out_dir: str = RESULTS_DIR) -> dict:
     """The scale study's verdicts from the committed rows, written as ``claims.json`` beside
     them: the trend test (`analysis.statistics.trend`), each cell's gap, and the depth claims
-    decided by the ledger on the depth cell's runs alone."""
+    decided by the ledger on the depth cell's runs alone.  Each part is decided only once all of
+    its planned runs are committed; before that it is "pending" with no statistic computed (a
+    test on part of a plan, looked at as the rows arrive, would be an unregistered interim
+    look)."""
     from analysis.ledger import ledger
-    from analysis.statistics.trend import trend_test
 
     sc = load_scale()
     doc = check_registered(out_dir)
     rows = read_rows(out_dir)
+    plan = {st.name: len(st.runs) for st in stages(sc)}
+    gaps = missing(rows, sc)
+    depth_stage = next(st.name for st in stages(sc) if st.name.endswith("-depth"))
     out = {
         "registration": {k: doc[k] for k in ("protocol_sha256", "registered_at", "commit_before")},
         "runs": len(rows),
-        "planned": sum(len(s.runs) for s in stages(sc)),
+        "planned": sum(plan.values()),
     }
-    try:
-        t = trend_test(trend_runs(rows, confirm.read_rows(), sc))
-    except ValueError as e:
-        out["trend"] = {"verdict": "not tested here", "why": str(e)}
+    trend_gaps = {k: v for k, v in gaps.items() if k != depth_stage}
+    out["trend"] = _pending("the trend test", trend_gaps, plan) or _trend(rows, sc, doc, out_dir)
+    depth_cell = f"L{sc['depth']['cell'][0]}-T{sc['depth']['cell'][1]}"
+    depth_gaps = {k: gaps[k] for k in (depth_cell, depth_stage) if k in gaps}
+    pend = _pending("the depth claims", depth_gaps, plan)
+    if pend:
+        out["depth"] = {c: pend for c in sc["depth"]["claims"]}
     else:
-        alpha = 0.05
-        verdict = "held" if t.p < alpha else "did not hold" if t.p_against < alpha else "not shown"
-        out["trend"] = {"verdict": verdict, "power": sc["trend"]["power"]}
-        out["trend"].update(jsonio.clean(dataclasses.asdict(t)))
-        from analysis.figures.plots import scale_trend
-
-        caption = (
-            f"Registered test (claims.toml lab-scale-trend, frozen {doc['registered_at'][:10]}): "
-            f"OLS of ln ppl on cell effects + stagger + stagger × Δcov/100, HC3, one-sided; "
-            f"slope {t.slope:+.4f} nats per 100 distances (95 % CI [{t.ci[0]:+.4f}, "
-            f"{t.ci[1]:+.4f}]), p {t.p:.3g}: {verdict}; power {sc['trend']['power']} for the "
-            f"hypothesised {sc['trend']['slope_hypothesis']}. {t.n_runs} runs, fp32."
-        )
-        scale_trend(t, sc["paper_point"], os.path.join(out_dir, "trend.png"), caption)
-    depth = [r for r in rows if tuple(r["cell"]) == tuple(sc["depth"]["cell"])]
-    if depth:
+        depth = [r for r in rows if tuple(r["cell"]) == tuple(sc["depth"]["cell"])]
         led = ledger.build(confirm.evidence_from_rows(depth, "scale study, depth cell"))
         out["depth"] = {
             e.id: {"verdict": e.verdict, "label": e.label, "here": e.here}
             for e in led.entries
             if e.id in sc["depth"]["claims"]
         }
-    out["landscape"] = SPR.landscape_verdict(SPR.landscape_rows(out_dir), confirm.read_rows())
-    out["battery"] = SPR.recall_verdicts(SPR.recall_rows(out_dir), confirm.read_rows())
+    conf = confirm.read_rows()
+    land, rec = SPR.landscape_rows(out_dir), SPR.recall_rows(out_dir)
+    want = {r["run"]["name"] for r in conf if r["scheme"] in ("fixed", "learned")}
+    left = len(want - {r["name"] for r in land})
+    out["landscape"] = _pending(
+        "the α landscape", {"landscape": left}, {"landscape": len(want)}
+    ) or SPR.landscape_verdict(land, conf)
+    left = len({r["run"]["name"] for r in conf} - {r["name"] for r in rec})
+    pend = _pending("the battery", {"recall": left}, {"recall": len(conf)})
+    out["battery"] = {sc["recall"]["claim"]: pend} if pend else SPR.recall_verdicts(rec, conf)
     atomic_write(os.path.join(out_dir, "claims.json"), jsonio.dumps(out, indent=1))
+    return out
+
+
+def _trend(rows: list[dict], sc: dict, doc: dict, out_dir: str) -> dict:
+    """The registered trend test on every planned stagger and fixed run, and its figure."""
+    from analysis.statistics.trend import trend_test
+
+    try:
+        t = trend_test(trend_runs(rows, confirm.read_rows(), sc))
+    except ValueError as e:
+        return {"verdict": "not tested here", "why": str(e)}
+    alpha = 0.05
+    verdict = "held" if t.p < alpha else "did not hold" if t.p_against < alpha else "not shown"
+    out = {"verdict": verdict, "power": sc["trend"]["power"]}
+    out.update(jsonio.clean(dataclasses.asdict(t)))
+    from analysis.figures.plots import scale_trend
+
+    caption = (
+        f"Registered test (claims.toml lab-scale-trend, frozen {doc['registered_at'][:10]}): "
+        f"OLS of ln ppl on cell effects + stagger + stagger × Δcov/100, HC3, one-sided; "
+        f"slope {t.slope:+.4f} nats per 100 distances (95 % CI [{t.ci[0]:+.4f}, "
+        f"{t.ci[1]:+.4f}]), p {t.p:.3g}: {verdict}; power {sc['trend']['power']} for the "
+        f"hypothesised {sc['trend']['slope_hypothesis']}. {t.n_runs} runs, fp32."
+    )
+    scale_trend(t, sc["paper_point"], os.path.join(out_dir, "trend.png"), caption)
     return out
 
 
