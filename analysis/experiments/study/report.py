@@ -237,6 +237,18 @@ def study_report(res: dict, ledger_entries=None, lab_entries=None) -> Report:
         f"{res['estimated_s'] / 60:.1f} of {sc['budget_s'] / 60:.0f} min budget; this invocation "
         f"trained {len(res['trained'])} runs and reused {len(res['reused'])}."
     )
+    _calibration_section(r, res, sc, cal, top)
+    _runs_section(r, res, cmp_, top)
+    _power_section(r, cmp_)
+    _noise_section(r, cmp_)
+    _verdicts_section(r, res)
+    _ledger_section(r, ledger_entries)
+    _lab_section(r, res, lab_entries)
+    return r
+
+
+def _calibration_section(r: Report, res: dict, sc: dict, cal: dict, top) -> None:
+    """The rung rule, the chosen rung, every calibration run and the curve."""
     r.heading("Calibration of length extrapolation")
     r.text(
         f"Rung rule: {res['rule']}. Chosen: **{cal['chosen']} steps** "
@@ -272,6 +284,10 @@ def study_report(res: dict, ledger_entries=None, lab_entries=None) -> Report:
         name="calibration",
     )
     r.figure(calibration_figure(cal, sc["tokens_per_step"], top), "calibration")
+
+
+def _runs_section(r: Report, res: dict, cmp_: dict, top) -> None:
+    """Every run of the comparisons (stage 2, and stage 3 where it ran)."""
     runs = [x for rows in cmp_["runs"].values() for x in rows]
     runs += [x for rows in ((res.get("longer") or {}).get("runs") or {}).values() for x in rows]
     if runs:
@@ -296,6 +312,10 @@ def study_report(res: dict, ledger_entries=None, lab_entries=None) -> Report:
             decimals=3,
             name="comparison_runs",
         )
+
+
+def _power_section(r: Report, cmp_: dict) -> None:
+    """The first batch's power plan and the power the seeds that ran achieved."""
     r.heading("Seeds and power")
     fp, pl, pu = cmp_.get("first_plan"), cmp_.get("plan"), cmp_.get("plan_sigma_upper")
     if fp:
@@ -321,6 +341,10 @@ def study_report(res: dict, ledger_entries=None, lab_entries=None) -> Report:
         r.text("Not run (budget): " + ", ".join(cmp_["skipped"]) + ".")
     for s, why in (cmp_.get("same") or {}).items():
         r.text(f"Not run: {s} — {why}.")
+
+
+def _noise_section(r: Report, cmp_: dict) -> None:
+    """Each gap's evaluation noise beside its seed noise (where the study scored it)."""
     noise = cmp_.get("eval_noise") or {}
     if noise:
         r.heading("Evaluation noise beside seed noise")
@@ -347,6 +371,10 @@ def study_report(res: dict, ledger_entries=None, lab_entries=None) -> Report:
             decimals=4,
             name="eval_noise",
         )
+
+
+def _verdicts_section(r: Report, res: dict) -> None:
+    """The ledger's verdict and the study's own answer at the chosen rung, per claim."""
     r.heading("Verdicts")
     r.text(
         "*verdict*: the claims ledger's, by the analysis claims.toml registers for the claim "
@@ -371,26 +399,29 @@ def study_report(res: dict, ledger_entries=None, lab_entries=None) -> Report:
         decimals=3,
         name="verdicts",
     )
-    if ledger_entries:
-        from analysis.ledger.report import ledger_frame, stats_frame
 
-        counts = {}
-        for e in ledger_entries:
-            counts[e.verdict] = counts.get(e.verdict, 0) + 1
-        r.heading("The claims ledger's language-model claims on these runs")
-        r.text(
-            f"{len(ledger_entries)} LM claims of the paper: "
-            + ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
-            + ". Decided by `analysis.ledger.ledger` from every finished run in the store (study runs "
-            "over demo runs; a comparison with seeds on both sides over one seed a side); "
-            "`fiblab report --store` shows the whole ledger."
-        )
-        r.table(ledger_frame(ledger_entries), name="ledger", decimals=2)
-        st = stats_frame(ledger_entries)
-        if not st.empty:
-            r.table(st, name="claims_stats", decimals=3)
-    _lab_section(r, res, lab_entries)
-    return r
+
+def _ledger_section(r: Report, ledger_entries) -> None:
+    """The claims ledger's LM entries on the study's store (none: left out)."""
+    if not ledger_entries:
+        return
+    from analysis.ledger.report import ledger_frame, stats_frame
+
+    counts = {}
+    for e in ledger_entries:
+        counts[e.verdict] = counts.get(e.verdict, 0) + 1
+    r.heading("The claims ledger's language-model claims on these runs")
+    r.text(
+        f"{len(ledger_entries)} LM claims of the paper: "
+        + ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+        + ". Decided by `analysis.ledger.ledger` from every finished run in the store (study runs "
+        "over demo runs; a comparison with seeds on both sides over one seed a side); "
+        "`fiblab report --store` shows the whole ledger."
+    )
+    r.table(ledger_frame(ledger_entries), name="ledger", decimals=2)
+    st = stats_frame(ledger_entries)
+    if not st.empty:
+        r.table(st, name="claims_stats", decimals=3)
 
 
 def _lab_section(r: Report, res: dict, entries) -> None:
