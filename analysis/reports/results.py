@@ -16,9 +16,15 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.figures import plots, trajectories
-from analysis.tables import length as tables_length, beside as tables_paper, position as tables_position, ppl as tables_ppl, probe as tables_probe, seeds as tables_seeds, runs as tables_store
-from analysis.tables.comparable import TableUnavailable
 from analysis.reports.report import Report
+from analysis.tables import beside as tables_paper
+from analysis.tables import length as tables_length
+from analysis.tables import position as tables_position
+from analysis.tables import ppl as tables_ppl
+from analysis.tables import probe as tables_probe
+from analysis.tables import runs as tables_store
+from analysis.tables import seeds as tables_seeds
+from analysis.tables.comparable import TableUnavailable
 from lab.ladder.drift import INERT_TOL
 
 __all__ = [
@@ -119,80 +125,82 @@ def lm_sections(report: Report, store, runs=None, dataset: str | None = None) ->
     )
 
     report.heading("Length extrapolation")
-
-    def extrap():
-        t3 = tables_length.table3_from_store(store, dataset, runs=runs, blocks=False)
-        _table(
-            report,
-            tables_paper.with_paper(
-                t3, tables_paper.for_report(3), on=["model", "W"], diff=False, rest=True
-            ),
-            "table3",
-            decimals=2,
-            caption="perplexity at each evaluation length; ppl_T{L}: "
-            "rung set recomputed for L (the paper's policy), "
-            "frozen_ppl_T{L}: the training-length rung set; "
-            + PAPER_BESIDE.format(table="Table 3 (T = 1024 training)"),
-        )
-        report.figure(
-            plots.extrapolation(t3, title="perplexity vs evaluation length"),
-            "extrapolation",
-            "solid: rungs recomputed; dashed: rungs frozen",
-        )
-        t3b = tables_length.table3_from_store(store, dataset, runs=runs, blocks=True)
-        bcols = [c for c in t3b.columns if "_block" in c and not c.startswith("frozen")]
-        if bcols:
-            keys = [c for c in ("model", "W", "variant") if c in t3b.columns]
-            report.table(
-                t3b[keys + bcols],
-                name="table3_blocks",
-                decimals=2,
-                caption="position-matched perplexity: block j = positions "
-                "[j·T, (j+1)·T) of the long windows (block 0 sees exactly a "
-                "training window's context)",
-            )
-
-    _try(report, "extrapolation", extrap)
-
+    _try(report, "extrapolation", lambda: _extrapolation(report, store, runs, dataset))
     report.heading("Position-resolved loss")
+    _try(report, "position bins", lambda: _position_bins(report, store, runs, dataset))
+    _try(report, "α trajectories", lambda: _lm_alphas(report, store, runs))
 
-    def bins():
-        t4 = tables_position.table4_from_store(store, dataset, runs=runs)
-        _table(
-            report,
-            tables_paper.with_paper(
-                t4, tables_paper.for_report(4), on=["schedule", "W"], diff=False
-            ),
-            "table4",
-            decimals=3,
-            caption="mean NLL (nats) in the paper's 8 position bins "
-            "of the training window; the last row is fixed − "
-            "stagger; " + PAPER_BESIDE.format(table="Table 4 (W = 8)"),
-        )
-        report.figure(plots.position_bins(t4, title="NLL per position bin"), "position-bins")
 
-    _try(report, "position bins", bins)
-
-    def alphas():
-        tr = trajectories.from_store(store, runs=runs, kinds=("lm",))
-        if tr.empty:
-            return
-        report.heading("Learned α (language models)")
+def _extrapolation(report: Report, store, runs, dataset) -> None:
+    """Table 3's layout beside the paper's, its figure, and the position-matched blocks."""
+    t3 = tables_length.table3_from_store(store, dataset, runs=runs, blocks=False)
+    _table(
+        report,
+        tables_paper.with_paper(
+            t3, tables_paper.for_report(3), on=["model", "W"], diff=False, rest=True
+        ),
+        "table3",
+        decimals=2,
+        caption="perplexity at each evaluation length; ppl_T{L}: "
+        "rung set recomputed for L (the paper's policy), "
+        "frozen_ppl_T{L}: the training-length rung set; "
+        + PAPER_BESIDE.format(table="Table 3 (T = 1024 training)"),
+    )
+    report.figure(
+        plots.extrapolation(t3, title="perplexity vs evaluation length"),
+        "extrapolation",
+        "solid: rungs recomputed; dashed: rungs frozen",
+    )
+    t3b = tables_length.table3_from_store(store, dataset, runs=runs, blocks=True)
+    bcols = [c for c in t3b.columns if "_block" in c and not c.startswith("frozen")]
+    if bcols:
+        keys = [c for c in ("model", "W", "variant") if c in t3b.columns]
         report.table(
-            trajectories.final_range(tr),
-            decimals=3,
-            caption="final α range per run",
-            name="lm_alpha_range",
+            t3b[keys + bcols],
+            name="table3_blocks",
+            decimals=2,
+            caption="position-matched perplexity: block j = positions "
+            "[j·T, (j+1)·T) of the long windows (block 0 sees exactly a "
+            "training window's context)",
         )
-        report.table(
-            trajectories.inert(tr),
-            decimals=3,
-            caption=f"is each run's α within {INERT_TOL} of its init? (the paper's 'inert')",
-            name="lm_alpha_inert",
-        )
-        report.figure(plots.alpha_trajectories(tr, title="learned α per layer"), "lm-alphas")
 
-    _try(report, "α trajectories", alphas)
+
+def _position_bins(report: Report, store, runs, dataset) -> None:
+    """Table 4's layout (NLL per position bin) beside the paper's, and its figure."""
+    t4 = tables_position.table4_from_store(store, dataset, runs=runs)
+    _table(
+        report,
+        tables_paper.with_paper(
+            t4, tables_paper.for_report(4), on=["schedule", "W"], diff=False
+        ),
+        "table4",
+        decimals=3,
+        caption="mean NLL (nats) in the paper's 8 position bins "
+        "of the training window; the last row is fixed − "
+        "stagger; " + PAPER_BESIDE.format(table="Table 4 (W = 8)"),
+    )
+    report.figure(plots.position_bins(t4, title="NLL per position bin"), "position-bins")
+
+
+def _lm_alphas(report: Report, store, runs) -> None:
+    """Learned α of the LM runs: final range, inert or not, trajectories (none: no section)."""
+    tr = trajectories.from_store(store, runs=runs, kinds=("lm",))
+    if tr.empty:
+        return
+    report.heading("Learned α (language models)")
+    report.table(
+        trajectories.final_range(tr),
+        decimals=3,
+        caption="final α range per run",
+        name="lm_alpha_range",
+    )
+    report.table(
+        trajectories.inert(tr),
+        decimals=3,
+        caption=f"is each run's α within {INERT_TOL} of its init? (the paper's 'inert')",
+        name="lm_alpha_inert",
+    )
+    report.figure(plots.alpha_trajectories(tr, title="learned α per layer"), "lm-alphas")
 
 
 # --------------------------------------------------------------------------------------------
