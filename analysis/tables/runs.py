@@ -164,7 +164,7 @@ def final_step_rows(evals: pd.DataFrame, kinds) -> pd.DataFrame:
 
 def same_tokens_basis(evals: pd.DataFrame) -> pd.DataFrame:
     """Length-extrapolation rows on one token basis: where a run's whole-window row at its
-    training length (``full`` / ``frozen``) was scored on more tokens than its rows at longer
+    training length (``recompute`` / ``freeze``) was scored on more tokens than its rows at longer
     lengths (training's final evaluation of the whole held-out stream, then ``fiblab eval
     --limit N`` or the study's limited evaluation beyond it), that row is replaced by the
     limited evaluation's one-block row at the training length (``…:block0``: the same windows,

@@ -214,6 +214,21 @@ MIGRATIONS: list[str] = [
     DROP TABLE evaluations;
     ALTER TABLE evaluations_v4 RENAME TO evaluations;
     CREATE INDEX evaluations_dataset_ctx ON evaluations (dataset, context_len, kind);
+    -- a process started before the upgrade keeps its open store and still writes the old words:
+    -- its rows are rewritten as they land, so no reader misses them
+    CREATE TRIGGER evaluations_kind_words AFTER INSERT ON evaluations
+    WHEN NEW.kind = 'full' OR NEW.kind GLOB 'full:*' OR NEW.kind = 'frozen' OR NEW.kind GLOB 'frozen:*'
+    BEGIN
+        INSERT OR REPLACE INTO evaluations
+            (run_id, step, dataset, context_len, kind, loss, perplexity, tokens, logged_at)
+        VALUES (NEW.run_id, NEW.step, NEW.dataset, NEW.context_len,
+                CASE WHEN NEW.kind GLOB 'full*' THEN 'recompute' || substr(NEW.kind, 5)
+                     ELSE 'freeze' || substr(NEW.kind, 7) END,
+                NEW.loss, NEW.perplexity, NEW.tokens, NEW.logged_at);
+        DELETE FROM evaluations
+        WHERE run_id = NEW.run_id AND step = NEW.step AND dataset = NEW.dataset
+              AND context_len = NEW.context_len AND kind = NEW.kind;
+    END;
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -149,6 +149,7 @@ def test_decide_tests_nothing_until_every_planned_run_is_committed(tmp_path, mon
     assert "L8-T128-depth 5 of 15" in got["depth"]["t1-pow2-fixed-weakest"]["why"]
     assert got["landscape"]["verdict"] == "pending"  # no landscape rows here
     assert got["battery"][sc["recall"]["claim"]]["verdict"] == "pending"
+    assert {"bat-ruler-chance", "bat-lego-chance"} <= set(got["battery"])  # a decided one's keys
     assert json.load(open(os.path.join(out, "claims.json")))["trend"]["verdict"] == "pending"
 
     monkeypatch.undo()

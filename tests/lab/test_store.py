@@ -516,6 +516,20 @@ def test_version_3_store_names_its_evaluation_kinds_as_the_cli_does(tmp_path):
         assert EvalKind.parse(ev["kind"].iloc[3]) == EvalKind(Family.FREEZE, 12)
         st.log_eval("a", 6, "d", 64, 0.5, 10)  # the default kind is the paper's policy
         assert st.evals("a").query("step == 6")["kind"].tolist() == ["recompute"]
+    # a process started before the upgrade still writes the old words into its open store
+    con = sqlite3.connect(path, isolation_level=None)
+    old_writer = (
+        "INSERT INTO evaluations (run_id, step, dataset, context_len, kind, loss, perplexity,"
+        " tokens, logged_at) VALUES (1, 7, 'd', 64, ?, ?, 1.0, 100, '2026-12-05T00:00:00Z')"
+        " ON CONFLICT (run_id, step, dataset, context_len, kind) DO UPDATE SET loss = excluded.loss"
+    )
+    for kind, loss in (("full:block2", 0.7), ("frozen", 0.8), ("full:block2", 0.9)):
+        con.execute(old_writer, (kind, loss))
+    con.close()
+    with Store(path) as st:
+        got = st.evals("a").query("step == 7").sort_values("kind")
+        assert got["kind"].tolist() == ["freeze", "recompute:block2"]
+        assert got["loss"].tolist() == pytest.approx([0.8, 0.9])  # written again: replaced
 
 
 def test_the_schema_builds_exactly_its_tables(tmp_path):

@@ -349,7 +349,11 @@ def decide(out_dir: str = RESULTS_DIR) -> dict:
     ) or SPR.landscape_verdict(land, conf)
     left = len({r["run"]["name"] for r in conf} - {r["name"] for r in rec})
     pend = _pending("the battery", {"recall": left}, {"recall": len(conf)})
-    out["battery"] = {sc["recall"]["claim"]: pend} if pend else SPR.recall_verdicts(rec, conf)
+    if pend:  # the same claims a decided battery lists (the ledger's bat-* entries)
+        bat = [c["id"] for c in ledger.load_claims()[0] if c["id"].startswith("bat-")]
+        out["battery"] = {c: pend for c in bat}
+    else:
+        out["battery"] = SPR.recall_verdicts(rec, conf)
     atomic_write(os.path.join(out_dir, "claims.json"), jsonio.dumps(out, indent=1))
     return out
 
