@@ -189,7 +189,7 @@ class SweepResult:
     stopped_at: int | None = None  # the step a stopped run checkpointed
 
 
-def _final_ppl(entries: list[dict]) -> dict:
+def journal_final_ppl(entries: list[dict]) -> dict:
     """The final (kind 'recompute') perplexity per dataset that a journal logged last."""
     import math
 
@@ -297,10 +297,10 @@ def run_sweep(
     for cfg in configs:
         entries = read_journal(journal_path(cfg))
         if cfg.name in stored or (not store_path and finished(entries)):
-            results[cfg.name] = SweepResult(cfg.name, "skipped", _final_ppl(entries))
+            results[cfg.name] = SweepResult(cfg.name, "skipped", journal_final_ppl(entries))
         elif finished(entries):  # trained, but the driver stopped before writing the store
             _replay(store_path, entries)
-            results[cfg.name] = SweepResult(cfg.name, "replayed", _final_ppl(entries))
+            results[cfg.name] = SweepResult(cfg.name, "replayed", journal_final_ppl(entries))
         else:
             todo.append(cfg)
     if todo:

@@ -237,7 +237,7 @@ def test_journal_replayed_twice_duplicates_nothing(tmp_path):
 def test_a_journal_from_before_schema_4_replays_with_todays_kind_words(tmp_path):
     """A journal written when the store said 'full' / 'frozen' replays as 'recompute' /
     'freeze', and its final perplexity is still found."""
-    from fiblab.cluster.ray_run import _final_ppl
+    from fiblab.cluster.ray_run import journal_final_ppl
 
     j = StoreJournal(str(tmp_path / "old.jsonl"))
     j.start_run("r", {"x": 1}, kind="lm", seed=0, resume=False)
@@ -246,7 +246,7 @@ def test_a_journal_from_before_schema_4_replays_with_todays_kind_words(tmp_path)
     j.log_eval("r", 2, "val", 16, 3.0, 100)  # no kind: the default, then and now the paper's
     j.set_status("r", "done")
     entries = read_journal(j.path)
-    assert _final_ppl(entries[:2]) == {"val": pytest.approx(math.e)}
+    assert journal_final_ppl(entries[:2]) == {"val": pytest.approx(math.e)}
     with Store(str(tmp_path / "s.db")) as st:
         replay(entries, st)
         ev = st.evals("r").sort_values("loss")
