@@ -9,7 +9,9 @@ the study's wording of it) beside a verdict the file does not carry. Run
     python -m analysis.ledger.verdict_words benchmarks/results/confirm/claims.json README.md benchmarks/RESULTS.md
 
 to rewrite the blocks after a new study, and ``--check`` to only report (the test suite runs the
-check, so a "held" the verdict does not carry fails CI).
+check, so a "held" the verdict does not carry fails CI).  The scale study's depth claims have
+their own block in RESULTS, from ``benchmarks/results/scale/claims.json`` (``--blocks-only``:
+the prose answers to the confirmation alone).
 """
 
 from __future__ import annotations
@@ -55,7 +57,10 @@ _WORDS = {
 
 
 def lm_claims(doc: dict) -> list[dict]:
-    """The paper's language-model claims of a claims.json document, in file order."""
+    """The paper's language-model claims of a claims.json document, in file order; of the scale
+    study's claims.json (no ``claims`` list), the depth claims it decides by id."""
+    if "claims" not in doc:
+        return [{"id": k, "source": "paper", "kind": "lm", **v} for k, v in doc["depth"].items()]
     return [
         c
         for c in doc["claims"]
@@ -111,6 +116,7 @@ def lm_block(doc: dict, source: str, form: str = "verdicts") -> str:
     """The markdown block (markers included) of the LM claims' verdicts: one row a claim
     (``form="verdicts"``), or only the line that counts them (``form="summary"``)."""
     rows = lm_claims(doc)
+    sha = doc.get("protocol_sha256") or doc.get("registration", {}).get("protocol_sha256", "")
     counts: dict[str, int] = {}
     for c in rows:
         counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
@@ -118,7 +124,7 @@ def lm_block(doc: dict, source: str, form: str = "verdicts") -> str:
         BEGIN.format(form=form, source=source),
         f"The paper's {len(rows)} language-model claims as `{source}` decides them: "
         + ", ".join(f"{n} {v}" for v, n in counts.items())
-        + f" (protocol SHA-256 `{doc.get('protocol_sha256', '')[:12]}…`).",
+        + f" (protocol SHA-256 `{sha[:12]}…`).",
     ]
     if form == "verdicts":
         lines += ["", "| claim | verdict | here |", "|---|---|---|"]
@@ -127,9 +133,11 @@ def lm_block(doc: dict, source: str, form: str = "verdicts") -> str:
 
 
 def sync(text: str, doc: dict, source: str) -> str:
-    """``text`` with every block rewritten from ``doc`` in its own form (text without a block
-    is unchanged)."""
-    return _BLOCK.sub(lambda m: lm_block(doc, source, m.group(1)), text)
+    """``text`` with every block generated from ``source`` rewritten from ``doc`` in its own
+    form (another source's blocks, and text without a block, are unchanged)."""
+    return _BLOCK.sub(
+        lambda m: lm_block(doc, source, m.group(1)) if m.group(2) == source else m.group(0), text
+    )
 
 
 def _said(line: str) -> set[str]:
@@ -137,14 +145,18 @@ def _said(line: str) -> set[str]:
     return {v for w, v in _WORDS.items() if re.search(rf"(?<![\w-]){re.escape(w)}(?![\w-])", low)}
 
 
-def problems(text: str, doc: dict, source: str) -> list[str]:
-    """What in ``text`` says more (or other) than ``doc``: a block that differs from the one
-    the file gives, and a line outside the blocks that names one LM claim beside a verdict word
-    the claim does not carry."""
+def problems(text: str, doc: dict, source: str, lines: bool = True) -> list[str]:
+    """What in ``text`` says more (or other) than ``doc``: a block generated from ``source``
+    that differs from the one the file gives, and a line outside every block that names one LM
+    claim beside a verdict word the claim does not carry.  A block from another source (the
+    scale study's depth claims in RESULTS) is checked by the call for that source; ``lines=False``
+    checks the blocks alone (the prose answers to one source, the confirmation's)."""
     out = []
     for m in _BLOCK.finditer(text):
-        if m.group(0) != lm_block(doc, m.group(2), m.group(1)):
+        if m.group(2) == source and m.group(0) != lm_block(doc, source, m.group(1)):
             out.append(f"the block from {m.group(2)} is not what {source} gives today")
+    if not lines:
+        return out
     verdicts = {c["id"]: {c["verdict"], c.get("label")} - {None} for c in lm_claims(doc)}
     outside = _BLOCK.sub("", text)
     for n, line in enumerate(outside.splitlines(), 1):
@@ -171,6 +183,11 @@ def main(argv=None) -> int:
         "docs", nargs="+", help="markdown files holding lm-verdicts or lm-summary blocks"
     )
     ap.add_argument("--check", action="store_true", help="report only; exit 1 on a problem")
+    ap.add_argument(
+        "--blocks-only",
+        action="store_true",
+        help="check only this file's blocks, not the prose (a second source, e.g. the scale study's)",
+    )
     a = ap.parse_args(argv)
     with open(a.claims, encoding="utf-8") as f:
         doc = json.load(f)
@@ -182,7 +199,7 @@ def main(argv=None) -> int:
             text = sync(text, doc, a.claims)
             with open(path, "w", encoding="utf-8") as f:
                 f.write(text)
-        for p in problems(text, doc, a.claims):
+        for p in problems(text, doc, a.claims, lines=not a.blocks_only):
             print(f"{path}: {p}")
             bad += 1
     return 1 if bad else 0

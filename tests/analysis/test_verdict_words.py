@@ -163,6 +163,42 @@ def test_readme_and_results_say_what_the_confirmation_decided():
             text = f.read()
         assert VW.BEGIN.format(form=form, source=source) in text, name
         assert VW.problems(text, doc, source) == [], name
+    # the scale study's depth claims: their own block in RESULTS, from their own file
+    scale = "benchmarks/results/scale/claims.json"
+    with open(os.path.join(ROOT, scale), encoding="utf-8") as f:
+        depth = json.load(f)
+    with open(os.path.join(ROOT, "benchmarks/RESULTS.md"), encoding="utf-8") as f:
+        text = f.read()
+    assert VW.BEGIN.format(form="verdicts", source=scale) in text
+    assert VW.problems(text, depth, scale, lines=False) == []
+
+
+def test_a_second_sources_block_is_checked_by_its_own_call_and_hides_its_lines():
+    """RESULTS holds the confirmation's block and the scale study's (its depth claims): each is
+    rewritten and checked against its own file; the prose answers to the first source."""
+    scale = {
+        "registration": {"protocol_sha256": "cd" * 32},
+        "depth": {"t3-pow2-degrades": {"verdict": "did not hold", "label": None, "here": "−1.6 %"},
+                  "t1-coprime-ties-stagger": {"verdict": "not tested here", "why": "one W"}},
+    }  # fmt: skip
+    (deg, tie) = VW.lm_claims(scale)
+    assert deg["id"] == "t3-pow2-degrades" and deg["source"] == "paper" and tie["why"] == "one W"
+    text = VW.lm_block(_doc(), "c.json") + "\n" + VW.lm_block({"depth": {}}, "s.json") + "\n"
+    text = VW.sync(VW.sync(text, _doc(), "c.json"), scale, "s.json")
+    assert VW.lm_block(_doc(), "c.json") in text and VW.lm_block(scale, "s.json") in text
+    assert "| `t1-coprime-ties-stagger` | **not tested here** | one W |" in text
+    assert "2 language-model claims" in text and "`cdcdcdcdcdcd…`" in text
+    # the depth block's "did not hold" is no stray line for the confirmation's check
+    assert VW.problems(text, _doc(), "c.json") == []
+    assert VW.problems(text, scale, "s.json", lines=False) == []
+    stale = text.replace("−1.6 %", "+11.3 %")
+    assert VW.problems(stale, _doc(), "c.json") == []  # not the confirmation's block
+    assert VW.problems(stale, scale, "s.json", lines=False) == [
+        "the block from s.json is not what s.json gives today"
+    ]
+    stray = text + "`t5-stagger-beats-learned` held\n"
+    assert VW.problems(stray, scale, "s.json", lines=False) == []  # prose: not this source's
+    assert VW.problems(stray, _doc(), "c.json")
 
 
 def test_the_pairs_a_sentence_or_the_study_names_are_claims_tomls_own():

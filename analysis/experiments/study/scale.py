@@ -336,7 +336,7 @@ def decide(out_dir: str = RESULTS_DIR) -> dict:
         depth = [r for r in rows if tuple(r["cell"]) == tuple(sc["depth"]["cell"])]
         led = ledger.build(confirm.evidence_from_rows(depth, "scale study, depth cell"))
         out["depth"] = {
-            e.id: {"verdict": e.verdict, "label": e.label, "here": e.here}
+            e.id: {"verdict": e.verdict, "label": e.label, "here": e.here, "why": e.why}
             for e in led.entries
             if e.id in sc["depth"]["claims"]
         }
