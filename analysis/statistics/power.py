@@ -32,6 +32,8 @@ __all__ = [
     "PowerPlan",
     "plan",
     "sigma_upper",
+    "tost_power",
+    "tost_seeds_needed",
     "ALTERNATIVES",
 ]
 
@@ -135,6 +137,49 @@ def sigma_upper(sigma: float, df: int, level: float = 0.95) -> float:
     if not 0 < level < 1:
         raise ValueError(f"level={level!r} must lie in (0, 1), e.g. 0.95")
     return float(sigma * math.sqrt(df / stats.chi2.ppf(1 - level, df)))
+
+
+def tost_power(
+    margin: float, sigma: float, n_a: int, n_b: int | None = None, alpha: float = 0.05,
+    diff: float = 0.0,
+) -> float:  # fmt: skip
+    """The probability that the equivalence test (TOST, two one-sided t-tests at level
+    ``alpha``, pooled variance) shows |mean(a) − mean(b)| < ``margin`` when the true difference
+    is ``diff`` and the seed-to-seed std is ``sigma`` — what a "ties" claim's seeds are planned
+    from.  Exact (Owen's integral, no simulation): with k = σ·√(1/n_a + 1/n_b) and the sample
+    std s = σ·√(v/df), v ~ χ²(df), the test passes iff |D − diff| stays inside
+    ±(margin − t·s·√(…)); integrate the normal probability of that over v.  The tests check it
+    against a simulation of statsmodels' ``ttost_ind``."""
+    from scipy import integrate
+
+    n_b = n_a if n_b is None else n_b
+    _check(n_a, n_b, alpha, "larger")
+    if not (sigma > 0 and margin > 0):
+        raise ValueError(f"sigma={sigma!r} and margin={margin!r} must be positive")
+    df = n_a + n_b - 2
+    k = sigma * math.sqrt(1 / n_a + 1 / n_b)
+    t = stats.t.ppf(1 - alpha, df)
+    v_max = df * (margin / (t * k)) ** 2  # beyond it the acceptance interval is empty
+
+    def inside(v: float) -> float:
+        h = margin - t * k * math.sqrt(v / df)  # half-width of D's acceptance interval
+        return (stats.norm.cdf((h - diff) / k) - stats.norm.cdf((-h - diff) / k)) * (
+            stats.chi2.pdf(v, df)
+        )
+
+    got, _ = integrate.quad(inside, 0.0, v_max, limit=200)
+    return float(min(1.0, max(0.0, got)))
+
+
+def tost_seeds_needed(
+    margin: float, sigma: float, target: float = 0.8, alpha: float = 0.05, most: int = 1000
+) -> int | None:
+    """The fewest seeds a side (equal sides) whose TOST shows a true tie (difference 0) inside
+    ±``margin`` with at least ``target`` power; None beyond ``most``."""
+    for n in range(2, most + 1):  # power rises with n; a tie needs tens of seeds at most here
+        if tost_power(margin, sigma, n, n, alpha) >= target:
+            return n
+    return None
 
 
 @dataclass(frozen=True)
