@@ -58,9 +58,12 @@ _WORDS = {
 
 def lm_claims(doc: dict) -> list[dict]:
     """The paper's language-model claims of a claims.json document, in file order; of the scale
-    study's claims.json (no ``claims`` list), the depth claims it decides by id."""
+    study's claims.json (no ``claims`` list), the depth claims by id, each as a decided
+    amendment (``amendments``) decides it where one does."""
     if "claims" not in doc:
-        return [{"id": k, "source": "paper", "kind": "lm", **v} for k, v in doc["depth"].items()]
+        later = [v for am in doc.get("amendments", {}).values() for v in am.items()]
+        depth = doc["depth"] | {k: v for k, v in later if v["verdict"] != "pending"}
+        return [{"id": k, "source": "paper", "kind": "lm", **v} for k, v in depth.items()]
     return [
         c
         for c in doc["claims"]

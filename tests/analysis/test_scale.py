@@ -213,3 +213,101 @@ def test_the_landscape_rule_is_a_one_sided_t_of_the_rises_against_the_seed_noise
     )
     assert got["verdict"] == "did not hold"
     assert SPR.landscape_verdict(rows([0.1]), conf)["verdict"] == "not tested here"
+
+
+# ----------------------------------------------------------------------------------- amendments
+def test_an_amendment_is_hashed_apart_and_frozen_once(tmp_path, monkeypatch):
+    """[amendment.w8] leaves the [scale] and confirmation hashes alone (tested above), hashes its
+    own table, its claims' tests and the [scale] hash it amends, and is frozen once, after
+    [scale] and before its runs."""
+    from analysis.experiments.study import scale_amend as SA
+
+    ams = SA.load_amendments()
+    assert ams["w8"]["claims"] == ["t1-coprime-ties-stagger"] and ams["w8"]["window"] == 8
+    (st,) = [s for s in S.amendment_stages() if s.amendment == "w8"]
+    assert st.name == "L8-T128-W8" and st.cell == (8, 128)
+    assert st.runs[:3] == (("coprime", 1), ("stagger", 1), ("coprime", 2)) and len(st.runs) == 10
+    h = SA.protocol_hash("w8", "ab" * 32)
+    assert h != SA.protocol_hash("w8", "cd" * 32)  # the [scale] it amends is hashed in
+    assert h != SA.protocol_hash("w8", "ab" * 32, {"w8": {**ams["w8"], "window": 16}})
+    out = str(tmp_path)
+    scale_hash = S.register(out)["protocol_sha256"]
+    doc = SA.register("w8", out, scale_hash)
+    assert doc["stage"]["name"] == "L8-T128-W8" and doc["amends_sha256"] == scale_hash
+    assert SA.check_registered("w8", out, scale_hash)["protocol_sha256"] == doc["protocol_sha256"]
+    with pytest.raises(ValueError, match="frozen once"):
+        SA.register("w8", out, scale_hash)
+    with pytest.raises(ValueError, match="unknown"):
+        SA.register("w9", out, scale_hash)
+    changed = {"w8": {**ams["w8"], "schemes": {"coprime": [1, 9], "stagger": [1, 9]}}}
+    monkeypatch.setattr(SA, "load_amendments", lambda path=None: changed)
+    with pytest.raises(ValueError, match="changed since it was frozen"):
+        SA.check_registered("w8", out, scale_hash)
+    cfg = study_config(S.cell_settings((8, 128), window=8), "scale-w8-L8", "coprime", 1, 500,
+                       "r", "fp32")  # fmt: skip
+    assert (cfg.model.window, cfg.model.n_layers, cfg.model.schedule) == (8, 8, "coprime")
+
+
+def test_an_amendments_stage_trains_at_its_window_into_its_own_folder(tmp_path, monkeypatch):
+    from analysis.experiments.study import scale_amend as SA
+
+    out, runs = str(tmp_path / "results"), str(tmp_path / "runs")
+    smoke = {"t": {"amends": "scale", "cell": [2, 32], "window": 1, "steps": 2,
+                   "precision": "fp32", "prefix": "scale-t", "schemes": {"coprime": [1, 1]},
+                   "claims": ["t1-coprime-ties-stagger"]}}  # fmt: skip
+    monkeypatch.setattr(SA, "load_amendments", lambda path=None: smoke)
+    quiet = dict(out_dir=out, log=lambda *a: None, settings=STUDY_SCALES["study-smoke"])
+    scale_hash = S.register(out)["protocol_sha256"]
+    with pytest.raises(ValueError, match="register-amendment t"):
+        S.run_stage("L2-T32-W1", runs_dir=runs, **quiet)  # not frozen yet: nothing trains
+    SA.register("t", out, scale_hash)
+    (row,) = S.run_stage("L2-T32-W1", runs_dir=runs, **quiet)
+    assert row["run"]["W"] == 1 and row["run"]["name"] == "scale-t-L2-coprime-s1-T32-2"
+    assert row["stage"] == "L2-T32-W1" and row["setup"]["n_layers"] == 2
+    assert SA.read_rows(SA.folder("t", out)) == [json.loads(json.dumps(row))]
+    assert S.read_rows(out) == []  # [scale]'s rows untouched
+
+
+def test_an_amendment_decides_its_claim_alone_once_its_runs_are_in(tmp_path):
+    """The committed depth cell plus synthetic W = 8 rows (copies of its coprime and stagger
+    rows at W = 8, perplexities moved): pending until all ten are in; then the ledger decides
+    t1-coprime-ties-stagger at W = 8, and every depth claim stays what [scale] decided."""
+    import copy
+
+    from analysis.experiments.study import scale_amend as SA
+
+    out = str(tmp_path)
+    for name in (S.REGISTRATION, S.ROWS):
+        with open(os.path.join(S.RESULTS_DIR, name)) as f, open(os.path.join(out, name), "w") as g:
+            g.write(f.read())
+    rows = S.read_rows(out)
+    SA.register("w8", out, S.check_registered(out)["protocol_sha256"])
+    before = S.decide(out)
+    assert before["amendments"]["w8"]["t1-coprime-ties-stagger"]["verdict"] == "pending"
+    rng = np.random.default_rng(3)
+    w8 = []
+    for r in rows:
+        if r["stage"] in ("L8-T128", "L8-T128-depth") and r["scheme"] in ("coprime", "stagger"):
+            if r["seed"] <= 5:
+                x = copy.deepcopy(r)
+                x["stage"], x["run"]["W"] = "L8-T128-W8", 8
+                x["run"]["name"] = x["run"]["name"].replace("scale-", "scale-w8-")
+                f = float(np.exp(rng.normal(0, 0.01)))
+                x["run"]["ppl"] *= f
+                x["run"]["ext"] = {k: v * f for k, v in x["run"]["ext"].items()}
+                w8.append(x)
+    path = os.path.join(SA.folder("w8", out), SA.ROWS)
+    with open(path, "w") as f:
+        f.writelines(json.dumps(x) + "\n" for x in w8[:9])
+    assert S.decide(out)["amendments"]["w8"]["t1-coprime-ties-stagger"]["verdict"] == "pending"
+    with open(path, "a") as f:
+        f.write(json.dumps(w8[9]) + "\n")
+    got = S.decide(out)
+    (only,) = got["amendments"]["w8"].items()
+    assert only[0] == "t1-coprime-ties-stagger" and only[1]["verdict"] != "pending"
+    assert only[1]["verdict"] != "not tested here" and "at W=8" in only[1]["here"]
+    assert got["depth"] == before["depth"]  # the depth claims are not looked at again
+    from analysis.ledger import verdict_words as VW
+
+    (t1,) = [c for c in VW.lm_claims(got) if c["id"] == "t1-coprime-ties-stagger"]
+    assert t1["verdict"] == only[1]["verdict"]  # RESULTS' block shows the amendment's verdict

@@ -11,6 +11,8 @@ stage, each finished run a committed row.
     python -m analysis.experiments.study.scale --landscape --restore   # where runs/confirm is
                              # missing: retrain those runs first, each checked against its row
     python -m analysis.experiments.study.scale --decide          # every verdict of the study
+    python -m analysis.experiments.study.scale --register-amendment w8   # a registered
+                             # amendment (`scale_amend`); then --stage L8-T128-W8 trains it
 
 A stage is one cell's runs (`stages`): ``L8-T128`` (stagger and fixed 1–10 at L = 8, T = 128),
 ``L8-T128-depth`` (coprime, pow2-fixed, pow2-stagger 1–5 there), ``L4-T512``, ``L8-T512``;
@@ -33,6 +35,7 @@ import sys
 import time
 
 from analysis.experiments.study import confirm
+from analysis.experiments.study import scale_amend as SA
 from analysis.experiments.study import scale_probes as SPR
 from lab.util import jsonio
 from lab.util.files import atomic_write
@@ -62,11 +65,13 @@ REGISTRATION = "registration.json"
 
 @dataclasses.dataclass(frozen=True)
 class Stage:
-    """One resumable stage: a cell (L, T) and the (scheme, seed) runs it trains."""
+    """One resumable stage: a cell (L, T) and the (scheme, seed) runs it trains; ``amendment``
+    names the registered amendment (`scale_amend`) it belongs to, whose window it trains at."""
 
     name: str
     cell: tuple[int, int]
     runs: tuple[tuple[str, int], ...]
+    amendment: str | None = None
 
 
 def load_scale(path: str | None = None) -> dict:
@@ -103,13 +108,24 @@ def stages(scale: dict | None = None) -> list[Stage]:
     return [by_name[n] for n in sc["order"]]
 
 
-def cell_settings(cell: tuple[int, int], base=None):
+def amendment_stages(amendments: dict | None = None) -> list[Stage]:
+    """Each registered amendment's stage (claims.toml ``[amendment.*]``)."""
+    ams = SA.load_amendments() if amendments is None else amendments
+    return [
+        Stage(SA.stage_name(am), tuple(am["cell"]), SA.stage_runs(am), name)
+        for name, am in ams.items()
+    ]
+
+
+def cell_settings(cell: tuple[int, int], base=None, window: int | None = None):
     """The study's `StudyScale` (or ``base``) at a cell: its length, and its depth as a model
-    override."""
+    override; ``window``: an amendment's W (else the study's)."""
     from analysis.experiments.study import plan as SP
 
     L, T = cell
     base = base or SP.STUDY_SCALES["study"]
+    if window is not None:
+        base = dataclasses.replace(base, window=window)
     return dataclasses.replace(base, seq_len=T, overrides={**base.overrides, "model.n_layers": L})
 
 
@@ -229,17 +245,25 @@ def run_stage(
     log=print, scale: dict | None = None, settings=None,
 ) -> list[dict]:  # fmt: skip
     """Train the stage's runs the rows lack (at most ``limit``), appending each row as it
-    finishes; refuses unless the registration holds.  Returns the stage's rows.  ``scale`` and
-    ``settings`` (a `StudyScale` the cells change) let the suite run a smoke-sized stage; the
-    registration is still checked against claims.toml's."""
+    finishes; refuses unless the registration holds (an amendment's stage: its own too, its
+    rows in its own folder).  Returns the stage's rows.  ``scale`` and ``settings`` (a
+    `StudyScale` the cells change) let the suite run a smoke-sized stage; the registration is
+    still checked against claims.toml's."""
     from analysis.experiments.study.runner import Runner
 
-    check_registered(out_dir)
+    reg = check_registered(out_dir)
     sc = scale or load_scale()
-    by_name = {s.name: s for s in stages(sc)}
+    ams = SA.load_amendments()
+    by_name = {s.name: s for s in stages(sc) + amendment_stages(ams)}
     if name not in by_name:
         raise ValueError(f"stage {name!r} is unknown: use one of {list(by_name)}")
     st = by_name[name]
+    window = None
+    if st.amendment:  # its own protocol: window, steps, precision, prefix, folder
+        SA.check_registered(st.amendment, out_dir, reg["protocol_sha256"])
+        am = ams[st.amendment]
+        sc, window = {**sc, **{k: am[k] for k in ("steps", "precision", "prefix")}}, am["window"]
+        out_dir = SA.folder(st.amendment, out_dir)
     rows = read_rows(out_dir)
     have = {(r["scheme"], r["seed"]) for r in rows if r["stage"] == name}
     todo = [r for r in st.runs if r not in have][: limit if limit is not None else None]
@@ -248,7 +272,8 @@ def run_stage(
     os.makedirs(runs_dir, exist_ok=True)
     store_path = os.path.join(runs_dir, "fiblab.db")
     r = Runner(
-        cell_settings(st.cell, settings), _prefix(sc, st.cell), runs_dir, store_path, True, log,
+        cell_settings(st.cell, settings, window), _prefix(sc, st.cell), runs_dir, store_path, True,
+        log,
         sc["precision"],
     )  # fmt: skip
     path = os.path.join(out_dir, ROWS)
@@ -340,6 +365,9 @@ def decide(out_dir: str = RESULTS_DIR) -> dict:
             for e in led.entries
             if e.id in sc["depth"]["claims"]
         }
+    out["amendments"] = {
+        st.amendment: _amendment(st, rows, sc, out_dir, doc) for st in amendment_stages()
+    }
     conf = confirm.read_rows()
     land, rec = SPR.landscape_rows(out_dir), SPR.recall_rows(out_dir)
     want = {r["run"]["name"] for r in conf if r["scheme"] in ("fixed", "learned")}
@@ -356,6 +384,36 @@ def decide(out_dir: str = RESULTS_DIR) -> dict:
         out["battery"] = SPR.recall_verdicts(rec, conf)
     atomic_write(os.path.join(out_dir, "claims.json"), jsonio.dumps(out, indent=1))
     return out
+
+
+def _amendment(st: Stage, rows: list[dict], sc: dict, out_dir: str, doc: dict) -> dict:
+    """An amendment's claims: "pending" until its planned runs and the depth cell's are all
+    committed (or while it is unregistered), then the ledger over the depth cell's runs and its
+    own, only the claims it names read off (the other claims' inputs change: not looked at)."""
+    from analysis.ledger import ledger
+
+    am = SA.load_amendments()[st.amendment]
+    try:
+        SA.check_registered(st.amendment, out_dir, doc["protocol_sha256"])
+    except ValueError as e:
+        return {c: {"verdict": "pending", "why": str(e)} for c in am["claims"]}
+    own = SA.read_rows(SA.folder(st.amendment, out_dir))
+    have = {(r["scheme"], r["seed"]) for r in own}
+    depth = [r for r in rows if tuple(r["cell"]) == tuple(sc["depth"]["cell"])]
+    depth_stages = [x for x in stages(sc) if x.cell == tuple(sc["depth"]["cell"])]
+    gaps = {st.name: sum(r not in have for r in st.runs)} | {
+        k: v for k, v in missing(rows, sc).items() if k in {x.name for x in depth_stages}
+    }
+    plan = {st.name: len(st.runs)} | {x.name: len(x.runs) for x in depth_stages}
+    pend = _pending(f"amendment {st.amendment}", gaps, plan)
+    if pend:
+        return {c: pend for c in am["claims"]}
+    led = ledger.build(confirm.evidence_from_rows(depth + own, "scale study, depth cell + W"))
+    return {
+        e.id: {"verdict": e.verdict, "label": e.label, "here": e.here, "why": e.why}
+        for e in led.entries
+        if e.id in am["claims"]
+    }
 
 
 def _trend(rows: list[dict], sc: dict, doc: dict, out_dir: str) -> dict:
@@ -386,6 +444,10 @@ def _trend(rows: list[dict], sc: dict, doc: dict, out_dir: str) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--register", action="store_true", help="freeze the [scale] protocol (once)")
+    ap.add_argument(
+        "--register-amendment", metavar="NAME", default=None,
+        help="freeze claims.toml's [amendment.NAME] (once, before its runs)",
+    )  # fmt: skip
     ap.add_argument("--plan", action="store_true", help="time a step per cell; print the plan")
     ap.add_argument("--stage", default=None, help="train that stage's missing runs")
     ap.add_argument("--limit", type=int, default=None, help="train at most this many runs")
@@ -412,6 +474,11 @@ def main(argv=None) -> int:
         if args.register:
             doc = register(RESULTS_DIR)
             print(f"registered {doc['protocol_sha256'][:12]}… at {doc['registered_at']}")
+        elif args.register_amendment:
+            reg = check_registered(RESULTS_DIR)
+            doc = SA.register(args.register_amendment, RESULTS_DIR, reg["protocol_sha256"])
+            print(f"registered {args.register_amendment}: {doc['protocol_sha256'][:12]}… at "
+                  f"{doc['registered_at']} (stage {doc['stage']['name']})")  # fmt: skip
         elif args.plan:
             from lab.machine.contention import watch
 
