@@ -16,6 +16,8 @@ import pytest
 from analysis.experiments.study import confirm as C
 from analysis.experiments.study import scale as S
 from analysis.experiments.study import scale_probes as SPR
+from analysis.experiments.study import scale_protocol as P
+from analysis.experiments.study import scale_verdicts as V
 from analysis.experiments.study.plan import STUDY_SCALES
 from analysis.experiments.study.runner import study_config
 
@@ -28,7 +30,7 @@ def beyond_window(alphas, T, W=12):
 
 
 def test_the_coverage_differences_are_a_hand_count():
-    sc = S.load_scale()
+    sc = P.load_scale()
     for (L, T), want in zip(sc["cells"], sc["coverage_difference"]):
         stagger = [0.5 + k / (L - 1) for k in range(L)]  # the linear stagger 0.5 … 1.5
         assert len(beyond_window(stagger, T)) - len(beyond_window([1.0] * L, T)) == want, (L, T)
@@ -39,7 +41,7 @@ def test_the_coverage_differences_are_a_hand_count():
 
 
 def test_the_stages_are_the_registered_cells_seed_by_seed():
-    st = {s.name: s for s in S.stages()}
+    st = {s.name: s for s in P.stages()}
     assert list(st) == ["L8-T128", "L8-T128-depth", "L4-T512", "L8-T512"]
     assert all(s.cell != (4, 128) for s in st.values())  # the confirmation's runs are that point
     assert [len(s.runs) for s in st.values()] == [20, 15, 20, 20]
@@ -47,7 +49,7 @@ def test_the_stages_are_the_registered_cells_seed_by_seed():
     assert {s for s, _ in st["L8-T128-depth"].runs} == {"coprime", "pow2-fixed", "pow2-stagger"}
     for s in st.values():
         assert len(set(s.runs)) == len(s.runs)
-    cfg = study_config(S.cell_settings((8, 512)), "scale-L8", "pow2-fixed", 3, 500, "r", "fp32")
+    cfg = study_config(P.cell_settings((8, 512)), "scale-L8", "pow2-fixed", 3, 500, "r", "fp32")
     m = cfg.model
     assert (m.n_layers, m.seq_len, m.window, m.base, m.schedule) == (8, 512, 12, "pow2", "fixed")
     assert cfg.micro_batch * m.seq_len == cfg.tokens_per_step == 4096
@@ -59,37 +61,37 @@ def test_the_scale_registration_leaves_the_confirmations_hash_alone():
     with open(os.path.join(C.RESULTS_DIR, "registration.json")) as f:
         frozen = json.load(f)["protocol_sha256"]
     assert C.protocol_hash() == frozen
-    sc = S.load_scale()
-    base = S.protocol_hash(sc)
+    sc = P.load_scale()
+    base = P.protocol_hash(sc)
     changed = {**sc, "trend": {**sc["trend"], "covariance": "HC0"}}
-    assert S.protocol_hash(changed) != base  # every field of [scale] is hashed
-    assert S.protocol_hash({**sc, "steps": 1000}) != base
+    assert P.protocol_hash(changed) != base  # every field of [scale] is hashed
+    assert P.protocol_hash({**sc, "steps": 1000}) != base
 
 
 def test_register_once_and_refuse_a_changed_protocol(tmp_path, monkeypatch):
     out = str(tmp_path)
     with pytest.raises(ValueError, match="no registration"):
-        S.check_registered(out)
-    doc = S.register(out)
-    assert S.check_registered(out)["protocol_sha256"] == doc["protocol_sha256"]
+        P.check_registered(out)
+    doc = P.register(out)
+    assert P.check_registered(out)["protocol_sha256"] == doc["protocol_sha256"]
     assert [s["name"] for s in doc["stages"]][0] == "L8-T128"
     with pytest.raises(ValueError, match="frozen once"):
-        S.register(out)
-    real = S.load_scale()
-    monkeypatch.setattr(S, "load_scale", lambda path=None: {**real, "steps": 250})
+        P.register(out)
+    real = P.load_scale()
+    monkeypatch.setattr(P, "load_scale", lambda path=None: {**real, "steps": 250})
     with pytest.raises(ValueError, match="changed since it was frozen"):
-        S.check_registered(out)
+        P.check_registered(out)
 
 
 def test_the_cli_refuses_in_one_line(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(S, "RESULTS_DIR", str(tmp_path))
+    monkeypatch.setattr(P, "RESULTS_DIR", str(tmp_path))
     assert S.main(["--stage", "L8-T128"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no registration" in err[0] and "--register" in err[0]
 
 
 def test_trend_runs_join_the_confirmations_point():
-    sc = S.load_scale()
+    sc = P.load_scale()
     rows = [
         {"stage": "L8-T128", "cell": [8, 128], "scheme": "stagger", "seed": 1,
          "run": {"ppl": 40.0}},
@@ -100,7 +102,7 @@ def test_trend_runs_join_the_confirmations_point():
     ]  # fmt: skip
     conf = [{"scheme": "stagger", "seed": 11, "run": {"ppl": 41.0}},
             {"scheme": "dense", "seed": 4, "run": {"ppl": 43.0}}]  # fmt: skip
-    got = S.trend_runs(rows, conf, sc)
+    got = V.trend_runs(rows, conf, sc)
     assert got[0] == ((8, 128), 27, "stagger", 40.0)
     assert got[1][:3] == ((8, 128), 27, "fixed") and math.isnan(got[1][3])
     assert got[2] == ((4, 128), 13, "stagger", 41.0) and len(got) == 3
@@ -109,7 +111,7 @@ def test_trend_runs_join_the_confirmations_point():
 def _synthetic_rows(sc, stage_names, rng):
     """A committed row for every planned run of ``stage_names`` (ppl only: what the trend reads)."""
     out = []
-    for st in S.stages(sc):
+    for st in P.stages(sc):
         if st.name in stage_names:
             for scheme, seed in st.runs:
                 ppl = float(37.0 * math.exp(rng.normal(0, 0.01)))
@@ -123,16 +125,16 @@ def test_decide_tests_nothing_until_every_planned_run_is_committed(tmp_path, mon
     computed (an interim look is not what was registered); once the trend's cells are all in,
     the registered test runs on all of them, while the depth claims still wait for theirs."""
     out = str(tmp_path)
-    with open(os.path.join(S.RESULTS_DIR, S.REGISTRATION)) as f:
+    with open(os.path.join(P.RESULTS_DIR, P.REGISTRATION)) as f:
         reg = f.read()
-    with open(os.path.join(out, S.REGISTRATION), "w") as f:
+    with open(os.path.join(out, P.REGISTRATION), "w") as f:
         f.write(reg)
-    sc = S.load_scale()
+    sc = P.load_scale()
     rng = np.random.default_rng(0)
     rows = _synthetic_rows(sc, {"L8-T128"}, rng)
     rows += _synthetic_rows(sc, {"L8-T128-depth"}, rng)[:5]
     for r in rows:
-        with open(os.path.join(out, S.ROWS), "a") as f:
+        with open(os.path.join(out, P.ROWS), "a") as f:
             f.write(json.dumps(r) + "\n")
     import analysis.statistics.trend as T
 
@@ -140,8 +142,8 @@ def test_decide_tests_nothing_until_every_planned_run_is_committed(tmp_path, mon
         raise AssertionError("a test ran on part of the plan")
 
     monkeypatch.setattr(T, "trend_test", no_test)
-    got = S.decide(out)
-    assert S.missing(rows, sc) == {"L8-T128": 0, "L8-T128-depth": 10, "L4-T512": 20, "L8-T512": 20}
+    got = V.decide(out)
+    assert P.missing(rows, sc) == {"L8-T128": 0, "L8-T128-depth": 10, "L4-T512": 20, "L8-T512": 20}
     assert got["trend"]["verdict"] == "pending" and set(got["trend"]) == {"verdict", "why"}
     assert "L4-T512 0 of 20" in got["trend"]["why"] and "L8-T128 " not in got["trend"]["why"]
     assert {v["verdict"] for v in got["depth"].values()} == {"pending"}
@@ -154,9 +156,9 @@ def test_decide_tests_nothing_until_every_planned_run_is_committed(tmp_path, mon
 
     monkeypatch.undo()
     more = _synthetic_rows(sc, {"L4-T512", "L8-T512"}, rng)
-    with open(os.path.join(out, S.ROWS), "a") as f:
+    with open(os.path.join(out, P.ROWS), "a") as f:
         f.writelines(json.dumps(r) + "\n" for r in more)
-    got = S.decide(out)
+    got = V.decide(out)
     assert got["trend"]["verdict"] in ("held", "did not hold", "not shown")
     assert got["trend"]["n_runs"] == 60 + 20  # three cells' 20 each, the confirmation's 20
     assert os.path.exists(os.path.join(out, "trend.png"))
@@ -165,17 +167,17 @@ def test_decide_tests_nothing_until_every_planned_run_is_committed(tmp_path, mon
 
 def test_a_stage_trains_commits_each_row_and_resumes_elsewhere(tmp_path):
     out, runs = str(tmp_path / "results"), str(tmp_path / "runs")
-    S.register(out)
-    sc = {**S.load_scale(), "steps": 2, "cells": [[4, 128], [2, 32]],
+    P.register(out)
+    sc = {**P.load_scale(), "steps": 2, "cells": [[4, 128], [2, 32]],
           "coverage_difference": [13, 0], "order": ["L2-T32", "L2-T32-depth"],
           "schemes": {"stagger": [1, 2], "fixed": [1, 1]},
-          "depth": {**S.load_scale()["depth"], "cell": [2, 32],
+          "depth": {**P.load_scale()["depth"], "cell": [2, 32],
                     "schemes": {"pow2-fixed": [1, 1]}}}  # fmt: skip
     smoke = STUDY_SCALES["study-smoke"]
     quiet = dict(out_dir=out, log=lambda *a: None, scale=sc, settings=smoke)
     got = S.run_stage("L2-T32", limit=2, runs_dir=runs, **quiet)
     assert [(r["scheme"], r["seed"]) for r in got] == [("stagger", 1), ("fixed", 1)]
-    disk = S.read_rows(out)
+    disk = P.read_rows(out)
     assert disk == json.loads(json.dumps(got)) and disk[0]["cell"] == [2, 32]
     assert disk[0]["run"]["name"] == "scale-L2-stagger-s1-T32-2"
     assert disk[0]["setup"]["n_layers"] == 2 and math.isfinite(disk[0]["run"]["ppl"])
@@ -220,52 +222,48 @@ def test_an_amendment_is_hashed_apart_and_frozen_once(tmp_path, monkeypatch):
     """[amendment.w8] leaves the [scale] and confirmation hashes alone (tested above), hashes its
     own table, its claims' tests and the [scale] hash it amends, and is frozen once, after
     [scale] and before its runs."""
-    from analysis.experiments.study import scale_amend as SA
-
-    ams = SA.load_amendments()
+    ams = P.load_amendments()
     assert ams["w8"]["claims"] == ["t1-coprime-ties-stagger"] and ams["w8"]["window"] == 8
-    (st,) = [s for s in S.amendment_stages() if s.amendment == "w8"]
+    (st,) = [s for s in P.amendment_stages() if s.amendment == "w8"]
     assert st.name == "L8-T128-W8" and st.cell == (8, 128)
     assert st.runs[:3] == (("coprime", 1), ("stagger", 1), ("coprime", 2)) and len(st.runs) == 10
-    h = SA.protocol_hash("w8", "ab" * 32)
-    assert h != SA.protocol_hash("w8", "cd" * 32)  # the [scale] it amends is hashed in
-    assert h != SA.protocol_hash("w8", "ab" * 32, {"w8": {**ams["w8"], "window": 16}})
+    h = P.amendment_hash("w8", "ab" * 32)
+    assert h != P.amendment_hash("w8", "cd" * 32)  # the [scale] it amends is hashed in
+    assert h != P.amendment_hash("w8", "ab" * 32, {"w8": {**ams["w8"], "window": 16}})
     out = str(tmp_path)
-    scale_hash = S.register(out)["protocol_sha256"]
-    doc = SA.register("w8", out, scale_hash)
+    scale_hash = P.register(out)["protocol_sha256"]
+    doc = P.register_amendment("w8", out, scale_hash)
     assert doc["stage"]["name"] == "L8-T128-W8" and doc["amends_sha256"] == scale_hash
-    assert SA.check_registered("w8", out, scale_hash)["protocol_sha256"] == doc["protocol_sha256"]
+    assert P.check_amendment("w8", out, scale_hash)["protocol_sha256"] == doc["protocol_sha256"]
     with pytest.raises(ValueError, match="frozen once"):
-        SA.register("w8", out, scale_hash)
+        P.register_amendment("w8", out, scale_hash)
     with pytest.raises(ValueError, match="unknown"):
-        SA.register("w9", out, scale_hash)
+        P.register_amendment("w9", out, scale_hash)
     changed = {"w8": {**ams["w8"], "schemes": {"coprime": [1, 9], "stagger": [1, 9]}}}
-    monkeypatch.setattr(SA, "load_amendments", lambda path=None: changed)
+    monkeypatch.setattr(P, "load_amendments", lambda path=None: changed)
     with pytest.raises(ValueError, match="changed since it was frozen"):
-        SA.check_registered("w8", out, scale_hash)
-    cfg = study_config(S.cell_settings((8, 128), window=8), "scale-w8-L8", "coprime", 1, 500,
+        P.check_amendment("w8", out, scale_hash)
+    cfg = study_config(P.cell_settings((8, 128), window=8), "scale-w8-L8", "coprime", 1, 500,
                        "r", "fp32")  # fmt: skip
     assert (cfg.model.window, cfg.model.n_layers, cfg.model.schedule) == (8, 8, "coprime")
 
 
 def test_an_amendments_stage_trains_at_its_window_into_its_own_folder(tmp_path, monkeypatch):
-    from analysis.experiments.study import scale_amend as SA
-
     out, runs = str(tmp_path / "results"), str(tmp_path / "runs")
     smoke = {"t": {"amends": "scale", "cell": [2, 32], "window": 1, "steps": 2,
                    "precision": "fp32", "prefix": "scale-t", "schemes": {"coprime": [1, 1]},
                    "claims": ["t1-coprime-ties-stagger"]}}  # fmt: skip
-    monkeypatch.setattr(SA, "load_amendments", lambda path=None: smoke)
+    monkeypatch.setattr(P, "load_amendments", lambda path=None: smoke)
     quiet = dict(out_dir=out, log=lambda *a: None, settings=STUDY_SCALES["study-smoke"])
-    scale_hash = S.register(out)["protocol_sha256"]
+    scale_hash = P.register(out)["protocol_sha256"]
     with pytest.raises(ValueError, match="register-amendment t"):
         S.run_stage("L2-T32-W1", runs_dir=runs, **quiet)  # not frozen yet: nothing trains
-    SA.register("t", out, scale_hash)
+    P.register_amendment("t", out, scale_hash)
     (row,) = S.run_stage("L2-T32-W1", runs_dir=runs, **quiet)
     assert row["run"]["W"] == 1 and row["run"]["name"] == "scale-t-L2-coprime-s1-T32-2"
     assert row["stage"] == "L2-T32-W1" and row["setup"]["n_layers"] == 2
-    assert SA.read_rows(SA.folder("t", out)) == [json.loads(json.dumps(row))]
-    assert S.read_rows(out) == []  # [scale]'s rows untouched
+    assert P.amendment_rows(P.amendment_folder("t", out)) == [json.loads(json.dumps(row))]
+    assert P.read_rows(out) == []  # [scale]'s rows untouched
 
 
 def test_an_amendment_decides_its_claim_alone_once_its_runs_are_in(tmp_path):
@@ -274,15 +272,13 @@ def test_an_amendment_decides_its_claim_alone_once_its_runs_are_in(tmp_path):
     t1-coprime-ties-stagger at W = 8, and every depth claim stays what [scale] decided."""
     import copy
 
-    from analysis.experiments.study import scale_amend as SA
-
     out = str(tmp_path)
-    for name in (S.REGISTRATION, S.ROWS):
-        with open(os.path.join(S.RESULTS_DIR, name)) as f, open(os.path.join(out, name), "w") as g:
+    for name in (P.REGISTRATION, P.ROWS):
+        with open(os.path.join(P.RESULTS_DIR, name)) as f, open(os.path.join(out, name), "w") as g:
             g.write(f.read())
-    rows = S.read_rows(out)
-    SA.register("w8", out, S.check_registered(out)["protocol_sha256"])
-    before = S.decide(out)
+    rows = P.read_rows(out)
+    P.register_amendment("w8", out, P.check_registered(out)["protocol_sha256"])
+    before = V.decide(out)
     assert before["amendments"]["w8"]["t1-coprime-ties-stagger"]["verdict"] == "pending"
     rng = np.random.default_rng(3)
     w8 = []
@@ -296,13 +292,13 @@ def test_an_amendment_decides_its_claim_alone_once_its_runs_are_in(tmp_path):
                 x["run"]["ppl"] *= f
                 x["run"]["ext"] = {k: v * f for k, v in x["run"]["ext"].items()}
                 w8.append(x)
-    path = os.path.join(SA.folder("w8", out), SA.ROWS)
+    path = os.path.join(P.amendment_folder("w8", out), P.ROWS)
     with open(path, "w") as f:
         f.writelines(json.dumps(x) + "\n" for x in w8[:9])
-    assert S.decide(out)["amendments"]["w8"]["t1-coprime-ties-stagger"]["verdict"] == "pending"
+    assert V.decide(out)["amendments"]["w8"]["t1-coprime-ties-stagger"]["verdict"] == "pending"
     with open(path, "a") as f:
         f.write(json.dumps(w8[9]) + "\n")
-    got = S.decide(out)
+    got = V.decide(out)
     (only,) = got["amendments"]["w8"].items()
     assert only[0] == "t1-coprime-ties-stagger" and only[1]["verdict"] != "pending"
     assert only[1]["verdict"] != "not tested here" and "at W=8" in only[1]["here"]

@@ -1,0 +1,162 @@
+"""The scale study's verdicts (claims.toml ``[scale]``, its amendments): decided from the
+committed rows alone, each part only once every run it plans is committed — the trend test
+(`analysis.statistics.trend`) and its figure, the depth claims by the ledger on the depth cell,
+each amendment's claims, the α landscape and the battery — written as ``claims.json`` beside the
+rows.  ``python -m analysis.experiments.study.scale --decide`` runs it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from analysis.experiments.study import confirm
+from analysis.experiments.study import scale_probes as SPR
+from analysis.experiments.study import scale_protocol as proto
+from lab.util import jsonio
+from lab.util.files import atomic_write
+
+__all__ = ["trend_runs", "decide"]
+
+
+def trend_runs(rows: list[dict], confirm_rows: list[dict], scale: dict | None = None) -> list:
+    """(cell, Δcov, scheme, perplexity) of every stagger and fixed run at a registered cell: the
+    scale rows, and the confirmation's at its (4, 128) point."""
+    sc = scale or proto.load_scale()
+    dcov = {tuple(c): d for c, d in zip(sc["cells"], sc["coverage_difference"])}
+    out = [
+        (tuple(r["cell"]), dcov[tuple(r["cell"])], r["scheme"], r["run"]["ppl"])
+        for r in rows
+        if r["scheme"] in ("stagger", "fixed") and tuple(r["cell"]) in dcov
+    ]
+    home = tuple(sc["from_confirmation"])
+    out += [
+        (home, dcov[home], r["scheme"], r["run"]["ppl"])
+        for r in confirm_rows
+        if r["scheme"] in ("stagger", "fixed")
+    ]
+    return [(c, d, s, float("nan") if p is None else p) for c, d, s, p in out]
+
+
+def _pending(what: str, gaps: dict[str, int], planned: dict[str, int]) -> dict | None:
+    """None when nothing is missing, else the "pending" entry that says what is."""
+    gaps = {k: v for k, v in gaps.items() if v}
+    if not gaps:
+        return None
+    left = ", ".join(f"{k} {planned[k] - v} of {planned[k]}" for k, v in gaps.items())
+    return {
+        "verdict": "pending",
+        "why": f"{what} runs once every planned run is committed ({left} so far); "
+        f"no test is computed on part of a plan",
+    }
+
+
+def decide(out_dir: str = proto.RESULTS_DIR) -> dict:
+    """The scale study's verdicts from the committed rows, written as ``claims.json`` beside
+    them: the trend test (`analysis.statistics.trend`), each cell's gap, and the depth claims
+    decided by the ledger on the depth cell's runs alone.  Each part is decided only once all of
+    its planned runs are committed; before that it is "pending" with no statistic computed (a
+    test on part of a plan, looked at as the rows arrive, would be an unregistered interim
+    look)."""
+    from analysis.ledger import ledger
+
+    sc = proto.load_scale()
+    doc = proto.check_registered(out_dir)
+    rows = proto.read_rows(out_dir)
+    plan = {st.name: len(st.runs) for st in proto.stages(sc)}
+    gaps = proto.missing(rows, sc)
+    depth_stage = next(st.name for st in proto.stages(sc) if st.name.endswith("-depth"))
+    out = {
+        "registration": {k: doc[k] for k in ("protocol_sha256", "registered_at", "commit_before")},
+        "runs": len(rows),
+        "planned": sum(plan.values()),
+    }
+    trend_gaps = {k: v for k, v in gaps.items() if k != depth_stage}
+    out["trend"] = _pending("the trend test", trend_gaps, plan) or _trend(rows, sc, doc, out_dir)
+    depth_cell = f"L{sc['depth']['cell'][0]}-T{sc['depth']['cell'][1]}"
+    depth_gaps = {k: gaps[k] for k in (depth_cell, depth_stage) if k in gaps}
+    pend = _pending("the depth claims", depth_gaps, plan)
+    if pend:
+        out["depth"] = {c: pend for c in sc["depth"]["claims"]}
+    else:
+        depth = [r for r in rows if tuple(r["cell"]) == tuple(sc["depth"]["cell"])]
+        led = ledger.build(confirm.evidence_from_rows(depth, "scale study, depth cell"))
+        out["depth"] = {
+            e.id: {"verdict": e.verdict, "label": e.label, "here": e.here, "why": e.why}
+            for e in led.entries
+            if e.id in sc["depth"]["claims"]
+        }
+    out["amendments"] = {
+        st.amendment: _amendment(st, rows, sc, out_dir, doc) for st in proto.amendment_stages()
+    }
+    conf = confirm.read_rows()
+    land, rec = SPR.landscape_rows(out_dir), SPR.recall_rows(out_dir)
+    want = {r["run"]["name"] for r in conf if r["scheme"] in ("fixed", "learned")}
+    left = len(want - {r["name"] for r in land})
+    out["landscape"] = _pending(
+        "the α landscape", {"landscape": left}, {"landscape": len(want)}
+    ) or SPR.landscape_verdict(land, conf)
+    left = len({r["run"]["name"] for r in conf} - {r["name"] for r in rec})
+    pend = _pending("the battery", {"recall": left}, {"recall": len(conf)})
+    if pend:  # the same claims a decided battery lists (the ledger's bat-* entries)
+        bat = [c["id"] for c in ledger.load_claims()[0] if c["id"].startswith("bat-")]
+        out["battery"] = {c: pend for c in bat}
+    else:
+        out["battery"] = SPR.recall_verdicts(rec, conf)
+    atomic_write(os.path.join(out_dir, "claims.json"), jsonio.dumps(out, indent=1))
+    return out
+
+
+def _amendment(st: proto.Stage, rows: list[dict], sc: dict, out_dir: str, doc: dict) -> dict:
+    """An amendment's claims: "pending" until its planned runs and the depth cell's are all
+    committed (or while it is unregistered), then the ledger over the depth cell's runs and its
+    own, only the claims it names read off (the other claims' inputs change: not looked at)."""
+    from analysis.ledger import ledger
+
+    am = proto.load_amendments()[st.amendment]
+    try:
+        proto.check_amendment(st.amendment, out_dir, doc["protocol_sha256"])
+    except ValueError as e:
+        return {c: {"verdict": "pending", "why": str(e)} for c in am["claims"]}
+    own = proto.amendment_rows(proto.amendment_folder(st.amendment, out_dir))
+    have = {(r["scheme"], r["seed"]) for r in own}
+    depth = [r for r in rows if tuple(r["cell"]) == tuple(sc["depth"]["cell"])]
+    depth_stages = [x for x in proto.stages(sc) if x.cell == tuple(sc["depth"]["cell"])]
+    gaps = {st.name: sum(r not in have for r in st.runs)} | {
+        k: v for k, v in proto.missing(rows, sc).items() if k in {x.name for x in depth_stages}
+    }
+    plan = {st.name: len(st.runs)} | {x.name: len(x.runs) for x in depth_stages}
+    pend = _pending(f"amendment {st.amendment}", gaps, plan)
+    if pend:
+        return {c: pend for c in am["claims"]}
+    led = ledger.build(confirm.evidence_from_rows(depth + own, "scale study, depth cell + W"))
+    return {
+        e.id: {"verdict": e.verdict, "label": e.label, "here": e.here, "why": e.why}
+        for e in led.entries
+        if e.id in am["claims"]
+    }
+
+
+def _trend(rows: list[dict], sc: dict, doc: dict, out_dir: str) -> dict:
+    """The registered trend test on every planned stagger and fixed run, and its figure."""
+    from analysis.statistics.trend import trend_test
+
+    try:
+        t = trend_test(trend_runs(rows, confirm.read_rows(), sc))
+    except ValueError as e:
+        return {"verdict": "not tested here", "why": str(e)}
+    alpha = 0.05
+    verdict = "held" if t.p < alpha else "did not hold" if t.p_against < alpha else "not shown"
+    out = {"verdict": verdict, "power": sc["trend"]["power"]}
+    out.update(jsonio.clean(dataclasses.asdict(t)))
+    from analysis.figures.plots import scale_trend
+
+    caption = (
+        f"Registered test (claims.toml lab-scale-trend, frozen {doc['registered_at'][:10]}): "
+        f"OLS of ln ppl on cell effects + stagger + stagger × Δcov/100, HC3, one-sided; "
+        f"slope {t.slope:+.4f} nats per 100 distances (95 % CI [{t.ci[0]:+.4f}, "
+        f"{t.ci[1]:+.4f}]), p {t.p:.3g}: {verdict}; power {sc['trend']['power']} for the "
+        f"hypothesised {sc['trend']['slope_hypothesis']}. {t.n_runs} runs, fp32."
+    )
+    scale_trend(t, sc["paper_point"], os.path.join(out_dir, "trend.png"), caption)
+    return out
