@@ -153,6 +153,9 @@ def test_decide_tests_nothing_until_every_planned_run_is_committed(tmp_path, mon
     assert got["battery"][sc["recall"]["claim"]]["verdict"] == "pending"
     assert {"bat-ruler-chance", "bat-lego-chance"} <= set(got["battery"])  # a decided one's keys
     assert json.load(open(os.path.join(out, "claims.json")))["trend"]["verdict"] == "pending"
+    page = open(os.path.join(out, "report.md")).read()
+    assert "| `L8-T512` | 0 | 20 |" in page and "| `L8-T128-depth` | 5 | 15 |" in page
+    assert "**pending**: the trend test runs once" in page and V.FIGURE not in page
 
     monkeypatch.undo()
     more = _synthetic_rows(sc, {"L4-T512", "L8-T512"}, rng)
@@ -162,6 +165,12 @@ def test_decide_tests_nothing_until_every_planned_run_is_committed(tmp_path, mon
     assert got["trend"]["verdict"] in ("held", "did not hold", "not shown")
     assert got["trend"]["n_runs"] == 60 + 20  # three cells' 20 each, the confirmation's 20
     assert os.path.exists(os.path.join(out, "trend.png"))
+    page = open(os.path.join(out, "report.md")).read()
+    assert f"![the stagger's gain against coverage]({V.FIGURE})" in page
+    assert got["trend"]["caption"] in page and f"**{got['trend']['verdict']}**" in page
+    for c in got["trend"]["cells"]:  # one row a cell, its gap as decided
+        assert f"| ({c['cell'][0]}, {c['cell'][1]}) | {c['coverage_difference']} | " in page
+        assert f"{c['n_stagger']} + {c['n_fixed']} | {c['gap']:+.4f} |" in page
     assert {v["verdict"] for v in got["depth"].values()} == {"pending"}
 
 
@@ -307,3 +316,19 @@ def test_an_amendment_decides_its_claim_alone_once_its_runs_are_in(tmp_path):
 
     (t1,) = [c for c in VW.lm_claims(got) if c["id"] == "t1-coprime-ties-stagger"]
     assert t1["verdict"] == only[1]["verdict"]  # RESULTS' block shows the amendment's verdict
+
+
+def test_the_committed_report_is_the_committed_verdicts_in_their_own_words():
+    """``report.md`` is what `report` writes from the committed claims.json (never re-decided),
+    each claim's row carrying that file's verdict and label, word for word."""
+    doc = V.committed()
+    with open(os.path.join(P.RESULTS_DIR, "report.md"), encoding="utf-8") as f:
+        page = f.read()
+    assert page == V.report(doc)
+    assert f"{doc['runs']} of {doc['planned']} planned runs committed" in page
+    parts = [doc["depth"], *doc["amendments"].values(), doc["battery"],
+             {"lm-alpha-flat-landscape": doc["landscape"]}]  # fmt: skip
+    for part in parts:
+        for cid, v in part.items():
+            label = f" ({v['label']})" if v.get("label") else ""
+            assert f"| `{cid}` | **{v['verdict']}**{label} | " in page, cid

@@ -8,6 +8,7 @@ rows.  ``python -m analysis.experiments.study.scale --decide`` runs it.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 
 from analysis.experiments.study import confirm
@@ -16,7 +17,10 @@ from analysis.experiments.study import scale_protocol as proto
 from lab.util import jsonio
 from lab.util.files import atomic_write
 
-__all__ = ["trend_runs", "decide"]
+__all__ = ["trend_runs", "decide", "committed", "report", "FIGURE"]
+
+#: The trend figure decide() draws beside claims.json once the trend is decided.
+FIGURE = "trend.png"
 
 
 def trend_runs(rows: list[dict], confirm_rows: list[dict], scale: dict | None = None) -> list:
@@ -70,6 +74,7 @@ def decide(out_dir: str = proto.RESULTS_DIR) -> dict:
         "registration": {k: doc[k] for k in ("protocol_sha256", "registered_at", "commit_before")},
         "runs": len(rows),
         "planned": sum(plan.values()),
+        "stages": {k: [plan[k] - gaps[k], plan[k]] for k in plan},  # committed, planned
     }
     trend_gaps = {k: v for k, v in gaps.items() if k != depth_stage}
     out["trend"] = _pending("the trend test", trend_gaps, plan) or _trend(rows, sc, doc, out_dir)
@@ -104,6 +109,7 @@ def decide(out_dir: str = proto.RESULTS_DIR) -> dict:
     else:
         out["battery"] = SPR.recall_verdicts(rec, conf)
     atomic_write(os.path.join(out_dir, "claims.json"), jsonio.dumps(out, indent=1))
+    atomic_write(os.path.join(out_dir, "report.md"), report(out))
     return out
 
 
@@ -151,12 +157,76 @@ def _trend(rows: list[dict], sc: dict, doc: dict, out_dir: str) -> dict:
     out.update(jsonio.clean(dataclasses.asdict(t)))
     from analysis.figures.plots import scale_trend
 
-    caption = (
+    out["caption"] = caption = (
         f"Registered test (claims.toml lab-scale-trend, frozen {doc['registered_at'][:10]}): "
         f"OLS of ln ppl on cell effects + stagger + stagger × Δcov/100, HC3, one-sided; "
         f"slope {t.slope:+.4f} nats per 100 distances (95 % CI [{t.ci[0]:+.4f}, "
         f"{t.ci[1]:+.4f}]), p {t.p:.3g}: {verdict}; power {sc['trend']['power']} for the "
         f"hypothesised {sc['trend']['slope_hypothesis']}. {t.n_runs} runs, fp32."
     )
-    scale_trend(t, sc["paper_point"], os.path.join(out_dir, "trend.png"), caption)
+    scale_trend(t, sc["paper_point"], os.path.join(out_dir, FIGURE), caption)
     return out
+
+
+# ------------------------------------------------------------------------------------- report
+def committed(out_dir: str = proto.RESULTS_DIR) -> dict:
+    """The committed ``claims.json`` as decided (read, never re-decided: what a reader sees)."""
+    with open(os.path.join(out_dir, "claims.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _verdict(v: dict) -> str:
+    return f"**{v['verdict']}**" + (f" ({v['label']})" if v.get("label") else "")
+
+
+def _said(v: dict) -> str:
+    return (v.get("here") or v.get("why") or "").replace("|", "/").replace("\n", " ")
+
+
+def _claims_table(claims: dict) -> list[str]:
+    return ["| claim | verdict | here |", "|---|---|---|"] + [
+        f"| `{k}` | {_verdict(v)} | {_said(v)} |" for k, v in claims.items()
+    ]
+
+
+def report(doc: dict, figure: str | None = FIGURE) -> str:
+    """The scale study in one page (``report.md`` beside claims.json; notebook 05 shows it):
+    what is committed stage by stage, the trend test and its figure, each cell's gap, the depth
+    claims and each amendment's, the landscape and the battery — every sentence a verdict's own
+    words, nothing computed here.  ``figure``: the trend figure's link (None: left out, for a
+    page that shows the image itself)."""
+    reg = doc["registration"]
+    out = [
+        "# The scale study",
+        "",
+        f"Protocol `[scale]` of claims.toml, frozen {reg['registered_at'][:16]} UTC "
+        f"(SHA-256 `{reg['protocol_sha256'][:12]}…`) before any of its runs; "
+        f"{doc['runs']} of {doc['planned']} planned runs committed "
+        "(`benchmarks/results/scale/runs.jsonl`). A part is decided only once all of its "
+        "planned runs are committed.",
+        "",
+        "| stage | committed | planned |",
+        "|---|---:|---:|",
+    ]
+    out += [f"| `{k}` | {c} | {n} |" for k, (c, n) in doc.get("stages", {}).items()]
+    t = doc["trend"]
+    out += ["", "## The trend (`lab-scale-trend`)", "", f"{_verdict(t)}: {_said(t)}".rstrip(": ")]
+    if t.get("cells"):
+        out += [t.get("caption", ""), ""]
+        out += [f"![the stagger's gain against coverage]({figure})", ""] if figure else []
+        out += ["| cell (L, T) | Δ coverage | runs (stagger + fixed) | gap, nats | 95 % CI |",
+                "|---|---:|---:|---:|---|"]  # fmt: skip
+        out += [
+            f"| ({c['cell'][0]}, {c['cell'][1]}) | {c['coverage_difference']} | "
+            f"{c['n_stagger']} + {c['n_fixed']} | {c['gap']:+.4f} | "
+            f"[{c['ci'][0]:+.4f}, {c['ci'][1]:+.4f}] |"
+            for c in t["cells"]
+        ]
+    out += ["", "## The claims only depth decides (L = 8, T = 128)", ""]
+    out += _claims_table(doc["depth"])
+    for name, claims in doc.get("amendments", {}).items():
+        out += ["", f"## Amendment `{name}` (registered apart, before its runs)", ""]
+        out += _claims_table(claims)
+    out += ["", "## The α landscape and the battery", ""]
+    out += _claims_table({"lm-alpha-flat-landscape": doc["landscape"], **doc["battery"]})
+    return "\n".join(out) + "\n"
