@@ -61,8 +61,14 @@ def lm_claims(doc: dict) -> list[dict]:
     study's claims.json (no ``claims`` list), the depth claims by id, each as a decided
     amendment (``amendments``) decides it where one does."""
     if "claims" not in doc:
-        later = [v for am in doc.get("amendments", {}).values() for v in am.items()]
-        depth = doc["depth"] | {k: v for k, v in later if v["verdict"] != "pending"}
+        later = {
+            k: {**v, "here": f"amendment `{v['amendment']}` (SHA-256 {v['sha256'][:12]}…): "
+                f"{v.get('here', '')}"}
+            for am in doc.get("amendments", {}).values()
+            for k, v in am.items()
+            if v["verdict"] != "pending"
+        }  # fmt: skip
+        depth = doc["depth"] | later
         return [{"id": k, "source": "paper", "kind": "lm", **v} for k, v in depth.items()]
     return [
         c

@@ -153,3 +153,14 @@ def test_tost_seeds_needed_is_the_smallest_with_the_power():
     assert tost_power(0.013, 0.0107, 4, 4, 0.05, diff=0.5) < 1e-6  # far outside: never a tie
     with pytest.raises(ValueError, match="margin"):
         tost_power(0.0, 0.0107, 5)
+
+
+def test_tost_power_holds_at_the_extremes_and_rises_with_seeds():
+    """Many seeds or a wide margin put the acceptance region's end far beyond χ²'s mass: the
+    integral must still find it (a referee found 4e-13 where the power is ≈ 1)."""
+    from analysis.statistics.power import tost_power
+
+    assert tost_power(0.2, 1.0, 2000, 2000) > 0.999
+    assert tost_power(300.0, 1.0, 3, 3) > 0.999 and tost_power(1000.0, 1.0, 5, 5) > 0.999
+    powers = [tost_power(0.013, 0.0117, n, n, 0.025) for n in range(2, 80)]
+    assert all(b >= a - 1e-9 for a, b in zip(powers, powers[1:]))

@@ -228,30 +228,50 @@ def test_the_landscape_rule_is_a_one_sided_t_of_the_rises_against_the_seed_noise
 
 # ----------------------------------------------------------------------------------- amendments
 def test_an_amendment_is_hashed_apart_and_frozen_once(tmp_path, monkeypatch):
-    """[amendment.w8] leaves the [scale] and confirmation hashes alone (tested above), hashes its
-    own table, its claims' tests and the [scale] hash it amends, and is frozen once, after
-    [scale] and before its runs."""
+    """[amendment.w8-tie] leaves the [scale] and confirmation hashes alone (tested above), hashes
+    its own table, its claims' tests and the [scale] hash it amends, is frozen once, after
+    [scale] and before its runs, and may name only claims [scale] left undecided."""
+    from analysis.statistics.power import tost_power, tost_seeds_needed
+
     ams = P.load_amendments()
-    assert ams["w8"]["claims"] == ["t1-coprime-ties-stagger"] and ams["w8"]["window"] == 8
-    (st,) = [s for s in P.amendment_stages() if s.amendment == "w8"]
+    am = ams["w8-tie"]
+    assert am["claims"] == ["t1-coprime-ties-stagger"] and am["window"] == 8
+    # the hashed plan is what the power functions give for its registered σ
+    pl = am["plan"]
+    n = tost_seeds_needed(pl["margin"], pl["sigma_ln"], pl["target"], pl["alpha"])
+    assert n == pl["seeds_needed"] == am["schemes"]["coprime"][1] == am["schemes"]["stagger"][1]
+    assert round(tost_power(pl["margin"], pl["sigma_ln"], n, n, pl["alpha"]), 2) == pl["power"]
+    (st,) = [s for s in P.amendment_stages() if s.amendment == "w8-tie"]
     assert st.name == "L8-T128-W8" and st.cell == (8, 128)
-    assert st.runs[:3] == (("coprime", 1), ("stagger", 1), ("coprime", 2)) and len(st.runs) == 10
-    h = P.amendment_hash("w8", "ab" * 32)
-    assert h != P.amendment_hash("w8", "cd" * 32)  # the [scale] it amends is hashed in
-    assert h != P.amendment_hash("w8", "ab" * 32, {"w8": {**ams["w8"], "window": 16}})
+    assert st.runs[:3] == (("coprime", 1), ("stagger", 1), ("coprime", 2)) and len(st.runs) == 38
+    h = P.amendment_hash("w8-tie", "ab" * 32)
+    assert h != P.amendment_hash("w8-tie", "cd" * 32)  # the [scale] it amends is hashed in
+    assert h != P.amendment_hash("w8-tie", "ab" * 32, {"w8-tie": {**am, "window": 16}})
+    assert h != P.amendment_hash("w8-tie", "ab" * 32, {"w8-tie": {**am, "rationale": "x"}})
     out = str(tmp_path)
     scale_hash = P.register(out)["protocol_sha256"]
-    doc = P.register_amendment("w8", out, scale_hash)
+    doc = P.register_amendment("w8-tie", out, scale_hash)
     assert doc["stage"]["name"] == "L8-T128-W8" and doc["amends_sha256"] == scale_hash
-    assert P.check_amendment("w8", out, scale_hash)["protocol_sha256"] == doc["protocol_sha256"]
+    got = P.check_amendment("w8-tie", out, scale_hash)
+    assert got["protocol_sha256"] == doc["protocol_sha256"]
     with pytest.raises(ValueError, match="frozen once"):
-        P.register_amendment("w8", out, scale_hash)
+        P.register_amendment("w8-tie", out, scale_hash)
     with pytest.raises(ValueError, match="unknown"):
         P.register_amendment("w9", out, scale_hash)
-    changed = {"w8": {**ams["w8"], "schemes": {"coprime": [1, 9], "stagger": [1, 9]}}}
+    changed = {"w8-tie": {**am, "schemes": {"coprime": [1, 9], "stagger": [1, 9]}}}
     monkeypatch.setattr(P, "load_amendments", lambda path=None: changed)
     with pytest.raises(ValueError, match="changed since it was frozen"):
-        P.check_amendment("w8", out, scale_hash)
+        P.check_amendment("w8-tie", out, scale_hash)
+    # a claim [scale] decided (the committed claims.json) cannot be decided again
+    with (
+        open(os.path.join(P.RESULTS_DIR, "claims.json")) as f,
+        open(os.path.join(out, "claims.json"), "w") as g,
+    ):
+        g.write(f.read())
+    again = {"t5": {**am, "claims": ["t5-coprime-ties-stagger"]}}
+    monkeypatch.setattr(P, "load_amendments", lambda path=None: again)
+    with pytest.raises(ValueError, match="decided already"):
+        P.register_amendment("t5", out, scale_hash)
     cfg = study_config(P.cell_settings((8, 128), window=8), "scale-w8-L8", "coprime", 1, 500,
                        "r", "fp32")  # fmt: skip
     assert (cfg.model.window, cfg.model.n_layers, cfg.model.schedule) == (8, 8, "coprime")
@@ -275,47 +295,73 @@ def test_an_amendments_stage_trains_at_its_window_into_its_own_folder(tmp_path, 
     assert P.read_rows(out) == []  # [scale]'s rows untouched
 
 
-def test_an_amendment_decides_its_claim_alone_once_its_runs_are_in(tmp_path):
-    """The committed depth cell plus synthetic W = 8 rows (copies of its coprime and stagger
-    rows at W = 8, perplexities moved): pending until all ten are in; then the ledger decides
-    t1-coprime-ties-stagger at W = 8, and every depth claim stays what [scale] decided."""
+def _w8_rows(template: dict, spread: float, shift: float, rng) -> list[dict]:
+    """A row for each planned W = 8 run, built from a committed depth-cell row: ln ppl drawn
+    around 37 (coprime ``shift`` nats above stagger), every factor's perplexity moved alike."""
     import copy
+
+    out = []
+    for scheme, seed in next(s for s in P.amendment_stages() if s.amendment == "w8-tie").runs:
+        x = copy.deepcopy(template)
+        ppl = 37.0 * math.exp(rng.normal(shift if scheme == "coprime" else 0.0, spread))
+        f = ppl / x["run"]["ppl"]
+        x.update(stage="L8-T128-W8", scheme=scheme, seed=seed)
+        x["run"].update(W=8, seed=seed, label=f"fib/{scheme}", ppl=ppl,
+                        name=f"scale-w8-L8-{scheme}-s{seed}-T128-500")  # fmt: skip
+        x["run"]["ext"] = {k: v * f for k, v in x["run"]["ext"].items()}
+        out.append(x)
+    return out
+
+
+def _decide_with(out: str, rows: list[dict]) -> dict:
+    path = os.path.join(P.amendment_folder("w8-tie", out), P.ROWS)
+    with open(path, "w") as f:
+        f.writelines(json.dumps(x) + "\n" for x in rows)
+    return V.decide(out)
+
+
+def test_an_amendment_decides_its_claim_on_its_own_runs_alone(tmp_path, monkeypatch):
+    """The committed [scale] rows plus synthetic W = 8 rows: "pending" while unregistered or
+    short of its plan; then t1-coprime-ties-stagger is the claim's registered TOST on the W = 8
+    runs alone (oracle: statsmodels' Welch TOST at α/2), every depth claim as [scale] decided
+    it; rows outside the plan, or a changed table, are errors, not "pending"."""
+    from statsmodels.stats.weightstats import ttost_ind
+
+    from analysis.ledger import verdict_words as VW
 
     out = str(tmp_path)
     for name in (P.REGISTRATION, P.ROWS):
         with open(os.path.join(P.RESULTS_DIR, name)) as f, open(os.path.join(out, name), "w") as g:
             g.write(f.read())
-    rows = P.read_rows(out)
-    P.register_amendment("w8", out, P.check_registered(out)["protocol_sha256"])
+    template = next(r for r in P.read_rows(out) if r["scheme"] == "coprime")
     before = V.decide(out)
-    assert before["amendments"]["w8"]["t1-coprime-ties-stagger"]["verdict"] == "pending"
-    rng = np.random.default_rng(3)
-    w8 = []
-    for r in rows:
-        if r["stage"] in ("L8-T128", "L8-T128-depth") and r["scheme"] in ("coprime", "stagger"):
-            if r["seed"] <= 5:
-                x = copy.deepcopy(r)
-                x["stage"], x["run"]["W"] = "L8-T128-W8", 8
-                x["run"]["name"] = x["run"]["name"].replace("scale-", "scale-w8-")
-                f = float(np.exp(rng.normal(0, 0.01)))
-                x["run"]["ppl"] *= f
-                x["run"]["ext"] = {k: v * f for k, v in x["run"]["ext"].items()}
-                w8.append(x)
-    path = os.path.join(P.amendment_folder("w8", out), P.ROWS)
-    with open(path, "w") as f:
-        f.writelines(json.dumps(x) + "\n" for x in w8[:9])
-    assert V.decide(out)["amendments"]["w8"]["t1-coprime-ties-stagger"]["verdict"] == "pending"
-    with open(path, "a") as f:
-        f.write(json.dumps(w8[9]) + "\n")
-    got = V.decide(out)
-    (only,) = got["amendments"]["w8"].items()
-    assert only[0] == "t1-coprime-ties-stagger" and only[1]["verdict"] != "pending"
-    assert only[1]["verdict"] != "not tested here" and "at W=8" in only[1]["here"]
-    assert got["depth"] == before["depth"]  # the depth claims are not looked at again
-    from analysis.ledger import verdict_words as VW
-
+    assert "not registered" in before["amendments"]["w8-tie"]["t1-coprime-ties-stagger"]["why"]
+    P.register_amendment("w8-tie", out, P.check_registered(out)["protocol_sha256"])
+    rows = _w8_rows(template, 0.004, 0.0, np.random.default_rng(3))
+    part = _decide_with(out, rows[:-1])["amendments"]["w8-tie"]["t1-coprime-ties-stagger"]
+    assert part["verdict"] == "pending" and "37 of 38" in part["why"]
+    got = _decide_with(out, rows)
+    (only,) = got["amendments"]["w8-tie"].items()
+    log = {k: [math.log(r["run"]["ppl"]) for r in rows if r["scheme"] == k]
+           for k in ("coprime", "stagger")}  # fmt: skip
+    p = ttost_ind(log["coprime"], log["stagger"], -0.013, 0.013, usevar="unequal")[0]
+    assert p < 0.025 and only == ("t1-coprime-ties-stagger", only[1])
+    assert only[1]["verdict"] == "held" and "at W=8" in only[1]["here"]
+    assert "(n=19) vs" in only[1]["here"] and "own power for a true tie" in only[1]["here"]
+    assert got["depth"] == before["depth"]  # never re-decided with these runs
     (t1,) = [c for c in VW.lm_claims(got) if c["id"] == "t1-coprime-ties-stagger"]
-    assert t1["verdict"] == only[1]["verdict"]  # RESULTS' block shows the amendment's verdict
+    assert t1["verdict"] == "held" and t1["here"].startswith("amendment `w8-tie` (SHA-256")
+    far = _decide_with(out, _w8_rows(template, 0.004, 0.05, np.random.default_rng(4)))
+    assert far["amendments"]["w8-tie"]["t1-coprime-ties-stagger"]["verdict"] == "did not hold"
+    with pytest.raises(ValueError, match="outside its plan"):
+        _decide_with(out, rows + rows[:1])  # a row merged twice
+    moved = [dict(r, run={**r["run"], "W": 12}) if i == 0 else r for i, r in enumerate(rows)]
+    with pytest.raises(ValueError, match="outside its plan"):
+        _decide_with(out, moved)
+    am = P.load_amendments()["w8-tie"]
+    monkeypatch.setattr(P, "load_amendments", lambda path=None: {"w8-tie": {**am, "steps": 250}})
+    with pytest.raises(ValueError, match="changed since it was frozen"):
+        _decide_with(out, rows)
 
 
 def test_the_committed_report_is_the_committed_verdicts_in_their_own_words():
@@ -326,9 +372,26 @@ def test_the_committed_report_is_the_committed_verdicts_in_their_own_words():
         page = f.read()
     assert page == V.report(doc)
     assert f"{doc['runs']} of {doc['planned']} planned runs committed" in page
+    # decided from every committed row: a row committed without re-deciding leaves it stale
+    assert doc["runs"] == len(P.read_rows()), "python -m analysis.experiments.study.scale --decide"
     parts = [doc["depth"], *doc["amendments"].values(), doc["battery"],
              {"lm-alpha-flat-landscape": doc["landscape"]}]  # fmt: skip
     for part in parts:
         for cid, v in part.items():
             label = f" ({v['label']})" if v.get("label") else ""
             assert f"| `{cid}` | **{v['verdict']}**{label} | " in page, cid
+
+
+def test_the_plan_prints_every_stage_and_amendment_with_what_it_lacks():
+    """`plan_lines` from step times given by hand (the oracle: steps × time + one evaluation a
+    run, per stage's missing runs)."""
+    sc = P.load_scale()
+    stages = P.stages(sc) + P.amendment_stages()
+    times = {(st.cell, s): 0.5 for st in stages for s, _ in st.runs}
+    lines = S.plan_lines(times, sc, eval_s=10.0)
+    assert [ln.split()[0] for ln in lines] == [st.name for st in stages]
+    (w8,) = [ln for ln in lines if ln.startswith("L8-T128-W8")]
+    have = len(P.amendment_rows(P.amendment_folder("w8-tie", P.RESULTS_DIR)))
+    todo = 38 - have
+    assert f"{todo} of 38 runs to train" in w8
+    assert f"≈ {todo * (0.5 * 500 + 10.0) / 3600:.1f} h" in w8

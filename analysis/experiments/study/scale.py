@@ -79,8 +79,11 @@ def plan_lines(times: dict, scale: dict | None = None, eval_s: float = 15.0) -> 
     fit.  ``times``: {(cell, scheme): seconds a step}."""
     sc = scale or proto.load_scale()
     have = {(r["stage"], r["scheme"], r["seed"]) for r in proto.read_rows()}
+    for name in proto.load_amendments():  # an amendment's rows are in its own folder
+        rows = proto.amendment_rows(proto.amendment_folder(name, proto.RESULTS_DIR))
+        have |= {(r["stage"], r["scheme"], r["seed"]) for r in rows}
     out = []
-    for st in proto.stages(sc):
+    for st in proto.stages(sc) + proto.amendment_stages():
         todo = [(s, k) for s, k in st.runs if (st.name, s, k) not in have]
         secs = sum(times[(st.cell, s)] * sc["steps"] + eval_s for s, _ in todo)
         schemes = sorted({s for s, _ in st.runs})
@@ -188,7 +191,7 @@ def main(argv=None) -> int:
             with watch() as w:
                 times = {
                     (st.cell, s): step_seconds(st.cell, s)
-                    for st in proto.stages(sc)
+                    for st in proto.stages(sc) + proto.amendment_stages()
                     for s in sorted({s for s, _ in st.runs})
                 }
             print("\n".join(plan_lines(times, sc)))

@@ -38,6 +38,7 @@ __all__ = [
     "amendment_runs",
     "amendment_hash",
     "register_amendment",
+    "is_registered",
     "check_amendment",
     "amendment_rows",
 ]
@@ -204,9 +205,7 @@ def amendment_stage_name(am: dict) -> str:
 
 def amendment_runs(am: dict) -> tuple[tuple[str, int], ...]:
     """(scheme, seed), seed by seed, each scheme in turn (as [scale]'s stages)."""
-    seeds = {k: range(v[0], v[1] + 1) for k, v in am["schemes"].items()}
-    top = max(len(s) for s in seeds.values())
-    return tuple((k, s[i]) for i in range(top) for k, s in seeds.items() if i < len(s))
+    return tuple(_seeds(am["schemes"]))
 
 
 def amendment_hash(name: str, scale_hash: str, amendments: dict | None = None) -> str:
@@ -214,7 +213,7 @@ def amendment_hash(name: str, scale_hash: str, amendments: dict | None = None) -
     [scale] protocol it amends."""
     from analysis.ledger import ledger
 
-    am = (amendments or load_amendments())[name]
+    am = (load_amendments() if amendments is None else amendments)[name]
     paper, lab = ledger.load_claims()
     mine = [c for c in paper + lab if c["id"] in am["claims"]]
     proto = ledger.protocol(mine, ledger.load_rules())
@@ -224,10 +223,20 @@ def amendment_hash(name: str, scale_hash: str, amendments: dict | None = None) -
 
 def register_amendment(name: str, scale_dir: str, scale_hash: str) -> dict:
     """Freeze the amendment before any of its runs (its folder must hold neither a registration
-    nor a row); ``scale_hash``: the [scale] registration it amends, already checked."""
+    nor a row); ``scale_hash``: the [scale] registration it amends, already checked.  It may
+    only name claims [scale] left undecided ("not tested here" or "pending" in the committed
+    claims.json): deciding a claim again on new runs would be a second look."""
     ams = load_amendments()
     if name not in ams:
         raise ValueError(f"amendment {name!r} is unknown: use one of {sorted(ams)}")
+    decided = _decided(scale_dir)
+    seen = [c for c in ams[name]["claims"] if c in decided]
+    if seen:
+        raise ValueError(
+            f"amendment {name!r} names {seen}, which [scale] decided already "
+            f"({', '.join(decided[c] for c in seen)}): an amendment decides only what was left "
+            f"undecided"
+        )
     out = amendment_folder(name, scale_dir)
     if amendment_rows(out) or os.path.exists(os.path.join(out, REGISTRATION)):
         raise ValueError(
@@ -246,6 +255,30 @@ def register_amendment(name: str, scale_dir: str, scale_hash: str) -> dict:
     os.makedirs(out, exist_ok=True)
     atomic_write(os.path.join(out, REGISTRATION), jsonio.dumps(doc, indent=1))
     return doc
+
+
+def _decided(scale_dir: str) -> dict[str, str]:
+    """{claim: verdict} of the claims the committed claims.json decides (none without one)."""
+    import json
+
+    try:
+        with open(os.path.join(scale_dir, "claims.json"), encoding="utf-8") as f:
+            doc = json.load(f)
+    except OSError:
+        return {}
+    parts = [doc.get("depth", {}), doc.get("battery", {}), {"trend": doc.get("trend", {})}]
+    return {
+        c: v["verdict"]
+        for part in parts
+        for c, v in part.items()
+        if v.get("verdict") not in (None, "pending", "not tested here")
+    }
+
+
+def is_registered(name: str, scale_dir: str) -> bool:
+    """Whether the amendment's folder holds a registration (`check_amendment` says if it is
+    still today's)."""
+    return os.path.exists(os.path.join(amendment_folder(name, scale_dir), REGISTRATION))
 
 
 def check_amendment(name: str, scale_dir: str, scale_hash: str) -> dict:

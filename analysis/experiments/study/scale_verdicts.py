@@ -28,10 +28,13 @@ def trend_runs(rows: list[dict], confirm_rows: list[dict], scale: dict | None = 
     scale rows, and the confirmation's at its (4, 128) point."""
     sc = scale or proto.load_scale()
     dcov = {tuple(c): d for c, d in zip(sc["cells"], sc["coverage_difference"])}
+    registered = {st.name for st in proto.stages(sc)}
     out = [
         (tuple(r["cell"]), dcov[tuple(r["cell"])], r["scheme"], r["run"]["ppl"])
         for r in rows
-        if r["scheme"] in ("stagger", "fixed") and tuple(r["cell"]) in dcov
+        if r["scheme"] in ("stagger", "fixed")
+        and tuple(r["cell"]) in dcov
+        and r["stage"] in registered
     ]
     home = tuple(sc["from_confirmation"])
     out += [
@@ -57,11 +60,12 @@ def _pending(what: str, gaps: dict[str, int], planned: dict[str, int]) -> dict |
 
 def decide(out_dir: str = proto.RESULTS_DIR) -> dict:
     """The scale study's verdicts from the committed rows, written as ``claims.json`` beside
-    them: the trend test (`analysis.statistics.trend`), each cell's gap, and the depth claims
-    decided by the ledger on the depth cell's runs alone.  Each part is decided only once all of
-    its planned runs are committed; before that it is "pending" with no statistic computed (a
-    test on part of a plan, looked at as the rows arrive, would be an unregistered interim
-    look)."""
+    them with ``report.md``: the trend test (`analysis.statistics.trend`), each cell's gap, the
+    depth claims decided by the ledger on the depth cell's registered runs alone, each
+    registered amendment's claims (`_amendment`), the α landscape and the battery.  Each part is
+    decided only once all of its planned runs are committed; before that it is "pending" with no
+    statistic computed (a test on part of a plan, looked at as the rows arrive, would be an
+    unregistered interim look)."""
     from analysis.ledger import ledger
 
     sc = proto.load_scale()
@@ -75,6 +79,7 @@ def decide(out_dir: str = proto.RESULTS_DIR) -> dict:
         "runs": len(rows),
         "planned": sum(plan.values()),
         "stages": {k: [plan[k] - gaps[k], plan[k]] for k in plan},  # committed, planned
+        "depth_cell": list(sc["depth"]["cell"]),
     }
     trend_gaps = {k: v for k, v in gaps.items() if k != depth_stage}
     out["trend"] = _pending("the trend test", trend_gaps, plan) or _trend(rows, sc, doc, out_dir)
@@ -84,7 +89,9 @@ def decide(out_dir: str = proto.RESULTS_DIR) -> dict:
     if pend:
         out["depth"] = {c: pend for c in sc["depth"]["claims"]}
     else:
-        depth = [r for r in rows if tuple(r["cell"]) == tuple(sc["depth"]["cell"])]
+        cell = tuple(sc["depth"]["cell"])
+        names = {st.name for st in proto.stages(sc) if st.cell == cell}
+        depth = [r for r in rows if tuple(r["cell"]) == cell and r["stage"] in names]
         led = ledger.build(confirm.evidence_from_rows(depth, "scale study, depth cell"))
         out["depth"] = {
             e.id: {"verdict": e.verdict, "label": e.label, "here": e.here, "why": e.why}
@@ -114,33 +121,69 @@ def decide(out_dir: str = proto.RESULTS_DIR) -> dict:
 
 
 def _amendment(st: proto.Stage, rows: list[dict], sc: dict, out_dir: str, doc: dict) -> dict:
-    """An amendment's claims: "pending" until its planned runs and the depth cell's are all
-    committed (or while it is unregistered), then the ledger over the depth cell's runs and its
-    own, only the claims it names read off (the other claims' inputs change: not looked at)."""
+    """An amendment's claims: "pending" while it is unregistered or any planned run lacks its
+    row; then each claim's registered comparison on the amendment's runs alone — a tier of its
+    own, whose only test it is (R2: a family is the tests on one tier's runs) — at the
+    amendment's window, with the equivalence test's own design power beside a tie.  A
+    registration that is no longer today's, or rows other than the plan, are errors, never a
+    quiet "pending"."""
+    from analysis.ledger import compare as LC
     from analysis.ledger import ledger
+    from analysis.statistics.power import tost_power
 
-    am = proto.load_amendments()[st.amendment]
-    try:
-        proto.check_amendment(st.amendment, out_dir, doc["protocol_sha256"])
-    except ValueError as e:
-        return {c: {"verdict": "pending", "why": str(e)} for c in am["claims"]}
-    own = proto.amendment_rows(proto.amendment_folder(st.amendment, out_dir))
-    have = {(r["scheme"], r["seed"]) for r in own}
-    depth = [r for r in rows if tuple(r["cell"]) == tuple(sc["depth"]["cell"])]
-    depth_stages = [x for x in proto.stages(sc) if x.cell == tuple(sc["depth"]["cell"])]
-    gaps = {st.name: sum(r not in have for r in st.runs)} | {
-        k: v for k, v in proto.missing(rows, sc).items() if k in {x.name for x in depth_stages}
-    }
-    plan = {st.name: len(st.runs)} | {x.name: len(x.runs) for x in depth_stages}
-    pend = _pending(f"amendment {st.amendment}", gaps, plan)
+    name = st.amendment
+    am = proto.load_amendments()[name]
+    if not proto.is_registered(name, out_dir):
+        why = f"amendment {name} is not registered (--register-amendment {name})"
+        return {c: {"verdict": "pending", "why": why} for c in am["claims"]}
+    reg = proto.check_amendment(name, out_dir, doc["protocol_sha256"])
+    own = proto.amendment_rows(proto.amendment_folder(name, out_dir))
+    _check_rows(own, st, am)
+    plan = {st.name: len(st.runs)}
+    pend = _pending(f"amendment {name}", {st.name: len(st.runs) - len(own)}, plan)
     if pend:
         return {c: pend for c in am["claims"]}
-    led = ledger.build(confirm.evidence_from_rows(depth + own, "scale study, depth cell + W"))
-    return {
-        e.id: {"verdict": e.verdict, "label": e.label, "here": e.here, "why": e.why}
-        for e in led.entries
-        if e.id in am["claims"]
-    }
+    tier = confirm.evidence_from_rows(own, f"scale amendment {name}").of("lm")[0]
+    claims = {c["id"]: c for c in ledger.load_claims()[0]}
+    out = {}
+    for cid in am["claims"]:
+        c = claims[cid]
+        a, b, mode, _ = c["compare"]
+        pr = LC.protocol(c)
+        f = LC.pairwise(tier, a, b, "seeds", pr, c.get("rel_gap"))
+        (pair,) = f.tests
+        assert pair.W == am["window"], (pair.W, am["window"])  # its rows are checked above
+        here = f.here
+        if mode == "ties":  # the line's power is the difference test's: say the tie's own
+            power = tost_power(pr.margin, am["plan"]["sigma_ln"], len(pair.ra), len(pair.rb),
+                               0.025)  # fmt: skip
+            here += (
+                f"; the equivalence test's own power for a true tie within ±{pr.margin} "
+                f"(α/2, the registered σ {am['plan']['sigma_ln']}): {power:.2f}"
+            )
+        out[cid] = {"verdict": f.verdict, "label": f.label, "here": here, "amendment": name,
+                    "sha256": reg["protocol_sha256"], "registered_at": reg["registered_at"]}  # fmt: skip
+    return out
+
+
+def _check_rows(own: list[dict], st: proto.Stage, am: dict) -> None:
+    """An amendment's rows are its plan's and nothing else: each planned (scheme, seed) once,
+    at its cell, window and steps (rows merged twice, or from elsewhere, would change what the
+    test reads — and which window it reads)."""
+    seen = [(r["scheme"], r["seed"]) for r in own]
+    extra = [k for k in seen if k not in st.runs] + [k for k in set(seen) if seen.count(k) > 1]
+    wrong = [
+        r["run"]["name"]
+        for r in own
+        if r["run"]["W"] != am["window"]
+        or list(r["cell"]) != list(am["cell"])
+        or r["setup"]["steps"] != am["steps"]
+    ]
+    if extra or wrong:
+        raise ValueError(
+            f"amendment rows outside its plan: {sorted(set(extra))} not planned or twice, "
+            f"{wrong} at another cell, window or step count; keep one row a planned run"
+        )
 
 
 def _trend(rows: list[dict], sc: dict, doc: dict, out_dir: str) -> dict:
@@ -222,10 +265,15 @@ def report(doc: dict, figure: str | None = FIGURE) -> str:
             f"[{c['ci'][0]:+.4f}, {c['ci'][1]:+.4f}] |"
             for c in t["cells"]
         ]
-    out += ["", "## The claims only depth decides (L = 8, T = 128)", ""]
+    L, T = doc.get("depth_cell", ("?", "?"))
+    out += ["", f"## The claims only depth decides (L = {L}, T = {T})", ""]
     out += _claims_table(doc["depth"])
     for name, claims in doc.get("amendments", {}).items():
-        out += ["", f"## Amendment `{name}` (registered apart, before its runs)", ""]
+        out += ["", f"## Amendment `{name}`", ""]
+        reg = next((v for v in claims.values() if v.get("sha256")), None)
+        if reg:  # decided: its registration as checked when it was decided
+            out += [f"Registered {reg['registered_at'][:16]} UTC (SHA-256 `{reg['sha256'][:12]}…`), "
+                    "before its runs; it decides only the claims below.", ""]  # fmt: skip
         out += _claims_table(claims)
     out += ["", "## The α landscape and the battery", ""]
     out += _claims_table({"lm-alpha-flat-landscape": doc["landscape"], **doc["battery"]})
