@@ -155,7 +155,7 @@ def test_decide_tests_nothing_until_every_planned_run_is_committed(tmp_path, mon
     assert json.load(open(os.path.join(out, "claims.json")))["trend"]["verdict"] == "pending"
     page = open(os.path.join(out, "report.md")).read()
     assert "| `L8-T512` | 0 | 20 |" in page and "| `L8-T128-depth` | 5 | 15 |" in page
-    assert "**pending**: the trend test runs once" in page and V.FIGURE not in page
+    assert "**pending**: the trend test is computed once" in page and V.FIGURE not in page
 
     monkeypatch.undo()
     more = _synthetic_rows(sc, {"L4-T512", "L8-T512"}, rng)
@@ -371,7 +371,7 @@ def test_the_committed_report_is_the_committed_verdicts_in_their_own_words():
     with open(os.path.join(P.RESULTS_DIR, "report.md"), encoding="utf-8") as f:
         page = f.read()
     assert page == V.report(doc)
-    assert f"{doc['runs']} of {doc['planned']} planned runs committed" in page
+    assert f"{doc['runs']} of the {doc['planned']} runs its four stages plan committed" in page
     # decided from every committed row: a row committed without re-deciding leaves it stale
     assert doc["runs"] == len(P.read_rows()), "python -m analysis.experiments.study.scale --decide"
     parts = [doc["depth"], *doc["amendments"].values(), doc["battery"],

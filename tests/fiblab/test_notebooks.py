@@ -128,7 +128,7 @@ def test_runs_top_to_bottom_at_smoke_scale(path, smoke_env, monkeypatch):
         md = "".join(o.get("data", {}).get("text/markdown", "") for o in outputs)
         from analysis.experiments.study import scale_verdicts as SV
 
-        assert SV.report(SV.committed(), figure=None) in md
+        assert SV.report(SV.committed(), figure=None, title=False) in md
     if path.name.startswith("06_"):  # a 6-trial search launched from a cell, finished
         text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
         assert "6 / 6 trials; best distinct" in text, text

@@ -53,7 +53,7 @@ def _pending(what: str, gaps: dict[str, int], planned: dict[str, int]) -> dict |
     left = ", ".join(f"{k} {planned[k] - v} of {planned[k]}" for k, v in gaps.items())
     return {
         "verdict": "pending",
-        "why": f"{what} runs once every planned run is committed ({left} so far); "
+        "why": f"{what} is computed once all its planned runs are committed ({left} so far); "
         f"no test is computed on part of a plan",
     }
 
@@ -232,19 +232,20 @@ def _claims_table(claims: dict) -> list[str]:
     ]
 
 
-def report(doc: dict, figure: str | None = FIGURE) -> str:
+def report(doc: dict, figure: str | None = FIGURE, title: bool = True) -> str:
     """The scale study in one page (``report.md`` beside claims.json; notebook 05 shows it):
     what is committed stage by stage, the trend test and its figure, each cell's gap, the depth
     claims and each amendment's, the landscape and the battery — every sentence a verdict's own
     words, nothing computed here.  ``figure``: the trend figure's link (None: left out, for a
-    page that shows the image itself)."""
+    page that shows the image itself); ``title=False``: no title of its own, its sections one
+    level down (a page whose own heading introduces it, as notebook 05's)."""
     reg = doc["registration"]
+    h = "##" if title else "###"
     out = [
-        "# The scale study",
-        "",
+        *(["# The scale study", ""] if title else []),
         f"Protocol `[scale]` of claims.toml, frozen {reg['registered_at'][:16]} UTC "
         f"(SHA-256 `{reg['protocol_sha256'][:12]}…`) before any of its runs; "
-        f"{doc['runs']} of {doc['planned']} planned runs committed "
+        f"{doc['runs']} of the {doc['planned']} runs its four stages plan committed "
         "(`benchmarks/results/scale/runs.jsonl`). A part is decided only once all of its "
         "planned runs are committed.",
         "",
@@ -253,7 +254,7 @@ def report(doc: dict, figure: str | None = FIGURE) -> str:
     ]
     out += [f"| `{k}` | {c} | {n} |" for k, (c, n) in doc.get("stages", {}).items()]
     t = doc["trend"]
-    out += ["", "## The trend (`lab-scale-trend`)", "", f"{_verdict(t)}: {_said(t)}".rstrip(": ")]
+    out += ["", f"{h} The trend (`lab-scale-trend`)", "", f"{_verdict(t)}: {_said(t)}".rstrip(": ")]
     if t.get("cells"):
         out += [t.get("caption", ""), ""]
         out += [f"![the stagger's gain against coverage]({figure})", ""] if figure else []
@@ -266,15 +267,17 @@ def report(doc: dict, figure: str | None = FIGURE) -> str:
             for c in t["cells"]
         ]
     L, T = doc.get("depth_cell", ("?", "?"))
-    out += ["", f"## The claims only depth decides (L = {L}, T = {T})", ""]
+    out += ["", f"{h} The claims only depth decides (L = {L}, T = {T})", ""]
     out += _claims_table(doc["depth"])
     for name, claims in doc.get("amendments", {}).items():
-        out += ["", f"## Amendment `{name}`", ""]
+        out += ["", f"{h} Amendment `{name}`", ""]
         reg = next((v for v in claims.values() if v.get("sha256")), None)
         if reg:  # decided: its registration as checked when it was decided
             out += [f"Registered {reg['registered_at'][:16]} UTC (SHA-256 `{reg['sha256'][:12]}…`), "
-                    "before its runs; it decides only the claims below.", ""]  # fmt: skip
+                    "before its runs.", ""]  # fmt: skip
+        out += ["A cell the registered plan lacked, registered apart: it decides only the claims "
+                "below, which the tables above left undecided.", ""]  # fmt: skip
         out += _claims_table(claims)
-    out += ["", "## The α landscape and the battery", ""]
+    out += ["", f"{h} The α landscape and the battery", ""]
     out += _claims_table({"lm-alpha-flat-landscape": doc["landscape"], **doc["battery"]})
     return "\n".join(out) + "\n"
