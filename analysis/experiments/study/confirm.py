@@ -35,6 +35,8 @@ __all__ = [
     "protocol_hash",
     "register",
     "check_registered",
+    "freeze",
+    "frozen",
     "read_rows",
     "evidence_from_rows",
     "run_confirmation",
@@ -95,14 +97,25 @@ def register(out_dir: str = RESULTS_DIR) -> dict:
             f"{os.path.join(out_dir, ROWS)} holds confirmatory runs already: the protocol was "
             f"frozen before them ({os.path.join(out_dir, REGISTRATION)}); it cannot be again"
         )
+    return freeze(
+        out_dir,
+        protocol_hash(),
+        plan=[list(p) for p in plan()],
+        rules=_rules(),
+        note="frozen before any confirmatory run was trained; the runs are decided by this "
+        "protocol alone (claims.toml rule R7)",
+    )
+
+
+def freeze(out_dir: str, sha: str, **fields) -> dict:
+    """Write ``registration.json`` in ``out_dir``: the protocol's hash, when and at which commit
+    it was frozen, and ``fields`` (its plan, a note) — the confirmation's, the scale study's and
+    each amendment's one writer; `frozen` reads it back."""
     doc = {
-        "protocol_sha256": protocol_hash(),
+        "protocol_sha256": sha,
         "registered_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "commit_before": _commit(),
-        "plan": [list(p) for p in plan()],
-        "rules": _rules(),
-        "note": "frozen before any confirmatory run was trained; the runs are decided by this "
-        "protocol alone (claims.toml rule R7)",
+        **fields,
     }
     os.makedirs(out_dir, exist_ok=True)
     atomic_write(os.path.join(out_dir, REGISTRATION), jsonio.dumps(doc, indent=1))

@@ -12,12 +12,10 @@ covers its table, the tests of its claims and the [scale] hash it amends.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import os
 
 from analysis.experiments.study import confirm
 from lab.util import jsonio
-from lab.util.files import atomic_write
 
 __all__ = [
     "RESULTS_DIR",
@@ -138,23 +136,25 @@ def protocol_hash(scale: dict | None = None) -> str:
 
 def register(out_dir: str = RESULTS_DIR) -> dict:
     """Freeze the scale protocol before any of its runs: hash, date, commit, stages."""
+    _refuse_if_frozen(out_dir, "a changed study is a new registration in a new folder")
+    return confirm.freeze(
+        out_dir,
+        protocol_hash(),
+        stages=[dataclasses.asdict(s) for s in stages()],
+        scale=load_scale(),
+        note="frozen before any scale run was trained; decided by this protocol alone "
+        "(claims.toml, the scale study's section)",
+    )
+
+
+def _refuse_if_frozen(out_dir: str, instead: str) -> None:
+    """A protocol is frozen once, before its runs: refuse a folder that holds a registration
+    or rows already, saying what to do ``instead``."""
     if read_rows(out_dir) or os.path.exists(os.path.join(out_dir, REGISTRATION)):
         raise ValueError(
-            f"{out_dir} holds a scale registration or rows already: the protocol is frozen "
-            f"once, before its runs (a changed study is a new registration in a new folder)"
+            f"{out_dir} holds a registration or rows already: a protocol is frozen once, before "
+            f"its runs ({instead})"
         )
-    doc = {
-        "protocol_sha256": protocol_hash(),
-        "registered_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "commit_before": confirm._commit(),
-        "stages": [dataclasses.asdict(s) for s in stages()],
-        "scale": load_scale(),
-        "note": "frozen before any scale run was trained; decided by this protocol alone "
-        "(claims.toml, the scale study's section)",
-    }
-    os.makedirs(out_dir, exist_ok=True)
-    atomic_write(os.path.join(out_dir, REGISTRATION), jsonio.dumps(doc, indent=1))
-    return doc
 
 
 def check_registered(out_dir: str = RESULTS_DIR) -> dict:
@@ -238,23 +238,15 @@ def register_amendment(name: str, scale_dir: str, scale_hash: str) -> dict:
             f"undecided"
         )
     out = amendment_folder(name, scale_dir)
-    if amendment_rows(out) or os.path.exists(os.path.join(out, REGISTRATION)):
-        raise ValueError(
-            f"{out} holds a registration or rows already: an amendment is frozen once, before "
-            f"its runs (a changed one is a new amendment under a new name)"
-        )
-    doc = {
-        "protocol_sha256": amendment_hash(name, scale_hash, ams),
-        "amends_sha256": scale_hash,
-        "registered_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "commit_before": confirm._commit(),
-        "stage": {"name": amendment_stage_name(ams[name]), "runs": amendment_runs(ams[name])},
-        "amendment": ams[name],
-        "note": "frozen before any of its runs; decides only the claims it names",
-    }
-    os.makedirs(out, exist_ok=True)
-    atomic_write(os.path.join(out, REGISTRATION), jsonio.dumps(doc, indent=1))
-    return doc
+    _refuse_if_frozen(out, "a changed amendment is a new one under a new name")
+    return confirm.freeze(
+        out,
+        amendment_hash(name, scale_hash, ams),
+        amends_sha256=scale_hash,
+        stage={"name": amendment_stage_name(ams[name]), "runs": amendment_runs(ams[name])},
+        amendment=ams[name],
+        note="frozen before any of its runs; decides only the claims it names",
+    )
 
 
 def _decided(scale_dir: str) -> dict[str, str]:
