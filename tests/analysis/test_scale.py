@@ -183,8 +183,11 @@ def test_a_stage_trains_commits_each_row_and_resumes_elsewhere(tmp_path):
           "depth": {**P.load_scale()["depth"], "cell": [2, 32],
                     "schemes": {"pow2-fixed": [1, 1]}}}  # fmt: skip
     smoke = STUDY_SCALES["study-smoke"]
-    quiet = dict(out_dir=out, log=lambda *a: None, scale=sc, settings=smoke)
+    said = []
+    quiet = dict(out_dir=out, log=lambda *a, **k: said.append(" ".join(map(str, a))), scale=sc,
+                 settings=smoke)  # fmt: skip
     got = S.run_stage("L2-T32", limit=2, runs_dir=runs, **quiet)
+    assert any(x.startswith("≈ ") and " h for 2 runs (a step now: fixed " in x for x in said)
     assert [(r["scheme"], r["seed"]) for r in got] == [("stagger", 1), ("fixed", 1)]
     disk = P.read_rows(out)
     assert disk == json.loads(json.dumps(got)) and disk[0]["cell"] == [2, 32]
@@ -395,3 +398,13 @@ def test_the_plan_prints_every_stage_and_amendment_with_what_it_lacks():
     todo = 38 - have
     assert f"{todo} of 38 runs to train" in w8
     assert f"≈ {todo * (0.5 * 500 + 10.0) / 3600:.1f} h" in w8
+
+
+def test_a_stage_says_its_time_before_it_trains_and_how_to_split_it():
+    """`stage_estimate` against a hand count: steps × the step time + 15 s an evaluation."""
+    todo = [("coprime", 1), ("stagger", 1)] * 19
+    line = S.stage_estimate(todo, {"coprime": 0.58, "stagger": 0.58}, 500)
+    total = 38 * (0.58 * 500 + 15)  # 11,590 s
+    assert line.startswith(f"≈ {total / 3600:.1f} h for 38 runs (a step now: coprime 0.58 s")
+    assert f"--limit {int(9000 // (total / 38))}" in line  # 29 runs fit 2.5 h
+    assert "--limit" not in S.stage_estimate(todo[:4], {"coprime": 0.58, "stagger": 0.58}, 500)

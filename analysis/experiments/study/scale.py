@@ -39,20 +39,22 @@ from analysis.experiments.study import scale_protocol as proto
 from analysis.experiments.study import scale_verdicts as SV
 from lab.util import jsonio
 
-__all__ = ["step_seconds", "plan_lines", "run_stage", "main"]
+__all__ = ["step_seconds", "plan_lines", "stage_estimate", "run_stage", "main"]
 
 
 # ------------------------------------------------------------------------------------- plan
-def step_seconds(cell, scheme: str, reps: int = 3) -> float:
+def step_seconds(cell, scheme: str, reps: int = 3, settings=None, window=None) -> float:
     """The fastest of ``reps`` training steps (forward, backward, AdamW over the step's 4096
     tokens) of a scheme's model at a cell, after one warm-up, on random ids: what a run's step
-    costs, without its data or store."""
+    costs, without its data or store.  ``settings`` / ``window``: as `run_stage` trains."""
     import torch
 
     from analysis.experiments.study.runner import study_config
     from lab.lm.model import FibLM
 
-    cfg = study_config(proto.cell_settings(cell), "plan", scheme, 0, 1, "/nonexistent", "fp32")
+    cfg = study_config(
+        proto.cell_settings(cell, settings, window), "plan", scheme, 0, 1, "/nonexistent", "fp32"
+    )
     torch.manual_seed(0)
     model = FibLM(cfg.model)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -96,6 +98,20 @@ def plan_lines(times: dict, scale: dict | None = None, eval_s: float = 15.0) -> 
     return out
 
 
+def stage_estimate(todo, secs: dict, steps: int, eval_s: float = 15.0) -> str:
+    """The line `run_stage` prints before it trains: the runs' time at the step times measured
+    now (``secs``: scheme → seconds a step) plus one evaluation a run, against the 2.5 h a
+    session's stage should fit, and how to split it when it does not."""
+    total = sum(secs[k] * steps + eval_s for k, _ in todo)
+    each = total / len(todo)
+    line = (f"≈ {total / 3600:.1f} h for {len(todo)} runs (a step now: "
+            + ", ".join(f"{k} {v:.2f} s" for k, v in secs.items()) + ")")  # fmt: skip
+    if total > 2.5 * 3600:
+        line += (f"; more than a 2.5 h session: --limit {int(2.5 * 3600 // each)} trains what "
+                 "fits, and the stage resumes where its rows end")  # fmt: skip
+    return line
+
+
 # -------------------------------------------------------------------------------------- train
 def run_stage(
     name: str, limit: int | None = None, runs_dir: str = "runs/scale",
@@ -126,6 +142,11 @@ def run_stage(
     todo = [r for r in st.runs if r not in have][: limit if limit is not None else None]
     log(f"{name}: {len(have)} of {len(st.runs)} runs committed; training {len(todo)} "
         f"({sc['steps']} steps, L={st.cell[0]}, T={st.cell[1]}, {sc['precision']})")  # fmt: skip
+    if todo:  # the plan before anything trains: a step timed now, per scheme
+        secs = {
+            k: step_seconds(st.cell, k, 2, settings, window) for k in sorted({k for k, _ in todo})
+        }
+        log(stage_estimate(todo, secs, sc["steps"]))
     os.makedirs(runs_dir, exist_ok=True)
     store_path = os.path.join(runs_dir, "fiblab.db")
     r = Runner(
