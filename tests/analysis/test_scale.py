@@ -408,3 +408,17 @@ def test_a_stage_says_its_time_before_it_trains_and_how_to_split_it():
     assert line.startswith(f"≈ {total / 3600:.1f} h for 38 runs (a step now: coprime 0.58 s")
     assert f"--limit {int(9000 // (total / 38))}" in line  # 29 runs fit 2.5 h
     assert "--limit" not in S.stage_estimate(todo[:4], {"coprime": 0.58, "stagger": 0.58}, 500)
+
+
+def test_decide_refuses_when_the_confirmation_it_reads_is_not_its_frozen_protocol(
+    tmp_path, monkeypatch
+):
+    """The landscape and the battery read the confirmation's runs: a changed confirmation
+    protocol stops the decision with the confirmation's own message."""
+    out = str(tmp_path)
+    for name in (P.REGISTRATION, P.ROWS):
+        with open(os.path.join(P.RESULTS_DIR, name)) as f, open(os.path.join(out, name), "w") as g:
+            g.write(f.read())
+    monkeypatch.setattr(C, "protocol_hash", lambda *a, **k: "0" * 64)
+    with pytest.raises(ValueError, match="changed since it was frozen"):
+        V.decide(out)

@@ -101,6 +101,7 @@ def decide(out_dir: str = proto.RESULTS_DIR) -> dict:
     out["amendments"] = {
         st.amendment: _amendment(st, rows, sc, out_dir, doc) for st in proto.amendment_stages()
     }
+    confirm.check_registered()  # the landscape and the battery read its runs: its frozen ones
     conf = confirm.read_rows()
     land, rec = SPR.landscape_rows(out_dir), SPR.recall_rows(out_dir)
     want = {r["run"]["name"] for r in conf if r["scheme"] in ("fixed", "learned")}
