@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import json
 import os
-import subprocess
 import sys
 
+from analysis.experiments.study import registration as REG
 from lab.util import jsonio
 from lab.util.files import atomic_write
 
@@ -35,8 +34,6 @@ __all__ = [
     "protocol_hash",
     "register",
     "check_registered",
-    "freeze",
-    "frozen",
     "read_rows",
     "evidence_from_rows",
     "run_confirmation",
@@ -79,15 +76,6 @@ def protocol_hash() -> str:
     return ledger.protocol_sha256(ledger.protocol(own, ledger.load_rules()))
 
 
-def _commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def register(out_dir: str = RESULTS_DIR) -> dict:
     """Freeze the protocol before any confirmatory run: its hash, the date, the commit and the
     plan, in ``registration.json``.  Refused once a run exists (a registration after results
@@ -97,7 +85,7 @@ def register(out_dir: str = RESULTS_DIR) -> dict:
             f"{os.path.join(out_dir, ROWS)} holds confirmatory runs already: the protocol was "
             f"frozen before them ({os.path.join(out_dir, REGISTRATION)}); it cannot be again"
         )
-    return freeze(
+    return REG.freeze(
         out_dir,
         protocol_hash(),
         plan=[list(p) for p in plan()],
@@ -107,48 +95,15 @@ def register(out_dir: str = RESULTS_DIR) -> dict:
     )
 
 
-def freeze(out_dir: str, sha: str, **fields) -> dict:
-    """Write ``registration.json`` in ``out_dir``: the protocol's hash, when and at which commit
-    it was frozen, and ``fields`` (its plan, a note) — the confirmation's, the scale study's and
-    each amendment's one writer; `frozen` reads it back."""
-    doc = {
-        "protocol_sha256": sha,
-        "registered_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "commit_before": _commit(),
-        **fields,
-    }
-    os.makedirs(out_dir, exist_ok=True)
-    atomic_write(os.path.join(out_dir, REGISTRATION), jsonio.dumps(doc, indent=1))
-    return doc
-
-
 def check_registered(out_dir: str = RESULTS_DIR) -> dict:
     """The registration, when today's protocol is the one it froze; ValueError otherwise."""
-    return frozen(
+    return REG.frozen(
         os.path.join(out_dir, REGISTRATION),
         protocol_hash(),
         "python -m analysis.experiments.study.confirm --register",
         "the confirmatory runs are decided by the frozen one; restore claims.toml's rules, or "
         "register a new confirmation with fresh seeds",
     )
-
-
-def frozen(path: str, now: str, register_cmd: str, fix: str) -> dict:
-    """A registration file's content when its hash is ``now``; else a ValueError naming the
-    fix (the confirmation's and the scale study's one check)."""
-    try:
-        with open(path) as f:
-            doc = json.load(f)
-    except OSError:
-        raise ValueError(
-            f"no registration at {path}: freeze the protocol first ({register_cmd})"
-        ) from None
-    if doc.get("protocol_sha256") != now:
-        raise ValueError(
-            f"the protocol changed since it was frozen ({doc.get('protocol_sha256', '?')[:12]}… "
-            f"registered, {now[:12]}… now): {fix}"
-        )
-    return doc
 
 
 def read_rows(out_dir: str = RESULTS_DIR) -> list[dict]:

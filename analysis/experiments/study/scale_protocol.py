@@ -15,6 +15,7 @@ import dataclasses
 import os
 
 from analysis.experiments.study import confirm
+from analysis.experiments.study import registration as REG
 from lab.util import jsonio
 
 __all__ = [
@@ -137,7 +138,7 @@ def protocol_hash(scale: dict | None = None) -> str:
 def register(out_dir: str = RESULTS_DIR) -> dict:
     """Freeze the scale protocol before any of its runs: hash, date, commit, stages."""
     _refuse_if_frozen(out_dir, "a changed study is a new registration in a new folder")
-    return confirm.freeze(
+    return REG.freeze(
         out_dir,
         protocol_hash(),
         stages=[dataclasses.asdict(s) for s in stages()],
@@ -159,8 +160,8 @@ def _refuse_if_frozen(out_dir: str, instead: str) -> None:
 
 def check_registered(out_dir: str = RESULTS_DIR) -> dict:
     """The registration, when today's ``[scale]`` protocol is the one it froze; else ValueError
-    naming the fix (`confirm.frozen`, the confirmation's same check)."""
-    return confirm.frozen(
+    naming the fix (`registration.frozen`, the confirmation's same check)."""
+    return REG.frozen(
         os.path.join(out_dir, REGISTRATION),
         protocol_hash(),
         "python -m analysis.experiments.study.scale --register",
@@ -239,7 +240,7 @@ def register_amendment(name: str, scale_dir: str, scale_hash: str) -> dict:
         )
     out = amendment_folder(name, scale_dir)
     _refuse_if_frozen(out, "a changed amendment is a new one under a new name")
-    return confirm.freeze(
+    return REG.freeze(
         out,
         amendment_hash(name, scale_hash, ams),
         amends_sha256=scale_hash,
@@ -275,7 +276,7 @@ def is_registered(name: str, scale_dir: str) -> bool:
 
 def check_amendment(name: str, scale_dir: str, scale_hash: str) -> dict:
     """The amendment's registration, when today's table (and [scale]) are what it froze."""
-    return confirm.frozen(
+    return REG.frozen(
         os.path.join(amendment_folder(name, scale_dir), REGISTRATION),
         amendment_hash(name, scale_hash),
         f"python -m analysis.experiments.study.scale --register-amendment {name}",
