@@ -108,7 +108,7 @@ def additive(tier, a: str, b: str, pr: Protocol) -> Finding | None:
     stats = {"W": W, "gain_a": gain[a], "gain_b": gain[b], "seeds": n}
     # its test joins the family of the tier's data (`analysis.ledger.ledger.adjust`)
     test = Pair(f"{a} − {b} stagger gain", "0", W, (), (), c, d)
-    return Finding(d.verdict, f"{head}; {d.wording()}", runs, {**d.stats(), **stats},
+    return Finding(d.verdict, f"{head}; {d.wording(a=test.a, b=test.b)}", runs, {**d.stats(), **stats},
                    tests=[test], head=head, style="own")  # fmt: skip
 
 

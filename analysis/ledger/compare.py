@@ -33,7 +33,7 @@ import numpy as np
 from analysis.ledger.across import additive
 from analysis.ledger.checks import Finding, Pair
 from analysis.ledger.evidence import runs_by_window
-from analysis.statistics.decide import Decision, Protocol, compare, settle
+from analysis.statistics.decide import Decision, Protocol, compare, settle, tie_power
 from analysis.statistics.power import plan
 from analysis.statistics.stats import pooled_std, summary
 
@@ -96,8 +96,14 @@ def _line(p: Pair, rel_gap: float | None) -> tuple[str, dict]:
     c, d = p.comparison, p.decision
     sigma = pooled_std(xa, xb)
     gap = db["mean"] - da["mean"]  # ppl, positive: a better
-    pw = None
-    if rel_gap and sigma > 0 and math.isfinite(sigma) and min(len(xa), len(xb)) >= 2:
+    pw, tie = None, tie_power(c)  # a tie's power is its TOST's, not a gap's (`tie_power`)
+    if (
+        tie is None
+        and rel_gap
+        and sigma > 0
+        and math.isfinite(sigma)
+        and min(len(xa), len(xb)) >= 2
+    ):
         pw = plan(rel_gap, db["mean"], sigma, seeds=len(xa), seeds_b=len(xb))
     stats = {
         "a": p.a,
@@ -110,8 +116,9 @@ def _line(p: Pair, rel_gap: float | None) -> tuple[str, dict]:
         "gap": gap,
         "margin_sigma": gap / sigma if sigma > 0 else math.nan,
         "paper_rel_gap": rel_gap,
-        "power": pw.achieved if pw else None,
-        "seeds_needed": pw.needed if pw else None,
+        "power": tie[0] if tie else pw.achieved if pw else None,
+        "seeds_needed": tie[1] if tie else pw.needed if pw else None,
+        "power_of": "a tie" if tie else "the paper's gap" if pw else None,
         **d.stats(),
     }
     w = "" if p.W is None else f" at W={p.W}"
@@ -126,7 +133,7 @@ def _line(p: Pair, rel_gap: float | None) -> tuple[str, dict]:
             + f"; {c.protocol.metric} gap {c.gap:+.4f}{unit}, 95 % "
             f"t-interval [{c.ci[0]:+.4f}, {c.ci[1]:+.4f}]"
         )
-    line += f"; {d.wording()}"
+    line += f"; {d.wording(a=p.a, b=p.b)}"
     if pw is not None and pw.achieved is not None:
         line += (
             f"; power {pw.achieved:.2f} for the paper's {100 * rel_gap:.1f} % gap (needs "
@@ -171,7 +178,7 @@ def finish(f: Finding, decisions: list[Decision]) -> Finding:
 
 def _own_words(p: Pair) -> str:
     """One test of a threshold rule or contrast, in words: what it tests and its decision."""
-    return f"{p.a} vs {p.b}: {p.decision.wording()}"
+    return f"{p.a} vs {p.b}: {p.decision.wording(a=p.a, b=p.b)}"
 
 
 def _where(p: Pair) -> str:

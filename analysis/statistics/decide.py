@@ -47,7 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as _st
 
-from analysis.statistics.power import detectable_effect
+from analysis.statistics.power import detectable_effect, tost_power, tost_seeds_needed
 from analysis.statistics.stats import as_sample, welch, welch_parts
 
 __all__ = [
@@ -334,8 +334,10 @@ class Decision:
             "reason": self.reason,
         }
 
-    def wording(self, digits: int = 3) -> str:
-        """One phrase: the verdict, why, and the p-values or interval behind it."""
+    def wording(self, digits: int = 3, a: str = "a", b: str = "b") -> str:
+        """One phrase: the verdict, why, and the p-values or interval behind it; ``a`` and ``b``
+        name the arms (a reversal says which arm was better). A tie not shown says the power
+        its seeds had to show a true tie (`tie_power`), not a gap they could detect."""
         c, pr = self.comparison, self.comparison.protocol
         f = f"{{:.{digits}g}}"
         ci = f"[{f.format(c.ci[0])}, {f.format(c.ci[1])}]"
@@ -345,15 +347,15 @@ class Decision:
                 return "not shown: fewer than 2 seeds on a side, no test"
             return "not shown: no spread on either side and no difference, no test"
         if self.reason == "significant":
-            return f"held: a better, {p}"
+            return f"held: {a} better, {p}"
         if self.reason == "within margin":
             return f"held: within ±{f.format(pr.margin)} (TOST {p})"
         if self.reason == "reversal":
             q = self.p_against_adjusted if c.p_against is not None else self.p_adjusted
-            return f"did not hold: b better, a significant reversal (p_Holm={_p(q)})"
+            return f"did not hold: {b} better, a significant reversal (p_Holm={_p(q)})"
         if self.reason == "outside margin":
             return (
-                f"did not hold: outside ±{f.format(pr.margin)}, {self.direction} "
+                f"did not hold: outside ±{f.format(pr.margin)}, {a if c.gap > 0 else b} better "
                 f"(p_Holm={_p(self.p_against_adjusted)})"
             )
         if self.reason == "magnitude not reproduced":
@@ -362,11 +364,31 @@ class Decision:
                 f"did not hold: magnitude not reproduced, the paper's {f.format(pr.paper_effect)} "
                 f"lies outside the {c.level:.0%} interval {ci}{also}"
             )
-        test = "TOST " if pr.test == "tost" else ""
+        if pr.test == "tost":
+            tp = tie_power(c)
+            if tp is None:
+                return f"not shown: TOST {p}"
+            need = "more than 1000" if tp[1] is None else str(tp[1])
+            return (
+                f"not shown: TOST {p}; these seeds show a true tie within "
+                f"±{f.format(pr.margin)} with power {tp[0]:.2f} ({need} a side give {POWER:.0%})"
+            )
         return (
-            f"not shown: {test}{p}; these seeds detect a gap of {f.format(c.mde)} with "
-            f"{POWER:.0%} power"
+            f"not shown: {p}; these seeds detect a gap of {f.format(c.mde)} with {POWER:.0%} power"
         )
+
+
+def tie_power(c: Comparison) -> tuple[float, int | None] | None:
+    """(the power of ``c``'s equivalence test to show a true tie — difference 0 — inside its
+    margin at these seeds and σ, the seeds a side that give `POWER`), at the protocol's α
+    before any Holm adjustment; None for a comparison that is not a TOST with a margin and a
+    finite σ. This, not the gap a Welch test would detect, is a tie's power: few seeds detect
+    a large gap and still cannot show a tie (`analysis.statistics.power.tost_power`)."""
+    pr = c.protocol
+    if pr.test != "tost" or not pr.margin or not (0 < c.sigma < math.inf) or min(c.n_a, c.n_b) < 2:
+        return None
+    got = tost_power(pr.margin, c.sigma, c.n_a, c.n_b, pr.alpha)
+    return got, tost_seeds_needed(pr.margin, c.sigma, POWER, pr.alpha)
 
 
 def _p(p) -> str:

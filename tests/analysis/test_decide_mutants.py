@@ -372,11 +372,21 @@ def test_wording_not_shown_quotes_the_detectable_gap():
     )
 
 
-def test_wording_tie_not_shown_names_tost():
+def test_wording_tie_not_shown_names_tost_and_gives_the_ties_power_not_a_gaps():
+    """A tie not shown says how likely its seeds were to show a true tie, and how many would
+    (3 a side at σ 0.3 detect a gap of 0.988, yet almost never show a tie within ±0.2).
+    Oracle for the seeds: the textbook normal approximation of a TOST at difference 0,
+    n = 2 (z_{1−α} + z_{1−β/2})² σ² / margin² ≈ 38.5, which the t distribution raises a little."""
+    from scipy.stats import norm
+
     tie = made(gap=0.01, test="tost", margin=0.2, p=0.3, against=0.9)
     assert decide(tie, 0.6, 0.9).wording() == (
-        "not shown: TOST p_Holm=0.6 (raw 0.3); these seeds detect a gap of 0.988 with 80% power"
+        "not shown: TOST p_Holm=0.6 (raw 0.3); these seeds show a true tie within ±0.2 with "
+        "power 0.00 (40 a side give 80%)"
     )
+    approx = 2 * (norm.isf(0.05) + norm.isf(0.1)) ** 2 * 0.3**2 / 0.2**2
+    assert approx < 40 < approx + 2
+    assert "a side" not in decide(made(gap=0.01, test="tost", p=0.3, against=0.9), 0.6).wording()
 
 
 def test_wording_untested_with_one_seed():

@@ -181,6 +181,7 @@ def test_a_ranking_by_means_alone_is_not_shown_and_a_significant_rival_refutes_i
         "fib/fixed",
         "b better",
     )
+    assert "did not hold: fib/fixed better, a significant reversal" in e.here  # named, not "b"
 
 
 def write_claims(tmp_path, edit) -> str:

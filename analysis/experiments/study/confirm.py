@@ -379,7 +379,8 @@ def report(doc: dict) -> str:
         "between two arms (a vs b), or a threshold rule's distance past its threshold (a vs a "
         "number: one-sample t); for a claim of several tests, the first that did not hold, "
         "else its first (claims.json lists every test). *n*: runs a side (one number: a "
-        "one-sample test). *Power*: for the paper's size, where it states one.",
+        "one-sample test). *Power*: for the paper's size, where it states one; for a tie, "
+        "the power of its equivalence test to show a true tie within its margin (before Holm).",
         "",
         "| claim | confirmatory | exploratory | test | effect, 95 % CI | unit | Holm p | n | "
         "power |",
