@@ -122,6 +122,11 @@ def test_restore_retrains_missing_checkpoints_and_refuses_a_run_that_does_not_re
                     settings=SMOKE, rules=rules, log=said.append)  # fmt: skip
     assert got == ["confirm-fixed-s11-T32-2"] and "reproduced" in said[-1]
     assert os.path.isdir(os.path.join(elsewhere, "confirm-fixed-s11-T32-2"))
+    # by name: only the named run is retrained (a side study restores one run, scores it, goes on)
+    got = C.restore(None, elsewhere, os.path.join(elsewhere, "e.db"), out, settings=SMOKE,
+                    rules=rules, log=said.append, names={"confirm-stagger-s11-T32-2"})  # fmt: skip
+    assert got == ["confirm-stagger-s11-T32-2"]
+    shutil.rmtree(os.path.join(elsewhere, "confirm-stagger-s11-T32-2"))
     path = os.path.join(out, C.ROWS)
     rows = C.read_rows(out)
     rows[0]["run"]["ppl"] *= 1.01  # the committed row no longer matches its model

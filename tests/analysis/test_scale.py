@@ -422,3 +422,21 @@ def test_decide_refuses_when_the_confirmation_it_reads_is_not_its_frozen_protoco
     monkeypatch.setattr(C, "protocol_hash", lambda *a, **k: "0" * 64)
     with pytest.raises(ValueError, match="changed since it was frozen"):
         V.decide(out)
+
+
+def test_a_side_study_names_the_confirmation_runs_it_has_no_row_for(tmp_path, monkeypatch):
+    """`missing` is what a resumed --landscape / --recall restores and scores, one run at a
+    time: the landscape reads fixed and learned runs, the battery every run; a committed row
+    takes its run off the list (oracle: the rows written by hand)."""
+    conf = [{"scheme": s, "seed": n, "run": {"name": f"{s}-{n}"}}
+            for s in ("stagger", "fixed", "learned") for n in (1, 2)]  # fmt: skip
+    monkeypatch.setattr(SPR.confirm, "read_rows", lambda *a: conf)
+    out = str(tmp_path)
+    assert SPR.missing(out, "landscape") == ["fixed-1", "fixed-2", "learned-1", "learned-2"]
+    assert len(SPR.missing(out, "recall")) == 6
+    with open(os.path.join(out, SPR.LANDSCAPE), "w") as f:
+        f.write(json.dumps({"name": "fixed-2", "points": []}) + "\n")
+    with open(os.path.join(out, SPR.RECALL), "w") as f:
+        f.write(json.dumps({"name": "stagger-1", "battery": {}}) + "\n")
+    assert SPR.missing(out, "landscape") == ["fixed-1", "learned-1", "learned-2"]
+    assert "stagger-1" not in SPR.missing(out, "recall") and len(SPR.missing(out, "recall")) == 5

@@ -248,8 +248,10 @@ def restore(
     limit: int | None = None,
     settings=None,
     rules: dict | None = None,
+    names: set[str] | None = None,
 ) -> list[str]:
-    """Retrain the committed confirmation runs (of ``schemes``; all by default) whose checkpoint
+    """Retrain the committed confirmation runs (of ``schemes``, named in ``names``; all by
+    default) whose checkpoint
     folder is missing here — the side studies that read them (`scale_probes`) run where the
     checkpoints are, and they are not committed.  Each retrained run must reproduce its
     committed row (held-out ln ppl within `RESTORE_TOLERANCE`) or ValueError says which did
@@ -263,6 +265,7 @@ def restore(
     check_registered(out_dir)
     conf = (rules or _rules())["confirmation"]
     rows = [r for r in read_rows(out_dir) if schemes is None or r["scheme"] in schemes]
+    rows = [r for r in rows if names is None or r["run"]["name"] in names]
     todo = [r for r in rows if not os.path.isdir(os.path.join(runs_dir, r["run"]["name"]))]
     todo = todo[: limit if limit is not None else None]
     if not todo:

@@ -221,12 +221,17 @@ def main(argv=None) -> int:
             run_stage(args.stage, args.limit, args.runs, out_dir=proto.RESULTS_DIR)
         elif args.landscape or args.recall:
             proto.check_registered(proto.RESULTS_DIR)
-            if args.restore:
-                confirm.restore(("fixed", "learned") if args.landscape else None)
-            if args.landscape:
-                SPR.run_landscape(proto.load_scale()["landscape"], proto.RESULTS_DIR)
-            else:
-                SPR.run_recall(proto.RESULTS_DIR)
+            side = "landscape" if args.landscape else "recall"
+            todo = SPR.missing(proto.RESULTS_DIR, side)[: args.limit]
+            print(f"{side}: {len(todo)} confirmation runs without a committed row")
+            # one run at a time: restored, scored, its row appended — a cut loses one run at most
+            for name in todo:
+                if args.restore:
+                    confirm.restore(names={name})
+                if args.landscape:
+                    SPR.run_landscape(proto.load_scale()["landscape"], proto.RESULTS_DIR)
+                else:
+                    SPR.run_recall(proto.RESULTS_DIR)
         elif args.decide:
             out = SV.decide(proto.RESULTS_DIR)
             print(json.dumps(out.get("trend"), indent=1))

@@ -26,7 +26,19 @@ __all__ = [
     "landscape_verdict",
     "run_recall",
     "recall_verdicts",
+    "missing",
 ]
+
+
+def missing(out_dir: str, side: str) -> list[str]:
+    """The confirmation runs ``side`` (``landscape``: its fixed and learned runs; ``recall``:
+    every run) has no committed row for, in the confirmation's order — what a resumed side
+    study still has to restore and score."""
+    rows = landscape_rows(out_dir) if side == "landscape" else recall_rows(out_dir)
+    done = {r["name"] for r in rows}
+    schemes = ("fixed", "learned") if side == "landscape" else None
+    return [r["run"]["name"] for r in confirm.read_rows()
+            if (schemes is None or r["scheme"] in schemes) and r["run"]["name"] not in done]  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------- landscape
