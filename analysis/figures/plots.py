@@ -318,16 +318,23 @@ def scale_trend(trend, paper_point: dict, path=None, caption: str | None = None)
     y = np.array([c.gap for c in cells])
     err = np.array([[c.gap - c.ci[0] for c in cells], [c.ci[1] - c.gap for c in cells]])
     ax.errorbar(x, y, yerr=err, fmt="o", color=style.config_color("fib/stagger"), capsize=4,
-                label="a cell of ours: mean gap, 95 % interval")  # fmt: skip
-    for c in cells:
-        ax.annotate(f"L={c.cell[0]}, T={c.cell[1]}\nn={c.n_stagger}+{c.n_fixed}",
-                    (c.coverage_difference, c.gap), textcoords="offset points", xytext=(9, 0),
-                    va="center", fontsize="x-small")  # fmt: skip
+                label="a cell of ours (L, T) · seeds: mean gap, 95 % interval")  # fmt: skip
+    # labels above the upper whisker and below the lower one in turn: cells close in Δcov
+    # (22 and 27 distances) would overprint each other side by side
+    for i, c in enumerate(sorted(cells, key=lambda c: c.coverage_difference)):
+        up = i % 2 == 0
+        ax.annotate(f"({c.cell[0]}, {c.cell[1]}) · {c.n_stagger}+{c.n_fixed}",
+                    (c.coverage_difference, c.ci[1] if up else c.ci[0]),
+                    textcoords="offset points", xytext=(0, 5 if up else -5), ha="center",
+                    va="bottom" if up else "top", fontsize="x-small")  # fmt: skip
     px, py = paper_point["coverage_difference"], paper_point["gap"]
-    # the fitted line: slope −γ per 100 distances through the cells' mean point
-    xs = np.linspace(0, max(px, x.max()) * 1.05, 50)
-    ax.plot(xs, y.mean() - trend.slope * (xs - x.mean()) / 100, ls="--", color="#4d4d4d",
-            label=f"registered trend fit: {-trend.slope:+.4f} nats per 100 distances")  # fmt: skip
+    # the regression's own gap −(β + γ·Δcov/100): dashed over our cells, dotted beyond them
+    # (an extrapolation to the paper's coverage, not a measurement)
+    fit = f"registered trend fit: {-trend.slope:+.4f} nats per 100 distances (dotted: extrapolated)"
+    inside = np.linspace(0, x.max(), 20)
+    beyond = np.linspace(x.max(), max(px, x.max()) * 1.05, 20)
+    ax.plot(inside, trend.fitted_gap(inside), ls="--", color="#4d4d4d", label=fit)
+    ax.plot(beyond, trend.fitted_gap(beyond), ls=":", color="#4d4d4d")
     ax.plot([px], [py], marker="*", ms=14, ls="none", color=style.config_color("dense"),
             label=f"the paper (L={paper_point['layers']}, T={paper_point['seq_len']}; "
             "Table 5, not our run)")  # fmt: skip

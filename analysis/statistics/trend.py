@@ -53,6 +53,13 @@ class Trend:
     df: int
     n_runs: int
     cells: tuple[CellGap, ...]
+    stagger: float = (
+        math.nan
+    )  # β, the stagger's ln ppl change at Δcov 0: the fitted gap is −(β + γ·Δcov/100)
+
+    def fitted_gap(self, dcov) -> np.ndarray:
+        """The regression's gap (fixed − stagger, nats) at coverage difference ``dcov``."""
+        return -(self.stagger + self.slope * np.asarray(dcov, float) / 100.0)
 
     @property
     def gain_per_100(self) -> float:
@@ -99,7 +106,7 @@ def trend_test(runs: Sequence[tuple]) -> Trend:
         raise ValueError("the trend needs stagger and fixed runs at two cells or more")
     X, y, cells = _design(runs)
     fit = sm.OLS(y, X).fit(cov_type="HC3", use_t=True)
-    g, se = float(fit.params[-1]), float(fit.bse[-1])
+    g, se, b = float(fit.params[-1]), float(fit.bse[-1]), float(fit.params[-2])
     df = int(fit.df_resid)
     t = g / se
     h = float(_st.t.ppf(0.975, df)) * se
@@ -109,7 +116,7 @@ def trend_test(runs: Sequence[tuple]) -> Trend:
     gaps = tuple(cell_gap(c, d, v["stagger"], v["fixed"]) for (c, d), v in sorted(by_cell.items()))
     return Trend(
         slope=g, se=se, ci=(g - h, g + h), p=float(_st.t.cdf(t, df)),
-        p_against=float(_st.t.sf(t, df)), df=df, n_runs=len(runs), cells=gaps,
+        p_against=float(_st.t.sf(t, df)), df=df, n_runs=len(runs), cells=gaps, stagger=b,
     )  # fmt: skip
 
 

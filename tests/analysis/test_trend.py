@@ -38,13 +38,16 @@ def hc3_by_hand(runs):
     h = np.einsum("ij,jk,ik->i", X, XtX_inv, X)
     meat = (X * (e / (1 - h))[:, None] ** 2).T @ X
     V = XtX_inv @ meat @ XtX_inv
-    return b[-1], math.sqrt(V[-1, -1]), len(y) - X.shape[1]
+    return b[-1], math.sqrt(V[-1, -1]), len(y) - X.shape[1], b[-2]
 
 
 def test_slope_se_and_p_match_the_textbook_hc3_fit():
     runs = runs_from(np.random.default_rng(3), slope=0.02)
     got = trend_test(runs)
-    g, se, df = hc3_by_hand(runs)
+    g, se, df, beta = hc3_by_hand(runs)
+    # the figure's line is the fit's own gap −(β + γ·Δcov/100), not a slope through a mean
+    assert got.stagger == pytest.approx(beta, rel=1e-9)
+    assert got.fitted_gap([0, 100]) == pytest.approx([-beta, -beta - g], rel=1e-9)
     assert got.slope == pytest.approx(g, rel=1e-9) and got.se == pytest.approx(se, rel=1e-9)
     assert got.df == df == 80 - 6
     assert got.p == pytest.approx(stats.t.cdf(g / se, df), rel=1e-9)
