@@ -105,6 +105,18 @@ class CoverageExplorer(Shown):
         self._origin: str | None = None  # the named schedule the sliders were moved off
         self._named = schedule if schedule != "custom" else "stagger"  # the last named schedule
         self._exact: tuple[str, list[float]] | None = None  # (text written, the α behind it)
+        self._controls(schedule, layers, window, rungs, seq_len, base, rounding)
+        self._outputs()
+        with self._batch(update=False):
+            self._build_sliders(self._schedule_values())
+        self._wire()
+        self._sync_enabled()
+        self.update()
+        self.widget = self._layout()
+
+    # -- construction: the controls, the outputs, their wiring, the layout ---------------------
+    def _controls(self, schedule, layers, window, rungs, seq_len, base, rounding) -> None:
+        """The settings a user changes, each with the CSS class the browser tests find it by."""
         style = {"description_width": "initial"}
         self.schedule = W.Dropdown(
             options=SCHEDULE_OPTIONS, value=schedule, description="schedule", style=style
@@ -185,10 +197,13 @@ class CoverageExplorer(Shown):
             (self.base, "fib-base"),
         ):
             w.add_class(cls)  # the browser tests find the controls by these
+
+    def _outputs(self) -> None:
+        """What the explorer shows: the α sliders, the union and band lines, the timing, the
+        figure, the table and the error box."""
         self.sliders: list[W.FloatSlider] = []
         self.slider_box = W.VBox()
         self.slider_box.add_class("fib-alpha-sliders")
-        # outputs
         self.union_label = W.HTML()
         self.union_label.add_class("fib-union")
         self.band_label = W.HTML()
@@ -199,8 +214,9 @@ class CoverageExplorer(Shown):
         self.table = W.HTML()
         self.error_box = error_widget()
 
-        with self._batch(update=False):
-            self._build_sliders(self._schedule_values())
+    def _wire(self) -> None:
+        """Each control to its handler (a setting recomputes; the schedule, the custom α box and
+        L rebuild or rewrite the sliders first)."""
         for w in (
             self.window,
             self.rungs,
@@ -214,9 +230,10 @@ class CoverageExplorer(Shown):
         self.custom_alphas.observe(self._on_custom_alphas, names="value")
         self.layers.observe(self._on_layers, names="value")
         self.reset.on_click(self._on_reset)
-        self._sync_enabled()
-        self.update()
 
+    def _layout(self) -> W.VBox:
+        """The controls above, then errors, the sliders beside the coverage lines, the figure
+        and the table."""
         controls = W.VBox(
             [
                 W.HBox([self.schedule, self.reset]),
@@ -228,7 +245,7 @@ class CoverageExplorer(Shown):
                 self.custom_base,
             ]
         )
-        self.widget = W.VBox(
+        widget = W.VBox(
             [
                 controls,
                 self.error_box,
@@ -237,9 +254,9 @@ class CoverageExplorer(Shown):
                 self.table,
             ]
         )
-        self.widget.add_class("fib-coverage-explorer")
+        widget.add_class("fib-coverage-explorer")
+        return widget
 
-    # -- display -------------------------------------------------------------------------------
     # -- state ---------------------------------------------------------------------------------
     @property
     def alphas(self) -> list[float]:

@@ -57,6 +57,14 @@ class ProbeForm:
         self.error: str | None = None
         self._filling = False  # `fill` is setting the widgets: no handler runs
         self.error_box = error_widget()
+        self._fields(task, scale, mechanisms, depths, inits, seeds, steps, distances, jobs, name)
+        self._wire()
+        self._on_change()
+        self.form = self._layout()
+
+    # -- construction: the fields, their handlers, the layout ----------------------------------
+    def _fields(self, task, scale, mechanisms, depths, inits, seeds, steps, distances, jobs, name):
+        """The grid's fields, each with the CSS class the browser tests find it by."""
         style = {"description_width": "initial"}
         self.task = W.Dropdown(options=list(TASKS), value=task, description="task", style=style)
         self.scale = W.Dropdown(
@@ -119,6 +127,9 @@ class ProbeForm:
         self.name.add_class("fib-probe-name")
         self.plan = W.HTML()
         self.plan.add_class("fib-probe-plan")
+
+    def _wire(self) -> None:
+        """Task and scale reset the distances to theirs; every field re-plans the grid."""
         self.task.observe(self._on_task, names="value")
         self.scale.observe(self._on_task, names="value")
         for w in (
@@ -134,8 +145,11 @@ class ProbeForm:
             self.name,
         ):
             w.observe(self._on_change, names="value")
-        self._on_change()
-        self.form = W.VBox(
+
+    def _layout(self) -> W.VBox:
+        """The fields beside the mechanisms and inits lists, a hint on picking several, the
+        plan."""
+        return W.VBox(
             [
                 W.HBox(
                     [

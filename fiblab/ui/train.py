@@ -104,6 +104,18 @@ class TrainPanel(LaunchPanel):
         self._listed = time.monotonic()  # when the run list was last refreshed
         self._lock = threading.RLock()
         self._watch = Watcher(self, self._refresh_state, self._on_state, "fiblab-train-watch")
+        self._form(preset, data, steps, name, overrides)
+        self._buttons_and_outputs()
+        self.runlist = RunList(
+            [LMRuns(self.runs), *(sources if sources is not None else [ProbeGrids(self.runs)])],
+            on_attach={"LM run": self.attach},
+            where={"probe grid": "notebook 02"},
+        )
+        self.widget = self._layout()
+
+    # -- construction: the form, the buttons and outputs, the layout ---------------------------
+    def _form(self, preset, data, steps, name, overrides) -> None:
+        """The launch form's fields (the GPU process count shown only where a GPU is)."""
         style = {"description_width": "initial"}
         self.preset = W.Dropdown(
             options=preset_options(), value=preset, description="preset", style=style
@@ -146,6 +158,11 @@ class TrainPanel(LaunchPanel):
             self.nproc.layout.display = "none"
         else:
             self.nproc_note.layout.display = "none"
+
+    def _buttons_and_outputs(self) -> None:
+        """launch / stop / resume / refresh wired to their handlers, what the panel shows, and
+        each field's CSS class (the browser tests find them by it; an edit disarms "launch
+        anyway")."""
         self.launch_button = W.Button(description="launch", icon="rocket", button_style="primary")
         self.launch_button.add_class("fib-train-launch")
         self.stop_button = W.Button(description="stop", icon="stop", disabled=True)
@@ -171,12 +188,11 @@ class TrainPanel(LaunchPanel):
             w = getattr(self, key)
             w.add_class(f"fib-train-{key}")
             w.observe(self._disarm, names="value")
-        self.runlist = RunList(
-            [LMRuns(self.runs), *(sources if sources is not None else [ProbeGrids(self.runs)])],
-            on_attach={"LM run": self.attach},
-            where={"probe grid": "notebook 02"},
-        )
-        self.widget = W.VBox(
+
+    def _layout(self) -> W.VBox:
+        """The run list, the form, the buttons, the CPU share, then warnings, errors and the
+        attached run's status, numbers, curves and log."""
+        widget = W.VBox(
             [
                 self.runlist.widget,
                 W.HBox(
@@ -211,7 +227,8 @@ class TrainPanel(LaunchPanel):
                 self.log,
             ]
         )
-        self.widget.add_class("fib-train-panel")
+        widget.add_class("fib-train-panel")
+        return widget
 
     # -- actions ---------------------------------------------------------------------------------
     def config(self):
