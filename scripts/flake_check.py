@@ -6,7 +6,7 @@ product); this finds it before CI does.
     .venv/bin/python scripts/flake_check.py --repeat 10            # the whole set, loaded
     .venv/bin/python scripts/flake_check.py --repeat 20 --group jobs --no-load
 
-Prints one line per repetition (passed / failed and which tests) and, at the end, each failing
+Every test of those files runs, the slow-marked ones too.  Prints one line per repetition (passed / failed and which tests) and, at the end, each failing
 test with its count: the rate that goes in benchmarks/RESULTS.md; a failed repetition's whole
 output is kept (``--logs``).  Exit code 1 when any
 repetition failed.  The load is a real lab job (a tiny training run, looped), not a spin loop,
@@ -59,6 +59,14 @@ LOAD = (  # a tiny training run, again and again, in a runs folder of its own
 )
 
 
+def pytest_command(files: list[str], workers: str = "2", extra=()) -> list[str]:
+    """The pytest run of one repetition.  ``-m ""``: every test of ``files``, the slow-marked
+    too (the browser walks of notebooks 02, 03 and 06, the Ray cluster tests) — the suite's
+    default ``-m 'not slow'`` had left 10 of them out of every flake check before 2026-12-05."""
+    return [sys.executable, "-m", "pytest", "-q", "-m", "", "-n", workers,
+            "-p", "no:cacheprovider", *files, *extra]  # fmt: skip
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=10, help="repetitions of the set")
@@ -85,8 +93,7 @@ def main(argv=None) -> int:
     try:
         for i in range(1, args.repeat + 1):
             t0 = time.monotonic()
-            cmd = [sys.executable, "-m", "pytest", "-q", "-n", args.workers, "-p", "no:cacheprovider",
-                   *files, *args.pytest_args]  # fmt: skip
+            cmd = pytest_command(files, args.workers, args.pytest_args)
             out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
             failed = sorted(set(re.findall(r"^(?:FAILED|ERROR) (\S+)", out.stdout, re.M)))
             summary = (out.stdout.strip().splitlines() or ["(no output)"])[-1]
