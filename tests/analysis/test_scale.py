@@ -440,3 +440,35 @@ def test_a_side_study_names_the_confirmation_runs_it_has_no_row_for(tmp_path, mo
         f.write(json.dumps({"name": "stagger-1", "battery": {}}) + "\n")
     assert SPR.missing(out, "landscape") == ["fixed-1", "learned-1", "learned-2"]
     assert "stagger-1" not in SPR.missing(out, "recall") and len(SPR.missing(out, "recall")) == 5
+
+
+def test_the_battery_scores_only_the_named_run_so_each_row_is_committed_alone(
+    tmp_path, monkeypatch
+):
+    """`scale --recall` restores and scores one run a call (`names`): the first call after the
+    landscape, which left fifteen checkpoints here, must not score them all in one uncommitted
+    go.  Oracle: the rows written, against the one name passed."""
+    import types
+
+    import probes.battery_run as BR
+
+    conf = [{"scheme": "fixed", "seed": n, "run": {"name": f"fixed-{n}"}} for n in (1, 2, 3)]
+    monkeypatch.setattr(SPR.confirm, "read_rows", lambda *a: conf)
+    runs = tmp_path / "runs"
+    for r in conf:
+        (runs / r["run"]["name"]).mkdir(parents=True)
+    scored = []
+
+    def score_run(folder, n, seed):
+        scored.append(os.path.basename(folder))
+        row = types.SimpleNamespace(task="assoc_recall", accuracy=0.1, chance=1 / 12, items=n,
+                                    at_chance=True, p_value=0.5)  # fmt: skip
+        return types.SimpleNamespace(rows=[row])
+
+    monkeypatch.setattr(BR, "score_run", score_run)
+    out = str(tmp_path / "out")
+    os.makedirs(out)
+    SPR.run_recall(out, str(runs), log=lambda *a: None, names={"fixed-2"})
+    assert scored == ["fixed-2"] and [r["name"] for r in SPR.recall_rows(out)] == ["fixed-2"]
+    SPR.run_recall(out, str(runs), log=lambda *a: None)  # no names: every one not yet scored
+    assert scored == ["fixed-2", "fixed-1", "fixed-3"]

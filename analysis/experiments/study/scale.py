@@ -229,9 +229,11 @@ def main(argv=None) -> int:
                 if args.restore:
                     confirm.restore(names={name})
                 if args.landscape:
-                    SPR.run_landscape(proto.load_scale()["landscape"], proto.RESULTS_DIR)
+                    SPR.run_landscape(
+                        proto.load_scale()["landscape"], proto.RESULTS_DIR, names={name}
+                    )
                 else:
-                    SPR.run_recall(proto.RESULTS_DIR)
+                    SPR.run_recall(proto.RESULTS_DIR, names={name})
         elif args.decide:
             out = SV.decide(proto.RESULTS_DIR)
             print(json.dumps(out.get("trend"), indent=1))

@@ -51,13 +51,13 @@ def landscape_rows(out_dir: str) -> list[dict]:
 
 
 def run_landscape(
-    land: dict, out_dir: str, runs_dir: str = "runs/confirm", log=print, limit=None
+    land: dict, out_dir: str, runs_dir: str = "runs/confirm", log=print, limit=None, names=None
 ) -> list[dict]:
     """``[scale] landscape``: each confirmation fixed and learned run's held-out loss over the
     α grid ``land`` (the registered ``[scale] landscape``; `lab.evaluation.landscape`), one
     committed row a run in ``landscape.jsonl``.  Reads
     the confirmation's checkpoints, so it runs where they are (``runs_dir``); a run whose folder
-    is missing is skipped and named."""
+    is missing is skipped and named; ``names``: only those runs."""
     from lab.evaluation.evalrun import open_run
     from lab.evaluation.evaluate import heldout_splits
     from lab.evaluation.landscape import alpha_landscape
@@ -65,7 +65,12 @@ def run_landscape(
     path = os.path.join(out_dir, LANDSCAPE)
     done = {r["name"] for r in landscape_rows(out_dir)}
     todo = [r for r in confirm.read_rows() if r["scheme"] in ("fixed", "learned")]
-    todo = [r for r in todo if r["run"]["name"] not in done][: limit if limit else None]
+    todo = [
+        r
+        for r in todo
+        if r["run"]["name"] not in done and (names is None or r["run"]["name"] in names)
+    ]
+    todo = todo[: limit if limit else None]
     rows = []
     for r in todo:
         name = r["run"]["name"]
@@ -119,10 +124,10 @@ def recall_rows(out_dir: str) -> list[dict]:
     return jsonio.read_rows(os.path.join(out_dir, RECALL))
 
 
-def run_recall(out_dir: str, runs_dir: str = "runs/confirm", log=print, n=100):
+def run_recall(out_dir: str, runs_dir: str = "runs/confirm", log=print, n=100, names=None):
     """``[scale] recall``: the battery (`probes.battery_run.score_run`: RULER, LEGO and the
-    associative recall) on every confirmation run, one committed row a run in ``recall.jsonl``;
-    reads the confirmation's checkpoints, so it runs where they are."""
+    associative recall) on every confirmation run (``names``: only those), one committed row a
+    run in ``recall.jsonl``; reads the confirmation's checkpoints, so it runs where they are."""
     from probes.battery_run import score_run
 
     path = os.path.join(out_dir, RECALL)
@@ -130,6 +135,8 @@ def run_recall(out_dir: str, runs_dir: str = "runs/confirm", log=print, n=100):
     for r in confirm.read_rows():
         name = r["run"]["name"]
         folder = os.path.join(runs_dir, name)
+        if names is not None and name not in names:
+            continue
         if name in done or not os.path.isdir(folder):
             if name not in done:
                 log(f"   {name}: no checkpoint folder at {folder}; skipped")
