@@ -319,13 +319,16 @@ def scale_trend(trend, paper_point: dict, path=None, caption: str | None = None)
     err = np.array([[c.gap - c.ci[0] for c in cells], [c.ci[1] - c.gap for c in cells]])
     ax.errorbar(x, y, yerr=err, fmt="o", color=style.config_color("fib/stagger"), capsize=4,
                 label="a cell of ours (L, T) · seeds: mean gap, 95 % interval")  # fmt: skip
-    # labels above the upper whisker and below the lower one in turn: cells close in Δcov
-    # (22 and 27 distances) would overprint each other side by side
-    for i, c in enumerate(sorted(cells, key=lambda c: c.coverage_difference)):
-        up = i % 2 == 0
+    # labels above the upper whisker and below the lower one in turn, each running away from
+    # its nearest neighbour: cells close in Δcov (22 and 27 distances) would overprint
+    order = sorted(cells, key=lambda c: c.coverage_difference)
+    for i, c in enumerate(order):
+        up, d = i % 2 == 0, c.coverage_difference
+        near = min((o for o in order if o is not c), key=lambda o: abs(o.coverage_difference - d))
+        left = near.coverage_difference > d  # the neighbour is to the right: run left
         ax.annotate(f"({c.cell[0]}, {c.cell[1]}) · {c.n_stagger}+{c.n_fixed}",
-                    (c.coverage_difference, c.ci[1] if up else c.ci[0]),
-                    textcoords="offset points", xytext=(0, 5 if up else -5), ha="center",
+                    (d, c.ci[1] if up else c.ci[0]), textcoords="offset points",
+                    xytext=(-3 if left else 3, 5 if up else -5), ha="right" if left else "left",
                     va="bottom" if up else "top", fontsize="x-small")  # fmt: skip
     px, py = paper_point["coverage_difference"], paper_point["gap"]
     # the regression's own gap −(β + γ·Δcov/100): dashed over our cells, dotted beyond them

@@ -383,6 +383,10 @@ def test_the_committed_report_is_the_committed_verdicts_in_their_own_words():
         for cid, v in part.items():
             label = f" ({v['label']})" if v.get("label") else ""
             assert f"| `{cid}` | **{v['verdict']}**{label} | " in page, cid
+    # a decided trend's figure is committed beside the report that links it
+    if doc["trend"].get("cells"):
+        assert f"]({V.FIGURE})" in page
+        assert os.path.getsize(os.path.join(P.RESULTS_DIR, V.FIGURE)) > 10_000
 
 
 def test_the_plan_prints_every_stage_and_amendment_with_what_it_lacks():
