@@ -204,9 +204,11 @@ def _trend(rows: list[dict], sc: dict, doc: dict, out_dir: str) -> dict:
     out["caption"] = caption = (
         f"Registered test (claims.toml lab-scale-trend, frozen {doc['registered_at'][:10]}): "
         f"OLS of ln ppl on cell effects + stagger + stagger × Δcov/100, HC3, one-sided; "
-        f"slope {t.slope:+.4f} nats per 100 distances (95 % CI [{t.ci[0]:+.4f}, "
-        f"{t.ci[1]:+.4f}]), p {t.p:.3g}: {verdict}; power {sc['trend']['power']} for the "
-        f"hypothesised {sc['trend']['slope_hypothesis']}. {t.n_runs} runs, fp32."
+        f"γ {t.slope:+.4f}: the gap changes by {-t.slope:+.4f} nats per 100 more distances "
+        f"(95 % CI [{-t.ci[1]:+.4f}, {-t.ci[0]:+.4f}]), p {t.p:.3g}: {verdict}; power "
+        f"{sc['trend']['power']} for the hypothesised {sc['trend']['slope_hypothesis']}"
+        + (", so 'not shown' says little against a trend" if verdict == "not shown" else "")
+        + f". {t.n_runs} runs, fp32; the fit is drawn over our cells only."
     )
     scale_trend(t, sc["paper_point"], os.path.join(out_dir, FIGURE), caption)
     return out
