@@ -5,16 +5,22 @@ Chromium, the authors' database (a synthetic fib.db) typed into its box, **expor
 pressed, and then the exported report opened inside JupyterLab twice: report.html through the
 panel's link (JupyterLab's HTML viewer, a sandboxed frame) and report.md in the Markdown
 preview.  Every figure must load (naturalWidth > 0), no literal asterisk may show, and the wide
-fib.db table must scroll inside its own box, not the page.  Screenshots of each step land in
+fib.db table must scroll inside its own box, not the page.  The scale study's section shows the
+committed trend verdict and, once decided, its figure.  Screenshots of each step land in
 tests/artifacts/ (kept on success too: look at them)."""
 
 import json
+import os
 import re
 
 import browser_support as B
 import pytest
 from fixture_store import smoke_store
 from paperdb_fixture import build_fixture
+from PIL import Image
+
+from analysis.experiments.study.scale_protocol import RESULTS_DIR as SCALE_DIR
+from analysis.experiments.study.scale_verdicts import FIGURE, committed
 
 pytestmark = [*B.REQUIRES, pytest.mark.slow]  # ≈ 40 s: the default suite keeps 01's
 NOTEBOOK = "05_results.ipynb"
@@ -74,6 +80,21 @@ def test_export_opens_in_jupyterlab_with_every_figure(jupyter):
         expect(panel.locator(".fib-ours-table1")).to_be_attached(timeout=60_000)
         B.wait_idle(page)
         B.assert_no_error_output(page)
+
+        # the scale study's section: the committed verdicts, and the trend figure once decided
+        # (oracle: the committed claims.json says whether it is, and with which verdict)
+        trend = committed(SCALE_DIR)["trend"]
+        section = page.locator(".jp-OutputArea-output").filter(
+            has_text="The trend (lab-scale-trend)"
+        )
+        expect(section.first).to_contain_text(trend["verdict"], timeout=30_000)
+        if trend.get("cells"):
+            with Image.open(os.path.join(SCALE_DIR, FIGURE)) as im:
+                width = im.size[0]
+            figure = page.locator(".jp-RenderedImage img")  # IPython's Image, not a widget's
+            assert width in _wait_loaded(figure, 1), "notebook 05 shows no trend figure"
+            section.first.scroll_into_view_if_needed()
+            _shot(page, "scale-study")
 
         # the authors' database: the wide Table 1 scrolls in its own box, not the page
         box = panel.get_by_placeholder("path to the authors' results database (optional)")
