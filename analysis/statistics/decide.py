@@ -346,13 +346,15 @@ class Decision:
             if min(c.n_a, c.n_b) < 2:
                 return "not shown: fewer than 2 seeds on a side, no test"
             return "not shown: no spread on either side and no difference, no test"
+        one = c.n_b == 0  # one sample against a threshold: a is past it or short of it
         if self.reason == "significant":
-            return f"held: {a} better, {p}"
+            return f"held: {a} past {b}, {p}" if one else f"held: {a} better, {p}"
         if self.reason == "within margin":
             return f"held: within ±{f.format(pr.margin)} (TOST {p})"
         if self.reason == "reversal":
             q = self.p_against_adjusted if c.p_against is not None else self.p_adjusted
-            return f"did not hold: {b} better, a significant reversal (p_Holm={_p(q)})"
+            won = f"{a} short of {b}" if one else f"{b} better"
+            return f"did not hold: {won}, a significant reversal (p_Holm={_p(q)})"
         if self.reason == "outside margin":
             return (
                 f"did not hold: outside ±{f.format(pr.margin)}, {a if c.gap > 0 else b} better "

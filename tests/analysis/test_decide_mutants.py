@@ -317,6 +317,26 @@ def test_wording_held():
     assert decide(made(), 0.0123).wording() == "held: a better, p_Holm=0.012 (raw 0.0041)"
 
 
+def test_wording_names_the_arms_and_a_threshold_is_passed_not_beaten():
+    """Named arms in the phrase; one sample against a threshold (n_b = 0) is past it or short
+    of it — "better than +10 %" would not mean anything."""
+    assert decide(made(), 0.0123).wording(a="fib/stagger", b="fib/fixed") == (
+        "held: fib/stagger better, p_Holm=0.012 (raw 0.0041)"
+    )
+    rev = made(gap=-1.0, ci=(-1.5, -0.5))
+    assert decide(rev, 0.0123).wording(a="fib/stagger", b="fib/fixed") == (
+        "did not hold: fib/fixed better, a significant reversal (p_Holm=0.012)"
+    )
+    one = made(n=(3, 0))
+    assert decide(one, 0.0123).wording(a="dense", b="+10 %") == (
+        "held: dense past +10 %, p_Holm=0.012 (raw 0.0041)"
+    )
+    short = made(gap=-1.0, ci=(-1.5, -0.5), sided="one", p=0.99, against=0.0001, n=(3, 0))
+    assert decide(short, 0.99, 0.0004).wording(a="dense", b="+10 %") == (
+        "did not hold: dense short of +10 %, a significant reversal (p_Holm=4.0e-04)"
+    )
+
+
 def test_wording_tie_held_by_tost():
     tie = made(gap=0.01, test="tost", margin=0.12345, p=0.00411, against=0.99)
     assert decide(tie, 0.0123, 0.99).wording() == (

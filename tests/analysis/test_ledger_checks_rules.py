@@ -165,7 +165,7 @@ def test_dense_degrades_at_4x_names_its_test_and_places_the_paper_in_our_interva
     assert f.verdict == holm_verdict([p], [rev]) == "held"
     # the ledger's line names the test as the check registered it
     fin = finish(f, settle([t.comparison for t in f.tests]))
-    assert fin.here.startswith(f.here + "; dense vs +10 %: held: a better, p_Holm=")
+    assert fin.here.startswith(f.here + "; dense vs +10 %: held: dense past +10 %, p_Holm=")
 
 
 def test_dense_degrades_outside_the_paper_and_beyond_4x_no_magnitude():
