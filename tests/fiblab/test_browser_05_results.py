@@ -91,8 +91,15 @@ def test_export_opens_in_jupyterlab_with_every_figure(jupyter):
         if trend.get("cells"):
             with Image.open(os.path.join(SCALE_DIR, FIGURE)) as im:
                 width = im.size[0]
-            figure = page.locator(".jp-RenderedImage img")  # IPython's Image, not a widget's
+            # inline in the trend's own section (a data URI in the report's Markdown)
+            figure = section.first.locator("img[src^='data:image/png']")
             assert width in _wait_loaded(figure, 1), "notebook 05 shows no trend figure"
+            # under the trend's heading, above the depth claims' (not after every table)
+            order = section.first.evaluate(
+                "e => [...e.querySelectorAll('h3, img')].map(x => x.tagName + ':' + "
+                "(x.textContent || '').slice(0, 30))"
+            )
+            assert [o.split(":")[0] for o in order[:3]] == ["H3", "IMG", "H3"], order
             section.first.scroll_into_view_if_needed()
             _shot(page, "scale-study")
 

@@ -126,9 +126,17 @@ def test_runs_top_to_bottom_at_smoke_scale(path, smoke_env, monkeypatch):
         assert os.path.exists(smoke_env / "runs" / "tiny" / "launch.log")
     if path.name.startswith("05_"):  # the scale study as committed, in its verdicts' words
         md = "".join(o.get("data", {}).get("text/markdown", "") for o in outputs)
-        from analysis.experiments.study import scale_verdicts as SV
+        import base64
 
-        assert SV.report(SV.committed(), figure=None, title=False) in md
+        from analysis.experiments.study import scale_verdicts as SV
+        from analysis.experiments.study.scale_protocol import RESULTS_DIR
+
+        png = os.path.join(RESULTS_DIR, SV.FIGURE)
+        figure = None  # the trend figure inline once decided: the committed PNG's own bytes
+        if SV.committed()["trend"].get("cells"):
+            with open(png, "rb") as f:
+                figure = "data:image/png;base64," + base64.b64encode(f.read()).decode()
+        assert SV.report(SV.committed(), figure=figure, title=False) in md
     if path.name.startswith("06_"):  # a 6-trial search launched from a cell, finished
         text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
         assert "6 / 6 trials; best distinct" in text, text
