@@ -220,6 +220,8 @@ def test_the_landscape_rule_is_a_one_sided_t_of_the_rises_against_the_seed_noise
     assert got["sigma"] == pytest.approx(sigma) and got["rises"] == pytest.approx(flat)
     want = stats.ttest_1samp(flat, sigma, alternative="less").pvalue
     assert got["p"] == pytest.approx(want) and got["verdict"] == "held"
+    # its words carry the numbers a reader checks (the report's "here" column)
+    assert f"mean {np.mean(flat):.4f} nats" in got["here"] and f"σ {sigma:.4f}" in got["here"]
     steep = [0.2, 0.3, 0.25, 0.4]
     got = SPR.landscape_verdict(rows(steep), conf)
     assert got["p_against"] == pytest.approx(

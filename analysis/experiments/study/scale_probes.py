@@ -111,8 +111,15 @@ def landscape_verdict(rows: list[dict], confirm_rows: list[dict]) -> dict:
     # "rise below σ" as compare_to's "above": the negated rises against −σ
     c = compare_to([-x for x in rises], -sigma, Protocol("landscape", sided="one"))
     verdict = "held" if c.p_raw < 0.05 else "did not hold" if c.p_against < 0.05 else "not shown"
-    return {"verdict": verdict, "sigma": sigma, "rises": rises, "n": len(rises),
-            "mean_rise": sum(rises) / len(rises), "p": c.p_raw, "p_against": c.p_against}  # fmt: skip
+    mean = sum(rises) / len(rises)
+    here = (
+        f"each run's largest rise in held-out ln ppl over the α grid, against its trained α: "
+        f"mean {mean:.4f} nats (range {min(rises):.4f}–{max(rises):.4f}, {len(rises)} runs) "
+        f"against σ {sigma:.4f} of ln ppl over the tier's seeds; one-sided t p {c.p_raw:.2g} "
+        f"(rises above σ: p {c.p_against:.2g}): {verdict}"
+    )
+    return {"verdict": verdict, "here": here, "sigma": sigma, "rises": rises, "n": len(rises),
+            "mean_rise": mean, "p": c.p_raw, "p_against": c.p_against}  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------- recall
