@@ -47,7 +47,12 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as _st
 
-from analysis.statistics.power import detectable_effect, tost_power, tost_seeds_needed
+from analysis.statistics.power import (
+    detectable_effect,
+    detectable_effect_one,
+    tost_power,
+    tost_seeds_needed,
+)
 from analysis.statistics.stats import as_sample, welch, welch_parts
 
 __all__ = [
@@ -245,23 +250,6 @@ def compare(
     return Comparison(protocol, len(xa), len(xb), g, sigma, ci, p, against, mde, level)
 
 
-def _mde_one(n: int, alpha: float, target: float = POWER) -> float:
-    """The standardised gap (in σ) a one-sided one-sample t-test of ``n`` values detects with
-    probability ``target`` at ``alpha`` (noncentral t; the one-sample twin of
-    `analysis.statistics.power.detectable_effect`)."""
-    df, crit = n - 1, float(_st.t.isf(alpha, n - 1))
-
-    def power(d: float) -> float:
-        return float(_st.nct.sf(crit, df, d * math.sqrt(n)))
-
-    hi = 1.0
-    while power(hi) < target:
-        hi *= 2
-    from scipy import optimize
-
-    return float(optimize.brentq(lambda d: power(d) - target, 0.0, hi))
-
-
 def compare_to(x, ref: float, protocol: Protocol, level: float = 0.95) -> Comparison:
     """One sample against a registered threshold: the claim mean(x) > ``ref`` (negate both for
     "below"), a one-sided one-sample t-test whose reversal, mean(x) < ``ref``, is the test
@@ -285,7 +273,7 @@ def compare_to(x, ref: float, protocol: Protocol, level: float = 0.95) -> Compar
     h = float(_st.t.ppf((1 + level) / 2, df)) * se
     ci = (g - h + 0.0, g + h + 0.0)
     p, against = float(_st.t.sf(t, df)), float(_st.t.cdf(t, df))
-    mde = _mde_one(len(xa), protocol.alpha) * s
+    mde = detectable_effect_one(len(xa), protocol.alpha, POWER) * s
     return Comparison(protocol, len(xa), 0, g, s, ci, p, against, mde, level)
 
 

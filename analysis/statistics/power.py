@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from scipy import optimize, stats
 
 __all__ = [
+    "detectable_effect_one",
     "effect_size",
     "power",
     "seeds_needed",
@@ -125,6 +126,21 @@ def detectable_effect(
     return float(
         optimize.brentq(lambda d: power(d, n_a, n_b, alpha, alternative) - target, 0.0, hi)
     )
+
+
+def detectable_effect_one(n: int, alpha: float, target: float = 0.8) -> float:
+    """The standardised gap (in σ) a one-sided one-sample t-test of ``n`` values detects with
+    probability ``target`` at ``alpha`` (noncentral t; the one-sample twin of
+    `detectable_effect`)."""
+    df, crit = n - 1, float(stats.t.isf(alpha, n - 1))
+
+    def reach(d: float) -> float:
+        return float(stats.nct.sf(crit, df, d * math.sqrt(n)))
+
+    hi = 1.0
+    while reach(hi) < target:
+        hi *= 2
+    return float(optimize.brentq(lambda d: reach(d) - target, 0.0, hi))
 
 
 def sigma_upper(sigma: float, df: int, level: float = 0.95) -> float:
