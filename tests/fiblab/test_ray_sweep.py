@@ -279,10 +279,13 @@ def test_driver_killed_mid_sweep_resumes_with_nothing_duplicated(cluster, tmp_pa
     address = c.address  # HOST:PORT of the running cluster
     p = _sweep_cli(spec, runs, store, address)
     journal = runs / "tiny-s0" / "store-journal.jsonl"
-    deadline = time.time() + 120
+    # the first checkpoint comes ≈ 100 s in beside a training on 2 cores (Ray's workers import
+    # torch and prepare the corpus first; measured 2026-12-05): 240 s is a hang guard, not a pace
+    deadline = time.time() + 240
     while time.time() < deadline and p.poll() is None and not _checkpoints(runs / "tiny-s0"):
         time.sleep(0.2)  # kill it once the first run has a checkpoint
     assert p.poll() is None, p.communicate()
+    assert _checkpoints(runs / "tiny-s0"), "no checkpoint of tiny-s0 within 240 s"
     p.send_signal(signal.SIGKILL)
     p.wait()
     assert journal.exists() and not finished(read_journal(str(journal)))
