@@ -478,3 +478,23 @@ def test_the_battery_scores_only_the_named_run_so_each_row_is_committed_alone(
     assert scored == ["fixed-2"] and [r["name"] for r in SPR.recall_rows(out)] == ["fixed-2"]
     SPR.run_recall(out, str(runs), log=lambda *a: None)  # no names: every one not yet scored
     assert scored == ["fixed-2", "fixed-1", "fixed-3"]
+
+
+def test_the_battery_family_reading_counts_runs_above_chance_raw_and_after_holm():
+    """Beside the registered per-run rule: how many runs are above chance at 0.05 raw and after
+    Holm over the runs.  Oracle: Holm by hand (sorted p-values against 0.05 / (m − i), stopping
+    at the first that fails) and a hand count; the report says it under the battery's table."""
+    ps = [0.004, 0.03, 0.2, 0.0009, 0.6, 0.012]  # sorted: .0009 .004 .012 .03 .2 .6
+    rows = [{"name": f"r{i}", "battery": {"assoc_recall": {
+        "acc": 0.1 + i / 100, "chance": 1 / 12, "n": 100, "at_chance": p >= 0.05, "p": p}}}
+        for i, p in enumerate(ps)]  # fmt: skip
+    fam = SPR.recall_family(rows)["assoc_recall"]
+    # Holm by hand: .0009 < .05/6, .004 < .05/5, .012 < .05/4, then .03 > .05/3 stops it
+    assert fam["above_raw"] == 4 and fam["above_holm"] == 3
+    assert fam["runs"] == 6 and fam["familywise_at_chance"] == pytest.approx(1 - 0.95**6)
+    assert fam["mean_acc"] == pytest.approx(0.125)
+    assert (fam["min_acc"], fam["max_acc"]) == pytest.approx((0.1, 0.15))
+    page = "\n".join(V._family_lines({"assoc_recall": fam}))
+    assert "| associative recall | 4 / 3 of 6 | 0.125 (0.100–0.150; 100 items) | 0.083 |" in page
+    assert "not a verdict" in page and f"probability {1 - 0.95**6:.2f}" in page
+    assert V._family_lines({}) == []

@@ -26,6 +26,7 @@ __all__ = [
     "landscape_verdict",
     "run_recall",
     "recall_verdicts",
+    "recall_family",
     "missing",
 ]
 
@@ -171,3 +172,29 @@ def recall_verdicts(recall_rows: list[dict], confirm_rows: list[dict]) -> dict:
     led = ledger.build(confirm.evidence_from_rows(rows, "scale study: the battery"))
     return {e.id: {"verdict": e.verdict, "label": e.label, "here": e.here}
             for e in led.entries if e.id.startswith("bat-")}  # fmt: skip
+
+
+def recall_family(recall_rows: list[dict], alpha: float = 0.05) -> dict:
+    """Beside the registered battery rule, which tests each run on its own at ``alpha`` with no
+    control over the family (were 35 runs all at chance, one at least would land "above" 83 %
+    of the time): per task, how many runs the same one-sided binomial tests put above chance
+    raw and after Holm over the runs (statsmodels; valid under any dependence between runs),
+    and the runs' accuracies.  No test of their mean: every run answers the battery's one item
+    set, so the runs are not independent draws and their mean's distance from chance may be
+    those items' doing.  A reading, not a verdict: chosen after the rows were seen."""
+    from statsmodels.stats.multitest import multipletests
+
+    out = {}
+    for task in sorted({t for r in recall_rows for t in r["battery"]}):
+        cells = [r["battery"][task] for r in recall_rows if task in r["battery"]]
+        if len(cells) < 2:
+            continue
+        accs = [c["acc"] for c in cells]
+        holm = multipletests([c["p"] for c in cells], alpha=alpha, method="holm")[0]
+        out[task] = {
+            "runs": len(cells), "items": cells[0]["n"], "chance": cells[0]["chance"],
+            "alpha": alpha, "above_raw": sum(c["p"] < alpha for c in cells),
+            "above_holm": int(holm.sum()), "familywise_at_chance": 1 - (1 - alpha) ** len(cells),
+            "mean_acc": sum(accs) / len(accs), "min_acc": min(accs), "max_acc": max(accs),
+        }  # fmt: skip
+    return out

@@ -116,6 +116,7 @@ def decide(out_dir: str = proto.RESULTS_DIR) -> dict:
         out["battery"] = {c: pend for c in bat}
     else:
         out["battery"] = SPR.recall_verdicts(rec, conf)
+        out["battery_family"] = SPR.recall_family(rec)
     atomic_write(os.path.join(out_dir, "claims.json"), jsonio.dumps(out, indent=1))
     atomic_write(os.path.join(out_dir, "report.md"), report(out))
     return out
@@ -283,4 +284,31 @@ def report(doc: dict, figure: str | None = FIGURE, title: bool = True) -> str:
         out += _claims_table(claims)
     out += ["", f"{h} The α landscape and the battery", ""]
     out += _claims_table({"lm-alpha-flat-landscape": doc["landscape"], **doc["battery"]})
+    out += _family_lines(doc.get("battery_family", {}))
     return "\n".join(out) + "\n"
+
+
+_TASK_WORDS = {"assoc_recall": "associative recall", "ruler_vt": "RULER", "lego": "LEGO"}
+
+
+def _family_lines(fam: dict) -> list[str]:
+    """The battery's family reading (`scale_probes.recall_family`) under its table, in words."""
+    if not fam:
+        return []
+    one = next(iter(fam.values()))
+    out = ["", f"The battery's registered rule tests each of the {one['runs']} runs on its own at "
+           f"{one['alpha']:g}, with no control over the family: were every run at chance, one at "
+           f"least would land above it with probability {one['familywise_at_chance']:.2f}. "
+           "Beside it, a reading that is not a verdict (chosen after the rows were seen): the "
+           "same tests with Holm over the runs. The runs' accuracies are not tested together: "
+           "every run answers the battery's one item set, so a mean away from chance may be "
+           "those items' doing; fresh items, registered first, would tell.", "",
+           "| task | runs above chance: raw / Holm | accuracy over the runs (mean, range) | chance |",
+           "|---|---:|---|---:|"]  # fmt: skip
+    for task, f in fam.items():
+        out.append(
+            f"| {_TASK_WORDS.get(task, task)} | {f['above_raw']} / {f['above_holm']} of "
+            f"{f['runs']} | {f['mean_acc']:.3f} ({f['min_acc']:.3f}–{f['max_acc']:.3f}; "
+            f"{f['items']} items) | {f['chance']:.3f} |"
+        )
+    return out
