@@ -1,8 +1,10 @@
 """Checkpoints that survive a kill at any moment, and the RNG state that makes resume exact.
 
-A checkpoint is written to a temporary file and renamed, with a SHA-256 sidecar written last; a
-checkpoint whose sidecar is missing or does not match is skipped on resume
-(`latest_good_checkpoint`).  `resume_point` decides where a run starts: a new run at step 0, a
+A checkpoint is written to a temporary file, its SHA-256 sidecar written beside it, and only then
+renamed to its listed name: a kill at any moment leaves a whole checkpoint or none under that name
+(a sidecar written last let a kill between the two leave a listed checkpoint without one, which
+resume refused as damage).  A checkpoint whose sidecar is missing or does not match — damage, or a
+file copied by hand — is skipped on resume (`latest_good_checkpoint`).  `resume_point` decides where a run starts: a new run at step 0, a
 resumed one at its newest good checkpoint; a run whose every checkpoint is unreadable is refused
 unless the user asks to restart it (the bad files are then set aside, not deleted).
 """
@@ -18,7 +20,7 @@ import random
 import numpy as np
 import torch
 
-from lab.util.files import atomic_path
+from lab.util.files import atomic_path, atomic_write
 
 
 # --------------------------------------------------------------------------------------------
@@ -30,18 +32,16 @@ def _sha256(path: str) -> str:
     return h.hexdigest()
 
 
-def _atomic_write(path: str, write) -> None:
-    with atomic_path(path) as tmp, open(tmp, "wb") as f:
-        write(f)
-
-
 def save_checkpoint(run_dir: str, step: int, state: dict, keep: int) -> str:
-    """Write ckpt_<step>.pt atomically, then its checksum sidecar; keep the newest `keep`."""
+    """Write ckpt_<step>.pt and its checksum sidecar, the sidecar first and the checkpoint's
+    rename last (whole or absent under its name, whenever a kill comes); keep the newest
+    `keep`."""
     os.makedirs(run_dir, exist_ok=True)
     path = os.path.join(run_dir, f"ckpt_{step:07d}.pt")
-    _atomic_write(path, lambda f: torch.save(state, f))
-    meta = json.dumps({"step": step, "sha256": _sha256(path)}).encode()
-    _atomic_write(path + ".json", lambda f: f.write(meta))
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as f:
+            torch.save(state, f)
+        atomic_write(path + ".json", json.dumps({"step": step, "sha256": _sha256(tmp)}))
     for old in list_checkpoints(run_dir)[:-keep]:
         for p in (old, old + ".json"):
             with contextlib.suppress(FileNotFoundError):
