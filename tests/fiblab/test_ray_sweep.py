@@ -134,10 +134,10 @@ def test_probe_cells_on_ray_report_live_and_obey_a_stop_request(cluster, tmp_pat
     assert kept == sorted(r["key"] for r in recs)  # nothing added
 
 
-def _configs(root, steps=4, names=("a", "b")):
+def _configs(root, steps=4, names=("a", "b"), every=2):
     from lab.training.trainconfig import make_config
 
-    over = {"run_dir": str(root), "steps": steps, "ckpt_every": 2, "eval_every": 2}
+    over = {"run_dir": str(root), "steps": steps, "ckpt_every": every, "eval_every": every}
     return [
         make_config("tiny", {**over, "seed": s, "name": f"{n}-s{s}"}) for s, n in enumerate(names)
     ]
@@ -391,12 +391,15 @@ def test_a_worker_node_removed_mid_sweep_is_retried_from_its_checkpoint(
     from lab.training.train import train
 
     c, worker = cluster
-    cfgs = _configs(tmp_path / "ray", steps=40)
+    # 150 steps: under load one task may start ≈ 30 s after the other (its worker imports torch
+    # first); with 40 the early run had finished before the node went (seen 2026-12-05), and
+    # nothing was left to retry
+    cfgs = _configs(tmp_path / "ray", steps=150, every=10)
     store = str(tmp_path / "ray.db")
     done: dict = {}
     t = threading.Thread(target=lambda: done.update(r=run_sweep(cfgs, store, progress=False)))
     t.start()
-    deadline = time.time() + 180
+    deadline = time.time() + 240  # a hang guard, not a pace
     folders = [tmp_path / "ray" / cfg.name for cfg in cfgs]
     while time.time() < deadline and t.is_alive() and not all(map(_checkpoints, folders)):
         time.sleep(0.2)
@@ -404,13 +407,17 @@ def test_a_worker_node_removed_mid_sweep_is_retried_from_its_checkpoint(
     while time.time() < deadline and t.is_alive() and len(_running_in(store)) < 2:
         time.sleep(0.5)  # the driver follows the journals: the store shows the runs training
     assert _running_in(store) == {cfg.name for cfg in cfgs} or not t.is_alive()
+    from fiblab.cluster.ray_run import journal_path
+
+    unfinished = [not finished(read_journal(journal_path(cfg))) for cfg in cfgs]
     lost = [len(_checkpoints(f)) for f in folders]
     c.remove_node(worker, allow_graceful=False)
+    assert all(unfinished), "a run finished before the node was removed: nothing to retry"
     t.join(timeout=300)
     assert not t.is_alive() and [r.outcome for r in done["r"]] == ["trained", "trained"]
     local_store = str(tmp_path / "local.db")
     resumed = []
-    for cfg in _configs(tmp_path / "local", steps=40):
+    for cfg in _configs(tmp_path / "local", steps=150, every=10):
         train(cfg, store_path=local_store, quiet=True)
         assert _numbers(store, cfg.name) == _numbers(local_store, cfg.name)
         with Store(store) as st:
