@@ -143,6 +143,14 @@ def detectable_effect_one(n: int, alpha: float, target: float = 0.8) -> float:
     return float(optimize.brentq(lambda d: reach(d) - target, 0.0, hi))
 
 
+def binomial_power(rate: float, items: int, chance: float, alpha: float) -> float:
+    """The power of the exact one-sided binomial test of accuracy > ``chance`` on ``items``
+    items at level ``alpha`` for a true accuracy ``rate``: P(X ≥ k) for the least k whose
+    P₀(X ≥ k) ≤ alpha (the battery's chance test, `probes.battery_run.chance_test`)."""
+    k = int(stats.binom.isf(alpha, items, chance)) + 1  # the least k: P0(X >= k) <= alpha
+    return float(stats.binom.sf(k - 1, items, rate))
+
+
 def sigma_upper(sigma: float, df: int, level: float = 0.95) -> float:
     """The one-sided upper confidence bound of a standard deviation estimated with ``df``
     degrees of freedom: ``sigma·sqrt(df / χ²_{1−level}(df))``. A seed plan made from the σ of a

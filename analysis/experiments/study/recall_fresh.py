@@ -28,7 +28,7 @@ from analysis.experiments.study import registration as REG
 from lab.util import jsonio
 from lab.util.files import atomic_write
 
-__all__ = ["PROTOCOL", "RESULTS_DIR", "protocol_hash", "register", "run_score", "decide", "power"]
+__all__ = ["PROTOCOL", "RESULTS_DIR", "protocol_hash", "register", "run_score", "decide"]
 
 RESULTS_DIR = os.path.join(REG.ROOT, "benchmarks", "results", "recall-fresh")
 ROWS = "rows.jsonl"
@@ -60,16 +60,6 @@ def protocol_hash(protocol: dict = PROTOCOL) -> str:
     return hashlib.sha256(json.dumps(protocol, sort_keys=True).encode()).hexdigest()
 
 
-def power(rate: float, items: int, chance: float, alpha: float) -> float:
-    """The chance that one run of true accuracy ``rate`` is rejected at ``alpha`` by the exact
-    one-sided binomial test on ``items`` items: P(X ≥ k) for the least k whose P₀(X ≥ k) ≤
-    alpha (scipy)."""
-    from scipy import stats
-
-    k = int(stats.binom.isf(alpha, items, chance)) + 1  # the least k: P0(X >= k) <= alpha
-    return float(stats.binom.sf(k - 1, items, rate))
-
-
 def register(out_dir: str = RESULTS_DIR, confirm_rows: list[dict] | None = None) -> dict:
     """Freeze the protocol before any item is scored: refused once a row exists."""
     if rows(out_dir):
@@ -78,9 +68,11 @@ def register(out_dir: str = RESULTS_DIR, confirm_rows: list[dict] | None = None)
         )
     if os.path.exists(os.path.join(out_dir, REG.REGISTRATION)):
         raise ValueError(f"{out_dir} is registered already: a changed protocol is a new one")
+    from analysis.statistics.power import binomial_power
+
     names = [r["run"]["name"] for r in (confirm_rows or confirm.read_rows())]
     p = PROTOCOL
-    one = power(p["power_at"], p["items"], 1 / p["pairs"], p["alpha"] / len(names))
+    one = binomial_power(p["power_at"], p["items"], 1 / p["pairs"], p["alpha"] / len(names))
     return REG.freeze(
         out_dir, protocol_hash(), protocol=p, runs=names,
         power=f"{one:.3f}: one run at the exploratory rate {p['power_at']} against Holm's first "
@@ -103,18 +95,17 @@ def rows(out_dir: str = RESULTS_DIR) -> list[dict]:
 
 def score(run_dir: str, protocol: dict = PROTOCOL) -> dict:
     """One checkpoint on the protocol's recall items: items, correct, accuracy, the binomial p."""
-    from scipy import stats
-
     from lab.publish.export import run_model
     from probes.battery import run_battery
+    from probes.battery_run import chance_test
 
     r = run_model(run_dir, "cpu", log=lambda *a: None)
     n, pairs = protocol["items"], protocol["pairs"]
     rep = run_battery(r.model, r.config.model.vocab_size, n=n, seed=protocol["item_seed"],
                       hops=(), lengths=(), pairs=(pairs,))["assoc_recall"]  # fmt: skip
     correct = round(rep["acc"] * n)  # the battery's float32 accuracy holds k / n exactly
-    p = stats.binomtest(correct, n, 1 / pairs, alternative="greater").pvalue
-    return {"items": n, "correct": correct, "acc": correct / n, "p": float(p), "step": r.step}
+    p, _ = chance_test(correct, n, 1 / pairs)  # the battery's own test (its level is ours)
+    return {"items": n, "correct": correct, "acc": correct / n, "p": p, "step": r.step}
 
 
 def run_score(out_dir: str = RESULTS_DIR, runs_dir="runs/confirm", restore=False, limit=None,
