@@ -104,7 +104,8 @@ def test_decide_shows_the_confirmatory_verdict_with_the_exploratory_beside(tmp_p
 
 def test_restore_retrains_missing_checkpoints_and_refuses_a_run_that_does_not_reproduce(tmp_path):
     """The side studies read the confirmation's checkpoints, which are not committed: `restore`
-    retrains the runs whose folders are missing, and a run whose retrained perplexity is not its
+    retrains the runs whose finished checkpoints are missing (no folder, or a part-trained one),
+    and a run whose retrained perplexity is not its
     committed row's is refused by name (oracle: the row the first training wrote)."""
     import shutil
 
@@ -116,6 +117,14 @@ def test_restore_retrains_missing_checkpoints_and_refuses_a_run_that_does_not_re
     quiet = dict(settings=SMOKE, rules=rules, log=lambda *a: None)
     C.run_confirmation(runs, os.path.join(runs, "s.db"), out, **quiet)
     assert C.restore(None, runs, os.path.join(runs, "s.db"), out, **quiet) == []  # all here
+    # a restore killed before its checkpoint: the folder is there, the finished run is not
+    part = os.path.join(runs, "confirm-fixed-s11-T32-2")
+    for f in os.listdir(part):
+        if f.startswith("ckpt_"):
+            os.remove(os.path.join(part, f))
+    assert os.path.isdir(part) and C.finished_folder(C.read_rows(out)[1], runs) is None
+    got = C.restore(None, runs, os.path.join(runs, "s2.db"), out, **quiet)
+    assert got == ["confirm-fixed-s11-T32-2"] and C.finished_folder(C.read_rows(out)[1], runs)
     elsewhere = str(tmp_path / "elsewhere")
     said = []
     got = C.restore(("fixed",), elsewhere, os.path.join(elsewhere, "e.db"), out,

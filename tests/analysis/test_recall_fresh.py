@@ -27,7 +27,17 @@ def test_power_is_the_tail_beyond_the_least_rejecting_count(n, alpha):
 
 
 def _conf(names):
-    return [{"scheme": n.split("-")[0], "seed": i, "run": {"name": n}} for i, n in enumerate(names)]
+    return [
+        {"scheme": n.split("-")[0], "seed": i, "setup": {"steps": 500}, "run": {"name": n}}
+        for i, n in enumerate(names)
+    ]
+
+
+def _finish(folder, step):
+    """A run folder as training leaves it: one checkpoint at ``step`` with its sidecar."""
+    from lab.training.checkpoint import save_checkpoint
+
+    save_checkpoint(str(folder), step, {"step": step}, keep=1)
 
 
 def test_register_then_score_run_by_run_then_decide_by_holm(tmp_path, monkeypatch):
@@ -50,7 +60,7 @@ def test_register_then_score_run_by_run_then_decide_by_holm(tmp_path, monkeypatc
 
     monkeypatch.setattr(R, "score", fake)
     for n in names:
-        (runs / n).mkdir(parents=True)
+        _finish(runs / n, 500)
     assert R.run_score(out, str(runs), limit=1, log=lambda *a: None) == ["fixed-1"]
     doc = R.decide(out)
     assert doc["verdict"] == "pending" and "1 of 4" in doc["why"]  # no test on part
@@ -83,9 +93,50 @@ def test_nothing_above_chance_is_not_shown_and_a_missing_checkpoint_needs_restor
         R.run_score(out, str(tmp_path / "none"), log=lambda *a: None)
     with open(os.path.join(out, R.ROWS), "w") as f:
         for n in names:
-            f.write(json.dumps({"name": n, "acc": 0.09, "p": 0.3, "items": 1000}) + "\n")
+            f.write(
+                json.dumps({"name": n, "acc": 0.09, "p": 0.3, "items": 1000, "step": 500}) + "\n"
+            )
     doc = R.decide(out)
     assert doc["verdict"] == "not shown" and doc["above"] == []
+
+
+def test_a_folder_a_killed_restore_left_part_trained_is_not_scored(tmp_path, monkeypatch):
+    """A restore killed at step 473 leaves the folder with its step-250 checkpoint: it is not the
+    finished model, so scoring refuses it (or finishes it first with --restore), and a row that
+    scored such a checkpoint stops the verdict until it is scored again."""
+    from analysis.experiments.study import confirm
+
+    out, runs = str(tmp_path / "rf"), tmp_path / "runs"
+    names = ["fixed-1", "fixed-2"]
+    monkeypatch.setattr(R.confirm, "read_rows", lambda *a: _conf(names))
+    R.register(out, _conf(names))
+    _finish(runs / "fixed-1", 500)
+    _finish(runs / "fixed-2", 250)  # killed part-way
+    rows = _conf(names)
+    assert confirm.finished_folder(rows[0], str(runs)) == str(runs / "fixed-1")
+    assert confirm.finished_folder(rows[1], str(runs)) is None
+    assert confirm.finished_folder(rows[1], str(tmp_path / "none")) is None
+    scored = []
+
+    def fake(folder, protocol=R.PROTOCOL):
+        scored.append(os.path.basename(folder))
+        return {"items": 10, "correct": 1, "acc": 0.1, "p": 0.5, "step": 500}
+
+    monkeypatch.setattr(R, "score", fake)
+    with pytest.raises(ValueError, match="no finished checkpoint in .*fixed-2.*--restore"):
+        R.run_score(out, str(runs), log=lambda *a: None)
+    assert scored == ["fixed-1"]  # the part-trained one is not scored
+    restored = []
+    monkeypatch.setattr(R.confirm, "restore", lambda names, runs_dir: restored.extend(names))
+    R.run_score(out, str(runs), restore=True, log=lambda *a: None)
+    assert restored == ["fixed-2"] and scored == ["fixed-1", "fixed-2"]  # finished, then scored
+    # rows as a scorer without the check left them: the verdict waits for the row scored again
+    bad = [{"name": "fixed-1", "acc": 0.1, "p": 0.5, "items": 10, "step": 500},
+           {"name": "fixed-2", "acc": 0.1, "p": 0.5, "items": 10, "step": 250}]  # fmt: skip
+    with open(os.path.join(out, R.ROWS), "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in bad)
+    with pytest.raises(ValueError, match=r"unfinished checkpoint: fixed-2 \(step 250 of 500\)"):
+        R.decide(out)
 
 
 def test_the_battery_can_score_recall_alone():

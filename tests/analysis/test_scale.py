@@ -457,12 +457,14 @@ def test_the_battery_scores_only_the_named_run_so_each_row_is_committed_alone(
     import types
 
     import probes.battery_run as BR
+    from lab.training.checkpoint import save_checkpoint
 
-    conf = [{"scheme": "fixed", "seed": n, "run": {"name": f"fixed-{n}"}} for n in (1, 2, 3)]
+    conf = [{"scheme": "fixed", "seed": n, "setup": {"steps": 500}, "run": {"name": f"fixed-{n}"}}
+            for n in (1, 2, 3, 4)]  # fmt: skip
     monkeypatch.setattr(SPR.confirm, "read_rows", lambda *a: conf)
     runs = tmp_path / "runs"
-    for r in conf:
-        (runs / r["run"]["name"]).mkdir(parents=True)
+    for r, step in zip(conf, (500, 500, 500, 250)):  # fixed-4: a restore killed part-way
+        save_checkpoint(str(runs / r["run"]["name"]), step, {"step": step}, keep=1)
     scored = []
 
     def score_run(folder, n, seed):
@@ -476,8 +478,10 @@ def test_the_battery_scores_only_the_named_run_so_each_row_is_committed_alone(
     os.makedirs(out)
     SPR.run_recall(out, str(runs), log=lambda *a: None, names={"fixed-2"})
     assert scored == ["fixed-2"] and [r["name"] for r in SPR.recall_rows(out)] == ["fixed-2"]
-    SPR.run_recall(out, str(runs), log=lambda *a: None)  # no names: every one not yet scored
-    assert scored == ["fixed-2", "fixed-1", "fixed-3"]
+    said = []
+    SPR.run_recall(out, str(runs), log=said.append)  # no names: every one not yet scored
+    assert scored == ["fixed-2", "fixed-1", "fixed-3"]  # not the part-trained fixed-4
+    assert any("fixed-4: no finished checkpoint" in s for s in said)
 
 
 def test_the_battery_family_reading_counts_runs_above_chance_raw_and_after_holm():

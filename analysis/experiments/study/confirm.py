@@ -239,6 +239,18 @@ def run_confirmation(
 RESTORE_TOLERANCE = 1e-3
 
 
+def finished_folder(row: dict, runs_dir: str = "runs/confirm") -> str | None:
+    """The checkpoint folder of a confirmation row when it holds the finished run (its newest
+    intact checkpoint at the row's registered steps), else None.  A folder alone is not enough:
+    a restore killed part-way leaves one whose checkpoint is an earlier step — a model the row
+    does not describe, which no side study may score (`restore` finishes it first)."""
+    from analysis.experiments.demo.reuse import finished
+
+    name = row["run"]["name"]
+    folder = os.path.join(runs_dir, name)
+    return folder if finished(folder, name, row["setup"]["steps"], None) else None
+
+
 def restore(
     schemes=None,
     runs_dir: str = "runs/confirm",
@@ -251,8 +263,8 @@ def restore(
     names: set[str] | None = None,
 ) -> list[str]:
     """Retrain the committed confirmation runs (of ``schemes``, named in ``names``; all by
-    default) whose checkpoint
-    folder is missing here — the side studies that read them (`scale_probes`) run where the
+    default) whose finished checkpoint is missing here (no folder, or one a killed restore left
+    part-trained: it resumes) — the side studies that read them (`scale_probes`) run where the
     checkpoints are, and they are not committed.  Each retrained run must reproduce its
     committed row (held-out ln ppl within `RESTORE_TOLERANCE`) or ValueError says which did
     not: a model that is not the one the rows describe never enters a verdict.  Returns the
@@ -266,7 +278,7 @@ def restore(
     conf = (rules or _rules())["confirmation"]
     rows = [r for r in read_rows(out_dir) if schemes is None or r["scheme"] in schemes]
     rows = [r for r in rows if names is None or r["run"]["name"] in names]
-    todo = [r for r in rows if not os.path.isdir(os.path.join(runs_dir, r["run"]["name"]))]
+    todo = [r for r in rows if finished_folder(r, runs_dir) is None]  # missing or part-trained
     todo = todo[: limit if limit is not None else None]
     if not todo:
         return []

@@ -118,9 +118,11 @@ def run_score(out_dir: str = RESULTS_DIR, runs_dir="runs/confirm", restore=False
     todo = [n for n in reg["runs"] if n not in done][:limit]
     for name in todo:
         folder = os.path.join(runs_dir, name)
-        if not os.path.isdir(folder):
+        if confirm.finished_folder(conf[name], runs_dir) is None:  # missing, or part-trained
             if not restore:
-                raise ValueError(f"no checkpoint folder {folder}: pass --restore to retrain it")
+                raise ValueError(
+                    f"no finished checkpoint in {folder}: pass --restore to retrain (or finish) it"
+                )
             confirm.restore(names={name}, runs_dir=runs_dir)
         row = {"name": name, "scheme": conf[name]["scheme"], "seed": conf[name]["seed"],
                **score(folder)}  # fmt: skip
@@ -141,6 +143,15 @@ def decide(out_dir: str = RESULTS_DIR) -> dict:
     if set(got) - set(reg["runs"]):
         raise ValueError(
             f"rows for runs the registration lacks: {sorted(set(got) - set(reg['runs']))}"
+        )
+    steps = {r["run"]["name"]: r["setup"]["steps"] for r in confirm.read_rows()}
+    early = [
+        f"{n} (step {r['step']} of {steps[n]})" for n, r in got.items() if r["step"] != steps[n]
+    ]
+    if early:  # the protocol scores each run's finished model, nothing earlier
+        raise ValueError(
+            f"rows scored an unfinished checkpoint: {', '.join(early)}; remove those rows and "
+            f"score them again (--score --restore)"
         )
     left = [n for n in reg["runs"] if n not in got]
     p = PROTOCOL

@@ -57,8 +57,8 @@ def run_landscape(
     """``[scale] landscape``: each confirmation fixed and learned run's held-out loss over the
     α grid ``land`` (the registered ``[scale] landscape``; `lab.evaluation.landscape`), one
     committed row a run in ``landscape.jsonl``.  Reads
-    the confirmation's checkpoints, so it runs where they are (``runs_dir``); a run whose folder
-    is missing is skipped and named; ``names``: only those runs."""
+    the confirmation's checkpoints, so it runs where they are (``runs_dir``); a run without its
+    finished checkpoint there is skipped and named; ``names``: only those runs."""
     from lab.evaluation.evalrun import open_run
     from lab.evaluation.evaluate import heldout_splits
     from lab.evaluation.landscape import alpha_landscape
@@ -76,8 +76,8 @@ def run_landscape(
     for r in todo:
         name = r["run"]["name"]
         folder = os.path.join(runs_dir, name)
-        if not os.path.isdir(folder):
-            log(f"   {name}: no checkpoint folder at {folder}; skipped")
+        if confirm.finished_folder(r, runs_dir) is None:  # missing, or a killed restore's
+            log(f"   {name}: no finished checkpoint in {folder}; skipped (restore it)")
             continue
         run = open_run(folder, log=lambda *a: None)
         (toks,) = heldout_splits(run.data).values()
@@ -145,9 +145,10 @@ def run_recall(out_dir: str, runs_dir: str = "runs/confirm", log=print, n=100, n
         folder = os.path.join(runs_dir, name)
         if names is not None and name not in names:
             continue
-        if name in done or not os.path.isdir(folder):
-            if name not in done:
-                log(f"   {name}: no checkpoint folder at {folder}; skipped")
+        if name in done:
+            continue
+        if confirm.finished_folder(r, runs_dir) is None:  # missing, or a killed restore's
+            log(f"   {name}: no finished checkpoint in {folder}; skipped (restore it)")
             continue
         rb = score_run(folder, n=n, seed=0)
         row = {"name": name, "scheme": r["scheme"], "seed": r["seed"],
