@@ -33,6 +33,8 @@ __all__ = [
     "PowerPlan",
     "plan",
     "sigma_upper",
+    "binomial_power",
+    "binomial_tost_power",
     "tost_power",
     "tost_seeds_needed",
     "ALTERNATIVES",
@@ -149,6 +151,20 @@ def binomial_power(rate: float, items: int, chance: float, alpha: float) -> floa
     P₀(X ≥ k) ≤ alpha (the battery's chance test, `probes.battery_run.chance_test`)."""
     k = int(stats.binom.isf(alpha, items, chance)) + 1  # the least k: P0(X >= k) <= alpha
     return float(stats.binom.sf(k - 1, items, rate))
+
+
+def binomial_tost_power(rate: float, items: int, low: float, upp: float, alpha: float) -> float:
+    """The power of the exact binomial equivalence test (TOST: accuracy > ``low`` and < ``upp``,
+    each one-sided at ``alpha``; statsmodels' ``binom_tost``) on ``items`` items for a true
+    accuracy ``rate``: P(k_lo ≤ X ≤ k_hi), k_lo the least count with P_low(X ≥ k_lo) ≤ alpha and
+    k_hi the greatest with P_upp(X ≤ k_hi) ≤ alpha (0 when no count rejects both)."""
+    k_lo = int(stats.binom.isf(alpha, items, low)) + 1
+    k_hi = int(stats.binom.ppf(alpha, items, upp))
+    if stats.binom.cdf(k_hi, items, upp) > alpha:  # ppf gives the least k with cdf >= alpha
+        k_hi -= 1
+    if k_hi < k_lo:
+        return 0.0
+    return float(stats.binom.cdf(k_hi, items, rate) - stats.binom.cdf(k_lo - 1, items, rate))
 
 
 def sigma_upper(sigma: float, df: int, level: float = 0.95) -> float:

@@ -10,6 +10,8 @@ import os
 
 import pytest
 
+from analysis.experiments.study import confirm as C
+from analysis.experiments.study import fresh as F
 from analysis.experiments.study import recall_fresh as R
 from analysis.statistics.power import binomial_power
 
@@ -43,7 +45,7 @@ def _finish(folder, step):
 def test_register_then_score_run_by_run_then_decide_by_holm(tmp_path, monkeypatch):
     out, runs = str(tmp_path / "rf"), tmp_path / "runs"
     names = ["fixed-1", "stagger-1", "fixed-2", "stagger-2"]
-    monkeypatch.setattr(R.confirm, "read_rows", lambda *a: _conf(names))
+    monkeypatch.setattr(C, "read_rows", lambda *a: _conf(names))
     with pytest.raises(ValueError, match="--register"):
         R.run_score(out, str(runs))  # nothing scored before the protocol is frozen
     reg = R.register(out, _conf(names))
@@ -87,11 +89,11 @@ def test_nothing_above_chance_is_not_shown_and_a_missing_checkpoint_needs_restor
 ):
     out = str(tmp_path / "rf")
     names = ["fixed-1", "fixed-2"]
-    monkeypatch.setattr(R.confirm, "read_rows", lambda *a: _conf(names))
+    monkeypatch.setattr(C, "read_rows", lambda *a: _conf(names))
     R.register(out, _conf(names))
     with pytest.raises(ValueError, match="--restore"):
         R.run_score(out, str(tmp_path / "none"), log=lambda *a: None)
-    with open(os.path.join(out, R.ROWS), "w") as f:
+    with open(os.path.join(out, F.ROWS), "w") as f:
         for n in names:
             f.write(
                 json.dumps({"name": n, "acc": 0.09, "p": 0.3, "items": 1000, "step": 500}) + "\n"
@@ -104,18 +106,16 @@ def test_a_folder_a_killed_restore_left_part_trained_is_not_scored(tmp_path, mon
     """A restore killed at step 473 leaves the folder with its step-250 checkpoint: it is not the
     finished model, so scoring refuses it (or finishes it first with --restore), and a row that
     scored such a checkpoint stops the verdict until it is scored again."""
-    from analysis.experiments.study import confirm
-
     out, runs = str(tmp_path / "rf"), tmp_path / "runs"
     names = ["fixed-1", "fixed-2"]
-    monkeypatch.setattr(R.confirm, "read_rows", lambda *a: _conf(names))
+    monkeypatch.setattr(C, "read_rows", lambda *a: _conf(names))
     R.register(out, _conf(names))
     _finish(runs / "fixed-1", 500)
     _finish(runs / "fixed-2", 250)  # killed part-way
     rows = _conf(names)
-    assert confirm.finished_folder(rows[0], str(runs)) == str(runs / "fixed-1")
-    assert confirm.finished_folder(rows[1], str(runs)) is None
-    assert confirm.finished_folder(rows[1], str(tmp_path / "none")) is None
+    assert C.finished_folder(rows[0], str(runs)) == str(runs / "fixed-1")
+    assert C.finished_folder(rows[1], str(runs)) is None
+    assert C.finished_folder(rows[1], str(tmp_path / "none")) is None
     scored = []
 
     def fake(folder, protocol=R.PROTOCOL):
@@ -127,13 +127,13 @@ def test_a_folder_a_killed_restore_left_part_trained_is_not_scored(tmp_path, mon
         R.run_score(out, str(runs), log=lambda *a: None)
     assert scored == ["fixed-1"]  # the part-trained one is not scored
     restored = []
-    monkeypatch.setattr(R.confirm, "restore", lambda names, runs_dir: restored.extend(names))
+    monkeypatch.setattr(C, "restore", lambda names, runs_dir: restored.extend(names))
     R.run_score(out, str(runs), restore=True, log=lambda *a: None)
     assert restored == ["fixed-2"] and scored == ["fixed-1", "fixed-2"]  # finished, then scored
     # rows as a scorer without the check left them: the verdict waits for the row scored again
     bad = [{"name": "fixed-1", "acc": 0.1, "p": 0.5, "items": 10, "step": 500},
            {"name": "fixed-2", "acc": 0.1, "p": 0.5, "items": 10, "step": 250}]  # fmt: skip
-    with open(os.path.join(out, R.ROWS), "w") as f:
+    with open(os.path.join(out, F.ROWS), "w") as f:
         f.writelines(json.dumps(r) + "\n" for r in bad)
     with pytest.raises(ValueError, match=r"unfinished checkpoint: fixed-2 \(step 250 of 500\)"):
         R.decide(out)

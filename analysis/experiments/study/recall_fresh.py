@@ -17,13 +17,10 @@ scale study decided.
 
 from __future__ import annotations
 
-import argparse
-import hashlib
-import json
 import os
 import sys
 
-from analysis.experiments.study import confirm
+from analysis.experiments.study import fresh
 from analysis.experiments.study import registration as REG
 from lab.util import jsonio
 from lab.util.files import atomic_write
@@ -31,7 +28,7 @@ from lab.util.files import atomic_write
 __all__ = ["PROTOCOL", "RESULTS_DIR", "protocol_hash", "register", "run_score", "decide"]
 
 RESULTS_DIR = os.path.join(REG.ROOT, "benchmarks", "results", "recall-fresh")
-ROWS = "rows.jsonl"
+MODULE = "analysis.experiments.study.recall_fresh"
 
 #: What is frozen: every field enters the hash (`protocol_hash`).
 PROTOCOL = {
@@ -57,40 +54,28 @@ PROTOCOL = {
 
 
 def protocol_hash(protocol: dict = PROTOCOL) -> str:
-    return hashlib.sha256(json.dumps(protocol, sort_keys=True).encode()).hexdigest()
+    return fresh.protocol_hash(protocol)
 
 
 def register(out_dir: str = RESULTS_DIR, confirm_rows: list[dict] | None = None) -> dict:
     """Freeze the protocol before any item is scored: refused once a row exists."""
-    if rows(out_dir):
-        raise ValueError(
-            f"{os.path.join(out_dir, ROWS)} holds scored runs: it cannot be frozen now"
-        )
-    if os.path.exists(os.path.join(out_dir, REG.REGISTRATION)):
-        raise ValueError(f"{out_dir} is registered already: a changed protocol is a new one")
     from analysis.statistics.power import binomial_power
 
-    names = [r["run"]["name"] for r in (confirm_rows or confirm.read_rows())]
-    p = PROTOCOL
-    one = binomial_power(p["power_at"], p["items"], 1 / p["pairs"], p["alpha"] / len(names))
-    return REG.freeze(
-        out_dir, protocol_hash(), protocol=p, runs=names,
-        power=f"{one:.3f}: one run at the exploratory rate {p['power_at']} against Holm's first "
-        f"threshold alpha/{len(names)} on {p['items']} items",
-        note="frozen before any fresh item was scored; decides only its own claim",
-    )  # fmt: skip
+    def power(names):
+        p = PROTOCOL
+        one = binomial_power(p["power_at"], p["items"], 1 / p["pairs"], p["alpha"] / len(names))
+        return (f"{one:.3f}: one run at the exploratory rate {p['power_at']} against Holm's "
+                f"first threshold alpha/{len(names)} on {p['items']} items")  # fmt: skip
+
+    return fresh.register(PROTOCOL, out_dir, confirm_rows, power)
 
 
 def check_registered(out_dir: str = RESULTS_DIR) -> dict:
-    return REG.frozen(
-        os.path.join(out_dir, REG.REGISTRATION), protocol_hash(),
-        "python -m analysis.experiments.study.recall_fresh --register",
-        "restore PROTOCOL as it was frozen",
-    )  # fmt: skip
+    return fresh.check_registered(PROTOCOL, out_dir, MODULE)
 
 
 def rows(out_dir: str = RESULTS_DIR) -> list[dict]:
-    return jsonio.read_rows(os.path.join(out_dir, ROWS))
+    return fresh.rows(out_dir)
 
 
 def score(run_dir: str, protocol: dict = PROTOCOL) -> dict:
@@ -111,26 +96,12 @@ def score(run_dir: str, protocol: dict = PROTOCOL) -> dict:
 def run_score(out_dir: str = RESULTS_DIR, runs_dir="runs/confirm", restore=False, limit=None,
               log=print) -> list[str]:  # fmt: skip
     """Score the registered runs without a row, one at a time, each row appended as it is done
-    (restored first with ``restore`` when its checkpoint folder is missing)."""
-    reg = check_registered(out_dir)
-    done = {r["name"] for r in rows(out_dir)}
-    conf = {r["run"]["name"]: r for r in confirm.read_rows()}
-    todo = [n for n in reg["runs"] if n not in done][:limit]
-    for name in todo:
-        folder = os.path.join(runs_dir, name)
-        if confirm.finished_folder(conf[name], runs_dir) is None:  # missing, or part-trained
-            if not restore:
-                raise ValueError(
-                    f"no finished checkpoint in {folder}: pass --restore to retrain (or finish) it"
-                )
-            confirm.restore(names={name}, runs_dir=runs_dir)
-        row = {"name": name, "scheme": conf[name]["scheme"], "seed": conf[name]["seed"],
-               **score(folder)}  # fmt: skip
-        jsonio.append_row(os.path.join(out_dir, ROWS), row)
-        log(
-            f"   {name}: recall {row['acc']:.3f} ({row['correct']}/{row['items']}), p {row['p']:.2g}"
-        )
-    return todo
+    (a run without its finished checkpoint restored first with ``restore``)."""
+    return fresh.run_score(
+        check_registered(out_dir), out_dir, lambda folder, place: score(folder), runs_dir,
+        restore, limit, log,
+        lambda r: f"recall {r['acc']:.3f} ({r['correct']}/{r['items']}), p {r['p']:.2g}",
+    )  # fmt: skip
 
 
 def decide(out_dir: str = RESULTS_DIR) -> dict:
@@ -139,27 +110,11 @@ def decide(out_dir: str = RESULTS_DIR) -> dict:
     from statsmodels.stats.multitest import multipletests
 
     reg = check_registered(out_dir)
-    got = {r["name"]: r for r in rows(out_dir)}
-    if set(got) - set(reg["runs"]):
-        raise ValueError(
-            f"rows for runs the registration lacks: {sorted(set(got) - set(reg['runs']))}"
-        )
-    steps = {r["run"]["name"]: r["setup"]["steps"] for r in confirm.read_rows()}
-    early = [
-        f"{n} (step {r['step']} of {steps[n]})" for n, r in got.items() if r["step"] != steps[n]
-    ]
-    if early:  # the protocol scores each run's finished model, nothing earlier
-        raise ValueError(
-            f"rows scored an unfinished checkpoint: {', '.join(early)}; remove those rows and "
-            f"score them again (--score --restore)"
-        )
-    left = [n for n in reg["runs"] if n not in got]
+    ordered, why = fresh.complete_rows(reg, out_dir)
     p = PROTOCOL
-    if left:
-        out = {"verdict": "pending",
-               "why": f"{len(got)} of {len(reg['runs'])} runs scored; no test is computed on part"}  # fmt: skip
+    if ordered is None:
+        out = {"verdict": "pending", "why": why}
     else:
-        ordered = [got[n] for n in reg["runs"]]
         rej, p_holm, *_ = multipletests([r["p"] for r in ordered], alpha=p["alpha"], method="holm")
         above = [r["name"] for r, x in zip(ordered, rej) if x]
         accs = [r["acc"] for r in ordered]
@@ -174,7 +129,7 @@ def decide(out_dir: str = RESULTS_DIR) -> dict:
             f"{p['items']} fresh items a run",
         }  # fmt: skip
     doc = {"registration": {k: reg[k] for k in ("protocol_sha256", "registered_at", "power")},
-           "claim": PROTOCOL["claim"], "runs": len(got), "planned": len(reg["runs"]), **out}  # fmt: skip
+           "claim": PROTOCOL["claim"], "runs": len(rows(out_dir)), "planned": len(reg["runs"]), **out}  # fmt: skip
     atomic_write(os.path.join(out_dir, "claims.json"), jsonio.dumps(doc, indent=1))
     atomic_write(os.path.join(out_dir, "report.md"), report(doc))
     return doc
@@ -193,29 +148,7 @@ def report(doc: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m analysis.experiments.study.recall_fresh",
-                                 description=__doc__.split("\n\n")[0])  # fmt: skip
-    g = ap.add_mutually_exclusive_group(required=True)
-    g.add_argument("--register", action="store_true", help="freeze the protocol (before scoring)")
-    g.add_argument("--score", action="store_true", help="score the runs without a row")
-    g.add_argument("--decide", action="store_true", help="the registered verdict")
-    ap.add_argument("--restore", action="store_true", help="retrain a missing checkpoint first")
-    ap.add_argument("--limit", type=int, default=None, help="score at most N runs")
-    args = ap.parse_args(argv)
-    try:
-        if args.register:
-            doc = register()
-            print(
-                f"registered {doc['protocol_sha256'][:12]}… at {doc['registered_at']}; power {doc['power']}"
-            )
-        elif args.score:
-            run_score(restore=args.restore, limit=args.limit)
-        else:
-            print(json.dumps({k: v for k, v in decide().items() if k != "p_holm"}, indent=1))
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
+    return fresh.main(MODULE, __doc__, register, run_score, decide, argv)
 
 
 if __name__ == "__main__":
