@@ -302,8 +302,11 @@ def _family_lines(fam: dict) -> list[str]:
            "Beside it, a reading that is not a verdict (chosen after the rows were seen): the "
            "same tests with Holm over the runs. The runs' accuracies are not tested together: "
            "every run answers the battery's one item set, so a mean away from chance may be "
-           "those items' doing. Fresh items tell: a protocol registered before any of them was "
-           "scored (`benchmarks/results/recall-fresh/report.md`).", "",
+           "those items' doing. Fresh items tell, under two protocols each registered before any "
+           "of its items was scored: recall above chance, run by run "
+           "(`benchmarks/results/recall-fresh/report.md`), and each task at chance by "
+           "equivalence, configuration by configuration "
+           "(`benchmarks/results/battery-fresh/report.md`).", "",
            "| task | runs above chance: raw / Holm | accuracy over the runs (mean, range) | chance |",
            "|---|---:|---|---:|"]  # fmt: skip
     for task, f in fam.items():
