@@ -24,12 +24,12 @@ from analysis.experiments.study import confirm, fresh
 from analysis.experiments.study import registration as REG
 from lab.util import jsonio
 from lab.util.files import atomic_write
+from probes.battery_run import TASKS  # the battery's tasks, in its order
 
 __all__ = ["PROTOCOL", "RESULTS_DIR", "protocol_hash", "register", "run_score", "decide"]
 
 RESULTS_DIR = os.path.join(REG.ROOT, "benchmarks", "results", "battery-fresh")
 MODULE = "analysis.experiments.study.battery_fresh"
-TASKS = ("ruler_vt", "lego", "assoc_recall")  # the battery's order (probes.battery_run.TASKS)
 
 #: What is frozen: every field enters the hash (`protocol_hash`).
 PROTOCOL = {
