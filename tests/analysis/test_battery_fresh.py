@@ -84,7 +84,24 @@ def test_the_45_hypotheses_their_holm_and_the_verdicts_by_the_registered_rule():
             assert c["rejected"][h] == (a < 0.05)
     got = B.verdicts(cells)
     assert got == {"ruler_vt": "held", "lego": "did not hold", "assoc_recall": "not shown"}
+    # below the margin decides too: LEGO far under 1/2 for "b", the rest as before
+    low = B.tests(
+        _rows({"a": [(33, 150, 8), (34, 152, 9)], "b": [(33, 90, 8), (32, 95, 9)]}), proto
+    )
+    assert [c["rejected"]["below"] for c in low if c["task"] == "lego"] == [False, True]
+    assert B.verdicts(low)["lego"] == "did not hold"
     assert cells[0]["ci90"][0] < cells[0]["acc"] < cells[0]["ci90"][1]
+
+
+def test_a_changed_battery_default_stops_the_decision(monkeypatch):
+    """The protocol's text names the battery's defaults, which the hash does not cover: a
+    change refuses `chance` (and so `decide`) rather than test the rows against another rate."""
+    import probes.battery as PB
+
+    assert B.chance("ruler_vt") == pytest.approx(1 / 9)
+    monkeypatch.setattr(PB, "N_DISTRACTORS", 9)
+    with pytest.raises(ValueError, match="defaults changed since battery-fresh was registered"):
+        B.chance("ruler_vt")
 
 
 def test_register_then_score_run_by_run_on_its_own_items_then_decide(tmp_path, monkeypatch):

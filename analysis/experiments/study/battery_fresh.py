@@ -87,13 +87,24 @@ def protocol_hash(protocol: dict = PROTOCOL) -> str:
     return fresh.protocol_hash(protocol)
 
 
+#: the battery's defaults the protocol's text names (8 distractors, 12 pairs, 2–4 hops and
+#: chains): not in the hash, so `chance` refuses to decide if they change
+FROZEN_DEFAULTS = {"N_DISTRACTORS": 8, "ASSOC_PAIRS": (12,), "HOPS": (2, 3, 4),
+                   "LEGO_LENGTHS": (2, 3, 4)}  # fmt: skip
+
+
 def chance(task: str) -> float:
     """The forced-choice rate of a task at the protocol's settings (probes.battery)."""
-    from probes.battery import ASSOC_PAIRS, N_DISTRACTORS
+    import probes.battery as PB
 
-    return {"ruler_vt": 1 / (N_DISTRACTORS + 1), "lego": 1 / 2, "assoc_recall": 1 / ASSOC_PAIRS[0]}[
-        task
-    ]
+    now = {k: getattr(PB, k) for k in FROZEN_DEFAULTS}
+    if now != FROZEN_DEFAULTS:
+        raise ValueError(
+            f"probes.battery's defaults changed since battery-fresh was registered ({now} vs "
+            f"{FROZEN_DEFAULTS}): its rows were scored on the registered ones; restore them"
+        )
+    return {"ruler_vt": 1 / (PB.N_DISTRACTORS + 1), "lego": 1 / 2,
+            "assoc_recall": 1 / PB.ASSOC_PAIRS[0]}[task]  # fmt: skip
 
 
 def items_per_run(task: str, protocol: dict = PROTOCOL) -> int:
@@ -257,7 +268,9 @@ def report(doc: dict) -> str:
         "# The battery at chance, by equivalence, on fresh items", "",
         f"Registered {reg['registered_at'][:16]} UTC (SHA-256 `{reg['protocol_sha256'][:12]}…`), "
         f"before any of its items was scored; {doc['runs']} of {doc['planned']} runs scored. "
-        f"Margin ±{doc['margin']} accuracy around chance; Holm over 45 hypotheses. "
+        f"Margin ±{doc['margin']} accuracy around chance; Holm over 45 hypotheses. What is "
+        "tested: each configuration's mean accuracy over its runs' items (one pooled count), "
+        "not each model; the runs one by one are the reading under each table. "
         f"Power: {reg['power']}.", "",
     ]  # fmt: skip
     if "verdicts" not in doc:
@@ -267,7 +280,7 @@ def report(doc: dict) -> str:
         lines += [
             f"## {NAMES[task]}: **{doc['verdicts'][task]}**", "",
             f"Claim: {doc['claims'][task]}.", "",
-            "| configuration | runs | items | accuracy (90 % CI) | chance | p equivalent / above / below (Holm) |",
+            "| configuration | runs | items | accuracy (90 % CI, unadjusted) | chance | p equivalent / above / below (Holm over 45) |",
             "|---|---:|---:|---|---:|---|",
         ]  # fmt: skip
         for c in (c for c in doc["cells"] if c["task"] == task):
