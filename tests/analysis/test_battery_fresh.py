@@ -175,3 +175,27 @@ def test_a_run_is_scored_on_its_own_seed_with_the_batterys_own_counts(monkeypatc
         alone["assoc_recall"]["acc"], abs=1e-6
     )
     assert row["tasks"]["lego"]["correct"] == round(full["lego"]["acc"] * 18)
+
+
+@pytest.mark.parametrize(
+    "module, argv",
+    [("confirm", []), ("scale", ["--stage", "L8-T128-W8"]), ("battery_fresh", ["--score"]),
+     ("recall_fresh", ["--score"])],
+)  # fmt: skip
+@pytest.mark.parametrize("limit", ["0", "-1"])
+def test_a_limit_below_one_is_refused_in_one_line_before_anything_runs(
+    module, argv, limit, capsys, monkeypatch
+):
+    """Every registered study's command line: ``--limit -1`` would slice off the last run
+    silently and 0 would do nothing; both end in one line and exit code 2, nothing started."""
+    import importlib
+
+    mod = importlib.import_module(f"analysis.experiments.study.{module}")
+    started = []
+    for name in ("run_confirmation", "run_stage", "run_score"):
+        if hasattr(mod, name):
+            monkeypatch.setattr(mod, name, lambda *a, **k: started.append(name))
+    assert mod.main([*argv, "--limit", limit]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--limit={limit}" in err[0] and "pass 1 or more" in err[0]
+    assert started == []
