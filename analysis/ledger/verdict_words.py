@@ -10,8 +10,9 @@ the study's wording of it) beside a verdict the file does not carry. Run
 
 to rewrite the blocks after a new study, and ``--check`` to only report (the test suite runs the
 check, so a "held" the verdict does not carry fails CI).  The scale study's depth claims have
-their own block in RESULTS, from ``benchmarks/results/scale/claims.json`` (``--blocks-only``:
-the prose answers to the confirmation alone).
+their own blocks (RESULTS' table, the README's count), from
+``benchmarks/results/scale/claims.json`` (``--blocks-only``: the prose answers to the
+confirmation alone).
 """
 
 from __future__ import annotations
@@ -129,9 +130,12 @@ def lm_block(doc: dict, source: str, form: str = "verdicts") -> str:
     counts: dict[str, int] = {}
     for c in rows:
         counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
+    what = "language-model claims"
+    if "claims" not in doc and doc.get("depth_cell"):  # the scale study's: depth claims only
+        what = "claims that only depth decides, at (L, T) = ({}, {}),".format(*doc["depth_cell"])
     lines = [
         BEGIN.format(form=form, source=source),
-        f"The paper's {len(rows)} language-model claims as `{source}` decides them: "
+        f"The paper's {len(rows)} {what} as `{source}` decides them: "
         + ", ".join(f"{n} {v}" for v, n in counts.items())
         + f" (protocol SHA-256 `{sha[:12]}…`).",
     ]

@@ -154,7 +154,8 @@ def test_readme_and_results_say_what_the_confirmation_decided():
     from the confirmation's claims.json (claims.toml R7: a claim is held only when fresh seeds
     hold it), and no other line there names an LM claim beside a verdict it does not carry
     (regenerate: python -m analysis.ledger.verdict_words benchmarks/results/confirm/claims.json
-    README.md benchmarks/RESULTS.md)."""
+    README.md benchmarks/RESULTS.md; the scale study's: the same with its claims.json and
+    --blocks-only)."""
     source = "benchmarks/results/confirm/claims.json"
     with open(os.path.join(ROOT, source), encoding="utf-8") as f:
         doc = json.load(f)
@@ -163,14 +164,16 @@ def test_readme_and_results_say_what_the_confirmation_decided():
             text = f.read()
         assert VW.BEGIN.format(form=form, source=source) in text, name
         assert VW.problems(text, doc, source) == [], name
-    # the scale study's depth claims: their own block in RESULTS, from their own file
+    # the scale study's depth claims: their own blocks (RESULTS' table, the README's count),
+    # from their own file
     scale = "benchmarks/results/scale/claims.json"
     with open(os.path.join(ROOT, scale), encoding="utf-8") as f:
         depth = json.load(f)
-    with open(os.path.join(ROOT, "benchmarks/RESULTS.md"), encoding="utf-8") as f:
-        text = f.read()
-    assert VW.BEGIN.format(form="verdicts", source=scale) in text
-    assert VW.problems(text, depth, scale, lines=False) == []
+    for name, form in (("README.md", "summary"), ("benchmarks/RESULTS.md", "verdicts")):
+        with open(os.path.join(ROOT, name), encoding="utf-8") as f:
+            text = f.read()
+        assert VW.BEGIN.format(form=form, source=scale) in text, name
+        assert VW.problems(text, depth, scale, lines=False) == [], name
 
 
 def test_a_second_sources_block_is_checked_by_its_own_call_and_hides_its_lines():
@@ -188,6 +191,8 @@ def test_a_second_sources_block_is_checked_by_its_own_call_and_hides_its_lines()
     assert VW.lm_block(_doc(), "c.json") in text and VW.lm_block(scale, "s.json") in text
     assert "| `t1-coprime-ties-stagger` | **not tested here** | one W |" in text
     assert "2 language-model claims" in text and "`cdcdcdcdcdcd…`" in text
+    at = VW.lm_block({**scale, "depth_cell": [8, 128]}, "s.json", "summary")
+    assert "The paper's 2 claims that only depth decides, at (L, T) = (8, 128), as `s.json`" in at
     # the depth block's "did not hold" is no stray line for the confirmation's check
     assert VW.problems(text, _doc(), "c.json") == []
     assert VW.problems(text, scale, "s.json", lines=False) == []
