@@ -77,7 +77,9 @@ def interaction(cells: dict, pr: Protocol) -> Comparison:
         p_upp = float(_st.t.cdf((eff - m) / se, dof))
         mde = (float(_st.t.ppf(1 - pr.alpha / 2, dof)) + float(_st.t.ppf(POWER, dof))) * se
     p_out = min(1.0, 2.0 * min(1.0 - p_low, 1.0 - p_upp))
-    return Comparison(pr, n_a, n_b, float(eff), sigma, (lo, hi), max(p_low, p_upp), p_out, mde)
+    cells_n = tuple(len(v) for v in x.values())  # its power is the contrast's, not a − b's
+    return Comparison(pr, n_a, n_b, float(eff), sigma, (lo, hi), max(p_low, p_upp), p_out, mde,
+                      cells=cells_n)  # fmt: skip
 
 
 def additive(tier, a: str, b: str, pr: Protocol) -> Finding | None:
@@ -108,7 +110,7 @@ def additive(tier, a: str, b: str, pr: Protocol) -> Finding | None:
     stats = {"W": W, "gain_a": gain[a], "gain_b": gain[b], "seeds": n}
     # its test joins the family of the tier's data (`analysis.ledger.ledger.adjust`)
     test = Pair(f"{a} − {b} stagger gain", "0", W, (), (), c, d)
-    return Finding(d.verdict, f"{head}; {d.wording(a=test.a, b=test.b)}", runs, {**d.stats(), **stats},
+    return Finding(d.verdict, f"{head}; {d.wording(a=test.a, b=test.b, ahead='above')}", runs, {**d.stats(), **stats},
                    tests=[test], head=head, style="own")  # fmt: skip
 
 

@@ -136,7 +136,7 @@ def _line(p: Pair, rel_gap: float | None) -> tuple[str, dict]:
     line += f"; {d.wording(a=p.a, b=p.b)}"
     if pw is not None and pw.achieved is not None:
         line += (
-            f"; power {pw.achieved:.2f} for the paper's {100 * rel_gap:.1f} % gap (needs "
+            f"; as a lone test, power {pw.achieved:.2f} for the paper's {100 * rel_gap:.1f} % gap (needs "
             f"{pw.needed} seeds a side)"
         )
     return line, stats
@@ -177,8 +177,9 @@ def finish(f: Finding, decisions: list[Decision]) -> Finding:
 
 
 def _own_words(p: Pair) -> str:
-    """One test of a threshold rule or contrast, in words: what it tests and its decision."""
-    return f"{p.a} vs {p.b}: {p.decision.wording(a=p.a, b=p.b)}"
+    """One test of a threshold rule or contrast, in words: what it tests and its decision (its
+    direction is a larger value — "pow2/fixed degrades more" —, not a better score)."""
+    return f"{p.a} vs {p.b}: {p.decision.wording(a=p.a, b=p.b, ahead='above')}"
 
 
 def _where(p: Pair) -> str:

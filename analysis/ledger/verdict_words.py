@@ -137,12 +137,22 @@ def lm_block(doc: dict, source: str, form: str = "verdicts") -> str:
         BEGIN.format(form=form, source=source),
         f"The paper's {len(rows)} {what} as `{source}` decides them: "
         + ", ".join(f"{n} {v}" for v, n in counts.items())
-        + f" (protocol SHA-256 `{sha[:12]}…`).",
+        + f" (protocol SHA-256 `{sha[:12]}…`{_amended(doc)}).",
     ]
     if form == "verdicts":
         lines += ["", "| claim | verdict | here |", "|---|---|---|"]
         lines += [f"| `{c['id']}` | **{_verdict(c)}** | {_numbers(c)} |" for c in rows]
     return "\n".join(lines) + "\n" + END.format(form=form)
+
+
+def _amended(doc: dict) -> str:
+    """The decided amendments' own hashes, for the count line of a scale study's claims.json."""
+    done = {}
+    for am in doc.get("amendments", {}).values():
+        for v in am.values():
+            if v["verdict"] != "pending":
+                done[v["amendment"]] = v["sha256"]
+    return "".join(f"; amendment {k} `{v[:12]}…`" for k, v in done.items())
 
 
 def sync(text: str, doc: dict, source: str) -> str:
@@ -158,12 +168,14 @@ def _said(line: str) -> set[str]:
     return {v for w, v in _WORDS.items() if re.search(rf"(?<![\w-]){re.escape(w)}(?![\w-])", low)}
 
 
-def problems(text: str, doc: dict, source: str, lines: bool = True) -> list[str]:
+def problems(text: str, doc: dict, source: str, lines: bool = True, also: tuple = ()) -> list[str]:
     """What in ``text`` says more (or other) than ``doc``: a block generated from ``source``
     that differs from the one the file gives, and a line outside every block that names one LM
     claim beside a verdict word the claim does not carry.  A block from another source (the
     scale study's depth claims in RESULTS) is checked by the call for that source; ``lines=False``
-    checks the blocks alone (the prose answers to one source, the confirmation's)."""
+    checks the blocks alone (the prose answers to one source, the confirmation's).  ``also``:
+    other sources' documents whose verdicts a line may quote too (the scale study's, which
+    decides claims the confirmation leaves "not tested here")."""
     out = []
     for m in _BLOCK.finditer(text):
         if m.group(2) == source and m.group(0) != lm_block(doc, source, m.group(1)):
@@ -171,6 +183,9 @@ def problems(text: str, doc: dict, source: str, lines: bool = True) -> list[str]
     if not lines:
         return out
     verdicts = {c["id"]: {c["verdict"], c.get("label")} - {None} for c in lm_claims(doc)}
+    for other in also:
+        for c in lm_claims(other):
+            verdicts.setdefault(c["id"], set()).update({c["verdict"], c.get("label")} - {None})
     outside = _BLOCK.sub("", text)
     for n, line in enumerate(outside.splitlines(), 1):
         named = {i for i in verdicts if i in line}
@@ -197,6 +212,12 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--check", action="store_true", help="report only; exit 1 on a problem")
     ap.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        help="another claims.json whose verdicts a sentence may quote (the scale study's)",
+    )
+    ap.add_argument(
         "--blocks-only",
         action="store_true",
         help="check only this file's blocks, not the prose (a second source, e.g. the scale study's)",
@@ -204,6 +225,10 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     with open(a.claims, encoding="utf-8") as f:
         doc = json.load(f)
+    also = []
+    for path in a.also:
+        with open(path, encoding="utf-8") as f:
+            also.append(json.load(f))
     bad = 0
     for path in a.docs:
         with open(path, encoding="utf-8") as f:
@@ -212,7 +237,7 @@ def main(argv=None) -> int:
             text = sync(text, doc, a.claims)
             with open(path, "w", encoding="utf-8") as f:
                 f.write(text)
-        for p in problems(text, doc, a.claims, lines=not a.blocks_only):
+        for p in problems(text, doc, a.claims, lines=not a.blocks_only, also=tuple(also)):
             print(f"{path}: {p}")
             bad += 1
     return 1 if bad else 0

@@ -48,9 +48,9 @@ import numpy as np
 from scipy import stats as _st
 
 from analysis.statistics.power import (
+    contrast_tost_power,
     detectable_effect,
     detectable_effect_one,
-    tost_power,
     tost_seeds_needed,
 )
 from analysis.statistics.stats import as_sample, welch, welch_parts
@@ -187,7 +187,9 @@ class Comparison:
     claim where the registered one cannot reject it — a tie's "outside the margin", a one-sided
     claim's reversal; None for a two-sided test (its own rejection may be a reversal). Both go
     into the family's Holm adjustment. ``ci``: the ``level`` Welch t-interval of ``gap``;
-    ``sigma``: the pooled σ; ``mde``: the gap the test detects with `POWER` (80 %) at α."""
+    ``sigma``: the pooled σ; ``mde``: the gap the test detects with `POWER` (80 %) at α.
+    ``cells``: the seeds of each group of a contrast of more than two (the 2×2 interaction),
+    whose power is not a two-sample one; empty for two samples."""
 
     protocol: Protocol
     n_a: int
@@ -199,6 +201,7 @@ class Comparison:
     p_against: float | None
     mde: float
     level: float = 0.95
+    cells: tuple = ()
 
     @property
     def tested(self) -> bool:
@@ -322,10 +325,14 @@ class Decision:
             "reason": self.reason,
         }
 
-    def wording(self, digits: int = 3, a: str = "a", b: str = "b") -> str:
+    def wording(self, digits: int = 3, a: str = "a", b: str = "b", ahead: str = "better") -> str:
         """One phrase: the verdict, why, and the p-values or interval behind it; ``a`` and ``b``
-        name the arms (a reversal says which arm was better). A tie not shown says the power
-        its seeds had to show a true tie (`tie_power`), not a gap they could detect."""
+        name the arms (a reversal says which arm was ahead). ``ahead``: "better" where the
+        registered direction is a better score (a beats b), "above" where it is only a larger
+        value (a threshold rule's "a degrades more than b": its reversal is "b above a", not
+        "b better"). A result not shown says the power of its test *as a lone test* — before
+        any Holm adjustment, which lowers it in a family of many — to show a true tie
+        (`tie_power`) or the gap it detects."""
         c, pr = self.comparison, self.comparison.protocol
         f = f"{{:.{digits}g}}"
         ci = f"[{f.format(c.ci[0])}, {f.format(c.ci[1])}]"
@@ -335,17 +342,22 @@ class Decision:
                 return "not shown: fewer than 2 seeds on a side, no test"
             return "not shown: no spread on either side and no difference, no test"
         one = c.n_b == 0  # one sample against a threshold: a is past it or short of it
+
+        def lead(x: str, y: str) -> str:  # x ahead of y in the registered direction
+            return f"{x} better" if ahead == "better" else f"{x} {ahead} {y}"
+
         if self.reason == "significant":
-            return f"held: {a} past {b}, {p}" if one else f"held: {a} better, {p}"
+            return f"held: {a} past {b}, {p}" if one else f"held: {lead(a, b)}, {p}"
         if self.reason == "within margin":
             return f"held: within ±{f.format(pr.margin)} (TOST {p})"
         if self.reason == "reversal":
             q = self.p_against_adjusted if c.p_against is not None else self.p_adjusted
-            won = f"{a} short of {b}" if one else f"{b} better"
+            won = f"{a} short of {b}" if one else lead(b, a)
             return f"did not hold: {won}, a significant reversal (p_Holm={_p(q)})"
         if self.reason == "outside margin":
             return (
-                f"did not hold: outside ±{f.format(pr.margin)}, {a if c.gap > 0 else b} better "
+                f"did not hold: outside ±{f.format(pr.margin)}, "
+                f"{lead(a, b) if c.gap > 0 else lead(b, a)} "
                 f"(p_Holm={_p(self.p_against_adjusted)})"
             )
         if self.reason == "magnitude not reproduced":
@@ -359,26 +371,33 @@ class Decision:
             if tp is None:
                 return f"not shown: TOST {p}"
             need = "more than 1000" if tp[1] is None else str(tp[1])
+            each = "a group" if c.cells else "a side"
             return (
-                f"not shown: TOST {p}; these seeds show a true tie within "
-                f"±{f.format(pr.margin)} with power {tp[0]:.2f} ({need} a side give {POWER:.0%})"
+                f"not shown: TOST {p}; as a lone test these seeds show a true tie within "
+                f"±{f.format(pr.margin)} with power {tp[0]:.2f} ({need} {each} give "
+                f"{POWER:.0%})"
             )
         return (
-            f"not shown: {p}; these seeds detect a gap of {f.format(c.mde)} with {POWER:.0%} power"
+            f"not shown: {p}; as a lone test these seeds detect a gap of {f.format(c.mde)} with "
+            f"{POWER:.0%} power"
         )
 
 
 def tie_power(c: Comparison) -> tuple[float, int | None] | None:
     """(the power of ``c``'s equivalence test to show a true tie — difference 0 — inside its
-    margin at these seeds and σ, the seeds a side that give `POWER`), at the protocol's α
-    before any Holm adjustment; None for a comparison that is not a TOST with a margin and a
-    finite σ. This, not the gap a Welch test would detect, is a tie's power: few seeds detect
-    a large gap and still cannot show a tie (`analysis.statistics.power.tost_power`)."""
+    margin at these seeds and σ, the seeds a side (a group, for a contrast) that give `POWER`)
+    as a lone test: at α/2, the level a lone tie faces (`settle` counts its two hypotheses),
+    before any Holm adjustment over other tests; None for a comparison that is not a TOST with
+    a margin and a finite σ. This, not the gap a Welch test would detect, is a tie's power: few
+    seeds detect a large gap and still cannot show a tie
+    (`analysis.statistics.power.contrast_tost_power`: a 2×2 interaction's, not a difference's)."""
     pr = c.protocol
     if pr.test != "tost" or not pr.margin or not (0 < c.sigma < math.inf) or min(c.n_a, c.n_b) < 2:
         return None
-    got = tost_power(pr.margin, c.sigma, c.n_a, c.n_b, pr.alpha)
-    return got, tost_seeds_needed(pr.margin, c.sigma, POWER, pr.alpha)
+    level = pr.alpha / 2
+    cells = c.cells or (c.n_a, c.n_b)
+    got = contrast_tost_power(pr.margin, c.sigma, cells, level)
+    return got, tost_seeds_needed(pr.margin, c.sigma, POWER, level, groups=len(cells))
 
 
 def _p(p) -> str:

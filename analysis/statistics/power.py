@@ -36,6 +36,7 @@ __all__ = [
     "binomial_power",
     "binomial_tost_power",
     "tost_power",
+    "contrast_tost_power",
     "tost_seeds_needed",
     "ALTERNATIVES",
 ]
@@ -186,20 +187,36 @@ def tost_power(
     """The probability that the equivalence test (TOST, two one-sided t-tests at level
     ``alpha``, pooled variance) shows |mean(a) − mean(b)| < ``margin`` when the true difference
     is ``diff`` and the seed-to-seed std is ``sigma`` — what a "ties" claim's seeds are planned
-    from.  Exact (Owen's integral, no simulation): with k = σ·√(1/n_a + 1/n_b) and the sample
-    std s = σ·√(v/df), v ~ χ²(df), the test passes iff |D − diff| stays inside
-    ±(margin − t·s·√(…)); integrate the normal probability of that over v.  The tests check it
-    against a simulation of statsmodels' ``ttost_ind`` (pooled).  The ledger decides a tie by
-    Welch's TOST (`analysis.statistics.decide.tost`), whose power is a little lower at few seeds
-    (≈ 0.035 against 0.044 at 5 a side, α = 0.025, simulated): a plan should leave room."""
-    from scipy import integrate
-
+    from (`contrast_tost_power` of the two groups).  The tests check it against a simulation of
+    statsmodels' ``ttost_ind`` (pooled).  The ledger decides a tie by Welch's TOST
+    (`analysis.statistics.decide.tost`), whose power is a little lower at few seeds (≈ 0.035
+    against 0.044 at 5 a side, α = 0.025, simulated): a plan should leave room."""
     n_b = n_a if n_b is None else n_b
     _check(n_a, n_b, alpha, "larger")
+    return contrast_tost_power(margin, sigma, (n_a, n_b), alpha, diff)
+
+
+def contrast_tost_power(
+    margin: float, sigma: float, cells, alpha: float = 0.05, diff: float = 0.0
+) -> float:
+    """The TOST power of a contrast of group means with coefficients ±1 — a − b over two groups
+    (``cells`` = (n_a, n_b)), or the 2×2 interaction (aF − aS) − (bF − bS) over four — whose
+    groups have ``cells`` seeds each and a common std ``sigma``.  Exact (Owen's integral, no
+    simulation): with k = σ·√(Σ 1/n_i), df = Σ n_i − groups and the pooled sample std
+    s = σ·√(v/df), v ~ χ²(df), the test passes iff |D − diff| stays inside ±(margin − t·s·k/σ);
+    integrate the normal probability of that over v.  A 2×2 with 10, 10, 5, 5 seeds has a k
+    1.4 times a 10-vs-5 difference's: its power is not that difference's."""
+    from scipy import integrate
+
+    cells = tuple(int(n) for n in cells)
+    if len(cells) < 2 or min(cells) < 2:
+        raise ValueError(f"seeds {cells}: a contrast needs 2 or more groups of at least 2 seeds")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha={alpha!r} must lie in (0, 1), e.g. 0.05")
     if not (sigma > 0 and margin > 0):
         raise ValueError(f"sigma={sigma!r} and margin={margin!r} must be positive")
-    df = n_a + n_b - 2
-    k = sigma * math.sqrt(1 / n_a + 1 / n_b)
+    df = sum(cells) - len(cells)
+    k = sigma * math.sqrt(sum(1 / n for n in cells))
     t = stats.t.ppf(1 - alpha, df)
     v_max = df * (margin / (t * k)) ** 2  # beyond it the acceptance interval is empty
 
@@ -218,12 +235,14 @@ def tost_power(
 
 
 def tost_seeds_needed(
-    margin: float, sigma: float, target: float = 0.8, alpha: float = 0.05, most: int = 1000
-) -> int | None:
-    """The fewest seeds a side (equal sides) whose TOST shows a true tie (difference 0) inside
-    ±``margin`` with at least ``target`` power; None beyond ``most``."""
+    margin: float, sigma: float, target: float = 0.8, alpha: float = 0.05, most: int = 1000,
+    groups: int = 2,
+) -> int | None:  # fmt: skip
+    """The fewest seeds a group (equal groups: 2 for a difference, 4 for a 2×2 interaction)
+    whose TOST shows a true tie (difference 0) inside ±``margin`` with at least ``target``
+    power; None beyond ``most``."""
     for n in range(2, most + 1):  # power rises with n; a tie needs tens of seeds at most here
-        if tost_power(margin, sigma, n, n, alpha) >= target:
+        if contrast_tost_power(margin, sigma, (n,) * groups, alpha) >= target:
             return n
     return None
 

@@ -337,6 +337,25 @@ def test_wording_names_the_arms_and_a_threshold_is_passed_not_beaten():
     )
 
 
+def test_wording_of_a_larger_value_says_above_not_better():
+    """A threshold rule between two configurations ("pow2/fixed degrades more than fib/fixed",
+    its metric the % change at 4×) tests a larger value, not a better score: its reversal is
+    "fib/fixed above pow2/fixed" — saying "fib/fixed better" would invert what the data show
+    (the referee's D1: pow2/fixed changed −1.6 %, fib/fixed −1.1 %)."""
+    rev = made(gap=-1.0, ci=(-1.5, -0.5), sided="one", p=0.99, against=0.0001)
+    words = decide(rev, 0.99, 0.0004).wording(a="pow2/fixed", b="fib/fixed", ahead="above")
+    assert words == (
+        "did not hold: fib/fixed above pow2/fixed, a significant reversal (p_Holm=4.0e-04)"
+    )
+    assert decide(made(), 0.0123).wording(a="x", b="y", ahead="above") == (
+        "held: x above y, p_Holm=0.012 (raw 0.0041)"
+    )
+    out = made(gap=-0.5, ci=(-0.6, -0.4), test="tost", margin=0.1, p=0.99, against=0.001)
+    assert decide(out, 0.99, 0.002).wording(a="x", b="0", ahead="above") == (
+        "did not hold: outside ±0.1, 0 above x (p_Holm=0.002)"
+    )
+
+
 def test_wording_tie_held_by_tost():
     tie = made(gap=0.01, test="tost", margin=0.12345, p=0.00411, against=0.99)
     assert decide(tie, 0.0123, 0.99).wording() == (
@@ -388,25 +407,49 @@ def test_wording_magnitude_not_reproduced_without_a_direction():
 
 def test_wording_not_shown_quotes_the_detectable_gap():
     assert decide(made(p=0.3), 0.6).wording() == (
-        "not shown: p_Holm=0.6 (raw 0.3); these seeds detect a gap of 0.988 with 80% power"
+        "not shown: p_Holm=0.6 (raw 0.3); as a lone test these seeds detect a gap of 0.988 with "
+        "80% power"
     )
 
 
 def test_wording_tie_not_shown_names_tost_and_gives_the_ties_power_not_a_gaps():
-    """A tie not shown says how likely its seeds were to show a true tie, and how many would
-    (3 a side at σ 0.3 detect a gap of 0.988, yet almost never show a tie within ±0.2).
-    Oracle for the seeds: the textbook normal approximation of a TOST at difference 0,
-    n = 2 (z_{1−α} + z_{1−β/2})² σ² / margin² ≈ 38.5, which the t distribution raises a little."""
+    """A tie not shown says how likely its seeds were, as a lone test, to show a true tie, and
+    how many would (3 a side at σ 0.3 detect a gap of 0.988, yet almost never show a tie within
+    ±0.2). A lone tie faces α/2 (`settle` counts its two hypotheses).  Oracle for the seeds:
+    the textbook normal approximation of a TOST at difference 0 and level α/2 = 0.025,
+    n = 2 (z_{1−α/2} + z_{1−β/2})² σ² / margin² ≈ 47.3, which the t distribution raises a
+    little."""
     from scipy.stats import norm
 
     tie = made(gap=0.01, test="tost", margin=0.2, p=0.3, against=0.9)
     assert decide(tie, 0.6, 0.9).wording() == (
-        "not shown: TOST p_Holm=0.6 (raw 0.3); these seeds show a true tie within ±0.2 with "
-        "power 0.00 (40 a side give 80%)"
+        "not shown: TOST p_Holm=0.6 (raw 0.3); as a lone test these seeds show a true tie within "
+        "±0.2 with power 0.00 (49 a side give 80%)"
     )
-    approx = 2 * (norm.isf(0.05) + norm.isf(0.1)) ** 2 * 0.3**2 / 0.2**2
-    assert approx < 40 < approx + 2
+    approx = 2 * (norm.isf(0.025) + norm.isf(0.1)) ** 2 * 0.3**2 / 0.2**2
+    assert approx < 49 < approx + 2
     assert "a side" not in decide(made(gap=0.01, test="tost", p=0.3, against=0.9), 0.6).wording()
+
+
+def test_a_contrasts_tie_power_is_the_contrasts_at_half_alpha():
+    """A 2×2 interaction (``cells``: four groups) has its contrast's power, per group, at the
+    level a lone tie faces (α/2) — not a difference's between its smallest groups."""
+    from dataclasses import replace
+
+    from analysis.ledger.across import interaction
+    from analysis.statistics.power import contrast_tost_power
+
+    tie = replace(made(gap=0.01, test="tost", margin=0.5, p=0.3, against=0.9), cells=(10, 10, 5, 5))
+    power, need = D.tie_power(tie)
+    assert power == contrast_tost_power(0.5, 0.3, (10, 10, 5, 5), 0.025)
+    assert contrast_tost_power(0.5, 0.3, (need,) * 4, 0.025) >= 0.8
+    assert contrast_tost_power(0.5, 0.3, (need - 1,) * 4, 0.025) < 0.8
+    assert "a group give 80%" in decide(tie, 0.6, 0.9).wording()
+    rng = np.random.default_rng(0)
+    cells = {
+        k: rng.normal(0, 0.01, n).tolist() for k, n in zip(("aF", "aS", "bF", "bS"), (10, 9, 5, 6))
+    }
+    assert interaction(cells, Protocol("f", "tost", margin=0.013)).cells == (10, 9, 5, 6)
 
 
 def test_wording_untested_with_one_seed():

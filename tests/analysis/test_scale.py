@@ -212,8 +212,10 @@ def test_the_landscape_rule_is_a_one_sided_t_of_the_rises_against_the_seed_noise
 
     def rows(rises):
         return [
-            {"points": [{"loss": 3.7}, {"loss": 3.7 + r}, {"loss": 3.7 + r / 2}]} for r in rises
-        ]
+            {"scheme": ("fixed", "learned")[i % 2],
+             "points": [{"loss": 3.7}, {"loss": 3.7 + r}, {"loss": 3.7 + r / 2}]}
+            for i, r in enumerate(rises)
+        ]  # fmt: skip
 
     flat = [0.001, 0.002, 0.0015, 0.003]
     got = SPR.landscape_verdict(rows(flat), conf)
@@ -222,6 +224,13 @@ def test_the_landscape_rule_is_a_one_sided_t_of_the_rises_against_the_seed_noise
     assert got["p"] == pytest.approx(want) and got["verdict"] == "held"
     # its words carry the numbers a reader checks (the report's "here" column)
     assert f"mean {np.mean(flat):.4f} nats" in got["here"] and f"σ {sigma:.4f}" in got["here"]
+    # each scheme apart beside it (the fixed runs must not speak for the learned): a reading
+    learned = flat[1::2]
+    assert got["schemes"]["learned"]["mean_rise"] == pytest.approx(np.mean(learned))
+    assert got["schemes"]["learned"]["p"] == pytest.approx(
+        stats.ttest_1samp(learned, sigma, alternative="less").pvalue
+    )
+    assert f"learned mean {np.mean(learned):.4f} over 2 runs, 0 above σ" in got["here"]
     steep = [0.2, 0.3, 0.25, 0.4]
     got = SPR.landscape_verdict(rows(steep), conf)
     assert got["p_against"] == pytest.approx(

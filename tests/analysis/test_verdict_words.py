@@ -159,16 +159,16 @@ def test_readme_and_results_say_what_the_confirmation_decided():
     source = "benchmarks/results/confirm/claims.json"
     with open(os.path.join(ROOT, source), encoding="utf-8") as f:
         doc = json.load(f)
+    # the scale study's depth claims: their own blocks (RESULTS' table, the README's count),
+    # from their own file; a sentence may quote its verdicts too
+    scale = "benchmarks/results/scale/claims.json"
+    with open(os.path.join(ROOT, scale), encoding="utf-8") as f:
+        depth = json.load(f)
     for name, form in (("README.md", "summary"), ("benchmarks/RESULTS.md", "verdicts")):
         with open(os.path.join(ROOT, name), encoding="utf-8") as f:
             text = f.read()
         assert VW.BEGIN.format(form=form, source=source) in text, name
-        assert VW.problems(text, doc, source) == [], name
-    # the scale study's depth claims: their own blocks (RESULTS' table, the README's count),
-    # from their own file
-    scale = "benchmarks/results/scale/claims.json"
-    with open(os.path.join(ROOT, scale), encoding="utf-8") as f:
-        depth = json.load(f)
+        assert VW.problems(text, doc, source, also=(depth,)) == [], name
     for name, form in (("README.md", "summary"), ("benchmarks/RESULTS.md", "verdicts")):
         with open(os.path.join(ROOT, name), encoding="utf-8") as f:
             text = f.read()
@@ -193,6 +193,13 @@ def test_a_second_sources_block_is_checked_by_its_own_call_and_hides_its_lines()
     assert "2 language-model claims" in text and "`cdcdcdcdcdcd…`" in text
     at = VW.lm_block({**scale, "depth_cell": [8, 128]}, "s.json", "summary")
     assert "The paper's 2 claims that only depth decides, at (L, T) = (8, 128), as `s.json`" in at
+    # a decided amendment's verdict counts, and its own hash is named beside the protocol's
+    amended = {**scale, "amendments": {"w": {"t1-coprime-ties-stagger": {
+        "verdict": "held", "amendment": "w", "sha256": "ef" * 32, "here": "tie"}}}}  # fmt: skip
+    line = VW.lm_block(amended, "s.json", "summary")
+    assert (
+        "1 did not hold, 1 held" in line and "`cdcdcdcdcdcd…`; amendment w `efefefefefef…`" in line
+    )
     # the depth block's "did not hold" is no stray line for the confirmation's check
     assert VW.problems(text, _doc(), "c.json") == []
     assert VW.problems(text, scale, "s.json", lines=False) == []
@@ -201,6 +208,11 @@ def test_a_second_sources_block_is_checked_by_its_own_call_and_hides_its_lines()
     assert VW.problems(stale, scale, "s.json", lines=False) == [
         "the block from s.json is not what s.json gives today"
     ]
+    # a sentence may quote the second source's verdict where the first says "not tested here"
+    quoted = text + "`t1-coprime-ties-stagger`: not tested here on W = 12 alone\n"
+    assert VW.problems(quoted, _doc(), "c.json", also=(scale,)) == []
+    wrong = text + "`t3-pow2-degrades` held at 4×\n"
+    assert VW.problems(wrong, _doc(), "c.json", also=(scale,))  # neither source says held
     stray = text + "`t5-stagger-beats-learned` held\n"
     assert VW.problems(stray, scale, "s.json", lines=False) == []  # prose: not this source's
     assert VW.problems(stray, _doc(), "c.json")

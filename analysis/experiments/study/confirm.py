@@ -395,8 +395,9 @@ def report(doc: dict) -> str:
         "between two arms (a vs b), or a threshold rule's distance past its threshold (a vs a "
         "number: one-sample t); for a claim of several tests, the first that did not hold, "
         "else its first (claims.json lists every test). *n*: runs a side (one number: a "
-        "one-sample test). *Power*: for the paper's size, where it states one; for a tie, "
-        "the power of its equivalence test to show a true tie within its margin (before Holm).",
+        "one-sample test). *Power*: as a lone test (no Holm over the family, which lowers it) "
+        "— for the paper's size, where it states one; for a tie, the power of its equivalence "
+        "test to show a true tie within its margin at α/2, the level a lone tie faces.",
         "",
         "| claim | confirmatory | exploratory | test | effect, 95 % CI | unit | Holm p | n | "
         "power |",

@@ -119,8 +119,24 @@ def landscape_verdict(rows: list[dict], confirm_rows: list[dict]) -> dict:
         f"against σ {sigma:.4f} of ln ppl over the tier's seeds; one-sided t p {c.p_raw:.2g} "
         f"(rises above σ: p {c.p_against:.2g}): {verdict}"
     )
+    # each scheme apart, beside the registered pooled test (a reading, not a verdict: the
+    # claim is about the learned α, and the fixed-α runs carry most of the pooled test)
+    parts = {}
+    for scheme in sorted({r["scheme"] for r in rows}):
+        x = [v for r, v in zip(rows, rises, strict=True) if r["scheme"] == scheme]
+        parts[scheme] = {"n": len(x), "mean_rise": sum(x) / len(x),
+                         "above_sigma": sum(v > sigma for v in x)}  # fmt: skip
+        if len(x) >= 2:
+            parts[scheme]["p"] = compare_to(
+                [-v for v in x], -sigma, Protocol("landscape", sided="one")
+            ).p_raw
+    here += "; each scheme apart (a reading, not the registered test): " + ", ".join(
+        f"{k} mean {v['mean_rise']:.4f} over {v['n']} runs, {v['above_sigma']} above σ"
+        + (f", p {v['p']:.2g}" if "p" in v else "")
+        for k, v in parts.items()
+    )
     return {"verdict": verdict, "here": here, "sigma": sigma, "rises": rises, "n": len(rises),
-            "mean_rise": mean, "p": c.p_raw, "p_against": c.p_against}  # fmt: skip
+            "mean_rise": mean, "p": c.p_raw, "p_against": c.p_against, "schemes": parts}  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------- recall
@@ -171,7 +187,8 @@ def recall_verdicts(recall_rows: list[dict], confirm_rows: list[dict]) -> dict:
     if not rows:
         return {}
     led = ledger.build(confirm.evidence_from_rows(rows, "scale study: the battery"))
-    return {e.id: {"verdict": e.verdict, "label": e.label, "here": e.here}
+    # a claim not tested here carries its why (the ledger's), not an empty line
+    return {e.id: {"verdict": e.verdict, "label": e.label, "here": e.here or e.why}
             for e in led.entries if e.id.startswith("bat-")}  # fmt: skip
 
 

@@ -83,6 +83,7 @@ def decide(out_dir: str = proto.RESULTS_DIR) -> dict:
     }
     trend_gaps = {k: v for k, v in gaps.items() if k != depth_stage}
     out["trend"] = _pending("the trend test", trend_gaps, plan) or _trend(rows, sc, doc, out_dir)
+    out["trend_home"] = list(sc["from_confirmation"])
     depth_cell = f"L{sc['depth']['cell'][0]}-T{sc['depth']['cell'][1]}"
     depth_gaps = {k: gaps[k] for k in (depth_cell, depth_stage) if k in gaps}
     pend = _pending("the depth claims", depth_gaps, plan)
@@ -117,6 +118,7 @@ def decide(out_dir: str = proto.RESULTS_DIR) -> dict:
     else:
         out["battery"] = SPR.recall_verdicts(rec, conf)
         out["battery_family"] = SPR.recall_family(rec)
+    out["battery_registered"] = [sc["recall"]["claim"]]  # the others: the ledger's own rules
     atomic_write(os.path.join(out_dir, "claims.json"), jsonio.dumps(out, indent=1))
     atomic_write(os.path.join(out_dir, "report.md"), report(out))
     return out
@@ -248,7 +250,7 @@ def report(doc: dict, figure: str | None = FIGURE, title: bool = True) -> str:
     out = [
         *(["# The scale study", ""] if title else []),
         f"Protocol `[scale]` of claims.toml, frozen {reg['registered_at'][:16]} UTC "
-        f"(SHA-256 `{reg['protocol_sha256'][:12]}…`) before any of its runs; "
+        f"(SHA-256 `{reg['protocol_sha256'][:12]}…`) before any of its own runs; "
         f"{doc['runs']} of the {doc['planned']} runs its four stages plan committed "
         "(`benchmarks/results/scale/runs.jsonl`). A part is decided only once all of its "
         "planned runs are committed.",
@@ -270,6 +272,10 @@ def report(doc: dict, figure: str | None = FIGURE, title: bool = True) -> str:
             f"[{c['ci'][0]:+.4f}, {c['ci'][1]:+.4f}] |"
             for c in t["cells"]
         ]
+        home = doc.get("trend_home")
+        if home:
+            out += ["", f"The ({home[0]}, {home[1]}) cell's runs are the confirmation's stagger and "
+                    "fixed runs (`benchmarks/results/confirm/runs.jsonl`), not the scale study's own."]  # fmt: skip
     L, T = doc.get("depth_cell", ("?", "?"))
     out += ["", f"{h} The claims only depth decides (L = {L}, T = {T})", ""]
     out += _claims_table(doc["depth"])
@@ -284,6 +290,11 @@ def report(doc: dict, figure: str | None = FIGURE, title: bool = True) -> str:
         out += _claims_table(claims)
     out += ["", f"{h} The α landscape and the battery", ""]
     out += _claims_table({"lm-alpha-flat-landscape": doc["landscape"], **doc["battery"]})
+    others = [k for k in doc["battery"] if k not in doc.get("battery_registered", [])]
+    if doc.get("battery_registered") and others:
+        out += ["", f"`[scale]` registers {', '.join(f'`{k}`' for k in doc['battery_registered'])}"
+                f" alone; {', '.join(f'`{k}`' for k in others)} are the ledger's standing "
+                "battery rules read on the same runs, not registered by `[scale]`."]  # fmt: skip
     out += _family_lines(doc.get("battery_family", {}))
     return "\n".join(out) + "\n"
 
