@@ -409,3 +409,25 @@ def test_a_battery_accuracy_exactly_three_standard_errors_off_is_still_at_chance
     )
     off = LMRun("q", "fib/stagger", battery={"vt": {"acc": 0.7501, "chance": 0.5, "n": 36}})
     assert C._battery(tier(off), "vt").verdict == "did not hold"
+
+
+def test_a_battery_decided_by_its_binomial_test_says_so_not_the_band():
+    """Where the store carries the battery's own test (``at_chance``) it decides, and the line
+    says how many runs it put above chance — a run inside the 3-standard-error band can still
+    be above by it (the scale study's RULER: every run inside ±0.054, one above at p 0.035)."""
+    from scipy.stats import binomtest
+
+    k, n, ch = 44, 300, 1 / 9  # 0.147: inside 1/9 ± 0.054, above chance by the binomial test
+    p = binomtest(k, n, ch, alternative="greater").pvalue
+    assert p < 0.05 and abs(k / n - ch) <= C.chance_band(ch, n)
+    runs = [
+        LMRun("a", "fib/stagger", battery={"vt": {"acc": k / n, "chance": ch, "n": n, "at_chance": p >= 0.05}}),
+        LMRun("b", "fib/fixed", battery={"vt": {"acc": 0.11, "chance": ch, "n": n, "at_chance": True}}),
+    ]  # fmt: skip
+    f = C._battery(tier(*runs), "vt")
+    assert f.verdict == "did not hold"
+    assert f.here == (
+        "accuracy 0.110–0.147 over 2 runs vs chance 0.111 (n=300): 1 of 2 runs above chance by "
+        "the battery's one-sided binomial test at 0.05, each run on its own (no control over the "
+        "runs' family)"
+    )

@@ -260,9 +260,11 @@ def report(doc: dict, figure: str | None = FIGURE, title: bool = True) -> str:
     ]
     out += [f"| `{k}` | {c} | {n} |" for k, (c, n) in doc.get("stages", {}).items()]
     t = doc["trend"]
-    out += ["", f"{h} The trend (`lab-scale-trend`)", "", f"{_verdict(t)}: {_said(t)}".rstrip(": ")]
+    # one paragraph: the verdict, then why (pending) or its numbers (the figure's caption)
+    said = f": {_said(t)}" if _said(t) else f" — {t['caption']}" if t.get("caption") else ""
+    out += ["", f"{h} The trend (`lab-scale-trend`)", "", f"{_verdict(t)}{said}"]
     if t.get("cells"):
-        out += [t.get("caption", ""), ""]
+        out += [""]
         out += [f"![the stagger's gain against coverage]({figure})", ""] if figure else []
         out += ["| cell (L, T) | Δ coverage | runs (stagger + fixed) | gap, nats | 95 % CI |",
                 "|---|---:|---:|---:|---|"]  # fmt: skip
@@ -278,7 +280,16 @@ def report(doc: dict, figure: str | None = FIGURE, title: bool = True) -> str:
                     "fixed runs (`benchmarks/results/confirm/runs.jsonl`), not the scale study's own."]  # fmt: skip
     L, T = doc.get("depth_cell", ("?", "?"))
     out += ["", f"{h} The claims only depth decides (L = {L}, T = {T})", ""]
-    out += _claims_table(doc["depth"])
+    later = {
+        cid: name
+        for name, claims in doc.get("amendments", {}).items()
+        for cid, v in claims.items()
+        if v["verdict"] != "pending"
+    }
+    out += _claims_table(
+        {k: {**v, "here": f"{_said(v)} (decided by amendment `{later[k]}` below)"} if k in later
+         else v for k, v in doc["depth"].items()}
+    )  # fmt: skip
     for name, claims in doc.get("amendments", {}).items():
         out += ["", f"{h} Amendment `{name}`", ""]
         reg = next((v for v in claims.values() if v.get("sha256")), None)
