@@ -6,13 +6,15 @@ holds the table `lm_block` writes from the claims file (``lm-summary`` markers: 
 of verdicts, for the README); `problems` reports a block that is not what the file gives today, and any line outside the blocks that names an LM claim (by id, or by
 the study's wording of it) beside a verdict the file does not carry. Run
 
-    python -m analysis.ledger.verdict_words benchmarks/results/confirm/claims.json README.md benchmarks/RESULTS.md
+    python -m analysis.ledger.verdict_words benchmarks/results/confirm/claims.json README.md benchmarks/RESULTS.md --also benchmarks/results/scale/claims.json
+    python -m analysis.ledger.verdict_words benchmarks/results/scale/claims.json README.md benchmarks/RESULTS.md --blocks-only
 
 to rewrite the blocks after a new study, and ``--check`` to only report (the test suite runs the
 check, so a "held" the verdict does not carry fails CI).  The scale study's depth claims have
 their own blocks (RESULTS' table, the README's count), from
-``benchmarks/results/scale/claims.json`` (``--blocks-only``: the prose answers to the
-confirmation alone).
+``benchmarks/results/scale/claims.json`` (``--blocks-only``: its blocks alone); a sentence may
+quote either file's verdict (``--also``: the scale study decides claims the confirmation leaves
+"not tested here").
 """
 
 from __future__ import annotations
