@@ -189,10 +189,20 @@ def paper_changes() -> dict[str, list[float]]:
 
 
 def _paper_words(labels) -> str:
-    pc = paper_changes()
+    """The paper's Table 3 change at 4× of each of ``labels`` it has, its W named where it has
+    two rows (fib/stagger at W = 12 and 8)."""
+    from analysis.published.paper import length_extrapolation
+
+    rows = defaultdict(list)
+    for r in length_extrapolation().to_dict("records"):
+        rows[r["model"]].append((float(r["change_at_4x_percent"]), r["W"]))
     shown = [
-        f"{k} " + "/".join(f"{c:+.1f}" for c in pc[k]) + " %" for k in sorted(labels) if k in pc
-    ]
+        f"{k} "
+        + (f"{rows[k][0][0]:+.1f} %" if len(rows[k]) == 1
+           else " / ".join(f"{c:+.1f} % (W={int(w)})" for c, w in rows[k]))
+        for k in sorted(labels)
+        if k in rows
+    ]  # fmt: skip
     return "; the paper's at 4× (Table 3): " + ", ".join(shown) if shown else ""
 
 

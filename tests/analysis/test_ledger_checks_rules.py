@@ -25,7 +25,7 @@ PAPER_WORDS = {
     "dense": "dense +201.0 %",
     "fib/coprime": "fib/coprime +2.8 %",
     "fib/fixed": "fib/fixed -1.2 %",
-    "fib/stagger": "fib/stagger -1.3/-1.3 %",
+    "fib/stagger": "fib/stagger -1.3 % (W=12) / -1.3 % (W=8)",
     "pow2/fixed": "pow2/fixed +11.3 %",
 }
 
@@ -208,7 +208,8 @@ def test_the_papers_words_only_for_configurations_it_has():
     assert C._paper_words(["fib/coprime=stagger", "x"]) == ""
     assert C._paper_words([]) == ""
     assert C._paper_words(["pow2/fixed", "dense", "fib/stagger"]) == (
-        "; the paper's at 4× (Table 3): dense +201.0 %, fib/stagger -1.3/-1.3 %, pow2/fixed +11.3 %"
+        "; the paper's at 4× (Table 3): dense +201.0 %, fib/stagger -1.3 % (W=12) / -1.3 % (W=8), "
+        "pow2/fixed +11.3 %"
     )
     pc = C.paper_changes()
     assert pc["dense"] == [PAPER_DENSE] and pc["fib/stagger"] == [-1.3, -1.3]

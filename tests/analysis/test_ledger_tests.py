@@ -211,7 +211,7 @@ def test_table_3s_two_claims_read_in_full_against_scipy():
     head = (
         f"ppl change 1× → 4× (rungs recomputed): dense {m:+.1f} %, fib/stagger "
         f"{np.mean(stagger):+.1f} %; the paper's at 4× (Table 3): dense +201.0 %, fib/stagger "
-        "-1.3/-1.3 %"
+        "-1.3 % (W=12) / -1.3 % (W=8)"
     )
     assert (d.verdict, d.label) == ("did not hold", "magnitude not reproduced")
     assert d.here.startswith(
