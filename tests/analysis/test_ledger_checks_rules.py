@@ -281,7 +281,7 @@ def test_pow2_degrades_is_welch_against_each_fibonacci_configuration():
     ch = {"pow2/fixed": x2, "fib/stagger": xs, "fib/fixed": xf, "dense": [200.0]}
     assert f.here == (
         changes_line(ch) + paper_line(ch)
-        + f" (pow2/fixed above fib/fixed, fib/stagger{ps(p)})"
+        + f"; tested here: pow2/fixed above fib/fixed, fib/stagger{ps(p)}"
     )  # fmt: skip
     assert f.evidence == ["p0", "p1", "p2", "s0", "s1", "s2", "f0", "f1", "f2"]
     assert f.stats["p_for"] == pytest.approx(p)
@@ -302,7 +302,10 @@ def test_coprime_less_robust_is_welch_of_coprime_above_the_stagger():
     xc, xs = pct(co), pct(stg)
     p = welch(xc, xs)
     ch = {"fib/coprime": xc, "fib/stagger": xs}
-    assert f.here == changes_line(ch) + paper_line(ch) + f" (coprime above stagger{ps([p])})"
+    assert (
+        f.here
+        == changes_line(ch) + paper_line(ch) + f"; tested here: coprime above stagger{ps([p])}"
+    )
     assert f.evidence == ["c0", "c1", "c2", "s0", "s1", "s2"]
     assert f.stats["p_for"] == [pytest.approx(p)]
     assert spec(f) == [("fib/coprime", "fib/stagger", "pct_change", "threshold")]
