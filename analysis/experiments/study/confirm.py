@@ -26,7 +26,6 @@ import sys
 
 from analysis.experiments.study import registration as REG
 from lab.util import jsonio
-from lab.util.checks import positive_int
 from lab.util.files import atomic_write
 
 __all__ = [
@@ -416,8 +415,7 @@ def main(argv=None) -> int:
     ap.add_argument("--store", default=None, help="store (default: RUNS/fiblab.db)")
     args = ap.parse_args(argv)
     try:
-        if args.limit is not None:  # before anything runs: -1 would drop the last silently
-            positive_int(args.limit, "--limit", "runs this call: pass 1 or more")
+        REG.check_limit(args.limit)
         if args.register:
             doc = register()
             print(f"registered protocol {doc['protocol_sha256'][:12]}… at {doc['registered_at']}")

@@ -17,7 +17,6 @@ from collections.abc import Callable
 from analysis.experiments.study import confirm
 from analysis.experiments.study import registration as REG
 from lab.util import jsonio
-from lab.util.checks import positive_int
 
 __all__ = ["ROWS", "protocol_hash", "rows", "register", "check_registered", "run_score",
            "complete_rows", "main"]  # fmt: skip
@@ -123,8 +122,7 @@ def main(
     ap.add_argument("--limit", type=int, default=None, help="score at most N runs")
     args = ap.parse_args(argv)
     try:
-        if args.limit is not None:  # before anything runs: -1 would drop the last silently
-            positive_int(args.limit, "--limit", "runs this call: pass 1 or more")
+        REG.check_limit(args.limit)
         if args.register:
             reg = register()
             print(f"registered {reg['protocol_sha256'][:12]}… at {reg['registered_at']}; "

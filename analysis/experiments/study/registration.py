@@ -11,9 +11,10 @@ import os
 import subprocess
 
 from lab.util import jsonio
+from lab.util.checks import positive_int
 from lab.util.files import atomic_write
 
-__all__ = ["REGISTRATION", "commit", "freeze", "frozen"]
+__all__ = ["REGISTRATION", "check_limit", "commit", "freeze", "frozen"]
 
 REGISTRATION = "registration.json"
 #: the repository (its HEAD is the commit a protocol is frozen at)
@@ -60,3 +61,10 @@ def frozen(path: str, now: str, register_cmd: str, fix: str) -> dict:
             f"registered, {now[:12]}… now): {fix}"
         )
     return doc
+
+
+def check_limit(limit: int | None) -> None:
+    """A registered study's ``--limit`` (runs this call trains or scores), checked before
+    anything runs: 0 or a negative one would slice the plan silently (-1 drops its last run)."""
+    if limit is not None:
+        positive_int(limit, "--limit", "runs this call: pass 1 or more")

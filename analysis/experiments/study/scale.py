@@ -34,11 +34,11 @@ import sys
 import time
 
 from analysis.experiments.study import confirm
+from analysis.experiments.study import registration as REG
 from analysis.experiments.study import scale_probes as SPR
 from analysis.experiments.study import scale_protocol as proto
 from analysis.experiments.study import scale_verdicts as SV
 from lab.util import jsonio
-from lab.util.checks import positive_int
 
 __all__ = ["step_seconds", "plan_lines", "stage_estimate", "run_stage", "main"]
 
@@ -196,8 +196,7 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", default="runs/scale", help="runs folder (checkpoints)")
     args = ap.parse_args(argv)
     try:
-        if args.limit is not None:  # before anything runs: -1 would drop the last silently
-            positive_int(args.limit, "--limit", "runs this call: pass 1 or more")
+        REG.check_limit(args.limit)
         if args.register:
             doc = proto.register(proto.RESULTS_DIR)
             print(f"registered {doc['protocol_sha256'][:12]}… at {doc['registered_at']}")
