@@ -14,6 +14,10 @@ It only reads the store (a missing file is reported, never created); **refresh**
 The caption under the figure says how many runs and lines it draws (``explorer.lines``; CSS class
 ``fib-alpha-lines`` with ``data-lines``), and a hint under the list says how to pick several runs.
 Tests set widget values and read ``explorer.final_range``, ``explorer.sentence``, ….
+
+One module of ≈ 450 lines on purpose: one widget class whose handlers (runs, layers, view,
+tolerance) redraw through one guarded path; the pure parts (`analysis.figures.trajectories`,
+the plot) already live apart.
 """
 
 from __future__ import annotations

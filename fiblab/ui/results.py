@@ -20,6 +20,10 @@ created; **refresh** re-reads it (a running job may be writing to it).  A table 
 so in its section; an unexpected exception goes to the panel's ``fib-error`` line and to
 ``panel.error``.  Tests set widget values and read the state: ``panel.sections[...]``,
 ``panel.verdicts``, ``panel.report_path``.
+
+One module of ≈ 460 lines on purpose: one widget class whose sections share the runs picked and
+the store read once per refresh; the tables, verdicts and report it shows are built elsewhere
+(`analysis.tables`, `analysis.reports`).
 """
 
 from __future__ import annotations

@@ -14,6 +14,10 @@ On open the panel lists every run that is running, stopping, stopped or failed
 form always describes the run on screen.  On a machine without GPUs a launch that would train for
 more than an hour (the paper's presets: weeks) first says how long, and starts only on a second
 click ("launch anyway"; `fiblab.jobs.train_estimate`).
+
+One module of ≈ 450 lines on purpose: the form, the launch, the watching thread and attach share
+the one run on screen; launching, the ETA and the run list already live in `fiblab.jobs` and
+`fiblab.ui.runlist`.
 """
 
 from __future__ import annotations
