@@ -19,6 +19,7 @@ import argparse
 import collections
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -90,6 +91,10 @@ def main(argv=None) -> int:
         )
     failures: collections.Counter[str] = collections.Counter()
     bad_runs = 0
+    # SIGTERM (a `kill`, a session's end) unwinds like Ctrl-C: the repetition's pytest is killed
+    # (subprocess.run does it on the way out) and the load's group in `finally` — the default
+    # action ended this process alone and left the load looping for ever
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     try:
         for i in range(1, args.repeat + 1):
             t0 = time.monotonic()

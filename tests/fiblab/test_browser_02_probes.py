@@ -17,6 +17,12 @@ pytestmark = [*B.REQUIRES, pytest.mark.slow]
 jupyter = B.jupyter_fixture(extra_env={"OMP_NUM_THREADS": "1"})  # one thread per process
 NOTEBOOK = "02_retrieval_probes.ipynb"
 LONG = 120_000  # ms: cells of a tiny grid on a loaded 2-core machine
+# Steps a cell of stages 1 and 2: its training must outlast the panel's 2 s refresh (stage 1
+# sees its progress) and a stop's round trip (stage 2 stops its second cell mid-training).  150
+# and 400 did not on a Xeon with AMX: a tiny step there takes ≈ 7.5 ms under load, so 150 steps
+# trained in ≈ 1.1 s and the progress line went from "building" to "done" between two refreshes
+# (1 of 2 flake-check runs).  2000 steps: ≈ 6 s at 3 ms a step, ≈ 60 s at 30 ms.
+STEPS = 2000
 
 
 def _shot(page, stage: str) -> None:
@@ -56,20 +62,20 @@ def test_launch_stop_resume_and_a_kernel_restart_in_a_real_browser(jupyter):
         expect(panel.locator(".fib-probe-legend")).to_contain_text("cell names")
 
         # 1. launch a tiny grid: progress, then its row in the table
-        _grid(page, "1", 150)
-        expect(panel.locator(".fib-probe-plan")).to_contain_text("1 cell × 150 steps")
+        _grid(page, "1", STEPS)
+        expect(panel.locator(".fib-probe-plan")).to_contain_text(f"1 cell × {STEPS} steps")
         launch.click()
         expect(state).to_have_text(re.compile("starting|running"), timeout=30_000)
-        expect(activity).to_contain_text(re.compile(r"step \d+ / 150"), timeout=LONG)
+        expect(activity).to_contain_text(re.compile(rf"step \d+ / {STEPS}"), timeout=LONG)
         _shot(page, "1-running")
-        expect(acc).to_contain_text("/s1/n150/", timeout=LONG)
+        expect(acc).to_contain_text(f"/s1/n{STEPS}/", timeout=LONG)
         expect(state).to_have_text("done", timeout=LONG)
         expect(status).not_to_contain_text("left")
 
         # 2. a second grid, stopped while its second cell trains, then resumed
-        _grid(page, "2, 3", 400)
+        _grid(page, "2, 3", STEPS)
         launch.click()
-        expect(acc).to_contain_text("/s2/n400/", timeout=LONG)  # the first cell is kept
+        expect(acc).to_contain_text(f"/s2/n{STEPS}/", timeout=LONG)  # the first cell is kept
         expect(activity).to_contain_text("seed 3", timeout=LONG)
         expect(stop).to_be_enabled()
         asked = time.monotonic()
@@ -80,13 +86,13 @@ def test_launch_stop_resume_and_a_kernel_restart_in_a_real_browser(jupyter):
         expect(status).to_contain_text("1 of 2 cells done")
         expect(status).to_contain_text("resume trains the 1 unfinished cell")
         expect(status).not_to_contain_text("left")  # no ETA on a stopped grid
-        expect(acc).not_to_contain_text("/s3/n400/")
+        expect(acc).not_to_contain_text(f"/s3/n{STEPS}/")
         _shot(page, "2-stopped")
         expect(resume).to_be_enabled()
         resume.click()
         expect(status).not_to_contain_text("stopped", timeout=30_000)  # nothing stale
         expect(state).to_have_text("done", timeout=LONG)
-        expect(acc).to_contain_text("/s3/n400/")
+        expect(acc).to_contain_text(f"/s3/n{STEPS}/")
         expect(status).to_contain_text("2 of 2 cells done")
         _shot(page, "3-resumed")
 
