@@ -33,58 +33,40 @@ def test_a_repetition_runs_the_slow_marked_tests_of_its_files_too():
     assert "deselected" not in out.stdout
 
 
-def _children(pid: int) -> list[int]:
-    """PIDs whose parent is ``pid`` (from /proc/*/stat: field 4 after the command's ')')."""
-    out = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                stat = open(f"/proc/{d}/stat").read()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                out.append(int(d))
-    return out
-
-
 def test_a_terminated_flake_check_takes_its_load_with_it():
     """`kill` (SIGTERM) of a running check ends its load job too; before, the default action
     ended the script alone and its tiny-training loop ran on, loading the machine for ever.
-    Oracle: the load's PID (and start time) gone, read from /proc."""
+    Oracle: psutil — the load is the check's child running the script's LOAD, and it is gone."""
     import signal
     import sys
     import time
 
-    from lab.machine.procs import pid_alive, start_ticks
+    import psutil
 
     # repetitions that select no test (pytest exit 5, counted as passed): the check loops on
     # cheap runs while its load runs beside
     cmd = [sys.executable, os.path.join(ROOT, "scripts", "flake_check.py"), "--repeat", "1000",
            "--group", "jobs", "--workers", "0", "--", "-k", "no_test_has_this_name"]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     load = None
     try:
         deadline = time.monotonic() + 60
         while load is None and time.monotonic() < deadline:
-            for c in _children(proc.pid):
+            for c in psutil.Process(proc.pid).children():
                 try:
-                    args = open(f"/proc/{c}/cmdline").read().split("\0")
-                except OSError:
+                    if any("flake-load-" in a for a in c.cmdline()):
+                        load = c
+                except psutil.NoSuchProcess:
                     continue
-                if "-c" in args and "flake-load-" in args[args.index("-c") + 1]:
-                    load = (c, start_ticks(c))
             time.sleep(0.1)
         assert load is not None, "the check started no load within 60 s"
         time.sleep(1.0)  # inside a repetition (or between two): either way the load must go
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 128 + signal.SIGTERM
-        deadline = time.monotonic() + 10
-        while pid_alive(*load) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not pid_alive(*load), "the load outlived the check"
+        assert not load.is_running(), "the load outlived the check"  # reaped by the check
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        if load is not None and pid_alive(*load):  # the defect itself: leave no loop behind
-            os.killpg(load[0], signal.SIGKILL)
+        if load is not None and load.is_running():  # the defect itself: leave no loop behind
+            os.killpg(load.pid, signal.SIGKILL)
