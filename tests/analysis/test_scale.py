@@ -393,7 +393,10 @@ def test_the_committed_report_is_the_committed_verdicts_in_their_own_words():
     for part in parts:
         for cid, v in part.items():
             label = f" ({v['label']})" if v.get("label") else ""
-            assert f"| `{cid}` | **{v['verdict']}**{label} | " in page, cid
+            assert (
+                f'| <code style="white-space:nowrap">{cid}</code> | **{v["verdict"]}**{label} | '
+                in page
+            ), cid
     # a decided trend's figure is committed beside the report that links it
     if doc["trend"].get("cells"):
         assert f"]({V.FIGURE})" in page

@@ -102,6 +102,14 @@ def test_export_opens_in_jupyterlab_with_every_figure(jupyter):
             assert [o.split(":")[0] for o in order[:3]] == ["H3", "IMG", "H3"], order
             section.first.scroll_into_view_if_needed()
             _shot(page, "scale-study")
+        # every claim id on one line (at 1400 px they broke at their hyphens over 2–4 lines):
+        # a wrapped inline element has one client rect a line
+        ids = section.first.evaluate(
+            "e => [...e.querySelectorAll('table tbody tr td:first-child code')]"
+            ".map(c => [c.textContent, c.getClientRects().length])"
+        )
+        claim_ids = [i for i in ids if i[0].count("-") >= 2]  # the claims, not the stage names
+        assert len(claim_ids) >= 8 and all(n == 1 for _, n in claim_ids), ids
 
         # the authors' database: the wide Table 1 scrolls in its own box, not the page
         box = panel.get_by_placeholder("path to the authors' results database (optional)")
