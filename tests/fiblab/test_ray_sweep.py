@@ -273,8 +273,8 @@ def test_driver_killed_mid_sweep_resumes_with_nothing_duplicated(cluster, tmp_pa
     spec = tmp_path / "two.toml"
     spec.write_text(
         '[[group]]\npresets = ["tiny"]\nseeds = [0, 1]\n'
-        "overrides = { steps = 12, ckpt_every = 2, eval_every = 4 }\n"
-    )
+        "overrides = { steps = 40, ckpt_every = 4, eval_every = 8 }\n"
+    )  # 40 steps: the task must outlive its driver's kill (12 left ≈ 0.2 s on a fast CPU)
     runs, store = tmp_path / "runs", tmp_path / "ray.db"
     address = c.address  # HOST:PORT of the running cluster
     p = _sweep_cli(spec, runs, store, address)
@@ -302,7 +302,9 @@ def test_driver_killed_mid_sweep_resumes_with_nothing_duplicated(cluster, tmp_pa
         assert _numbers(str(store), cfg.name) == _numbers(local_store, cfg.name)
     with Store(str(store)) as st:
         ev = st.events("tiny-s0")["kind"].tolist()
-        assert ev[0] == "start" and "resume" in ev  # the second attempt resumed
+        assert ev[0] == "start", ev
+        # the second attempt resumed (else the task finished before its driver's kill reached it)
+        assert "resume" in ev, ("tiny-s0 was never resumed: it ended before the kill", ev)
         assert sorted(st.runs()["name"]) == ["tiny-s0", "tiny-s1"]
     p = _sweep_cli(spec, runs, store, address)
     out, _ = p.communicate(timeout=120)
@@ -391,10 +393,11 @@ def test_a_worker_node_removed_mid_sweep_is_retried_from_its_checkpoint(
     from lab.training.train import train
 
     c, worker = cluster
-    # 150 steps: under load one task may start ≈ 30 s after the other (its worker imports torch
+    # 600 steps: under load one task may start ≈ 30 s after the other (its worker imports torch
     # first); with 40 the early run had finished before the node went (seen 2026-12-05), and
-    # nothing was left to retry
-    cfgs = _configs(tmp_path / "ray", steps=150, every=10)
+    # nothing was left to retry; at 150 a fast CPU's run (≈ 3 ms a step) could end inside the
+    # driver's 2 s journal drain that the wait below needs
+    cfgs = _configs(tmp_path / "ray", steps=600, every=30)
     store = str(tmp_path / "ray.db")
     done: dict = {}
     t = threading.Thread(target=lambda: done.update(r=run_sweep(cfgs, store, progress=False)))
@@ -417,7 +420,7 @@ def test_a_worker_node_removed_mid_sweep_is_retried_from_its_checkpoint(
     assert not t.is_alive() and [r.outcome for r in done["r"]] == ["trained", "trained"]
     local_store = str(tmp_path / "local.db")
     resumed = []
-    for cfg in _configs(tmp_path / "local", steps=150, every=10):
+    for cfg in _configs(tmp_path / "local", steps=600, every=30):
         train(cfg, store_path=local_store, quiet=True)
         assert _numbers(store, cfg.name) == _numbers(local_store, cfg.name)
         with Store(store) as st:
@@ -588,9 +591,10 @@ def test_a_launched_run_on_ray_stops_by_request_and_resumes(cluster, tmp_path):
 
     c, _ = cluster
     store, runs = str(tmp_path / "s.db"), str(tmp_path / "runs")
-    # 600 steps: on a quiet machine 60 tiny steps ended before the stop (the driver sees the
-    # task's steps every 2 s) and the run was "done" (2 of 2 flake-check runs, 2026-12-05)
-    steps, over = 600, {"ckpt_every": 10, "eval_every": 300}
+    # 2000 steps: on a quiet machine 60 tiny steps ended before the stop (the driver sees the
+    # task's steps every 2 s) and the run was "done" (2 of 2 flake-check runs, 2026-12-05); 600
+    # are ≈ 2 s on a CPU with a 3 ms tiny step, one refresh
+    steps, over = 2000, {"ckpt_every": 50, "eval_every": 1000}
     env = {"PYTHONPATH": os.getcwd()}
     h = LA.launch(
         "tiny", name="r", steps=steps, overrides=over, store=store, runs_dir=runs, env=env,
