@@ -18,8 +18,8 @@ from lab.training.checkpoint import list_checkpoints, load_checkpoint
 from lab.training.stop import STOP_FILE
 from lab.training.trainconfig import TrainConfig, make_config
 
-# 80: the stop test sees step 1 and stops; the run took 3–5 more steps before the stop landed
-# (loaded Xeon, 2026-12-05), 20 left a fast CPU little room before the run ended "done"
+# 80: the stop test sees step 1 and stops; the stop landed at step 3–5 loaded and 7 quiet on
+# the Xeon (2026-12-05), so 20 left a faster CPU little room before the run ended "done"
 STEPS = 80
 # no periodic checkpoint or light eval: the stop's checkpoint is the only one mid-run
 FAST = {"eval_every": 0, "ckpt_every": 1000, "log_every": 1, "eval_batch": 64}

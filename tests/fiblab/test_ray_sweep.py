@@ -273,8 +273,9 @@ def test_driver_killed_mid_sweep_resumes_with_nothing_duplicated(cluster, tmp_pa
     spec = tmp_path / "two.toml"
     spec.write_text(
         '[[group]]\npresets = ["tiny"]\nseeds = [0, 1]\n'
-        "overrides = { steps = 40, ckpt_every = 4, eval_every = 8 }\n"
-    )  # 40 steps: the task must outlive its driver's kill (12 left ≈ 0.2 s on a fast CPU)
+        "overrides = { steps = 600, ckpt_every = 20, eval_every = 200 }\n"
+    )  # 600 steps: the task must outlive the 0.2 s poll and its driver's kill; with 12 (every 2)
+    # the ten steps after the first checkpoint are ≈ 0.03 s at a fast CPU's 3 ms a step
     runs, store = tmp_path / "runs", tmp_path / "ray.db"
     address = c.address  # HOST:PORT of the running cluster
     p = _sweep_cli(spec, runs, store, address)
@@ -288,7 +289,8 @@ def test_driver_killed_mid_sweep_resumes_with_nothing_duplicated(cluster, tmp_pa
     assert _checkpoints(runs / "tiny-s0"), "no checkpoint of tiny-s0 within 240 s"
     p.send_signal(signal.SIGKILL)
     p.wait()
-    assert journal.exists() and not finished(read_journal(str(journal)))
+    assert journal.exists(), journal
+    assert not finished(read_journal(str(journal))), "tiny-s0 ended before its driver's kill"
     p = _sweep_cli(spec, runs, store, address)
     out, err = p.communicate(timeout=240)
     assert p.returncode == 0, err.decode()
@@ -393,11 +395,11 @@ def test_a_worker_node_removed_mid_sweep_is_retried_from_its_checkpoint(
     from lab.training.train import train
 
     c, worker = cluster
-    # 600 steps: under load one task may start ≈ 30 s after the other (its worker imports torch
-    # first); with 40 the early run had finished before the node went (seen 2026-12-05), and
-    # nothing was left to retry; at 150 a fast CPU's run (≈ 3 ms a step) could end inside the
-    # driver's 2 s journal drain that the wait below needs
-    cfgs = _configs(tmp_path / "ray", steps=600, every=30)
+    # 2000 steps: under load one task may start ≈ 30 s after the other (its worker imports
+    # torch first); with 40 the early run had finished before the node went (seen 2026-12-05),
+    # and nothing was left to retry; 150 are ≈ 0.5 s at a fast CPU's 3 ms a step, inside the
+    # driver's 2 s journal drain that the wait below needs (2000: ≈ 6 s)
+    cfgs = _configs(tmp_path / "ray", steps=2000, every=100)
     store = str(tmp_path / "ray.db")
     done: dict = {}
     t = threading.Thread(target=lambda: done.update(r=run_sweep(cfgs, store, progress=False)))
@@ -420,7 +422,7 @@ def test_a_worker_node_removed_mid_sweep_is_retried_from_its_checkpoint(
     assert not t.is_alive() and [r.outcome for r in done["r"]] == ["trained", "trained"]
     local_store = str(tmp_path / "local.db")
     resumed = []
-    for cfg in _configs(tmp_path / "local", steps=600, every=30):
+    for cfg in _configs(tmp_path / "local", steps=2000, every=100):
         train(cfg, store_path=local_store, quiet=True)
         assert _numbers(store, cfg.name) == _numbers(local_store, cfg.name)
         with Store(store) as st:
@@ -612,7 +614,7 @@ def test_a_launched_run_on_ray_stops_by_request_and_resumes(cluster, tmp_path):
     assert "stopped at step" in h.log_tail()
     h2 = LA.resume(h)
     assert "--resume" in h2.command and h2.spec["ray"] == c.address
-    assert LA.wait(h2, timeout=240) == "done", h2.log_tail()
+    assert LA.wait(h2, timeout=480) == "done", h2.log_tail()  # a hang guard: 2000 steps
     with Store(store) as st:
         loss = st.metrics("r", names=["loss"])
         kinds = st.events("r")["kind"].tolist()
