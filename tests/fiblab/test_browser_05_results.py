@@ -83,7 +83,8 @@ def test_export_opens_in_jupyterlab_with_every_figure(jupyter):
 
         # the scale study's section: the committed verdicts, and the trend figure once decided
         # (oracle: the committed claims.json says whether it is, and with which verdict)
-        trend = committed(SCALE_DIR)["trend"]
+        doc = committed(SCALE_DIR)
+        trend = doc["trend"]
         section = page.locator(".jp-OutputArea-output").filter(
             has_text="The trend (lab-scale-trend)"
         )
@@ -108,7 +109,6 @@ def test_export_opens_in_jupyterlab_with_every_figure(jupyter):
             "e => [...e.querySelectorAll('table tbody tr td:first-child code')]"
             ".map(c => [c.textContent, c.getClientRects().length])"
         )
-        doc = committed(SCALE_DIR)
         claims = {*doc["depth"], *doc["battery"], "lm-alpha-flat-landscape"}
         claims |= {c for part in doc.get("amendments", {}).values() for c in part}
         shown = {i for i, _ in ids}
