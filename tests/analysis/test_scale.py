@@ -403,6 +403,17 @@ def test_the_committed_report_is_the_committed_verdicts_in_their_own_words():
         assert os.path.getsize(os.path.join(P.RESULTS_DIR, V.FIGURE)) > 10_000
 
 
+def test_a_claim_row_breaks_at_semicolons_of_prose_not_of_inline_code():
+    """The table's "here" cell reads a clause a line, and a semicolon inside backticks stays in
+    its span (a ``<br>`` there would print literally).  Oracle: the row written by hand."""
+    why = "gap 0.31 nats; p = 0.002; rule `a; b` met; done"
+    (row,) = V._claims_table({"c1": {"verdict": "held", "why": why}})[2:]
+    assert row == (
+        '| <code style="white-space:nowrap">c1</code> | **held** | '
+        "gap 0.31 nats;<br>p = 0.002;<br>rule `a; b` met;<br>done |"
+    )
+
+
 def test_the_plan_prints_every_stage_and_amendment_with_what_it_lacks():
     """`plan_lines` from step times given by hand (the oracle: steps × time + one evaluation a
     run, per stage's missing runs)."""
