@@ -30,6 +30,7 @@ O(B·H·T·C) beyond the inputs, outputs and gradients; no gathered (T, C, D) ke
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import platform
@@ -40,6 +41,11 @@ from collections.abc import Sequence
 import torch
 
 from lab.kernels.shapes import check_columns
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: torch's own lock file alone
+    fcntl = None
 
 CSRC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc")
 SOURCES = (
@@ -134,16 +140,43 @@ def _compile(flags: Sequence[str]):
             file=sys.stderr,
             flush=True,
         )
-    cpp_extension.load(
-        name=name,
-        sources=[SOURCES[0]],
-        extra_cflags=list(flags),
-        extra_ldflags=["-fopenmp"],
-        extra_include_paths=[CSRC_DIR],
-        is_python_module=False,
-        verbose=False,
-    )
+    with _one_builder(os.path.dirname(path) if path else None):
+        cpp_extension.load(
+            name=name,
+            sources=[SOURCES[0]],
+            extra_cflags=list(flags),
+            extra_ldflags=["-fopenmp"],
+            extra_include_paths=[CSRC_DIR],
+            is_python_module=False,
+            verbose=False,
+        )
     return torch.ops.fiblab_cpu
+
+
+@contextlib.contextmanager
+def _one_builder(build_dir: str | None):
+    """One process at a time in torch's loader for this build, by a lock the OS drops when its
+    holder dies (`fcntl.flock`), and torch's own lock file cleared under it.
+
+    Why: torch's loader marks a build by creating ``<build_dir>/lock`` and makes every other
+    process wait while that file exists — for ever when its maker was killed mid-compile (a run
+    stopped while its log said "compiling"); every later run, grid and probe of the checkout then
+    sat at "starting".  Holding the flock, no process of the lab is inside the loader for this
+    build, so a ``lock`` found there is stale."""
+    if build_dir is None or fcntl is None or not os.path.isdir(build_dir):
+        yield
+        return
+    fd = os.open(os.path.join(build_dir, "fiblab.flock"), os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # waits only for a builder that is alive
+        stale = os.path.join(build_dir, "lock")
+        if os.path.exists(stale):
+            print(f"fiblab: removed {stale}, left by a build that was stopped", file=sys.stderr)
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(stale)
+        yield
+    finally:
+        os.close(fd)  # drops the flock
 
 
 def _build():

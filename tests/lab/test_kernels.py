@@ -486,3 +486,29 @@ def test_cpu_extension_cache_name_is_per_checkout(monkeypatch):
     assert here != cpu.extension_name(["-O2"])  # flags are part of it
     monkeypatch.setattr(cpu, "CSRC_DIR", "/elsewhere/lab/kernels/csrc")
     assert cpu.extension_name(["-O3"]) != here
+
+
+def test_a_build_lock_left_by_a_killed_compile_does_not_hang_the_next_process(built, tmp_path):
+    """A process killed while torch's loader held this build's ``lock`` file (a run stopped while
+    it compiled) left every later process of the checkout waiting on that file for ever.  A
+    copy of this build with such a file beside it: a fresh process loads the kernel, says it
+    removed the file, and the file is gone (torch's loader alone: a timeout)."""
+    import subprocess
+    import sys
+
+    src = os.path.dirname(cpu._cache_file(cpu.build_info()["flags"]))
+    build_dir = tmp_path / os.path.basename(src)  # TORCH_EXTENSIONS_DIR/<name>, no subfolder
+    shutil.copytree(src, build_dir)
+    (build_dir / "lock").touch()  # what the killed process left
+    env = {**os.environ, "TORCH_EXTENSIONS_DIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    show = "from lab.kernels import cpu; print(cpu.build_info()['flags'])"
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", show], env=env, capture_output=True, text=True, timeout=60
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the loader waited on the stale lock file for 60 s")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert str(build_dir / "lock") in done.stderr and "removed" in done.stderr
+    assert not (build_dir / "lock").exists()
+    assert "compiling" not in done.stderr  # the copied build was reused, not rebuilt
