@@ -191,6 +191,8 @@ def launch(
         learned=cfg.model.learned,
         spec=spec,
         started=time.time(),
+        env=dict(env or {}),  # as the grid's and the search's handles record them
+        cwd=cwd,
     )
     h.bind(proc)
     detached.write_json(meta, h.to_json())

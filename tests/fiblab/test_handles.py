@@ -142,3 +142,130 @@ def test_the_handle_the_launch_guard_and_the_searchs_clean_up_agree(
 def test_the_base_names_no_folder_of_its_own():
     with pytest.raises(NotImplementedError):
         _ = detached.Handle(**COMMON).log_path
+
+
+# -- the three launchers, started for real and killed at once (no training waited for) --------
+ENV = {"OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+
+
+def _launcher(kind: str, runs: str):
+    """(folder, launch(**kw) -> handle, resume(handle) -> handle) of one launcher, each launch
+    a long job under the name "j" (its process is killed by the test long before it ends)."""
+    from fiblab.jobs import launch as LA
+    from fiblab.jobs import probe_launch as PL
+    from fiblab.jobs import search_launch as SL
+    from probes.gridspec import GridSpec
+
+    if kind == "run":
+        return (
+            os.path.join(runs, "j"),
+            lambda **kw: LA.launch(
+                "tiny", name="j", steps=100_000, store="", runs_dir=runs, nproc=1, **kw
+            ),
+            LA.resume,
+        )
+    if kind == "grid":
+        spec = GridSpec(scale="tiny", mechanisms=("blur",), depths=(2,), seeds=(0,),
+                        steps=50_000)  # fmt: skip
+        return (
+            os.path.join(PL.grids_dir(runs), "j"),
+            lambda **kw: PL.launch_grid(spec, "j", store="", runs_dir=runs, **kw),
+            PL.resume,
+        )
+    return (
+        os.path.join(SL.searches_dir(runs), "j"),
+        lambda **kw: SL.launch_search(
+            "linear", ["distinct"], trials=100_000, name="j", store="", runs_dir=runs, **kw
+        ),
+        SL.resume,
+    )
+
+
+KINDS = ["run", "grid", "search"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_name_whose_process_still_runs_is_not_launched_twice(tmp_path, kind):
+    """Two processes under one name write one folder (checkpoints, results, a study) at once;
+    every launcher refuses the second while the first lives, and starts nothing."""
+    _, launch, _ = _launcher(kind, str(tmp_path))
+    first, second = launch(env=ENV), None
+    try:
+        with pytest.raises(ValueError, match=r"already running \(pid \d+\)"):
+            second = launch(env=ENV)
+    finally:
+        for h in (first, second):
+            if h is not None:
+                h.kill(timeout=5)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_stop_request_left_from_before_does_not_reach_the_new_process(tmp_path, kind):
+    """A STOP left in the folder (asked after the last process had already ended) would stop
+    the new launch at its first check, reading "stopping" at once: each launch removes it."""
+    folder, launch, _ = _launcher(kind, str(tmp_path))
+    os.makedirs(folder)
+    with open(os.path.join(folder, "STOP"), "w") as f:
+        f.write("stop requested long ago\n")
+    h = launch(env=ENV)
+    try:
+        assert not os.path.exists(os.path.join(folder, "STOP"))
+    finally:
+        h.kill(timeout=5)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_resumed_process_keeps_the_env_and_cwd_it_was_launched_with(tmp_path, kind):
+    """``env`` and ``cwd`` are part of what was launched (CUDA_VISIBLE_DEVICES='', the folder
+    relative data paths resolve in): a resume that dropped them trained elsewhere, on other
+    devices.  The oracle is the resumed process's own /proc environment and working folder."""
+    _, launch, resume = _launcher(kind, str(tmp_path))
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    h = launch(env={**ENV, "FIBLAB_TEST_MARK": kind}, cwd=str(cwd))
+    h.kill(timeout=5)
+    again = resume(h)
+    try:
+        with open(f"/proc/{again.pid}/environ", "rb") as f:
+            environ = f.read().split(b"\0")
+        assert f"FIBLAB_TEST_MARK={kind}".encode() in environ
+        assert os.readlink(f"/proc/{again.pid}/cwd") == str(cwd)
+    finally:
+        again.kill(timeout=5)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_handle_file_records_the_env_and_cwd_it_was_launched_with(tmp_path, kind):
+    """What a new kernel attaches to says how the process was started, for a run as for a grid
+    or a search (a run's handle file said ``env: {}``, ``cwd: null`` whatever it was given)."""
+    from fiblab.jobs import launch as LA
+    from fiblab.jobs import probe_launch as PL
+    from fiblab.jobs import search_launch as SL
+
+    _, launch, _ = _launcher(kind, str(tmp_path))
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    env = {**ENV, "FIBLAB_TEST_MARK": kind}
+    h = launch(env=env, cwd=str(cwd))
+    h.kill(timeout=5)
+    attach = {"run": LA.attach, "grid": PL.attach, "search": SL.attach}[kind]
+    again = attach("j", str(tmp_path))
+    assert (again.env, again.cwd) == (env, str(cwd))
+
+
+@pytest.mark.parametrize("kind", ["grid", "search"])
+def test_the_lists_show_the_most_recent_launch_first(tmp_path, kind):
+    """A fresh kernel's panel offers the launch just made at the top, not the oldest one."""
+    from fiblab.jobs import probe_launch as PL
+    from fiblab.jobs import search_launch as SL
+
+    h, top, meta, listing = {
+        "grid": (_handles(tmp_path)[1], PL.grids_dir(str(tmp_path)), PL.META_NAME,
+                 PL.list_grids),
+        "search": (_handles(tmp_path)[2], SL.searches_dir(str(tmp_path)), SL.META_NAME,
+                   SL.list_searches),
+    }[kind]  # fmt: skip
+    for name, started in [("old", 100.0), ("new", 300.0), ("mid", 200.0)]:
+        d = {**h.to_json(), "name": name, "started": started}
+        detached.write_json(os.path.join(top, name, meta), d)
+    assert [x.name for x in listing(str(tmp_path))] == ["new", "mid", "old"]
