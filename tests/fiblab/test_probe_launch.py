@@ -434,3 +434,17 @@ def test_a_grid_that_ends_between_the_two_reads_is_never_failed(tmp_path, monkey
     monkeypatch.setattr(type(h), "is_alive", lambda self: not ended)
     assert PL.state(h) in ("running", "starting")  # alive when looked at
     assert PL.state(h) == "stopped"  # and then with its end
+
+
+def test_a_resume_with_changed_settings_launches_with_them(tmp_path, monkeypatch):
+    """``resume(h, jobs=2)`` must run the grid with two jobs, not the old spec again (the
+    changes go over the recorded spec, not under it).  Scripted launch: the argument handed on."""
+    h, _ = _scripted_grid(tmp_path)
+    seen = {}
+    monkeypatch.setattr(
+        PL, "launch_grid", lambda spec, name, **kw: seen.update(spec=spec, name=name)
+    )
+    monkeypatch.setattr(type(h), "is_alive", lambda self: False)
+    PL.resume(h, jobs=2, steps=10)
+    assert seen["name"] == "eta" and (seen["spec"].jobs, seen["spec"].steps) == (2, 10)
+    assert seen["spec"].depths == h.grid_spec().depths  # the rest as recorded

@@ -4,6 +4,7 @@ buttons call; launch.json files found again by `fiblab.jobs.launch.list_runs`.""
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -185,3 +186,60 @@ def test_refuse_if_running_names_the_run_and_the_fix(tmp_path):
         p.wait()
     detached.refuse_if_running(meta, "run 'x'")  # ended: nothing to refuse
     assert detached.read_json(str(tmp_path / "none.json")) is None
+
+
+def test_kill_group_escalates_to_sigkill_when_sigterm_is_ignored(tmp_path):
+    """A job that ignores SIGTERM (a hung data loader, a handler that never returns) must still
+    be ended: `kill_group` sends SIGKILL once ``timeout`` passes.  Without it, terminate()
+    returned and the run kept its GPU and its name (a new launch refused as "still running")."""
+    log = str(tmp_path / "deaf.log")
+    code = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "print('deaf', flush=True); time.sleep(60)"
+    )
+    p = detached.start([sys.executable, "-c", code], log)
+    try:
+        deadline = time.monotonic() + 20
+        while not detached.log_tail(log).endswith("deaf") and time.monotonic() < deadline:
+            time.sleep(0.05)  # its handler installed: SIGTERM alone will not end it
+        assert detached.log_tail(log).endswith("deaf")
+        assert detached.kill_group(p.pid, lambda: p.poll() is None, timeout=0.5)
+        assert p.wait(timeout=5) == -signal.SIGKILL
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_a_handle_write_that_fails_leaves_the_old_file_whole(tmp_path):
+    """launch.json is what refuses a second launch and what a new kernel attaches by: a write
+    that fails part-way (here a value JSON cannot hold; a full disk or a kill does the same)
+    must leave the previous file as it was, never a truncated one that reads as "no run"."""
+    meta = str(tmp_path / "launch.json")
+    detached.write_json(meta, {"name": "x", "pid": 123, "pid_start": 456})
+    with pytest.raises(TypeError):
+        detached.write_json(meta, {"name": "x", "pid": 124, "bad": object()})
+    assert detached.read_json(meta) == {"name": "x", "pid": 123, "pid_start": 456}
+    assert os.listdir(tmp_path) == ["launch.json"]  # no temporary left beside it
+
+
+def test_start_gives_the_callers_env_precedence_over_the_kernels(tmp_path, monkeypatch):
+    """``env=`` is what the caller asked for (CUDA_VISIBLE_DEVICES='', a thread count): it must
+    win over the same variable in the kernel's own environment, not be silently overridden."""
+    monkeypatch.setenv("FIBLAB_TEST_WHO", "kernel")
+    log = str(tmp_path / "env.log")
+    code = "import os; print('who=' + os.environ['FIBLAB_TEST_WHO'], flush=True)"
+    p = detached.start([sys.executable, "-c", code], log, env={"FIBLAB_TEST_WHO": "caller"})
+    assert p.wait(timeout=30) == 0
+    assert detached.log_tail(log).splitlines()[-1] == "who=caller"
+
+
+def test_wait_exit_reads_the_process_once_more_after_it_ended():
+    """A panel's ``wait`` shows what its last ``on_poll`` (a refresh) read: that read must come
+    after the process ended, or the panel keeps "running" for a finished job (the search
+    panel's ``run()`` then raised "ended running").  The oracle: the exit code each poll sees."""
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])
+    seen = []
+    detached.wait_exit(lambda: p.poll() is None, "job", p.pid, timeout=30, poll=0.05,
+                       on_poll=lambda: seen.append(p.poll()))  # fmt: skip
+    assert seen[0] is None and seen[-1] == 0

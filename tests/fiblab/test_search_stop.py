@@ -101,3 +101,75 @@ def test_a_search_that_ends_between_the_two_reads_is_never_failed(tmp_path, monk
     first = SL.state(h)
     assert first.state in ("running", "starting"), first  # alive when looked at
     assert SL.state(h).state == "done"  # and then at its end: never "failed"
+
+
+def test_a_trial_asked_but_not_yet_marked_with_its_driver_is_failed_by_this_launchs_stop(
+    tmp_path,
+):
+    """A stop can land between `study.ask()` and the driver's mark on the trial: no driver to
+    check, so the stop fails the RUNNING trials begun since this launch started — and only
+    those (one begun before it is no trial of this process's)."""
+    import time
+
+    folder = tmp_path / "searches" / "unmarked"
+    folder.mkdir(parents=True)
+    url = f"sqlite:///{folder / SL.STUDY_DB}"
+    study = optuna.create_study(study_name="unmarked", storage=url)
+    number = study.ask().number  # RUNNING, no driver recorded yet
+
+    def handle(started):
+        return SL.SearchHandle(
+            name="unmarked", runs_dir=str(tmp_path), store="", pid=-1, command=[],
+            folder=str(folder), space="linear", objectives=["distinct"], trials=1, seed=0,
+            storage=url, started=started,
+        )  # fmt: skip
+
+    assert SL._fail_abandoned(handle(time.time() + 60)) == []  # begun before that launch
+    assert [t.state.name for t in optuna.load_study(study_name="unmarked", storage=url).trials] == [
+        "RUNNING"
+    ]
+    assert SL._fail_abandoned(handle(time.time() - 60)) == [number]  # begun after it
+    assert [t.state.name for t in optuna.load_study(study_name="unmarked", storage=url).trials] == [
+        "FAIL"
+    ]
+
+
+def test_request_stop_fails_the_trial_its_kill_interrupts(tmp_path):
+    """`request_stop` kills the search's process group, then tells FAIL the trial it
+    interrupted.  The search panel's stop test cannot pin that: its trials take microseconds,
+    so its kill almost never lands inside one.  Here the process holds a trial RUNNING (its
+    driver marked, as `ask` marks it) and sleeps, so the kill always interrupts it."""
+    folder = tmp_path / "searches" / "held"
+    folder.mkdir(parents=True)
+    url = f"sqlite:///{folder / SL.STUDY_DB}"
+    optuna.create_study(study_name="held", storage=url)
+    code = textwrap.dedent(
+        """
+        import sys, time
+        import optuna
+        from analysis.experiments.search.search import ask
+        trial = ask(optuna.load_study(study_name="held", storage=sys.argv[1]))
+        print(trial.number, flush=True)
+        time.sleep(120)
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, url], stdout=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        number = int(proc.stdout.readline())  # its trial is RUNNING now
+        h = SL.SearchHandle(
+            name="held", runs_dir=str(tmp_path), store="", pid=-1, command=[],
+            folder=str(folder), space="linear", objectives=["distinct"], trials=1, seed=0,
+            storage=url,
+        )  # fmt: skip
+        h.bind(proc)
+        assert SL.request_stop(h, timeout=5)
+        study = optuna.load_study(study_name="held", storage=url)
+        assert [(t.number, t.state.name) for t in study.get_trials()] == [(number, "FAIL")]
+        assert SL.state(h).state == "stopped"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()

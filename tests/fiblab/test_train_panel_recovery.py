@@ -20,7 +20,7 @@ from fiblab.jobs.train_eta import estimate, evals_left, format_duration
 from fiblab.ui.train import TrainPanel
 from lab.data.prepared import prepare
 from lab.store import Store
-from lab.training.phases import TRAINING, write_phase
+from lab.training.phases import EXITING, TRAINING, write_phase
 from lab.training.trainconfig import make_config
 
 ENV = {"OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
@@ -412,3 +412,29 @@ def test_a_run_that_stops_between_the_two_reads_is_never_failed(tmp_path, monkey
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.mark.parametrize("status, want", [("done", "done"), ("stopped", "stopping")])
+def test_a_process_shutting_down_after_its_loop_reads_how_it_ended(tmp_path, status, want):
+    """After its loop a run's process lives on for seconds (closing the store, tearing down
+    CUDA), its STOP already consumed; its phase says "exiting".  The view reads the end the
+    store holds — "done", or "stopping" for a stopped run — never "starting" again."""
+    h, proc = _fake_run(tmp_path, status)
+    try:
+        write_phase(h.run_dir, EXITING)
+        assert LA.state(h) == want and LA.snapshot(h)["state"] == want
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_resume_that_dies_before_reaching_the_store_reads_failed_not_stopped(tmp_path):
+    """The store still holds the last launch's "stopped" when a resume's process dies before
+    it writes (a corrupt checkpoint, a missing data file): its exit code says it failed, and
+    the view must say so with its log — not "stopped" again, as if resume had done nothing."""
+    h, proc = _fake_run(tmp_path, "stopped")
+    proc.kill()
+    proc.wait()  # this launch's own process, ended by an error
+    (tmp_path / "fake" / LA.LOG_NAME).write_text("RuntimeError: checkpoint is corrupt\n")
+    s = LA.snapshot(h)
+    assert s["state"] == "failed" and "checkpoint is corrupt" in s["message"]
