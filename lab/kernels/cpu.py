@@ -163,20 +163,33 @@ def _one_builder(build_dir: str | None):
     stopped while its log said "compiling"); every later run, grid and probe of the checkout then
     sat at "starting".  Holding the flock, no process of the lab is inside the loader for this
     build, so a ``lock`` found there is stale."""
-    if build_dir is None or fcntl is None or not os.path.isdir(build_dir):
-        yield
-        return
-    fd = os.open(os.path.join(build_dir, "fiblab.flock"), os.O_CREAT | os.O_RDWR, 0o644)
+    fd = _flock(build_dir) if build_dir and fcntl is not None else None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # waits only for a builder that is alive
-        stale = os.path.join(build_dir, "lock")
-        if os.path.exists(stale):
+        stale = os.path.join(build_dir or "", "lock")
+        if fd is not None and os.path.exists(stale):
             print(f"fiblab: removed {stale}, left by a build that was stopped", file=sys.stderr)
             with contextlib.suppress(FileNotFoundError):
                 os.remove(stale)
         yield
     finally:
-        os.close(fd)  # drops the flock
+        if fd is not None:
+            os.close(fd)  # drops the flock
+
+
+def _flock(build_dir: str) -> int | None:
+    """An open file in ``build_dir`` holding an exclusive flock (waits only for a builder that
+    is alive); None where none can be had (a folder we cannot write, a file system without
+    flock): torch's loader alone then, as before."""
+    try:
+        fd = os.open(os.path.join(build_dir, "fiblab.flock"), os.O_CREAT | os.O_RDWR, 0o644)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
 
 
 def _build():

@@ -512,3 +512,23 @@ def test_a_build_lock_left_by_a_killed_compile_does_not_hang_the_next_process(bu
     assert str(build_dir / "lock") in done.stderr and "removed" in done.stderr
     assert not (build_dir / "lock").exists()
     assert "compiling" not in done.stderr  # the copied build was reused, not rebuilt
+
+
+def test_a_builder_without_the_flock_leaves_torchs_lock_file_alone(tmp_path, monkeypatch, capsys):
+    """Only a process holding the build's flock may call torch's lock file stale; where no flock
+    can be had (a file system without it) the file may be a live builder's, and stays."""
+    import errno
+
+    (tmp_path / "lock").touch()
+
+    def no_flock(fd, op):
+        raise OSError(errno.ENOLCK, "no locks available")
+
+    with monkeypatch.context() as m:
+        m.setattr(cpu.fcntl, "flock", no_flock)
+        with cpu._one_builder(str(tmp_path)):
+            assert (tmp_path / "lock").exists()
+    assert (tmp_path / "lock").exists() and "removed" not in capsys.readouterr().err
+    with cpu._one_builder(str(tmp_path)):  # with the flock: stale, removed, and said
+        assert not (tmp_path / "lock").exists()
+    assert "left by a build that was stopped" in capsys.readouterr().err
