@@ -57,6 +57,9 @@ _NATIVE_FLAGS = ["-O3", "-march=native", "-fopenmp"]
 _PORTABLE_FLAGS = ["-O3", "-fopenmp"]
 MARCH_ENV = "FIBLAB_CPU_MARCH"  # build for this -march instead of native (e.g. x86-64-v3: AVX2)
 DTYPES = (torch.float32, torch.float64, torch.bfloat16)  # bfloat16: float32 inside
+# how a build folder is entered (`_one_builder`); in the cache name, so a process running older
+# code (a notebook kernel from before a pull) never shares a folder with one that takes the flock
+LOADER = "flock-1"
 
 
 class KernelUnavailable(RuntimeError):
@@ -98,6 +101,7 @@ def extension_name(flags: Sequence[str]) -> str:
         cpu_signature().encode(),
         sys.version.encode(),
         CSRC_DIR.encode(),
+        LOADER.encode(),
     ):
         h.update(part)
         h.update(b"\0")
@@ -132,15 +136,15 @@ def _compile(flags: Sequence[str]):
 
     name = extension_name(flags)
     path = _cache_file(flags)
-    build_dir = os.path.dirname(path) if path else "TORCH_EXTENSIONS_DIR"
+    build_dir = os.path.dirname(path) if path else None
     if not (path and os.path.exists(path)):
         print(
-            f"fiblab: compiling the CPU attention kernel ({' '.join(flags)}) into {build_dir} "
-            f"— once, then cached",
+            f"fiblab: compiling the CPU attention kernel ({' '.join(flags)}) into "
+            f"{build_dir or 'TORCH_EXTENSIONS_DIR'} — once, then cached",
             file=sys.stderr,
             flush=True,
         )
-    with _one_builder(os.path.dirname(path) if path else None):
+    with _one_builder(build_dir):
         cpp_extension.load(
             name=name,
             sources=[SOURCES[0]],
@@ -162,14 +166,17 @@ def _one_builder(build_dir: str | None):
     process wait while that file exists — for ever when its maker was killed mid-compile (a run
     stopped while its log said "compiling"); every later run, grid and probe of the checkout then
     sat at "starting".  Holding the flock, no process of the lab is inside the loader for this
-    build, so a ``lock`` found there is stale."""
+    build (every one takes it: `LOADER` in the cache name keeps a process of older code out of
+    this folder), so a ``lock`` found there is stale.  An extensions folder shared between nodes
+    needs a file system whose flock reaches across them (NFS with ``local_lock=flock`` does not)."""
     fd = _flock(build_dir) if build_dir and fcntl is not None else None
     try:
-        stale = os.path.join(build_dir or "", "lock")
-        if fd is not None and os.path.exists(stale):
-            print(f"fiblab: removed {stale}, left by a build that was stopped", file=sys.stderr)
+        if fd is not None:
+            stale = os.path.join(build_dir, "lock")
             with contextlib.suppress(FileNotFoundError):
                 os.remove(stale)
+                print(f"fiblab: removed {stale}, left by a build that was stopped",
+                      file=sys.stderr, flush=True)  # fmt: skip
         yield
     finally:
         if fd is not None:
@@ -177,18 +184,26 @@ def _one_builder(build_dir: str | None):
 
 
 def _flock(build_dir: str) -> int | None:
-    """An open file in ``build_dir`` holding an exclusive flock (waits only for a builder that
-    is alive); None where none can be had (a folder we cannot write, a file system without
-    flock): torch's loader alone then, as before."""
+    """An open file in ``build_dir`` holding an exclusive flock; None where none can be had (a
+    folder we cannot write, a file system without flock): torch's loader alone then, as before.
+    Waits for a builder that is alive, and says so rather than sit silent."""
     try:
         fd = os.open(os.path.join(build_dir, "fiblab.flock"), os.O_CREAT | os.O_RDWR, 0o644)
     except OSError:
         return None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"fiblab: waiting for another process's build of the kernel in {build_dir}",
+                  file=sys.stderr, flush=True)  # fmt: skip
+            fcntl.flock(fd, fcntl.LOCK_EX)
     except OSError:
         os.close(fd)
         return None
+    except BaseException:  # interrupted while waiting
+        os.close(fd)
+        raise
     return fd
 
 

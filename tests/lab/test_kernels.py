@@ -499,6 +499,8 @@ def test_a_build_lock_left_by_a_killed_compile_does_not_hang_the_next_process(bu
     src = os.path.dirname(cpu._cache_file(cpu.build_info()["flags"]))
     build_dir = tmp_path / os.path.basename(src)  # TORCH_EXTENSIONS_DIR/<name>, no subfolder
     shutil.copytree(src, build_dir)
+    so = next(build_dir.glob("*.so"))
+    built_at = so.stat().st_mtime_ns
     (build_dir / "lock").touch()  # what the killed process left
     env = {**os.environ, "TORCH_EXTENSIONS_DIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
     show = "from lab.kernels import cpu; print(cpu.build_info()['flags'])"
@@ -511,7 +513,7 @@ def test_a_build_lock_left_by_a_killed_compile_does_not_hang_the_next_process(bu
     assert done.returncode == 0, done.stderr[-2000:]
     assert str(build_dir / "lock") in done.stderr and "removed" in done.stderr
     assert not (build_dir / "lock").exists()
-    assert "compiling" not in done.stderr  # the copied build was reused, not rebuilt
+    assert so.stat().st_mtime_ns == built_at  # the copied build was loaded, not rebuilt
 
 
 def test_a_builder_without_the_flock_leaves_torchs_lock_file_alone(tmp_path, monkeypatch, capsys):
@@ -532,3 +534,37 @@ def test_a_builder_without_the_flock_leaves_torchs_lock_file_alone(tmp_path, mon
     with cpu._one_builder(str(tmp_path)):  # with the flock: stale, removed, and said
         assert not (tmp_path / "lock").exists()
     assert "left by a build that was stopped" in capsys.readouterr().err
+
+
+def test_a_builder_waits_for_one_alive_and_leaves_its_lock_file_alone(tmp_path, capsys):
+    """The other side of clearing a stale lock: while a builder holds the build (here a thread,
+    its own open file, as another process would), a second waits — saying so — and finds
+    torch's lock file only once the first has removed it (torch removes it at the end)."""
+    import threading
+
+    inside, leave, second_in = threading.Event(), threading.Event(), threading.Event()
+
+    def first():
+        with cpu._one_builder(str(tmp_path)):
+            (tmp_path / "lock").touch()  # torch's loader, building
+            inside.set()
+            leave.wait(30)
+            (tmp_path / "lock").unlink()  # and done
+
+    def second():
+        with cpu._one_builder(str(tmp_path)):
+            second_in.set()
+
+    a = threading.Thread(target=first)
+    a.start()
+    assert inside.wait(30)
+    b = threading.Thread(target=second)
+    b.start()
+    assert not second_in.wait(0.5)  # held: a wait, however long the first takes
+    assert (tmp_path / "lock").exists()
+    leave.set()
+    a.join(30)
+    b.join(30)
+    assert second_in.is_set()
+    err = capsys.readouterr().err
+    assert "waiting for another process's build" in err and "removed" not in err
