@@ -14,6 +14,7 @@ import pytest
 from fiblab.jobs import detached
 from fiblab.jobs import launch as LA
 from fiblab.ui.runlist import LMRuns, RunList, RunRow
+from lab.machine.measure import ROOT
 from lab.machine.procs import start_ticks
 
 
@@ -213,14 +214,26 @@ def test_kill_group_escalates_to_sigkill_when_sigterm_is_ignored(tmp_path):
 
 def test_a_handle_write_that_fails_leaves_the_old_file_whole(tmp_path):
     """launch.json is what refuses a second launch and what a new kernel attaches by: a write
-    that fails part-way (here a value JSON cannot hold; a full disk or a kill does the same)
-    must leave the previous file as it was, never a truncated one that reads as "no run"."""
+    that fails part-way must leave the previous file as it was, never a truncated one that reads
+    as "no run".  A full disk, made real: a process whose files may not grow past 64 bytes."""
     meta = str(tmp_path / "launch.json")
-    detached.write_json(meta, {"name": "x", "pid": 123, "pid_start": 456})
-    with pytest.raises(TypeError):
-        detached.write_json(meta, {"name": "x", "pid": 124, "bad": object()})
-    assert detached.read_json(meta) == {"name": "x", "pid": 123, "pid_start": 456}
-    assert os.listdir(tmp_path) == ["launch.json"]  # no temporary left beside it
+    detached.write_json(meta, {"name": "x", "pid": 123})  # 30 bytes
+    code = (
+        "import resource, signal, sys\n"
+        "from fiblab.jobs import detached\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit: EFBIG\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))\n"
+        "try:\n"
+        "    detached.write_json(sys.argv[1], {'name': 'x', 'pid': 124, 'log': 'y' * 200})\n"
+        "except OSError as e:\n"
+        "    print('refused', e.errno)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", code, meta], capture_output=True, text=True,
+                          env=env, timeout=120)  # fmt: skip
+    assert done.stdout.startswith("refused"), done.stderr[-2000:]  # the write did fail
+    assert detached.read_json(meta) == {"name": "x", "pid": 123}
+    assert os.listdir(tmp_path) == ["launch.json"]  # and left no temporary beside it
 
 
 def test_start_gives_the_callers_env_precedence_over_the_kernels(tmp_path, monkeypatch):

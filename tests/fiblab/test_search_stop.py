@@ -7,6 +7,7 @@ RUNNING for ever.  The oracle here is a real process that asks a trial and dies 
 transaction, every time (no timing luck), and Optuna's own reading of the study afterwards."""
 
 import os
+import select
 import sqlite3
 import subprocess
 import sys
@@ -158,6 +159,8 @@ def test_request_stop_fails_the_trial_its_kill_interrupts(tmp_path):
         start_new_session=True,
     )  # fmt: skip
     try:
+        ready, _, _ = select.select([proc.stdout], [], [], 120)  # a hang guard, not a timing
+        assert ready, "the child never asked its trial"
         number = int(proc.stdout.readline())  # its trial is RUNNING now
         h = SL.SearchHandle(
             name="held", runs_dir=str(tmp_path), store="", pid=-1, command=[],
@@ -173,3 +176,4 @@ def test_request_stop_fails_the_trial_its_kill_interrupts(tmp_path):
         if proc.poll() is None:
             proc.kill()
         proc.wait()
+        proc.stdout.close()
