@@ -414,6 +414,17 @@ def test_a_claim_row_breaks_at_semicolons_of_prose_not_of_inline_code():
     )
 
 
+def test_a_claim_row_knows_commonmark_code_spans_of_any_length_and_a_lone_backtick():
+    """A span opened by two backticks ends at the next two (a single one inside is code), and a
+    backtick nobody closes is a literal character: the prose after it still breaks.  Oracle: the
+    cells written by hand, read against CommonMark's code-span rule."""
+    cell = V._clause_lines
+    assert cell("x; ``a`b; c``; y") == "x;<br>``a`b; c``;<br>y"
+    assert cell("it's 5` wide; then") == "it's 5` wide;<br>then"
+    assert cell("```a``; b```; c") == "```a``; b```;<br>c"
+    assert cell("``a; b`; c") == "``a;<br>b`;<br>c"  # two opened, one closes nothing
+
+
 def test_the_plan_prints_every_stage_and_amendment_with_what_it_lacks():
     """`plan_lines` from step times given by hand (the oracle: steps × time + one evaluation a
     run, per stage's missing runs)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 
 from analysis.experiments.study import confirm
 from analysis.experiments.study import scale_probes as SPR
@@ -234,9 +235,16 @@ def _said(v: dict) -> str:
 
 def _clause_lines(text: str) -> str:
     """``text`` a clause a line: a break after each "; " outside inline code (a `` `a; b` `` span
-    stays whole; a ``<br>`` inside backticks would print literally)."""
-    spans = text.split("`")  # even indices: prose; odd: inside backticks
-    return "`".join(s if i % 2 else s.replace("; ", ";<br>") for i, s in enumerate(spans))
+    stays whole; a ``<br>`` inside backticks would print literally).  A code span is CommonMark's:
+    a run of N backticks closed by the next run of exactly N; an unclosed run is literal text."""
+    out, at = [], 0
+    for m in _CODE_SPAN.finditer(text):
+        out += [text[at : m.start()].replace("; ", ";<br>"), m.group(0)]
+        at = m.end()
+    return "".join(out + [text[at:].replace("; ", ";<br>")])
+
+
+_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`).*?(?<!`)\1(?!`)", re.DOTALL)
 
 
 def _claims_table(claims: dict) -> list[str]:
