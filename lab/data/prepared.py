@@ -43,7 +43,7 @@ from lab.data.tokenizer import (
 )
 from lab.data.windows import n_windows
 from lab.util.checks import nonneg_int, positive_int
-from lab.util.files import atomic_path, is_temporary
+from lab.util.files import atomic_path, exclusive_lock, is_temporary
 from lab.util.progress import bytes_bar, reading
 
 TOKENIZER_TRAIN_CHARS = 100_000_000  # text the BPE trainer sees at most (per prepare/mixture)
@@ -448,21 +448,13 @@ def _building(out: Path) -> Iterator[Path | None]:
     """Hold an exclusive lock on ``out``'s entry while it is built: a second process (another
     run of a sweep, another node on the same shared cache) waits, then reuses the entry
     instead of clearing the first one's files.  The lock file sits beside the entry, so a
-    failed build that removes the entry's folder leaves the lock usable; where fcntl is missing
-    (Windows) there is no lock.  Yields the lock file's path (None without a lock)."""
-    try:
-        import fcntl
-    except ImportError:
-        yield None
-        return
-    out.parent.mkdir(parents=True, exist_ok=True)
+    failed build that removes the entry's folder leaves the lock usable; where no flock can be
+    had (Windows, a file system without it) there is no lock.  Yields the lock file's path (None
+    without a lock)."""
     lock = out.parent / f"{out.name}.lock"
-    with open(lock, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield lock
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    waiting = f"fiblab: waiting for another process that prepares {out}"
+    with exclusive_lock(lock, waiting) as held:
+        yield lock if held else None
 
 
 def _clear_partial(out: Path) -> None:

@@ -41,11 +41,7 @@ from collections.abc import Sequence
 import torch
 
 from lab.kernels.shapes import check_columns
-
-try:
-    import fcntl
-except ImportError:  # not POSIX: torch's own lock file alone
-    fcntl = None
+from lab.util.files import exclusive_lock
 
 CSRC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc")
 SOURCES = (
@@ -169,42 +165,18 @@ def _one_builder(build_dir: str | None):
     build (every one takes it: `LOADER` in the cache name keeps a process of older code out of
     this folder), so a ``lock`` found there is stale.  An extensions folder shared between nodes
     needs a file system whose flock reaches across them (NFS with ``local_lock=flock`` does not)."""
-    fd = _flock(build_dir) if build_dir and fcntl is not None else None
-    try:
-        if fd is not None:
+    if build_dir is None:
+        yield
+        return
+    waiting = f"fiblab: waiting for another process's build of the kernel in {build_dir}"
+    with exclusive_lock(os.path.join(build_dir, "fiblab.flock"), waiting) as held:
+        if held:  # without the flock, torch's lock file may be a live builder's: left alone
             stale = os.path.join(build_dir, "lock")
             with contextlib.suppress(FileNotFoundError):
                 os.remove(stale)
                 print(f"fiblab: removed {stale}, left by a build that was stopped",
                       file=sys.stderr, flush=True)  # fmt: skip
         yield
-    finally:
-        if fd is not None:
-            os.close(fd)  # drops the flock
-
-
-def _flock(build_dir: str) -> int | None:
-    """An open file in ``build_dir`` holding an exclusive flock; None where none can be had (a
-    folder we cannot write, a file system without flock): torch's loader alone then, as before.
-    Waits for a builder that is alive, and says so rather than sit silent."""
-    try:
-        fd = os.open(os.path.join(build_dir, "fiblab.flock"), os.O_CREAT | os.O_RDWR, 0o644)
-    except OSError:
-        return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print(f"fiblab: waiting for another process's build of the kernel in {build_dir}",
-                  file=sys.stderr, flush=True)  # fmt: skip
-            fcntl.flock(fd, fcntl.LOCK_EX)
-    except OSError:
-        os.close(fd)
-        return None
-    except BaseException:  # interrupted while waiting
-        os.close(fd)
-        raise
-    return fd
 
 
 def _build():

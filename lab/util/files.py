@@ -6,6 +6,9 @@ the target, are flushed to disk (fsync), and the temporary file is renamed over 
 (``os.replace``, atomic on one filesystem).  The temporary name is the writer's own (its pid and
 a random part), so two writers of one path never share one; it starts with a dot and ends in
 ``.tmp``, so readers that list ``*.json`` or ``*.bin`` never see it (`is_temporary` tells).
+Builders that must not run twice at once (a prepared-data entry, the CPU kernel's build) take
+`exclusive_lock`: an flock the OS drops when its holder dies, so a killed builder never leaves
+the next one waiting.
 """
 
 from __future__ import annotations
@@ -13,10 +16,16 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["atomic_path", "atomic_write", "is_temporary"]
+try:
+    import fcntl
+except ImportError:  # not POSIX: no lock (`exclusive_lock` says so)
+    fcntl = None
+
+__all__ = ["atomic_path", "atomic_write", "exclusive_lock", "is_temporary"]
 
 SUFFIX = ".tmp"
 
@@ -53,3 +62,35 @@ def atomic_write(path: str | os.PathLike, data: str | bytes) -> str:
 def is_temporary(name: str) -> bool:
     """Whether a file name is an `atomic_path` temporary (left behind by a killed writer)."""
     return name.startswith(".") and name.endswith(SUFFIX)
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: str | os.PathLike, waiting: str | None = None) -> Iterator[bool]:
+    """``with exclusive_lock(p) as held:`` one process at a time in the block, by an exclusive
+    ``flock`` on the file ``p`` (created, its folder too).  ``held`` is False where no flock can
+    be had (not POSIX, a folder we cannot write, a file system without flock): the block then
+    runs unlocked and the caller decides what that allows.  ``waiting``, if given, is printed to
+    stderr when another holder makes us wait, rather than sit silent."""
+    fd = None
+    if fcntl is not None:
+        try:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+        except OSError:
+            fd = None
+    try:
+        if fd is not None:
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    if waiting:
+                        print(waiting, file=sys.stderr, flush=True)
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError:
+                os.close(fd)
+                fd = None
+        yield fd is not None
+    finally:
+        if fd is not None:
+            os.close(fd)  # drops the flock

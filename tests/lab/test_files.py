@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from lab.util.files import atomic_path, atomic_write, is_temporary
+from lab.util.files import atomic_path, atomic_write, exclusive_lock, is_temporary
 
 
 def test_a_write_replaces_the_file_and_leaves_no_temporary(tmp_path):
@@ -67,3 +67,37 @@ def test_concurrent_writers_and_a_reader_see_only_whole_files(tmp_path):
         q.join()
         assert q.exitcode == 0
     assert [n for n in os.listdir(tmp_path)] == ["phase.json"]
+
+
+def test_an_exclusive_lock_is_held_against_another_process_and_dropped_when_it_is_killed(
+    tmp_path, capsys
+):
+    """A holder in another process keeps the lock (the oracle: a raw non-blocking flock on the
+    file fails), and killing it — no clean-up run — frees the lock for the next builder at once,
+    without the "waiting" line."""
+    import fcntl
+    import signal
+    import subprocess
+    import sys
+
+    lock = tmp_path / "sub" / "entry.lock"  # its folder is made
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys\nfrom lab.util.files import exclusive_lock\n"
+         f"with exclusive_lock({str(lock)!r}) as held:\n"
+         "    print(held, flush=True)\n    sys.stdin.read()\n"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "True"
+        with open(lock) as f, pytest.raises(BlockingIOError):
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(30)
+        with exclusive_lock(lock, waiting="waiting for the holder") as held:
+            assert held
+        assert "waiting for the holder" not in capsys.readouterr().err
+    finally:
+        holder.kill()
+        holder.wait(30)

@@ -30,6 +30,7 @@ from lab.ladder.plan import attended_distances
 from lab.lm.model import build_model
 from lab.machine.measure import ROOT
 from lab.sparse.attention import sparse_attention
+from lab.util import files
 
 HAVE_COMPILER = any(shutil.which(c) for c in ("c++", "g++", "clang++"))
 
@@ -527,7 +528,7 @@ def test_a_builder_without_the_flock_leaves_torchs_lock_file_alone(tmp_path, mon
         raise OSError(errno.ENOLCK, "no locks available")
 
     with monkeypatch.context() as m:
-        m.setattr(cpu.fcntl, "flock", no_flock)
+        m.setattr(files.fcntl, "flock", no_flock)
         with cpu._one_builder(str(tmp_path)):
             assert (tmp_path / "lock").exists()
     assert (tmp_path / "lock").exists() and "removed" not in capsys.readouterr().err
