@@ -83,7 +83,7 @@ class RunHandle(detached.Handle):
     steps: int
     tokens_per_step: int
     learned: bool
-    spec: dict = field(default_factory=dict)  # launch() arguments, for resume()
+    spec: dict = field(default_factory=dict)  # launch() arguments but env and cwd, for resume()
 
     KIND = "run"
     LOG_NAME = LOG_NAME
@@ -174,8 +174,6 @@ def launch(
         store=store,
         runs_dir=runs_dir,
         nproc=nproc,
-        env=env or {},
-        cwd=cwd,
         **({"ray": ray} if ray else {}),  # a resume goes to the same cluster
     )
     h = RunHandle(
@@ -253,7 +251,9 @@ def resume(h: RunHandle, **changes) -> RunHandle:
             f"run {h.name!r} is still running (pid {h.pid}): stop it and wait for it "
             f"to exit before resuming"
         )
-    spec = {**h.spec, **changes}
+    # env and cwd live on the handle (as the grid's and the search's); a launch.json written
+    # before they did carries them in its spec, which then still wins
+    spec = {"env": h.env or None, "cwd": h.cwd, **h.spec, **changes}
     # a change of a field the first launch gave as an override replaces that override
     over = {k: v for k, v in split_overrides(spec.get("overrides")).items() if k not in changes}
     spec["overrides"] = over

@@ -249,6 +249,27 @@ def test_a_resume_with_changed_settings_runs_with_them(runs):
     assert L.wait(more, timeout=120) == "done", more.log_tail()
     assert sorted(_losses(runs, "more")) == list(range(1, 8))
     assert read_config(os.path.join(more.run_dir, "config.json"), TrainConfig).steps == 7
+    # the environment and folder it was launched with go on with it, kept once (on the handle)
+    assert more.env == first.env == ENV and more.cwd == first.cwd and "env" not in more.spec
+
+
+def test_resume_takes_env_and_cwd_from_the_handle_or_an_older_spec(monkeypatch, tmp_path):
+    """A resume restarts with the env and cwd of the launch: read from the handle, or from the
+    spec of a launch.json written before the handle kept them; a change given wins over both."""
+    seen = []
+    monkeypatch.setattr(L, "launch", lambda preset, **kw: seen.append(kw))
+    spec = {"preset": "tiny", "name": "r", "steps": 3, "overrides": {}, "runs_dir": str(tmp_path)}
+    args = dict(name="r", preset="tiny", run_dir=str(tmp_path / "r"), runs_dir=str(tmp_path))
+    args |= dict(store="", pid=-1, command=[], steps=3, tokens_per_step=1, learned=False)
+    h = L.RunHandle(**args, spec=spec, env={"A": "1"}, cwd="/here")
+    old = L.RunHandle(**args, spec={**spec, "env": {"A": "2"}, "cwd": "/there"})
+    L.resume(h)
+    L.resume(old)
+    L.resume(h, env={"A": "3"})
+    assert [(kw["env"], kw["cwd"]) for kw in seen] == [
+        ({"A": "1"}, "/here"), ({"A": "2"}, "/there"), ({"A": "3"}, "/here"),
+    ]  # fmt: skip
+    assert all(kw["resume"] is True for kw in seen)
 
 
 def test_failed_run_reports_why(runs):
