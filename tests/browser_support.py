@@ -204,11 +204,23 @@ def notebook(jupyter: dict, name: str, viewport=(1500, 1100)):
 
 
 def wait_idle(page, timeout_ms: int = 120_000) -> None:
-    """Wait until the status bar names a kernel and says Idle (the toolbar's execution
-    indicator already says idle while the session has "No Kernel")."""
-    page.locator(".jp-StatusBar-TextItem").filter(
+    """Wait until no cell is queued or running and the status bar names a kernel and says Idle
+    (the toolbar's execution indicator already says idle while the session has "No Kernel").
+
+    Idle alone is not the end of a Run All: the kernel goes idle after each cell, and the status
+    bar says so until the next one starts; every queued cell shows ``[*]`` from the moment Run
+    All is pressed, so no ``[*]`` together with Idle is."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    idle = page.locator(".jp-StatusBar-TextItem").filter(
         has_text=re.compile(r"^(?!No Kernel).+ \| Idle$")
-    ).wait_for(timeout=timeout_ms)
+    )
+    queued = page.locator(".jp-Notebook .jp-InputPrompt", has_text="[*]")
+    while True:
+        left = max(1, int(1000 * (deadline - time.monotonic())))
+        queued.first.wait_for(state="detached", timeout=left)
+        idle.wait_for(timeout=left)
+        if queued.count() == 0:
+            return
 
 
 def menu(page, top: str, item: str | re.Pattern) -> None:

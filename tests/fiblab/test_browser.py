@@ -45,3 +45,49 @@ def test_slider_changes_the_union_count_in_a_real_browser(jupyter):
         expect(page.locator(".fib-error")).to_have_text("")
         B.wait_idle(page)
         B.assert_no_error_output(page)
+
+
+def test_wait_idle_waits_for_every_cell_of_a_run_all(jupyter):
+    """`wait_idle` returns only when no cell is queued or running.  The status bar says Idle for
+    a moment between two cells of a Run All (the kernel goes idle after each); a test that took
+    that for the end clicked a panel while a later cell still ran (notebook 02's flake check,
+    2026-12-06).  The first cell here says idle itself, then keeps the kernel for 6 s: the
+    status bar shows Idle while both cells still run, deterministically."""
+    import json
+    import re
+    import time
+
+    from playwright.sync_api import expect
+
+    cells = [
+        "k = get_ipython().kernel\n"
+        "k._publish_status('idle', 'shell', k.get_parent('shell'))  # as between two cells\n"
+        "import time; time.sleep(6); print('first cell done')",
+        "print('second cell done')",
+    ]
+    nb = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "source": s,
+                "metadata": {},
+                "outputs": [],
+                "execution_count": None,
+            }
+            for s in cells
+        ],
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    (jupyter["root"] / "idle_between_cells.ipynb").write_text(json.dumps(nb))
+    with B.notebook(jupyter, "idle_between_cells.ipynb") as page:
+        B.menu(page, "Run", re.compile(r"^Run All Cells"))
+        idle = page.locator(".jp-StatusBar-TextItem").filter(has_text=re.compile(r"\| Idle$"))
+        expect(page.locator(".jp-InputPrompt", has_text="[*]")).to_have_count(2)
+        expect(idle).to_be_visible(timeout=5_000)  # Idle shown while the first cell runs …
+        started = time.monotonic()
+        B.wait_idle(page)  # … and not taken for the end
+        outputs = page.locator(".jp-OutputArea-output")
+        expect(outputs).to_have_text(["first cell done", "second cell done"], timeout=2_000)
+        assert time.monotonic() - started > 2, "returned while the first cell still slept"
