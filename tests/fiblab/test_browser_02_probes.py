@@ -46,79 +46,85 @@ def _grid(page, seeds: str, steps: int) -> None:
 def test_launch_stop_resume_and_a_kernel_restart_in_a_real_browser(jupyter):
     from playwright.sync_api import expect
 
-    with B.notebook(jupyter, NOTEBOOK) as page:
-        B.run_all(page, ".fib-probe-panel", timeout_ms=60_000)  # torch loads in the first cell
-        panel = page.locator(".fib-probe-panel").first
-        status = panel.locator(".fib-probe-status")
-        state = status.locator(".fib-probe-state")  # the state word alone
-        expect(state).to_have_text("done", timeout=LONG)  # the smoke cell's grid
-        B.wait_idle(page)
-        acc = panel.locator(".fib-probe-acc")
-        activity = panel.locator(".fib-probe-activity")
-        launch = panel.locator(".fib-probe-launch")
-        stop = panel.locator(".fib-probe-stop")
-        resume = panel.locator(".fib-probe-resume")
-        expect(acc).to_contain_text("/s0/n10/")
-        expect(panel.locator(".fib-probe-legend")).to_contain_text("cell names")
+    from fiblab.jobs import probe_launch as PL
 
-        # 1. launch a tiny grid: progress, then its row in the table
-        _grid(page, "1", STEPS)
-        expect(panel.locator(".fib-probe-plan")).to_contain_text(f"1 cell × {STEPS} steps")
-        launch.click()
-        expect(state).to_have_text(re.compile("starting|running"), timeout=30_000)
-        expect(activity).to_contain_text(re.compile(rf"step \d+ / {STEPS}"), timeout=LONG)
-        _shot(page, "1-running")
-        expect(acc).to_contain_text(f"/s1/n{STEPS}/", timeout=LONG)
-        expect(state).to_have_text("done", timeout=LONG)
-        expect(status).not_to_contain_text("left")
+    try:
+        with B.notebook(jupyter, NOTEBOOK) as page:
+            B.run_all(page, ".fib-probe-panel", timeout_ms=60_000)  # torch loads in the first cell
+            panel = page.locator(".fib-probe-panel").first
+            status = panel.locator(".fib-probe-status")
+            state = status.locator(".fib-probe-state")  # the state word alone
+            expect(state).to_have_text("done", timeout=LONG)  # the smoke cell's grid
+            B.wait_idle(page)
+            acc = panel.locator(".fib-probe-acc")
+            activity = panel.locator(".fib-probe-activity")
+            launch = panel.locator(".fib-probe-launch")
+            stop = panel.locator(".fib-probe-stop")
+            resume = panel.locator(".fib-probe-resume")
+            expect(acc).to_contain_text("/s0/n10/")
+            expect(panel.locator(".fib-probe-legend")).to_contain_text("cell names")
 
-        # 2. a second grid, stopped while its second cell trains, then resumed
-        _grid(page, "2, 3", STEPS)
-        launch.click()
-        expect(acc).to_contain_text(f"/s2/n{STEPS}/", timeout=LONG)  # the first cell is kept
-        expect(activity).to_contain_text("seed 3", timeout=LONG)
-        expect(stop).to_be_enabled()
-        asked = time.monotonic()
-        stop.click()
-        expect(state).to_have_text("stopped", timeout=30_000)
-        took = time.monotonic() - asked
-        assert took < 20, f"the stop took {took:.1f} s"
-        expect(status).to_contain_text("1 of 2 cells done")
-        expect(status).to_contain_text("resume trains the 1 unfinished cell")
-        expect(status).not_to_contain_text("left")  # no ETA on a stopped grid
-        expect(acc).not_to_contain_text(f"/s3/n{STEPS}/")
-        _shot(page, "2-stopped")
-        expect(resume).to_be_enabled()
-        resume.click()
-        expect(status).not_to_contain_text("stopped", timeout=30_000)  # nothing stale
-        expect(state).to_have_text("done", timeout=LONG)
-        expect(acc).to_contain_text(f"/s3/n{STEPS}/")
-        expect(status).to_contain_text("2 of 2 cells done")
-        _shot(page, "3-resumed")
+            # 1. launch a tiny grid: progress, then its row in the table
+            _grid(page, "1", STEPS)
+            expect(panel.locator(".fib-probe-plan")).to_contain_text(f"1 cell × {STEPS} steps")
+            launch.click()
+            expect(state).to_have_text(re.compile("starting|running"), timeout=30_000)
+            expect(activity).to_contain_text(re.compile(rf"step \d+ / {STEPS}"), timeout=LONG)
+            _shot(page, "1-running")
+            expect(acc).to_contain_text(f"/s1/n{STEPS}/", timeout=LONG)
+            expect(state).to_have_text("done", timeout=LONG)
+            expect(status).not_to_contain_text("left")
 
-        # 3. a long grid survives a kernel restart; the fresh panel lists and attaches it
-        _grid(page, "5", 50_000)
-        launch.click()
-        expect(activity).to_contain_text(re.compile(r"step \d+ / 50000"), timeout=LONG)
-        B.restart_kernel(page)
-        B.run_all(page, ".fib-probe-panel .fib-runlist", timeout_ms=60_000)
-        B.wait_idle(page)
-        panel = page.locator(".fib-probe-panel").first
-        row = panel.locator(".fib-runlist-row").filter(has_text="marked-tiny-4")
-        expect(row).to_contain_text("running", timeout=30_000)
-        row.locator("button", has_text="attach").click()
-        expect(panel.locator(".fib-probe-name input")).to_have_value("marked-tiny-4")
-        expect(panel.locator(".fib-probe-steps input")).to_have_value("50000")
-        expect(panel.locator(".fib-probe-seeds input")).to_have_value("5")
-        state = panel.locator(".fib-probe-status .fib-probe-state")
-        expect(state).to_have_text("running", timeout=30_000)
-        expect(panel.locator(".fib-probe-activity")).to_contain_text(
-            re.compile(r"step \d+ / 50000"), timeout=30_000
-        )
-        _shot(page, "4-attached-after-restart")
-        panel.locator(".fib-probe-stop").click()
-        expect(state).to_have_text("stopped", timeout=30_000)
-        expect(page.locator(".fib-error").first).to_have_text("")
-        B.wait_idle(page)
-        B.assert_no_error_output(page)
-        _shot(page, "5-end")
+            # 2. a second grid, stopped while its second cell trains, then resumed
+            _grid(page, "2, 3", STEPS)
+            launch.click()
+            expect(acc).to_contain_text(f"/s2/n{STEPS}/", timeout=LONG)  # the first cell is kept
+            expect(activity).to_contain_text("seed 3", timeout=LONG)
+            expect(stop).to_be_enabled()
+            asked = time.monotonic()
+            stop.click()
+            expect(state).to_have_text("stopped", timeout=30_000)
+            took = time.monotonic() - asked
+            assert took < 20, f"the stop took {took:.1f} s"
+            expect(status).to_contain_text("1 of 2 cells done")
+            expect(status).to_contain_text("resume trains the 1 unfinished cell")
+            expect(status).not_to_contain_text("left")  # no ETA on a stopped grid
+            expect(acc).not_to_contain_text(f"/s3/n{STEPS}/")
+            _shot(page, "2-stopped")
+            expect(resume).to_be_enabled()
+            resume.click()
+            expect(status).not_to_contain_text("stopped", timeout=30_000)  # nothing stale
+            expect(state).to_have_text("done", timeout=LONG)
+            expect(acc).to_contain_text(f"/s3/n{STEPS}/")
+            expect(status).to_contain_text("2 of 2 cells done")
+            _shot(page, "3-resumed")
+
+            # 3. a long grid survives a kernel restart; the fresh panel lists and attaches it
+            _grid(page, "5", 50_000)
+            launch.click()
+            expect(activity).to_contain_text(re.compile(r"step \d+ / 50000"), timeout=LONG)
+            B.restart_kernel(page)
+            B.run_all(page, ".fib-probe-panel .fib-runlist", timeout_ms=60_000)
+            B.wait_idle(page)
+            panel = page.locator(".fib-probe-panel").first
+            row = panel.locator(".fib-runlist-row").filter(has_text="marked-tiny-4")
+            expect(row).to_contain_text("running", timeout=30_000)
+            row.locator("button", has_text="attach").click()
+            expect(panel.locator(".fib-probe-name input")).to_have_value("marked-tiny-4")
+            expect(panel.locator(".fib-probe-steps input")).to_have_value("50000")
+            expect(panel.locator(".fib-probe-seeds input")).to_have_value("5")
+            state = panel.locator(".fib-probe-status .fib-probe-state")
+            expect(state).to_have_text("running", timeout=30_000)
+            expect(panel.locator(".fib-probe-activity")).to_contain_text(
+                re.compile(r"step \d+ / 50000"), timeout=30_000
+            )
+            _shot(page, "4-attached-after-restart")
+            panel.locator(".fib-probe-stop").click()
+            expect(state).to_have_text("stopped", timeout=30_000)
+            expect(page.locator(".fib-error").first).to_have_text("")
+            B.wait_idle(page)
+            B.assert_no_error_output(page)
+            _shot(page, "5-end")
+    finally:  # a failed stage must not leave its grid training beside the next tests
+        for h in PL.list_grids(jupyter["env"]["FIBLAB_RUNS"]):
+            PL.terminate(h, timeout=5)
