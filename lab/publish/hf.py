@@ -42,6 +42,7 @@ from lab.data.tokenizer import EOT
 from lab.ladder.offsets import Ladder
 from lab.lm.model import FibLM
 from lab.lm.modelconfig import ModelConfig
+from lab.publish.pretrained import check_target
 from lab.sparse.attention import sparse_attention
 from lab.util.files import atomic_path
 
@@ -235,8 +236,7 @@ def save_hf(model: FibLM, out_dir, tokenizer_file=None) -> Path:
     eos "<|endoftext|>" when it has one).  Returns the folder."""
     tf = _transformers()
     out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"out_dir {str(out)!r} is a file: give a folder to write the export into")
+    check_target(out, lambda doc: doc.get("model_type") == "llama", "transformers export")
     hf = to_llama(model)
     tok = None
     if tokenizer_file is not None:

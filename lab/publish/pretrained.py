@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -100,19 +101,35 @@ def save_pretrained(
 
 
 def _check_target(out: Path) -> None:
+    check_target(out, lambda doc: FORMAT_KEY in doc, "save")
+
+
+def check_target(out: Path, ours: Callable[[dict], bool], what: str) -> None:
+    """Refuse an ``out`` that saving would damage: a file, a folder holding a config.json that
+    ``ours`` does not recognise (a run folder, another kind of model), or a folder with files
+    but no config.json (the user's own files, whose names a save may share — README.md,
+    tokenizer.json).  An earlier save of the same kind is replaced.  ``what`` names it."""
     if out.exists() and not out.is_dir():
         raise ValueError(f"{str(out)!r} is a file: give a folder to save the model in")
     cfg = out / CONFIG_FILE
     if cfg.is_file():
         try:
-            ours = FORMAT_KEY in json.loads(cfg.read_text(encoding="utf-8"))
+            doc = json.loads(cfg.read_text(encoding="utf-8"))
+            mine = isinstance(doc, dict) and ours(doc)
         except (OSError, ValueError, TypeError):
-            ours = False
-        if not ours:
+            mine = False
+        if not mine:
             raise ValueError(
                 f"{str(out)!r} holds another {CONFIG_FILE} (a run folder or another model): "
                 f"choose an empty folder to save the model in"
             )
+    elif out.is_dir() and any(out.iterdir()):
+        names = sorted(p.name for p in out.iterdir())
+        shown = ", ".join(names[:3]) + (", …" if len(names) > 3 else "")
+        raise ValueError(
+            f"{str(out)!r} holds files but no earlier {what} ({shown}): choose an empty or new "
+            f"folder to save the model in"
+        )
 
 
 def _tokenizer_text(tokenizer, vocab_size: int) -> str | None:

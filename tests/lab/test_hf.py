@@ -236,3 +236,25 @@ def test_missing_transformers_names_the_install(monkeypatch):
         H.to_llama(model)
     with pytest.raises(ValueError, match=r"pip install 'fiblab\[hf\]'"):
         H.load_hf(".")
+
+
+def test_export_refuses_a_folder_it_would_damage_and_replaces_its_own(tmp_path):
+    """Files but no earlier export (a user's README, their tokenizer.json), or a config.json
+    that is not a transformers Llama's (a run folder, a fiblab save): refused, left as they
+    were; an earlier transformers export is replaced."""
+    model = random_model(attention="dense")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "tokenizer.json").write_text("{}")
+    with pytest.raises(ValueError, match="holds files but no earlier transformers export"):
+        H.save_hf(model, mine)
+    assert [p.name for p in mine.iterdir()] == ["tokenizer.json"]
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text('{"model": {}, "steps": 3}')
+    with pytest.raises(ValueError, match="holds another config.json"):
+        H.save_hf(model, run)
+    assert (run / "config.json").read_text() == '{"model": {}, "steps": 3}'
+    out = H.save_hf(random_model(schedule="stagger"), tmp_path / "again")
+    H.save_hf(model, out)  # the same folder again: replaced, now the dense model
+    assert "attn_implementation" not in json.loads((out / "config.json").read_text())

@@ -222,3 +222,20 @@ def test_saving_again_replaces_the_save_and_its_stale_tokenizer(tmp_path):
     assert not (tmp_path / "m" / "tokenizer.json").exists()
     ids = _ids(512)
     assert torch.equal(from_pretrained(tmp_path / "m")(ids)[0], m(ids)[0])
+
+
+def test_saving_into_a_folder_of_other_files_is_refused_and_leaves_them(tmp_path):
+    """A folder with files but no earlier save (a user's notes, their own tokenizer.json) would
+    lose its README.md and tokenizer.json to the save's: refused, byte for byte kept."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "README.md").write_text("my notes\n")
+    (mine / "tokenizer.json").write_text("{}")
+    with pytest.raises(ValueError, match=r"holds files but no earlier save \(README.md, tok"):
+        save_pretrained(_model("stagger", vocab=512), mine, tokenizer=_tokenizer(300))
+    assert sorted(p.name for p in mine.iterdir()) == ["README.md", "tokenizer.json"]
+    assert (mine / "README.md").read_text() == "my notes\n"
+    assert (mine / "tokenizer.json").read_text() == "{}"
+    save_pretrained(_model("stagger"), tmp_path / "empty")  # a new folder …
+    (tmp_path / "made").mkdir()
+    save_pretrained(_model("stagger"), tmp_path / "made")  # … and an empty one are fine
