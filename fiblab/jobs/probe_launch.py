@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import sys
 import time
 from dataclasses import dataclass, field, replace
@@ -38,6 +37,7 @@ from fiblab.jobs.probe_progress import activity, cell_overhead, eta_seconds
 from lab.training.stop import request_stop as _write_stop
 from lab.training.stop import stop_requested
 from lab.util import paths
+from lab.util.checks import folder_name
 from probes import live as LV
 from probes.grid import append_record, load_records
 from probes.gridspec import GridSpec
@@ -137,15 +137,6 @@ class GridSnapshot:
         return self.total * self.steps
 
 
-def _check_name(name: str) -> str:
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name or ""):
-        raise ValueError(
-            f"grid name {name!r} cannot be a folder name: use letters, digits, '.', '_' "
-            f"or '-' (e.g. marked-quick)"
-        )
-    return name
-
-
 def same_grid(meta: dict | None, spec: GridSpec) -> bool:
     """Whether a grid.json describes ``spec``'s grid (every setting but ``jobs`` and ``ray``,
     which change no result; record names alone do not tell, e.g. marker distances are not in
@@ -238,7 +229,7 @@ def launch_grid(
     cells = spec.cells()  # validates before any work
     settings = spec.settings()
     keys = [c.key(settings) for c in cells]
-    name = _check_name(name or default_name(spec, runs_dir))
+    name = folder_name(name or default_name(spec, runs_dir), "grid", "marked-quick")
     folder = os.path.join(grids_dir(runs_dir), name)
     meta = os.path.join(folder, META_NAME)
     detached.refuse_if_running(meta, f"probe grid {name!r}")

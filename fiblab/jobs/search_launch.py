@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from fiblab.jobs import detached
 from lab.training.stop import STOP_FILE
 from lab.training.stop import request_stop as write_stop
 from lab.util import paths
+from lab.util.checks import folder_name
 
 SEARCHES_DIR = "searches"  # under the runs folder
 META_NAME = "search.json"
@@ -98,15 +98,6 @@ class SearchState:
     done: int
     total: int
     message: str = ""
-
-
-def _check_name(name: str) -> str:
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name or ""):
-        raise ValueError(
-            f"search name {name!r} cannot be a folder name: use letters, digits, '.', '_' or "
-            f"'-' (e.g. linear-distinct-s0)"
-        )
-    return name
 
 
 def default_name(space: str, objectives, seed: int) -> str:
@@ -188,7 +179,9 @@ def launch_search(
     handle.  Bad input fails here, before anything starts (the CLI's parser and `build_config`);
     a name that holds a search of another space or other objectives is refused."""
     objectives = [str(o) for o in objectives]
-    name = _check_name(name or default_name(space, objectives, seed))
+    name = folder_name(
+        name or default_name(space, objectives, seed), "search", "linear-distinct-s0"
+    )
     folder = os.path.join(searches_dir(runs_dir), name)
     meta = os.path.join(folder, META_NAME)
     storage = "sqlite:///" + os.path.abspath(os.path.join(folder, STUDY_DB))

@@ -272,7 +272,8 @@ def _show(value) -> str:
 # --------------------------------------------------------------------------------------------
 def split_overrides(items) -> dict:
     """{key: value} from ``--override`` items: "key=value" strings (a list, or one text with one
-    per line, '#' comments), or a dict (copied; values may already be typed)."""
+    per line, '#' comments), or a dict (copied; values may already be typed).  A key given
+    twice with different values is refused (ValueError naming both)."""
     if items is None:
         return {}
     if isinstance(items, Mapping):
@@ -286,7 +287,12 @@ def split_overrides(items) -> dict:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ValueError(f"override {item!r}: write key=value, e.g. lr=5e-4 or model.window=12")
-        out[key.strip()] = value.strip()
+        key, value = key.strip(), value.strip()
+        if key in out and out[key] != value:  # the last one used to win, silently
+            raise ValueError(
+                f"{key} is given twice: {key}={out[key]} and {key}={value}; give it once"
+            )
+        out[key] = value
     return out
 
 

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from lab.lm.modelconfig import PRESETS, ModelConfig, config_for
 from lab.lm.typedconfig import apply_overrides, read_config, typed_overrides
-from lab.util.checks import nonneg_int, positive_int
+from lab.util.checks import folder_name, nonneg_int, positive_int
 
 
 @dataclass
@@ -66,6 +66,8 @@ class TrainConfig:
         nonneg_int(self.warmup, "warmup", "warm-up steps")
         nonneg_int(self.eval_every, "eval_every", "steps between light evaluations; 0: none")
         nonneg_int(self.seed, "seed")
+        if self.name:  # "" until make_config names it
+            folder_name(self.name, "run", "cpu-stagger-s1")
         for name in ("val_tokens", "vocab_size"):
             if getattr(self, name) is not None:
                 positive_int(getattr(self, name), name, "or None for the default")

@@ -186,6 +186,11 @@ BAD = [
         "steps is given twice",
     ),
     (["train", "--preset", "tiny", "--steps", "0"], "'0' must be an integer >= 1"),
+    (
+        ["train", "--preset", "tiny", "--override", "model.window=4", "model.window=6"],
+        "model.window is given twice: model.window=4 and model.window=6",
+    ),
+    (["train", "--preset", "tiny", "--name", "../up"], "run name '../up' cannot be a folder"),
     (["probe", "marked", "--scale", "tiny", "--steps", "-1"], "'-1' must be an integer >= 1"),
     (["probe", "marked", "--scale", "tiny", "--lr", "-1"], "'-1' must be a number > 0"),
     (["efficiency", "--preset", "tiny", "--threads", "0"], "'0' must be an integer >= 1"),
