@@ -51,6 +51,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def nonneg_int(text: str) -> int:
+    """An argparse type: an integer >= 0 (a seed)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= 0")
+    return value
+
+
 def positive_float(text: str) -> float:
     """An argparse type: a finite number > 0."""
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from fiblab.cli.argtypes import positive_float, positive_int, scheme_arg
+from fiblab.cli.argtypes import nonneg_int, positive_float, positive_int, scheme_arg
 from fiblab.cli.choices import MECHANISMS
 from fiblab.cli.exports import add_log_options, log_spec
 from fiblab.cli.sweep import add_ray_options
@@ -34,14 +34,18 @@ def add_probe(sub) -> None:
         type=scheme_arg(MECHANISMS, "mechanism"),
         help=" ".join(MECHANISMS) + " (or another spelling: stagger, fib/stagger, …)",
     )
-    s.add_argument("--depths", type=int, nargs="+", default=[2, 4, 8], help="layers per model")
+    s.add_argument(
+        "--depths", type=positive_int, nargs="+", default=[2, 4, 8], help="layers per model"
+    )
     s.add_argument(
         "--init",
         nargs="+",
         default=["uniform", "staggered"],
         help="learned α's initialisation: uniform and/or staggered",
     )
-    s.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="seeds, one cell each")
+    s.add_argument(
+        "--seeds", type=nonneg_int, nargs="+", default=[0, 1], help="seeds, one cell each"
+    )
     s.add_argument(
         "--scale",
         choices=["paper", "quick", "demo", "tiny"],
@@ -128,11 +132,11 @@ def cmd_probe(args) -> int:
     )
     out = args.out or os.path.join(runs_dir(), "probes", f"{args.task}-{args.scale}.jsonl")
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)  # a bad --out fails first
+    done = _earlier_records(out)
     t0 = time.perf_counter()
     keys = [c.key(settings) for c in cells]
     live = _live_start(args, keys, out)
     keep = _store_writer(args.store, live)
-    done = {r["key"]: r for r in G.load_records(out)}
     if not args.json:  # a long grid says how long before it starts
         from fiblab.jobs.probe_progress import start_estimate
 
@@ -179,6 +183,22 @@ def cmd_probe(args) -> int:
         write_progress(live.folder, exit="done", done=len(records), message=what)
     _print_records(args, cells, records, settings, out, wall)
     return 0
+
+
+def _earlier_records(out: str) -> dict[str, dict]:
+    """{key: record} of the cells ``out`` holds already (a grid continues there); ValueError
+    for a file that is not a probe results file — its lines would be appended to (a config.json
+    or a notes file given as --out by mistake)."""
+    from probes import grid as G
+
+    recs = G.load_records(out)
+    ok = all(isinstance(r, dict) and "key" in r and "acc" in r for r in recs)
+    if not ok or (not recs and os.path.isfile(out) and os.path.getsize(out) > 0):
+        raise ValueError(
+            f"--out {out!r} is not a probe results file (no cell records in it): give a new "
+            f".jsonl path, or an earlier grid's results to continue it"
+        )
+    return {r["key"]: r for r in recs}
 
 
 def _settings(args):
@@ -268,9 +288,9 @@ def _ray_grid(args, cells, settings, out: str, keep, live) -> list[dict]:
 
 def _check_ray_args(args) -> None:
     """A ValueError for a bad ``--ray`` address, or ``--jobs`` beside it."""
-    from fiblab.cluster.ray_cluster import check_address
+    from fiblab.cluster.ray_cluster import check_reachable
 
-    check_address(args.ray)
+    check_reachable(args.ray)
     if args.jobs > 1:
         raise ValueError(
             f"--jobs {args.jobs} is for a grid run here, not with --ray {args.ray}: drop it "

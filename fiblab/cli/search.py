@@ -156,9 +156,9 @@ def check_ray_args(args) -> None:
                 f"or use --jobs for trials at once here"
             )
         return
-    from fiblab.cluster.ray_cluster import check_address
+    from fiblab.cluster.ray_cluster import check_reachable
 
-    check_address(args.ray)
+    check_reachable(args.ray)
     if args.jobs > 1:
         raise ValueError(
             f"--jobs {args.jobs} is for trials run here, not with --ray {args.ray}: drop it "

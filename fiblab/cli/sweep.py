@@ -110,10 +110,10 @@ def ray_kwargs(args) -> dict:
 
 
 def cmd_sweep(args) -> int:
-    from fiblab.cluster.ray_cluster import check_address
+    from fiblab.cluster.ray_cluster import check_reachable
     from fiblab.cluster.sweepspec import load_spec, sweep_configs
 
-    check_address(args.ray)
+    check_reachable(args.ray)
     configs = sweep_configs(load_spec(args.spec), args.runs, where=f"sweep spec {args.spec}")
     if args.only:
         names = {c.name for c in configs}

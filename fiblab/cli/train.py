@@ -137,10 +137,10 @@ def _train_on_ray(args, cfg) -> int:
     """``fiblab train … --ray ADDRESS``: the run as one Ray task (`fiblab.cluster.ray_run.train_on_ray`),
     this process the store's one writer; prints what a local run prints."""
     from fiblab.cli.sweep import ray_kwargs
-    from fiblab.cluster.ray_cluster import check_address
+    from fiblab.cluster.ray_cluster import check_reachable
     from lab.training.train import TrainingDiverged
 
-    check_address(args.ray)
+    check_reachable(args.ray)
     if args.restart or log_spec(args) is not None:
         raise ValueError(
             f"--restart and --log/--tensorboard are for a run here, not with --ray {args.ray}: "

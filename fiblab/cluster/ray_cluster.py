@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -60,6 +61,27 @@ def check_address(address: str) -> str:
     )
 
 
+def check_reachable(address: str, timeout: float = 3.0) -> str:
+    """``address`` (`check_address`) when something accepts a connection at its HOST:PORT
+    (``local`` and ``auto`` need none), else a ValueError.  Ray retries an address nobody serves
+    for a minute or more, deaf to SIGTERM; this answers within ``timeout`` seconds."""
+    check_address(address)
+    if address in ("local", "auto"):
+        return address
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    host = host.strip("[]")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            pass
+    except OSError as e:
+        why = e.strerror or str(e) or type(e).__name__
+        raise ValueError(
+            f"--ray {address!r}: nothing answers at {host}:{port} ({why}): start the cluster "
+            f"there (ray start --head), or use --ray local"
+        ) from None
+    return address
+
+
 def check_threads(threads) -> int:
     """A positive integer thread count, else a ValueError naming it."""
     return positive_int(threads, "threads", "per Ray task")
@@ -78,7 +100,7 @@ def connect(address: str, num_cpus: int | None = None) -> Iterator[object]:
     An already connected Ray (a test's cluster, a notebook's session) is used as it is and left
     connected.  ``local`` starts an instance of ``num_cpus`` CPUs (default: this process's
     cores) without the dashboard, whose workers import the lab from this checkout."""
-    check_address(address)
+    check_reachable(address)
     ray = import_ray()
     if ray.is_initialized():
         yield ray

@@ -133,9 +133,9 @@ def launch(
     store = store or ""
     ray = (ray or "").strip() or None
     if ray:
-        from fiblab.cluster.ray_cluster import check_address
+        from fiblab.cluster.ray_cluster import check_reachable
 
-        check_address(ray)
+        check_reachable(ray)
     over = split_overrides(overrides)
     cfg = build_config(preset, name=name, steps=steps, data=data, overrides=over, runs_dir=runs_dir)
     if nproc is None:

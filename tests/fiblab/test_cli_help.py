@@ -193,6 +193,8 @@ BAD = [
     (["train", "--preset", "tiny", "--name", "../up"], "run name '../up' cannot be a folder"),
     (["probe", "marked", "--scale", "tiny", "--steps", "-1"], "'-1' must be an integer >= 1"),
     (["probe", "marked", "--scale", "tiny", "--lr", "-1"], "'-1' must be a number > 0"),
+    (["probe", "marked", "--scale", "tiny", "--seeds", "-2"], "'-2' must be an integer >= 0"),
+    (["probe", "marked", "--scale", "tiny", "--depths", "0"], "'0' must be an integer >= 1"),
     (["efficiency", "--preset", "tiny", "--threads", "0"], "'0' must be an integer >= 1"),
     (["efficiency", "--preset", "tiny", "--device", "gpu0"], "device 'gpu0' is unknown"),
     (["eval", "runs/x", "--device", "tpu"], "device 'tpu' is unknown"),
@@ -245,3 +247,39 @@ def test_the_cli_lists_equal_the_labs_own():
     assert choices.EFFICIENCY_SCHEMES == MODEL_SCHEMES
     assert not hasattr(choices, "RUNG_POLICIES")  # torch-free at its source: no copy
     assert choices.DEFAULT_FACTORS == DEFAULT_FACTORS
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{\n "lr": 0.003,\n "betas": [\n  0.9,\n  0.95\n ]\n}\n', "my notes\n", '{"a": 1}\n'],
+    ids=["config-json", "notes", "other-jsonl"],
+)
+def test_a_probe_out_that_is_not_a_results_file_is_refused_and_kept(capsys, tmp_path, text):
+    """A config.json (its lines `0.9,` parse as numbers: a traceback before), a notes file
+    (every line skipped: the grid's records were appended to it) or JSON lines of another
+    kind: one line, exit 2, the file as it was, nothing trained."""
+    out = tmp_path / "given.json"
+    out.write_text(text)
+    argv = ["probe", "marked", "--scale", "tiny", "--mechanisms", "dense", "--depths", "2"]
+    rc = main([*argv, "--seeds", "0", "--steps", "1", "--out", str(out), "--store", ""])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and "is not a probe results file" in lines[0], lines
+    assert out.read_text() == text and sorted(os.listdir(tmp_path)) == ["given.json"]
+
+
+def test_a_ray_address_nobody_serves_is_refused_in_seconds(capsys, tmp_path):
+    """Ray retries such an address for a minute or more (and ignores SIGTERM meanwhile): the
+    command says so at once.  The port is one this test holds bound but never listens on."""
+    import socket
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        port = held.getsockname()[1]
+        argv = ["probe", "marked", "--scale", "tiny", "--mechanisms", "dense", "--depths", "2"]
+        argv += ["--seeds", "0", "--out", str(tmp_path / "c.jsonl"), "--store", ""]
+        t0 = time.monotonic()
+        rc = main([*argv, "--ray", f"127.0.0.1:{port}"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1, lines
+    assert f"nothing answers at 127.0.0.1:{port}" in lines[0] and time.monotonic() - t0 < 10
+    assert not (tmp_path / "c.jsonl").exists()
