@@ -20,9 +20,15 @@ def base_arg(text: str):
 
 
 def schedule_arg(text: str):
-    if "," in text:
+    """An argparse type: a schedule's name, or one α a layer as a comma list (0.5,1,1.5)."""
+    if "," not in text:
+        return text
+    try:
         return tuple(float(x) for x in text.split(","))
-    return text
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"schedule {text!r}: use a name (fixed, stagger, …) or one α a layer, e.g. 0.5,1,1.5"
+        ) from None
 
 
 def scheme_arg(among=None, what: str = "scheme"):

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import time
 
-from fiblab.cli.argtypes import add_model_preset, base_arg, positive_int, schedule_arg
+from fiblab.cli.argtypes import (
+    add_model_preset,
+    base_arg,
+    positive_float,
+    positive_int,
+    schedule_arg,
+)
 from lab.ladder.offsets import Ladder
 
 
@@ -38,7 +44,7 @@ def add_attention(sub) -> None:
         )
 
     s = sub.add_parser("offsets", help="the attended distances of one layer")
-    s.add_argument("--alpha", type=float, default=1.0, help="the layer's scale α")
+    s.add_argument("--alpha", type=positive_float, default=1.0, help="the layer's scale α")
     s.add_argument(
         "--reach", type=int, default=None, help="freeze rungs at this length (default: never)"
     )
@@ -230,7 +236,10 @@ def add_params(sub) -> None:
     s = sub.add_parser("params", help="parameter count of a preset")
     add_model_preset(s, "paper-60m")
     s.add_argument(
-        "--schedule", default=None, help="α schedule, e.g. learned (default: the preset's)"
+        "--schedule",
+        type=schedule_arg,
+        default=None,
+        help="α schedule, e.g. learned, or one α a layer (default: the preset's)",
     )
     s.set_defaults(fn=cmd_params)
 

@@ -188,6 +188,8 @@ def round_distance(x: float, rounding: str = "round") -> int:
     α = 0.5 + 10/15 times 987 is 1151.4999999999998 → 1151 (SPEC §2.7 lists 1152, the exact-
     arithmetic value), and α = 0.5 + 9/15 times 55 is 60.50000000000001 → 61.
     """
+    if not math.isfinite(x):  # α·f overflowed (α = 1e308)
+        raise ValueError(f"alpha × rung overflowed to {x}: use a smaller alpha")
     if rounding == "round":
         return int(round(x))
     if rounding == "floor":

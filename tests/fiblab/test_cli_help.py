@@ -194,6 +194,10 @@ BAD = [
     (["probe", "marked", "--scale", "tiny", "--steps", "-1"], "'-1' must be an integer >= 1"),
     (["probe", "marked", "--scale", "tiny", "--lr", "-1"], "'-1' must be a number > 0"),
     (["probe", "marked", "--scale", "tiny", "--seeds", "-2"], "'-2' must be an integer >= 0"),
+    (["offsets", "--alpha", "1e308"], "alpha × rung overflowed to inf: use a smaller alpha"),
+    (["offsets", "--alpha", "-1"], "'-1' must be a number > 0"),
+    (["schedule", "0.5,abc"], "schedule '0.5,abc': use a name (fixed, stagger, …) or one α"),
+    (["params", "--preset", "tiny", "--schedule", "1,9"], "alpha=9.0 at layer 1 must be in"),
     (["probe", "marked", "--scale", "tiny", "--depths", "0"], "'0' must be an integer >= 1"),
     (["efficiency", "--preset", "tiny", "--threads", "0"], "'0' must be an integer >= 1"),
     (["efficiency", "--preset", "tiny", "--device", "gpu0"], "device 'gpu0' is unknown"),
@@ -283,3 +287,12 @@ def test_a_ray_address_nobody_serves_is_refused_in_seconds(capsys, tmp_path):
     assert rc == 2 and len(lines) == 1, lines
     assert f"nothing answers at 127.0.0.1:{port}" in lines[0] and time.monotonic() - t0 < 10
     assert not (tmp_path / "c.jsonl").exists()
+
+
+def test_params_takes_one_alpha_a_layer(capsys):
+    """`--schedule 1.0,1.2` on a 2-layer preset is the list its error asked for (it was refused
+    as an unknown name); the count is the fixed schedule's (α is no parameter)."""
+    assert main(["params", "--preset", "tiny", "--schedule", "1.0,1.2"]) == 0
+    custom = capsys.readouterr().out
+    assert main(["params", "--preset", "tiny", "--schedule", "fixed"]) == 0
+    assert custom == capsys.readouterr().out and "parameters" in custom
