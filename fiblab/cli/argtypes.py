@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 STORE_HELP = "experiment store ('' to skip; FIBLAB_STORE sets it)"
 RUNS_HELP = "folder for run directories and probe results (FIBLAB_RUNS sets it)"
@@ -66,6 +67,20 @@ def nonneg_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= 0")
     return value
+
+
+def store_arg(text: str) -> str:
+    """An argparse type: an experiment store's path ('' for none).  A file there that is no
+    store is refused as the command line is read, before any work (an evaluation or a battery
+    used to run to its end and only then fail to open it)."""
+    if text:
+        from lab.store.connection import check_file
+
+        try:
+            check_file(os.path.abspath(os.path.expanduser(text)))
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    return text
 
 
 def positive_float(text: str) -> float:

@@ -10,7 +10,7 @@ light).
 
 from __future__ import annotations
 
-from fiblab.cli.argtypes import DEVICE_HELP, device_arg
+from fiblab.cli.argtypes import DEVICE_HELP, device_arg, store_arg
 from lab.util import paths
 
 
@@ -98,6 +98,7 @@ def add_battery(subparsers) -> None:
     s.add_argument("--device", type=device_arg, default="auto", help=DEVICE_HELP)
     s.add_argument(
         "--store",
+        type=store_arg,
         default=paths.store_path(),
         help="experiment store ('' to skip; FIBLAB_STORE sets it)",
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fiblab.cli.argtypes import RUNS_HELP, STORE_HELP
+from fiblab.cli.argtypes import RUNS_HELP, STORE_HELP, store_arg
 from lab.util import paths
 
 
@@ -20,7 +20,7 @@ def add_demo(sub) -> None:
         "--out", default=None, help="report folder (default reports/demo; reports/study for study)"
     )
     s.add_argument("--runs", default=paths.runs_dir(), help=RUNS_HELP)
-    s.add_argument("--store", default=paths.store_path(), help=STORE_HELP)
+    s.add_argument("--store", type=store_arg, default=paths.store_path(), help=STORE_HELP)
     s.add_argument("--quiet", action="store_true", help="no progress bars")
     s.set_defaults(fn=cmd_demo)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+from fiblab.cli.argtypes import store_arg
 from lab.training.sinks import KINDS, LogSpec, default_logdir
 from lab.util import paths
 from lab.util.wording import plural
@@ -56,7 +57,10 @@ def add_export_store(sub) -> None:
         help="folder to write into, one subfolder per run (then: tensorboard --logdir DIR)",
     )
     s.add_argument(
-        "--store", default=paths.store_path(), help="experiment store (FIBLAB_STORE sets it)"
+        "--store",
+        type=store_arg,
+        default=paths.store_path(),
+        help="experiment store (FIBLAB_STORE sets it)",
     )
     s.set_defaults(fn=cmd_export_store)
 

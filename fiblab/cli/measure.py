@@ -8,7 +8,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fiblab.cli.argtypes import DEVICE_HELP, add_model_preset, device_arg, positive_int, scheme_arg
+from fiblab.cli.argtypes import (
+    DEVICE_HELP,
+    add_model_preset,
+    device_arg,
+    positive_int,
+    scheme_arg,
+    store_arg,
+)
 from fiblab.cli.choices import DEFAULT_FACTORS
 from fiblab.cli.choices import EFFICIENCY_SCHEMES as SCHEMES
 from lab.lm.modelconfig import RUNG_POLICIES
@@ -123,6 +130,7 @@ def add_eval(subparsers) -> None:
     )
     s.add_argument(
         "--store",
+        type=store_arg,
         default=paths.store_path(),
         help="experiment store ('' to skip; FIBLAB_STORE sets it)",
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from fiblab.cli.argtypes import DEVICE_HELP, device_arg
+from fiblab.cli.argtypes import DEVICE_HELP, device_arg, store_arg
 from lab.util import paths
 
 
@@ -96,6 +96,7 @@ def add_models(subparsers) -> None:
     )
     s.add_argument(
         "--store",
+        type=store_arg,
         default=paths.store_path(),
         help="experiment store (FIBLAB_STORE sets it) with the run's steps and final perplexity for the model card "
         "(default runs/fiblab.db; '' or an absent file: a card without perplexity)",

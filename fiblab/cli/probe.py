@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from fiblab.cli.argtypes import nonneg_int, positive_float, positive_int, scheme_arg
+from fiblab.cli.argtypes import nonneg_int, positive_float, positive_int, scheme_arg, store_arg
 from fiblab.cli.choices import MECHANISMS
 from fiblab.cli.exports import add_log_options, log_spec
 from fiblab.cli.sweep import add_ray_options
@@ -100,6 +100,7 @@ def add_probe(sub) -> None:
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.add_argument(
         "--store",
+        type=store_arg,
         default=paths.store_path(),
         help="experiment store to log each record into as its cell finishes ('' to skip; "
         "FIBLAB_STORE sets it)",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
+from fiblab.cli.argtypes import store_arg
 from lab.util import paths
 
 
@@ -13,7 +14,10 @@ def add_report(sub) -> None:
     s = sub.add_parser("report", help="Markdown + HTML report of runs in the store")
     s.add_argument("runs", nargs="*", help="LM run names (default: every finished run)")
     s.add_argument(
-        "--store", default=paths.store_path(), help="experiment store (FIBLAB_STORE sets it)"
+        "--store",
+        type=store_arg,
+        default=paths.store_path(),
+        help="experiment store (FIBLAB_STORE sets it)",
     )
     s.add_argument(
         "--probes",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from fiblab.cli.argtypes import positive_int
+from fiblab.cli.argtypes import positive_int, store_arg
 from lab.util import paths
 
 GPU_CHOICES = {"auto": None, "1": True, "0": False}
@@ -79,6 +79,7 @@ def add_sweep(sub) -> None:
     )
     s.add_argument(
         "--store",
+        type=store_arg,
         default=paths.store_path(),
         help="experiment store the driver writes every run into ('' to skip; FIBLAB_STORE sets it)",
     )

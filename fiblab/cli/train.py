@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from fiblab.cli.argtypes import STORE_HELP, positive_int
+from fiblab.cli.argtypes import STORE_HELP, positive_int, store_arg
 from fiblab.cli.exports import add_log_options, log_spec
 from fiblab.cli.sweep import add_ray_options
 from lab.util import paths
@@ -71,7 +71,7 @@ def add_train(sub) -> None:
         help="when every checkpoint of the run is corrupt: set them aside (*.corrupt) and train "
         "it again from step 0 (without it such a run is refused)",
     )
-    s.add_argument("--store", default=paths.store_path(), help=STORE_HELP)
+    s.add_argument("--store", type=store_arg, default=paths.store_path(), help=STORE_HELP)
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     add_log_options(s)
     add_ray_options(s)  # the run as one Ray task (fiblab.cluster.ray_run.train_on_ray)

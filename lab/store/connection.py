@@ -63,6 +63,31 @@ def git_revision(path: str | os.PathLike | None = None) -> str | None:
     return rev
 
 
+def _rejected(path: str, why: str) -> ValueError:
+    return ValueError(
+        f"{path} {why}; it was left untouched: give the path of a fiblab store or of a new "
+        f"file, or move this file aside"
+    )
+
+
+def check_file(path: str) -> None:
+    """Refuse an existing file that is not an SQLite database (or a folder), before SQLite
+    touches it: ValueError naming it and the fix.  Absent or empty is a new store.  The
+    command line runs it on ``--store`` before any work (`fiblab.cli.argtypes.store_arg`)."""
+
+    if os.path.isdir(path):
+        raise _rejected(path, "is a directory, not an SQLite database")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(_SQLITE_HEADER))
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise ValueError(f"cannot read {path}: {e}") from e
+    if head and head != _SQLITE_HEADER:
+        raise _rejected(path, f"is not an SQLite database (it starts with {head[:8]!r})")
+
+
 class StoreConnection:
     """One store file's connection: opened (and migrated) on construction, reopened in a
     forked child, closed by ``close()`` or ``with``; writers and readers subclass it."""
@@ -87,24 +112,10 @@ class StoreConnection:
     # -- opening -------------------------------------------------------------------------------
 
     def _reject(self, why: str) -> ValueError:
-        return ValueError(
-            f"{self.path} {why}; it was left untouched. Pass Store() the path of a "
-            f"fiblab store or a new file, or move this file aside."
-        )
+        return _rejected(self.path, why)
 
     def _check_file(self) -> None:
-        """Refuse an existing file that is not an SQLite database, before SQLite touches it."""
-        if os.path.isdir(self.path):
-            raise self._reject("is a directory, not an SQLite database")
-        try:
-            with open(self.path, "rb") as f:
-                head = f.read(len(_SQLITE_HEADER))
-        except FileNotFoundError:
-            return
-        except OSError as e:
-            raise ValueError(f"cannot read {self.path}: {e}") from e
-        if head and head != _SQLITE_HEADER:
-            raise self._reject(f"is not an SQLite database (it starts with {head[:8]!r})")
+        check_file(self.path)
 
     def _set_wal(self, conn: sqlite3.Connection) -> str:
         """Switch to WAL.  The switch needs an exclusive lock and SQLite does not always run the

@@ -296,3 +296,33 @@ def test_params_takes_one_alpha_a_layer(capsys):
     custom = capsys.readouterr().out
     assert main(["params", "--preset", "tiny", "--schedule", "fixed"]) == 0
     assert custom == capsys.readouterr().out and "parameters" in custom
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["eval", "runs/r"],
+        ["battery", "r"],
+        ["demo", "--scale", "smoke"],
+        ["train", "--preset", "tiny"],
+        ["probe", "marked", "--scale", "tiny"],
+        ["report"],
+    ],
+    ids=lambda a: a[0],
+)
+def test_a_store_that_is_no_store_is_refused_before_any_work(capsys, tmp_path, monkeypatch, argv):
+    """`--store notes.txt`: one line naming the file, exit 2, as the command line is read —
+    an evaluation or a battery ran to its end first, the demo trained its first stage and wrote
+    its report folder; nothing is written and the file is left as it was."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FIBLAB_RUNS", str(tmp_path / "runs"))
+    try:
+        rc = main([*argv, "--store", str(notes)])
+    except SystemExit as e:
+        rc = e.code
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1, lines
+    assert f"{notes} is not an SQLite database" in lines[0] and "left untouched" in lines[0]
+    assert os.listdir(tmp_path) == ["notes.txt"] and notes.read_text() == "mine\n"
