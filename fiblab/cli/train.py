@@ -104,6 +104,12 @@ def cmd_train(args) -> int:
         )
     if cfg.steps < 1:
         raise ValueError(f"steps={cfg.steps} must be an integer >= 1 (optimizer steps)")
+    folder = os.path.join(cfg.run_dir, cfg.name)
+    if args.resume and not os.path.isdir(folder):  # a mistyped name started a new run
+        raise ValueError(
+            f"--resume: run {cfg.name!r} has no folder {folder}, so nothing to continue: check "
+            f"the name (and FIBLAB_RUNS), or drop --resume to start it"
+        )
     if getattr(args, "ray", None):
         return _train_on_ray(args, cfg)
     try:

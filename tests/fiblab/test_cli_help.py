@@ -326,3 +326,20 @@ def test_a_store_that_is_no_store_is_refused_before_any_work(capsys, tmp_path, m
     assert rc == 2 and len(lines) == 1, lines
     assert f"{notes} is not an SQLite database" in lines[0] and "left untouched" in lines[0]
     assert os.listdir(tmp_path) == ["notes.txt"] and notes.read_text() == "mine\n"
+
+
+def test_resume_of_a_run_with_no_folder_is_refused(capsys, tmp_path, monkeypatch):
+    """`--resume` under a mistyped name started a new run (its folder, checkpoints and store
+    rows); a run whose folder exists but has no checkpoint yet still resumes from step 0."""
+    monkeypatch.setenv("FIBLAB_RUNS", str(tmp_path / "runs"))
+    rc = main(["train", "--preset", "tiny", "--name", "nosuch", "--resume", "--store", ""])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and "run 'nosuch' has no folder" in lines[0], lines
+    assert not (tmp_path / "runs").exists()
+    import lab.training.train as T
+
+    called = []
+    monkeypatch.setattr(T, "train", lambda cfg, **kw: called.append(kw) or {"final_ppl": {}})
+    (tmp_path / "runs" / "early").mkdir(parents=True)  # killed before its first checkpoint
+    argv = ["train", "--preset", "tiny", "--name", "early", "--resume", "--store", ""]
+    assert main(argv) == 0 and called[0]["resume"] is True
