@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 import sys
 import time
 
@@ -27,6 +28,17 @@ from probes.settings import LEARNED, Cell, ProbeSettings, mechanism
 def load_records(path: str) -> list[dict]:
     """Records of a results file; a truncated last line (a killed run) is ignored."""
     return jsonio.read_rows(path)
+
+
+def results_records(path: str) -> list[dict]:
+    """`load_records` of a file that must be a probe results file (a grid continues in it, a
+    report reads it): ValueError for lines that are no cell records — a config.json or a notes
+    file given by mistake would be appended to, or read as no cells."""
+    recs = load_records(path)
+    ok = all(isinstance(r, dict) and "key" in r and "acc" in r for r in recs)
+    if not ok or (not recs and os.path.isfile(path) and os.path.getsize(path) > 0):
+        raise ValueError(f"{path!r} is not a probe results file (no cell records in it)")
+    return recs
 
 
 def append_record(path: str, rec: dict) -> None:

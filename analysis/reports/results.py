@@ -80,6 +80,11 @@ def lm_sections(report: Report, store, runs=None, dataset: str | None = None) ->
             "then report again.*"
         )
         return
+    known = sorted(set(fp["dataset"]))
+    if dataset is not None and dataset not in known:  # its tables were left out, silently
+        raise ValueError(
+            f"dataset {dataset!r} has no evaluation in the store: use one of {', '.join(known)}"
+        )
     report.heading("Language models: held-out perplexity")
     report.table(
         fp,

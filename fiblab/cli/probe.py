@@ -187,18 +187,15 @@ def cmd_probe(args) -> int:
 
 
 def _earlier_records(out: str) -> dict[str, dict]:
-    """{key: record} of the cells ``out`` holds already (a grid continues there); ValueError
-    for a file that is not a probe results file — its lines would be appended to (a config.json
-    or a notes file given as --out by mistake)."""
+    """{key: record} of the cells ``out`` holds already (a grid continues there)."""
     from probes import grid as G
 
-    recs = G.load_records(out)
-    ok = all(isinstance(r, dict) and "key" in r and "acc" in r for r in recs)
-    if not ok or (not recs and os.path.isfile(out) and os.path.getsize(out) > 0):
+    try:
+        recs = G.results_records(out)
+    except ValueError as e:
         raise ValueError(
-            f"--out {out!r} is not a probe results file (no cell records in it): give a new "
-            f".jsonl path, or an earlier grid's results to continue it"
-        )
+            f"--out {e}: give a new .jsonl path, or an earlier grid's results to continue it"
+        ) from None
     return {r["key"]: r for r in recs}
 
 

@@ -62,7 +62,7 @@ def cmd_report(args) -> int:
     from analysis.reports.results import build_report
     from lab.store import Store
     from lab.util import jsonio
-    from probes.grid import load_records
+    from probes.grid import results_records
 
     if not args.out and not getattr(args, "json", False):
         raise ValueError("fiblab report needs --out FOLDER (e.g. reports/NAME), or --json")
@@ -77,7 +77,10 @@ def cmd_report(args) -> int:
         for path in args.probes:
             if not os.path.exists(path):
                 raise ValueError(f"probe results file {path!r} does not exist")
-            records += load_records(path)
+            try:
+                records += results_records(path)
+            except ValueError as e:
+                raise ValueError(f"--probes {e}: give the results a probe grid wrote") from None
     with Store(args.store) as st:
         if args.paper_db and not os.path.exists(args.paper_db):
             raise ValueError(

@@ -215,3 +215,22 @@ def test_a_builder_bug_fails_the_report(store_path, monkeypatch, module, builder
     monkeypatch.setattr(module, builder, broken)
     with Store(store_path) as s, pytest.raises(type(error)):
         build_report(s)
+
+
+def test_report_refuses_a_dataset_and_probes_it_cannot_read(store_path, tmp_path, capsys):
+    """`--dataset bogus` left Table 5 out of the JSON silently, `--probes notes.txt` the probe
+    tables: each is one line naming the value, exit 2, no report folder."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine\n")
+    out = tmp_path / "rep"
+    for extra, needle in [
+        (
+            ["--dataset", "bogus"],
+            "dataset 'bogus' has no evaluation in the store: use one of bible",
+        ),
+        (["--probes", str(notes)], f"--probes {str(notes)!r} is not a probe results file"),
+    ]:
+        assert main(["report", "--store", store_path, "--out", str(out), *extra]) == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and needle in lines[0], lines
+        assert not out.exists() and notes.read_text() == "mine\n"
