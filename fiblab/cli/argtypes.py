@@ -83,6 +83,14 @@ def store_arg(text: str) -> str:
     return text
 
 
+def folder_arg(text: str) -> str:
+    """An argparse type: a folder to write into, made if absent; a file there is refused as the
+    command line is read (the demo wrote its report folder first, then failed on ``--runs``)."""
+    if os.path.exists(text) and not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is a file: give a folder")
+    return text
+
+
 def positive_float(text: str) -> float:
     """An argparse type: a finite number > 0."""
     try:

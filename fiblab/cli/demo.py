@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fiblab.cli.argtypes import RUNS_HELP, STORE_HELP, store_arg
+from fiblab.cli.argtypes import RUNS_HELP, STORE_HELP, folder_arg, store_arg
 from lab.util import paths
 
 
@@ -17,9 +17,12 @@ def add_demo(sub) -> None:
         "claims, ≤ 3 h, resumable) or study-smoke (the study's stages in a minute)",
     )
     s.add_argument(
-        "--out", default=None, help="report folder (default reports/demo; reports/study for study)"
+        "--out",
+        type=folder_arg,
+        default=None,
+        help="report folder (default reports/demo; reports/study for study)",
     )
-    s.add_argument("--runs", default=paths.runs_dir(), help=RUNS_HELP)
+    s.add_argument("--runs", type=folder_arg, default=paths.runs_dir(), help=RUNS_HELP)
     s.add_argument("--store", type=store_arg, default=paths.store_path(), help=STORE_HELP)
     s.add_argument("--quiet", action="store_true", help="no progress bars")
     s.set_defaults(fn=cmd_demo)

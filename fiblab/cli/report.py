@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from fiblab.cli.argtypes import store_arg
+from fiblab.cli.argtypes import folder_arg, store_arg
 from lab.util import paths
 
 
@@ -34,6 +34,7 @@ def add_report(sub) -> None:
     )
     s.add_argument(
         "--out",
+        type=folder_arg,
         default=None,
         help="report folder, e.g. reports/NAME (default: none, allowed with --json)",
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sys
 
-from fiblab.cli.argtypes import positive_int, store_arg
+from fiblab.cli.argtypes import folder_arg, positive_int, store_arg
 from fiblab.cli.sweep import add_ray_options
 from lab.util import paths
 
@@ -85,7 +85,9 @@ def add_search(subparsers) -> None:
     )
     s.add_argument("--top", type=positive_int, default=3, help="winners re-run on fresh seeds")
     s.add_argument("--rerun-seeds", type=positive_int, default=3, help="fresh seeds per winner")
-    s.add_argument("--runs", default=paths.runs_dir(), help="folder for the default storage")
+    s.add_argument(
+        "--runs", type=folder_arg, default=paths.runs_dir(), help="folder for the default storage"
+    )
     s.add_argument(
         "--store", type=store_arg, default=paths.store_path(), help="experiment store ('' to skip)"
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from fiblab.cli.argtypes import positive_int, store_arg
+from fiblab.cli.argtypes import folder_arg, positive_int, store_arg
 from lab.util import paths
 
 GPU_CHOICES = {"auto": None, "1": True, "0": False}
@@ -73,6 +73,7 @@ def add_sweep(sub) -> None:
     )
     s.add_argument(
         "--runs",
+        type=folder_arg,
         default=paths.runs_dir(),
         help="folder of the runs' folders and checkpoints, on storage every node sees, unless "
         "the spec sets run_dir (FIBLAB_RUNS sets it)",

@@ -343,3 +343,28 @@ def test_resume_of_a_run_with_no_folder_is_refused(capsys, tmp_path, monkeypatch
     (tmp_path / "runs" / "early").mkdir(parents=True)  # killed before its first checkpoint
     argv = ["train", "--preset", "tiny", "--name", "early", "--resume", "--store", ""]
     assert main(argv) == 0 and called[0]["resume"] is True
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["demo", "--scale", "smoke", "--runs"], ["demo", "--scale", "smoke", "--out"],
+     ["report", "--json", "--out"], ["search", "--runs"]],
+    ids=["demo-runs", "demo-out", "report-out", "search-runs"],
+)  # fmt: skip
+def test_a_folder_option_given_a_file_is_refused_before_any_work(
+    capsys, tmp_path, monkeypatch, argv
+):
+    """The demo made reports/demo, then failed on `--runs notes.txt` with a message naming no
+    flag; a folder option given a file is refused as the command line is read."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FIBLAB_RUNS", str(tmp_path / "runs"))
+    try:
+        rc = main([*argv, str(notes), "--store", ""])
+    except SystemExit as e:
+        rc = e.code
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1, lines
+    assert f"argument {argv[-1]}: {str(notes)!r} is a file: give a folder" in lines[0]
+    assert os.listdir(tmp_path) == ["notes.txt"] and notes.read_text() == "mine\n"
