@@ -91,6 +91,17 @@ def folder_arg(text: str) -> str:
     return text
 
 
+def nonneg_float(text: str) -> float:
+    """An argparse type: a finite number >= 0 (a temperature; 0 is greedy)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (0 <= value < float("inf")):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a number >= 0")
+    return value
+
+
 def positive_float(text: str) -> float:
     """An argparse type: a finite number > 0."""
     try:

@@ -10,7 +10,14 @@ from __future__ import annotations
 
 import sys
 
-from fiblab.cli.argtypes import DEVICE_HELP, device_arg, store_arg
+from fiblab.cli.argtypes import (
+    DEVICE_HELP,
+    device_arg,
+    nonneg_float,
+    nonneg_int,
+    positive_int,
+    store_arg,
+)
 from lab.util import paths
 
 
@@ -123,20 +130,22 @@ def add_models(subparsers) -> None:
     s.add_argument(
         "--prompt", default="", help="the text to continue (default: empty, a new document)"
     )
-    s.add_argument("--max-new-tokens", type=int, default=64, help="tokens to generate (default 64)")
+    s.add_argument(
+        "--max-new-tokens", type=positive_int, default=64, help="tokens to generate (default 64)"
+    )
     s.add_argument(
         "--temperature",
-        type=float,
+        type=nonneg_float,
         default=0.8,
         help="softmax temperature (default 0.8; 0: greedy argmax)",
     )
     s.add_argument(
         "--top-k",
-        type=int,
+        type=nonneg_int,
         default=50,
         help="sample among the k most likely tokens (default 50; 0: no cut)",
     )
-    s.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    s.add_argument("--seed", type=nonneg_int, default=0, help="sampling seed (default 0)")
     s.add_argument(
         "--stop-at-eot", action="store_true", help="stop at the end-of-text token <|endoftext|>"
     )
@@ -145,6 +154,9 @@ def add_models(subparsers) -> None:
     )
     s.add_argument("--device", type=device_arg, default="auto", help=DEVICE_HELP)
     s.add_argument(
-        "--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)"
+        "--threads",
+        type=positive_int,
+        default=None,
+        help="torch CPU threads (default: torch's choice)",
     )
     s.set_defaults(fn=cmd_sample)
