@@ -257,6 +257,9 @@ def cmd_coverage(args) -> int:
     from lab.util import jsonio
     from probes.coverage import describe, schedule_coverage
 
+    if args.full and not args.json:  # it was ignored, silently
+        raise ValueError("--full adds per-distance data to --json's output: add --json")
+
     report = schedule_coverage(
         args.alphas or args.schedule,
         args.layers,

@@ -150,6 +150,10 @@ def cmd_efficiency(args) -> int:
     from lab.lm.typedconfig import apply_overrides, split_overrides, typed_overrides
     from lab.util import jsonio
 
+    timing = {"--repeats": args.repeats, "--batch": args.batch, "--no-memory": args.no_memory}
+    given = [flag for flag, v in timing.items() if v not in (None, False)]
+    if given and not args.measure:  # they were ignored, silently
+        raise ValueError(f"{' and '.join(given)} apply to --measure: add --measure, or drop them")
     items = split_overrides(args.override)  # ModelConfig fields, with or without "model."
     over = typed_overrides(ModelConfig, {k.removeprefix("model."): v for k, v in items.items()})
     cfg = apply_overrides(config_for(args.preset), over)
@@ -160,8 +164,8 @@ def cmd_efficiency(args) -> int:
         args.lengths,
         args.schedules,
         measure=args.measure,
-        repeats=args.repeats,
-        batch=args.batch,
+        repeats=args.repeats or 3,
+        batch=args.batch or 1,
         device=resolve_device(args.device),
         memory=not args.no_memory,
     )
@@ -261,9 +265,14 @@ def add_efficiency(subparsers) -> argparse.ArgumentParser:
     )
     s.add_argument("--measure", action="store_true", help="also time and measure memory")
     s.add_argument(
-        "--repeats", type=positive_int, default=3, help="with --measure: timed repetitions"
+        "--repeats",
+        type=positive_int,
+        default=None,
+        help="with --measure: timed repetitions (default: 3)",
     )
-    s.add_argument("--batch", type=positive_int, default=1, help="with --measure: batch size")
+    s.add_argument(
+        "--batch", type=positive_int, default=None, help="with --measure: batch size (default: 1)"
+    )
     s.add_argument("--device", type=device_arg, default="auto", help=DEVICE_HELP)
     s.add_argument(
         "--threads",

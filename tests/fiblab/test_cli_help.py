@@ -200,6 +200,11 @@ BAD = [
     (["params", "--preset", "tiny", "--schedule", "1,9"], "alpha=9.0 at layer 1 must be in"),
     (["probe", "marked", "--scale", "tiny", "--depths", "0"], "'0' must be an integer >= 1"),
     (["efficiency", "--preset", "tiny", "--threads", "0"], "'0' must be an integer >= 1"),
+    (
+        ["efficiency", "--preset", "tiny", "--repeats", "5", "--batch", "4"],
+        "--repeats and --batch apply to --measure: add --measure, or drop them",
+    ),
+    (["coverage", "--layers", "4", "--full"], "--full adds per-distance data to --json's"),
     (["efficiency", "--preset", "tiny", "--device", "gpu0"], "device 'gpu0' is unknown"),
     (["eval", "runs/x", "--device", "tpu"], "device 'tpu' is unknown"),
     (["nonsense"], "invalid choice: 'nonsense'"),
