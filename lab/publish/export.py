@@ -45,6 +45,7 @@ def run_model(run_dir: str, device="cpu", log: Callable[[str], None] = print) ->
     from lab.training.checkpoint import latest_good_checkpoint, list_checkpoints
     from lab.training.trainconfig import TrainConfig
 
+    _not_a_file(run_dir)
     if not os.path.isdir(run_dir):
         raise ValueError(f"run folder {run_dir!r} does not exist; give runs/<name>")
     cfg_file = os.path.join(run_dir, "config.json")
@@ -87,8 +88,14 @@ def run_model(run_dir: str, device="cpu", log: Callable[[str], None] = print) ->
     return RunModel(model, cfg, int(ckpt["step"]), name, run_dir, ckpt.get("precision"))
 
 
+def _not_a_file(run: str) -> None:
+    if os.path.isfile(run):  # e.g. runs/<name>/config.json: "does not exist" misled
+        raise ValueError(f"{run!r} is a file, not a run folder: give the folder holding it")
+
+
 def resolve_run(run: str, runs_dir: str = "runs") -> str:
     """RUN as given: a folder (runs/NAME), else a run name under runs_dir."""
+    _not_a_file(run)
     if os.path.isdir(run):
         return run
     under = os.path.join(runs_dir, run)

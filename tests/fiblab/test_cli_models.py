@@ -149,6 +149,7 @@ def test_greedy_sample_is_deterministic_whatever_the_seed(trained, capsys):
         (["sample", "{tmp}", "--prompt", "x"], "config.json is missing"),
         (["export", "nope", "--runs", "{tmp}", "--out", "{tmp}/m"], "'nope' is neither"),
         (["export", "{tmp}", "--out", "{tmp}/m"], "is not a training run folder"),
+        (["export", "{run}/config.json", "--out", "{tmp}/m"], "is a file, not a run folder"),
         (["sample", "{run}", "--top-k", "-1"], "argument --top-k: '-1' must be an integer >= 0"),
         (["sample", "{run}", "--max-new-tokens", "-2"], "'-2' must be an integer >= 1"),
         (["sample", "{run}", "--temperature", "-1"], "argument --temperature: '-1' must be a"),
