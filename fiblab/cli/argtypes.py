@@ -47,26 +47,28 @@ def scheme_arg(among=None, what: str = "scheme"):
     return parse
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= 1")
-    return value
+def _number(convert, ok, what: str, name: str):
+    """An argparse type: ``convert(text)`` when ``ok`` holds for it, else one message saying
+    what it must be (a value that does not convert is refused the same way)."""
+
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            value = None
+        if value is None or not ok(value):
+            raise argparse.ArgumentTypeError(f"{text!r} must be {what}")
+        return value
+
+    parse.__name__ = name  # argparse names the type in its messages
+    return parse
 
 
-def nonneg_int(text: str) -> int:
-    """An argparse type: an integer >= 0 (a seed)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= 0")
-    return value
+_INF = float("inf")
+positive_int = _number(int, lambda v: v >= 1, "an integer >= 1", "positive_int")
+nonneg_int = _number(int, lambda v: v >= 0, "an integer >= 0", "nonneg_int")  # a seed, retries
+positive_float = _number(float, lambda v: 0 < v < _INF, "a number > 0", "positive_float")
+nonneg_float = _number(float, lambda v: 0 <= v < _INF, "a number >= 0", "nonneg_float")
 
 
 def store_arg(text: str) -> str:
@@ -89,28 +91,6 @@ def folder_arg(text: str) -> str:
     if os.path.exists(text) and not os.path.isdir(text):
         raise argparse.ArgumentTypeError(f"{text!r} is a file: give a folder")
     return text
-
-
-def nonneg_float(text: str) -> float:
-    """An argparse type: a finite number >= 0 (a temperature; 0 is greedy)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not (0 <= value < float("inf")):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a number >= 0")
-    return value
-
-
-def positive_float(text: str) -> float:
-    """An argparse type: a finite number > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not (0 < value < float("inf")):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a number > 0")
-    return value
 
 
 #: The one --device convention of every subcommand that takes one.

@@ -6,23 +6,10 @@ by `fiblab.cluster.ray_run`), so ``fiblab --help`` stays fast."""
 
 from __future__ import annotations
 
-import argparse
-
-from fiblab.cli.argtypes import folder_arg, positive_int, store_arg
+from fiblab.cli.argtypes import folder_arg, nonneg_int, positive_int, store_arg
 from lab.util import paths
 
 GPU_CHOICES = {"auto": None, "1": True, "0": False}
-
-
-def retries_arg(text: str) -> int:
-    """An argparse type: an integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= 0")
-    return value
 
 
 def add_ray_options(s, default: str | None = None) -> None:
@@ -54,7 +41,7 @@ def add_ray_options(s, default: str | None = None) -> None:
     )
     s.add_argument(
         "--ray-retries",
-        type=retries_arg,
+        type=nonneg_int,
         default=3,
         metavar="N",
         help="with --ray: times a task is run again when its worker or node dies; an LM run "
