@@ -607,6 +607,9 @@ def test_a_launched_run_on_ray_stops_by_request_and_resumes(cluster, tmp_path):
     while time.time() < deadline and h.is_alive() and LA.snapshot(h)["step"] < 2:
         time.sleep(0.5)  # the driver follows the task's journal: the store shows its steps
     assert h.is_alive(), h.log_tail()
+    # a hang guard, said as one: beside two other jobs on 2 cores the task took 3.5 min to
+    # start (flake check, 2026-12-06), and a stop then asked at step 0 read as a lost step
+    assert LA.snapshot(h)["step"] >= 2, f"no step 2 within 180 s: {h.log_tail()}"
     LA.request_stop(h)
     assert LA.wait(h, timeout=180) == "stopped", h.log_tail()
     s = LA.snapshot(h)
