@@ -47,6 +47,7 @@ GROUPS = {
         "tests/fiblab/test_browser_02_probes.py",
         "tests/fiblab/test_browser_03_train.py",
         "tests/fiblab/test_browser_06_search.py",
+        "tests/fiblab/test_browser_wait_idle.py",
     ],
 }
 LOAD = (  # a tiny training run, again and again, in a runs folder of its own
