@@ -312,11 +312,12 @@ def length_extrapolation(
     batch_size and limit_windows are in training-length windows: factor m runs
     max(1, batch_size // m) windows a batch and max(1, limit_windows // m) windows in all.
     A factor whose window needs more than the held-out tokens is skipped with a reason; at
-    factor 1 both policies are the same model and share one measurement."""
+    factor 1 both policies are the same model and share one measurement. A factor or policy
+    named twice is measured once (`--factors 1 1` asks for one cell, not two)."""
     tokens = _as_token_array(tokens)
-    factors = [positive_int(f, "factor") for f in factors]
+    factors = list(dict.fromkeys(positive_int(f, "factor") for f in factors))
     factors.sort(key=lambda f: f != 1)  # 1× first: the longer factors compare with it
-    policies = list(policies)
+    policies = list(dict.fromkeys(policies))
     for p in policies:
         if p not in RUNG_POLICIES:
             raise ValueError(f"rung policy {p!r} is unknown: use one of {RUNG_POLICIES}")

@@ -271,6 +271,18 @@ def test_skips_are_explained(stagger):
         length_extrapolation(stagger, toks, policies=("stretch",))
 
 
+def test_a_factor_or_policy_named_twice_is_one_cell(stagger):
+    """`fiblab eval --factors 2 1 2 --policies freeze freeze` listed (and measured) 2× twice."""
+    res = length_extrapolation(
+        stagger,
+        _stream(600, 64),
+        factors=(2, 1, 2),
+        policies=("freeze", "freeze"),
+        limit_windows=2,
+    )
+    assert [(c.factor, c.policy) for c in res.cells] == [(1, "freeze"), (2, "freeze")]
+
+
 # --------------------------------------------------------------------------------- position bins
 def test_bin_edges_are_the_papers():
     assert POSITION_BIN_EDGES == (0, 127, 255, 383, 511, 639, 767, 895, 1023)  # SPEC §5.7
