@@ -82,7 +82,10 @@ def add_attention(sub) -> None:
 
     s = sub.add_parser("receptive-field", help="reachable distances through the stack")
     s.add_argument(
-        "--schedule", default="stagger", help="fixed|stagger|coprime|pow2|pow2-stagger|dense"
+        "--schedule",
+        default="stagger",
+        help="a scheme: stagger, fixed, coprime, pow2, pow2-stagger, dense (or its long name, "
+        "e.g. fib-stagger)",
     )
     s.add_argument(
         "--schemes", nargs="+", default=None, help="compare several schemes (default: --schedule)"

@@ -64,6 +64,18 @@ class FibParser(argparse.ArgumentParser):
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see: {self.prog} --help)\n")
 
+    def parse_args(self, args=None, namespace=None):
+        """As argparse's, but an unknown option is refused by the command it was given to, so
+        the line points to `fiblab doctor --help`, not to `fiblab --help` (argparse reports it
+        from the top parser, which does not know the command's options)."""
+        ns, extra = self.parse_known_args(args, namespace)
+        if extra:
+            by_prog = {sp.prog: sp for _, sp in walk(self)}
+            by_prog.get(getattr(ns, "_prog", None), self).error(
+                f"unrecognized arguments: {' '.join(extra)}"
+            )
+        return ns
+
 
 def walk(parser: argparse.ArgumentParser, prog: str | None = None):
     """(prog, parser) for ``parser`` and every subparser below it, depth first."""
@@ -121,4 +133,6 @@ def build_parser() -> FibParser:
     add_sweep(sub)
     add_doctor(sub)
     add_params(sub)
+    for _, sp in walk(p):  # the deepest command parsed sets it last: who refuses extra options
+        sp.set_defaults(_prog=sp.prog)
     return p

@@ -208,6 +208,12 @@ BAD = [
     (["efficiency", "--preset", "tiny", "--device", "gpu0"], "device 'gpu0' is unknown"),
     (["eval", "runs/x", "--device", "tpu"], "device 'tpu' is unknown"),
     (["nonsense"], "invalid choice: 'nonsense'"),
+    # an unknown option is the command's to refuse: its line points to the command's --help
+    (
+        ["doctor", "--bogus"],
+        "fiblab doctor: error: unrecognized arguments: --bogus (see: fiblab doctor --help)",
+    ),
+    (["offsets", "--alpha", "1", "extra"], "(see: fiblab offsets --help)"),
     (["probe"], "required: task"),
 ]
 
