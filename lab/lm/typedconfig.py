@@ -16,7 +16,7 @@ Bad input is one ValueError line naming the key, the value and what is allowed, 
 key suggests the nearest field.  `config_from_dict` rebuilds a config from its JSON dict (JSON
 turns tuples into lists) with the same checks.
 
-One module of ≈ 450 lines on purpose: the reading of overrides and of JSON back into configs is
+One module of ≈ 470 lines on purpose: the reading of overrides and of JSON back into configs is
 one rule by field type, with one error wording; split, the two readers would drift apart.
 """
 
