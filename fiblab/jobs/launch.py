@@ -310,20 +310,26 @@ def state(
         with Store(h.store) as st:
             _row, _event = _store_row(h, st), _last_event(h, st)
     status = (_row or {}).get("status")
+    ph = read_phase(h.run_dir) or {}
+    # this launch's loop is over (the loop writes it after its last store write)
+    ended = ph.get("phase") == EXITING and float(ph.get("since", 0)) >= h.started - 5
     if alive:
         if os.path.exists(os.path.join(h.run_dir, STOP_FILE)):
             return "stopping"
-        ph = read_phase(h.run_dir) or {}
-        if ph.get("phase") == EXITING and float(ph.get("since", 0)) >= h.started - 5:
+        if ended:
             return "done" if status == "done" else "stopping"  # its loop is over: shutting down
         return "running" if status == "running" else "starting"
     rc = h.proc.returncode if h.proc is not None else None
     if rc not in (None, 0):  # e.g. a resume that failed before it reached the store
         return "failed"
+    if rc is None and not ended:  # attached, and this launch never ended its loop: the row is
+        return "failed"  # a crash's, or an earlier launch's ("stopped" before a resume that died)
     if status == "done":
         return "done"
     if status == "stopped" or (_event == "stopped" and status == "pending"):
         return "stopped"
+    if not h.store and ended and ph.get("status") in ("done", "stopped"):
+        return ph["status"]  # no store: the loop's own word on how it ended
     if not h.store and rc == 0:
         return "done"
     return "failed"

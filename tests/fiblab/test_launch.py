@@ -344,3 +344,38 @@ def test_a_resume_that_changes_a_field_replaces_the_override_that_set_it(monkeyp
     assert (
         L.build_config("tiny", steps=20, overrides=seen["overrides"], runs_dir="/tmp").steps == 20
     )
+
+
+def test_an_attached_run_whose_resume_died_before_its_loop_reads_failed(tmp_path):
+    """A resume that dies before its loop begins (a precision refused, a shape that does not
+    load, a data error) leaves the store's row as the launch before it left it: "stopped …
+    resume to continue".  A fresh kernel's run list (no return code) showed that, beside the
+    launching panel's "failed".  Only the loop's exit phase of *this* launch tells how it ended."""
+    from lab.training import phases as RP
+    from lab.training.stop import mark_stopped
+
+    store = str(tmp_path / "store.db")
+    with Store(store) as st:
+        st.start_run("r", {"x": 1}, kind="lm", seed=0)
+        mark_stopped(st, "r", 3)  # the first launch's end
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    RP.write_phase(str(run_dir), RP.EXITING, status="stopped", step=3)
+    first_end = RP.read_phase(str(run_dir))["since"]
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+
+    def handle(started, store=store):
+        return L.RunHandle(
+            name="r", preset="tiny", run_dir=str(run_dir), runs_dir=str(tmp_path), store=store,
+            pid=dead.pid, command=[], steps=10, tokens_per_step=64, learned=False,
+            spec={"preset": "tiny", "name": "r"}, started=started,
+        )  # fmt: skip
+
+    resumed = handle(first_end + 60)  # launched a minute after the first one ended; died early
+    assert resumed.proc is None and L.state(resumed) == "failed"
+    assert L.snapshot(resumed)["state"] == "failed"
+    assert L.state(handle(first_end - 1)) == "stopped"  # the launch that did end that way
+    assert L.state(handle(first_end - 1, store="")) == "stopped"  # no store: the phase says
+    RP.write_phase(str(run_dir), RP.EXITING, status="done", step=10)
+    assert L.state(handle(first_end - 1, store="")) == "done"
