@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field, fields
 from typing import ClassVar
 
-from lab.machine.procs import pid_alive, start_ticks
+from lab.machine.procs import group_members, pid_alive, start_ticks
 from lab.util.files import atomic_write
 
 __all__ = [
@@ -188,22 +188,35 @@ def log_tail(path: str, lines: int = 20) -> str:
 
 
 def kill_group(pid: int, alive, timeout: float = 10.0) -> bool:
-    """SIGTERM to the process group of `pid`, SIGKILL after `timeout` s; ``alive()`` tells
-    whether it still runs.  Returns False when there was nothing to kill."""
-    if not alive():
+    """SIGTERM to the process group of `pid`, SIGKILL to what is left of it after `timeout` s;
+    ``alive()`` tells whether the leader still runs.  Returns False when there was nothing to
+    kill.
+
+    The whole group counts, not the leader alone: a leader that exits on SIGTERM may leave a
+    child that is slow to, or never does (a data loader, a torchrun rank, a Ray worker with a
+    handler of its own), still writing the job's files beside a resume.  It returns when every
+    member has exited (or ``timeout`` more seconds after the SIGKILL: one in uninterruptible
+    sleep cannot be waited for)."""
+
+    def running() -> bool:
+        if alive():  # first: it reaps a leader this process started
+            return True
+        if pid_alive(pid):  # the PID names another process now: the group is not the job's
+            return False
+        return bool(group_members(pid))
+
+    if not running():
         return False
-    try:
-        os.killpg(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return False
-    deadline = time.monotonic() + timeout
-    while alive() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if alive():
+    for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
-            os.killpg(pid, signal.SIGKILL)
+            os.killpg(pid, sig)
         except ProcessLookupError:
-            pass
+            return True
+        deadline = time.monotonic() + timeout
+        while running() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not running():
+            break
     return True
 
 

@@ -14,16 +14,25 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["pid_alive", "start_ticks", "process_id", "parse_process_id"]
+__all__ = ["pid_alive", "start_ticks", "group_members", "process_id", "parse_process_id"]
+
+
+def _fields(pid: int | str) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the name (state, ppid, pgrp, …); None where it
+    cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()  # the name may hold spaces and ')'
+    except (OSError, IndexError):
+        return None
 
 
 def _stat(pid: int) -> tuple[str, int] | None:
     """(state letter, start ticks) from ``/proc/PID/stat``; None where it cannot be read."""
+    rest = _fields(pid)
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            rest = f.read().rsplit(")", 1)[1].split()  # the name may hold spaces and ')'
-        return rest[0], int(rest[19])
-    except (OSError, IndexError, ValueError):
+        return (rest[0], int(rest[19])) if rest else None
+    except (IndexError, ValueError):
         return None
 
 
@@ -48,12 +57,27 @@ def pid_alive(pid: int, started: int = 0) -> bool:
     except PermissionError:
         pass
     st = _stat(pid)
-    if st is None:  # no /proc here: kill(pid, 0) is all we can tell
-        return True
+    if st is None:  # gone (reaped) since kill(pid, 0); or no /proc here: kill(pid, 0) is all
+        return not os.path.isdir("/proc/self")  # we can tell
     state, ticks = st
     if state in ("Z", "X"):
         return False
     return not (started and ticks != started)
+
+
+def group_members(pgid: int) -> list[int]:
+    """The PIDs of process group ``pgid`` that still run (zombies left out: they have exited,
+    and only their parent's wait ends them).  A stop asks a whole job — its leader and every
+    child it started (a data loader, a torchrun rank, a Ray worker) — and the leader may exit
+    first.  While the group has a member, Linux gives its number to no new process, so the
+    members found are the job's.  [] where there is no /proc."""
+    out = []
+    for name in os.listdir("/proc") if os.path.isdir("/proc/self") else []:
+        if name.isdigit():
+            rest = _fields(name)
+            if rest and len(rest) > 2 and rest[2] == str(pgid) and rest[0] not in ("Z", "X"):
+                out.append(int(name))
+    return out
 
 
 def process_id(pid: int | None = None) -> str:
