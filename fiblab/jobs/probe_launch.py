@@ -369,16 +369,26 @@ def request_stop(h: GridHandle) -> str:
 
 def resume(h: GridHandle, **changes) -> GridHandle:
     """Launch the stopped (or failed) grid again: the same command, so only the cells not in
-    its results file train.  ``changes`` alter the spec (e.g. ``jobs=2``)."""
+    its results file train.  ``changes`` may alter how it runs — ``jobs``, ``ray`` (which change
+    no result) and the launch's ``store``, ``env``, ``cwd`` — and nothing else: another setting
+    makes other cells (launch a grid of its own), and a misspelt one was dropped unseen."""
     if h.is_alive():
         raise ValueError(
             f"probe grid {h.name!r} is still running (pid {h.pid}): stop it and wait for it "
             f"to exit before resuming"
         )
-    spec = GridSpec.from_dict({**h.spec, **changes})
-    return launch_grid(
-        spec, h.name, store=h.store, runs_dir=h.runs_dir, env=h.env or None, cwd=h.cwd
+    launch_args = {"store": h.store, "env": h.env or None, "cwd": h.cwd}
+    wrong = sorted(set(changes) - {"jobs", "ray", *launch_args})
+    if wrong:
+        raise ValueError(
+            f"resume of probe grid {h.name!r} cannot change {', '.join(wrong)}: it may change "
+            f"jobs, ray, store, env and cwd; for other settings launch a grid under a new name"
+        )
+    launch_args |= {k: v for k, v in changes.items() if k in launch_args}
+    spec = GridSpec.from_dict(
+        {**h.spec, **{k: changes[k] for k in ("jobs", "ray") if k in changes}}
     )
+    return launch_grid(spec, h.name, runs_dir=h.runs_dir, **launch_args)
 
 
 def terminate(h: GridHandle, timeout: float = 10.0) -> None:

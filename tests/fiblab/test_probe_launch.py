@@ -438,13 +438,23 @@ def test_a_grid_that_ends_between_the_two_reads_is_never_failed(tmp_path, monkey
 
 def test_a_resume_with_changed_settings_launches_with_them(tmp_path, monkeypatch):
     """``resume(h, jobs=2)`` must run the grid with two jobs, not the old spec again (the
-    changes go over the recorded spec, not under it).  Scripted launch: the argument handed on."""
+    changes go over the recorded spec, not under it), and a new store or env reaches the launch;
+    a change it cannot make (a setting that makes other cells, a misspelt ``job=``) is refused
+    before any launch — it used to be dropped unseen.  Scripted launch: the arguments handed on."""
     h, _ = _scripted_grid(tmp_path)
     seen = {}
     monkeypatch.setattr(
-        PL, "launch_grid", lambda spec, name, **kw: seen.update(spec=spec, name=name)
+        PL, "launch_grid", lambda spec, name, **kw: seen.update(spec=spec, name=name, **kw)
     )
     monkeypatch.setattr(type(h), "is_alive", lambda self: False)
-    PL.resume(h, jobs=2, steps=10)
-    assert seen["name"] == "eta" and (seen["spec"].jobs, seen["spec"].steps) == (2, 10)
-    assert seen["spec"].depths == h.grid_spec().depths  # the rest as recorded
+    store = str(tmp_path / "other.db")
+    PL.resume(h, jobs=2, store=store, env={"A": "1"})
+    assert seen["name"] == "eta" and seen["spec"].jobs == 2
+    assert (seen["store"], seen["env"], seen["cwd"]) == (store, {"A": "1"}, h.cwd)
+    assert seen["spec"].steps == h.grid_spec().steps  # the rest as recorded
+    assert seen["spec"].depths == h.grid_spec().depths
+    seen.clear()
+    for wrong in ({"job": 2}, {"steps": 10}):
+        with pytest.raises(ValueError, match=rf"cannot change {next(iter(wrong))}: it may"):
+            PL.resume(h, **wrong)
+    assert seen == {}
