@@ -39,6 +39,7 @@ from fiblab.jobs import detached, train_eta
 from fiblab.jobs.train_process import auto_nproc, gpu_count, train_command
 from lab.lm.typedconfig import split_overrides, with_fields
 from lab.store import Store
+from lab.store.connection import check_file
 from lab.training.checkpoint import list_checkpoints
 from lab.training.phases import EXITING, STARTING, TRAINING, clear_phase, read_phase
 from lab.training.stop import STOP_FILE
@@ -131,6 +132,8 @@ def launch(
     folder, as it reaches a local run.  None or '': here, as always.
     """
     store = store or ""
+    if store:  # a file that is no store fails here, not in the process
+        check_file(store)
     ray = (ray or "").strip() or None
     if ray:
         from fiblab.cluster.ray_cluster import check_reachable

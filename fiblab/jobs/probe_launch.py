@@ -228,6 +228,14 @@ def launch_grid(
     holds (`adopt_records`)."""
     cells = spec.cells()  # validates before any work
     settings = spec.settings()
+    if store:  # a file that is no store fails here, not in the process
+        from lab.store.connection import check_file
+
+        check_file(store)
+    if spec.ray:
+        from fiblab.cluster.ray_cluster import check_reachable
+
+        check_reachable(spec.ray)
     keys = [c.key(settings) for c in cells]
     name = folder_name(name or default_name(spec, runs_dir), "grid", "marked-quick")
     folder = os.path.join(grids_dir(runs_dir), name)

@@ -125,10 +125,20 @@ def search_command(
 
 
 def _cli_args(h: SearchHandle):
+    """The search's command, parsed by the CLI; a ValueError with the parser's one line (a
+    notebook catching ValueError would miss argparse's SystemExit)."""
+    import io
+
     from fiblab.cli.parser import build_parser
 
     i = h.command.index("search")
-    return build_parser().parse_args(h.command[i:])
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            return build_parser().parse_args(h.command[i:])
+    except SystemExit:
+        line = err.getvalue().strip().splitlines()[-1:] or ["bad search arguments"]
+        raise ValueError(line[0].removeprefix("fiblab search: error: ")) from None
 
 
 def search_config(h: SearchHandle):
@@ -193,6 +203,17 @@ def launch_search(
         space=space, objectives=objectives, trials=trials, seed=seed, storage=storage,
         extra=list(extra), started=time.time(), env=dict(env or {}), cwd=cwd,
     )  # fmt: skip
+    owned = sorted(
+        {"--study", "--storage", "--store", "--runs"} & {str(a).split("=")[0] for a in extra}
+    )
+    if owned:  # the handle reads and cleans the study and folders it names itself
+        raise ValueError(
+            f"extra {' '.join(owned)}: the launch sets it (name=, store=, runs_dir=); drop it "
+            f"from extra"
+        )
+    from fiblab.cli.search import check_ray_args
+
+    check_ray_args(_cli_args(h))  # --ray reachable, --jobs/--ray-parallel that fit with it
     search_config(h)  # a ValueError (bad space, objective…) before starting
     detached.refuse_if_running(meta, f"search {name!r}")
     old = detached.read_json(meta)

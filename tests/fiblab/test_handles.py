@@ -5,6 +5,7 @@ the JSON written and read back, a log written by hand."""
 
 import io
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -269,3 +270,62 @@ def test_the_lists_show_the_most_recent_launch_first(tmp_path, kind):
         d = {**h.to_json(), "name": name, "started": started}
         detached.write_json(os.path.join(top, name, meta), d)
     assert [x.name for x in listing(str(tmp_path))] == ["new", "mid", "old"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_launch_fields_are_refused_before_any_process_starts(tmp_path, monkeypatch, kind):
+    """A store that is no store and a Ray address nobody serves are one ValueError naming them,
+    and no process starts: a run and a grid used to start and then fail (listed as a failed job
+    the form could have refused), a grid's and a search's Ray address went unchecked, and a
+    search's bad store was argparse's SystemExit, which a notebook catching ValueError missed."""
+    from fiblab.jobs import launch as LA
+    from fiblab.jobs import probe_launch as PL
+    from fiblab.jobs import search_launch as SL
+    from probes.gridspec import GridSpec
+
+    started = []
+    monkeypatch.setattr(detached, "start", lambda *a, **kw: started.append(a))
+    runs = str(tmp_path / "runs")
+
+    def launch(store="", ray=None):
+        if kind == "run":
+            return LA.launch("tiny", name="j", steps=5, store=store, runs_dir=runs, nproc=1,
+                             ray=ray)  # fmt: skip
+        if kind == "grid":
+            spec = GridSpec(scale="tiny", mechanisms=("blur",), depths=(2,), seeds=(0,), ray=ray)
+            return PL.launch_grid(spec, "j", store=store, runs_dir=runs)
+        extra = ["--ray", ray] if ray else []
+        return SL.launch_search("linear", ["distinct"], trials=2, name="j", store=store,
+                                runs_dir=runs, extra=extra)  # fmt: skip
+
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    with pytest.raises(ValueError, match=r"notes\.txt.*is not an SQLite database"):
+        launch(store=str(notes))
+    assert notes.read_text() == "my notes\n"
+    with socket.socket() as held:  # bound, never listening: nobody answers there
+        held.bind(("127.0.0.1", 0))
+        port = held.getsockname()[1]
+        with pytest.raises(ValueError, match=f"nothing answers at 127.0.0.1:{port}"):
+            launch(ray=f"127.0.0.1:{port}")
+    assert started == []
+
+
+def test_a_search_launch_refuses_extra_options_the_launch_owns(tmp_path, monkeypatch):
+    """``extra=["--study", "other"]`` ran a study the handle never reads nor cleans; ``--jobs``
+    beside ``--ray`` and ``--ray-parallel`` without it are refused as the CLI refuses them."""
+    from fiblab.jobs import search_launch as SL
+
+    monkeypatch.setattr(detached, "start", lambda *a, **kw: pytest.fail("started"))
+    runs = str(tmp_path / "runs")
+    bad = [
+        (["--study", "other"], "extra --study: the launch sets it"),
+        (["--runs=elsewhere"], "extra --runs: the launch sets it"),
+        (["--ray-parallel", "2"], "--ray-parallel 2 needs --ray ADDRESS"),
+        (["--jobs", "2", "--ray", "local"], "--jobs 2 is for trials run here"),
+        (["--trials", "0"], "must be an integer >= 1"),
+    ]
+    for extra, says in bad:
+        with pytest.raises(ValueError, match=re.escape(says)):
+            SL.launch_search("linear", ["distinct"], trials=2, name="j", store="",
+                             runs_dir=runs, extra=extra)  # fmt: skip
