@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -110,21 +111,27 @@ def replay(entries: list[dict], store, start: int = 0) -> int:
     order; returns the number of calls written.  Events the store already holds for a run (a
     previous replay of this append-only journal, cut short, or the lines before ``start``) are
     skipped, so replaying again duplicates nothing; ``start`` lets a driver follow a growing
-    journal (replay what it had, later ``start=len(what it had)``)."""
+    journal (replay what it had, later ``start=len(what it had)``).
+
+    An event is "already held" by its kind and message, each held one consumed once: others
+    write events for the run too (the launcher's "terminated"), and a count of the store's
+    events then skipped as many of the journal's real ones."""
     runs = {e["args"][0] for e in entries if e["call"] == "start_run"}
-    held: dict[str, int] = {}
+    held: dict[str, Counter] = {}
     for run in runs:
         try:
-            held[run] = len(store.events(run))
+            ev = store.events(run)
         except KeyError:  # not in the store yet (UnknownRunError is a KeyError)
-            held[run] = 0
-    seen: dict[str, int] = {}
+            ev = None
+        pairs = [] if ev is None else zip(ev["kind"], ev["message"])
+        held[run] = Counter((str(k), _text(m)) for k, m in pairs)
     written = 0
     for i, e in enumerate(entries):
         args, kwargs = list(e["args"]), dict(e.get("kwargs") or {})
         if e["call"] == "log_event" and args[0] in held:
-            seen[args[0]] = seen.get(args[0], 0) + 1
-            if seen[args[0]] <= held[args[0]]:
+            key = (str(args[1]), _text(args[2] if len(args) > 2 else kwargs.get("message")))
+            if held[args[0]][key] > 0:
+                held[args[0]][key] -= 1
                 continue
         if i < start:
             continue
@@ -135,6 +142,11 @@ def replay(entries: list[dict], store, start: int = 0) -> int:
         getattr(store, e["call"])(*args, **kwargs)
         written += 1
     return written
+
+
+def _text(message: Any) -> str:
+    """An event's message as the store gives it back ('' for none)."""
+    return "" if message is None or message != message else str(message)  # NaN: none
 
 
 def _nan(x: Any) -> Any:

@@ -234,6 +234,26 @@ def test_journal_replayed_twice_duplicates_nothing(tmp_path):
         assert st.runs()["status"].tolist() == ["done"]
 
 
+def test_a_replay_keeps_every_journal_event_beside_events_written_by_others(tmp_path):
+    """The launcher writes a run's "terminated" straight into the store; a resumed Ray run's
+    driver then replays the whole journal.  Held events were skipped by count, so the
+    launcher's one hid the journal's next real event (its "resume" never reached the store).
+    Oracle: the store's events are the launcher's plus the journal's, each once."""
+    j = StoreJournal(str(tmp_path / "j.jsonl"))
+    j.start_run("r", {"x": 1}, kind="lm", seed=0, resume=False)
+    j.log_event("r", "start", "step 0")
+    j.log_event("r", "note", None)
+    with Store(str(tmp_path / "s.db")) as st:
+        replay(read_journal(j.path), st)  # the first driver
+        st.log_event("r", "terminated", "SIGTERM from fiblab.jobs.launch.terminate")
+        j.log_event("r", "resume", "step 40")  # the resumed task appends to the journal
+        j.log_event("r", "start", "step 0")  # the same words again: a second, real event
+        replay(read_journal(j.path), st)  # the resumed run's driver replays it all
+        replay(read_journal(j.path), st)  # and again: nothing twice
+        kinds = st.events("r")["kind"].tolist()
+    assert kinds == ["start", "note", "terminated", "resume", "start"]
+
+
 def test_a_journal_from_before_schema_4_replays_with_todays_kind_words(tmp_path):
     """A journal written when the store said 'full' / 'frozen' replays as 'recompute' /
     'freeze', and its final perplexity is still found."""
