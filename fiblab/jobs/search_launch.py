@@ -316,9 +316,11 @@ def state(h: SearchHandle, study=None) -> SearchState:
         st = "stopping" if stop else "running" if done else "starting"
     else:
         rc = h.proc.returncode if h.proc is not None else None
-        if stop:
+        if done >= h.trials:  # first: a search that finished as a stop was asked is done
+            st = "done"
+        elif stop:
             st = "stopped"
-        elif rc == 0 or (rc is None and done >= h.trials):
+        elif rc == 0:
             st = "done"
         else:
             st = "failed"

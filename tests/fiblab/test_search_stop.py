@@ -104,6 +104,25 @@ def test_a_search_that_ends_between_the_two_reads_is_never_failed(tmp_path, monk
     assert SL.state(h).state == "done"  # and then at its end: never "failed"
 
 
+def test_a_search_that_finished_as_its_stop_was_asked_is_done(tmp_path, monkeypatch):
+    """`request_stop` reads the search alive, then it finishes its last trial and exits, then
+    STOP is written: every trial is in, yet it read "stopped" (resumable, with nothing left to
+    run).  Scripted: the finished study and the STOP file, the process gone."""
+    study = optuna.create_study()
+    for x in (1.0, 2.0):
+        study.add_trial(optuna.trial.create_trial(params={}, distributions={}, value=x))
+    h = SL.SearchHandle(
+        name="late", runs_dir=str(tmp_path), store="", pid=-1, command=[], folder=str(tmp_path),
+        space="linear", objectives=["distinct"], trials=2, seed=0, storage="",
+    )  # fmt: skip
+    (tmp_path / "STOP").write_text("stop requested\n")
+    monkeypatch.setattr(SL.SearchHandle, "is_alive", lambda self: False)
+    assert SL.state(h, study).state == "done"
+    study2 = optuna.create_study()
+    study2.add_trial(optuna.trial.create_trial(params={}, distributions={}, value=1.0))
+    assert SL.state(h, study2).state == "stopped"  # one trial short: the stop holds
+
+
 def test_a_trial_asked_but_not_yet_marked_with_its_driver_is_failed_by_this_launchs_stop(
     tmp_path,
 ):
