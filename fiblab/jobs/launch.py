@@ -100,7 +100,13 @@ class RunHandle(detached.Handle):
 def build_config(preset: str, *, name=None, steps=None, data=None, overrides=None, runs_dir):
     """The TrainConfig `launch` would start (ValueError naming a bad preset or override)."""
     fields = {"steps": steps, "data": data, "name": name}
-    cfg_over = {**with_fields(split_overrides(overrides), fields), "run_dir": runs_dir}
+    over = split_overrides(overrides)
+    if "run_dir" in over and os.path.abspath(str(over["run_dir"])) != os.path.abspath(runs_dir):
+        raise ValueError(  # it was dropped unseen: the launch's runs folder won
+            f"override run_dir={over['run_dir']} is the launch's runs_dir here: pass "
+            f"runs_dir={over['run_dir']!r} instead"
+        )
+    cfg_over = {**with_fields(over, fields), "run_dir": runs_dir}
     return make_config(preset, cfg_over)
 
 

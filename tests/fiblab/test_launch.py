@@ -123,6 +123,7 @@ def test_auto_nproc_uses_the_gpus_the_step_splits_over():
         ({"overrides": {"nope": 1}}, "names no training field"),
         ({"nproc": 0}, "nproc"),
         ({"nproc": 3}, "do not split over 3"),
+        ({"overrides": {"run_dir": "elsewhere"}}, "override run_dir=elsewhere is the launch's"),
     ],
 )
 def test_bad_launch_fails_before_starting(tmp_path, kw, needle):
