@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, fields
 from typing import ClassVar
 
 from lab.machine.procs import group_members, pid_alive, start_ticks
+from lab.util import paths
 from lab.util.files import atomic_write
 
 __all__ = [
@@ -82,6 +83,20 @@ class Handle:
         """Record the process just started for this handle: its PID and start time (which tell
         it from a later process given the same PID) and the `Popen` that reaps it."""
         self.pid, self.pid_start, self.proc = proc.pid, start_ticks(proc.pid), proc
+
+    def start(self, meta_path: str) -> None:
+        """Start ``command`` (`start`: its own session, its log at `log_path`, ``env``, in
+        ``cwd`` or the project folder) and record this handle in ``meta_path``.  An interrupt
+        between the two (a notebook's stop button) ends the new process: left running and
+        unrecorded, no later launch would refuse a second one beside it."""
+        cwd = self.cwd or str(paths.work_dir())
+        proc = start(self.command, self.log_path, env=self.env or None, cwd=cwd)
+        try:
+            self.bind(proc)
+            write_json(meta_path, self.to_json())
+        except BaseException:
+            kill_group(proc.pid, lambda: proc.poll() is None, timeout=5)
+            raise
 
     def is_alive(self) -> bool:
         """Whether the process still runs: not exited, and not another program that got its

@@ -171,9 +171,6 @@ def launch(
     cmd = train_command(
         config=config, store=store, runs_dir=None, resume=resume, nproc=nproc, ray=ray
     )
-    proc = detached.start(
-        cmd, os.path.join(run_dir, LOG_NAME), env=env, cwd=cwd or str(paths.work_dir())
-    )
     spec = dict(
         preset=preset,
         name=cfg.name,
@@ -201,8 +198,7 @@ def launch(
         env=dict(env or {}),  # as the grid's and the search's handles record them
         cwd=cwd,
     )
-    h.bind(proc)
-    detached.write_json(meta, h.to_json())
+    h.start(meta)
     return h
 
 

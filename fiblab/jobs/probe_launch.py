@@ -252,9 +252,6 @@ def launch_grid(
     LV.clear(folder)  # an old stop request must not fire, old live files must not show
     adopt_records(os.path.join(folder, RESULTS_NAME), spec, runs_dir)
     cmd = grid_command(spec, os.path.join(folder, RESULTS_NAME), folder, store or "")
-    proc = detached.start(
-        cmd, os.path.join(folder, LOG_NAME), env=env, cwd=cwd or str(paths.work_dir())
-    )
     h = GridHandle(
         name=name,
         grid_dir=folder,
@@ -270,8 +267,7 @@ def launch_grid(
         env=dict(env or {}),
         cwd=cwd,
     )
-    h.bind(proc)
-    detached.write_json(meta, h.to_json())
+    h.start(meta)
     return h
 
 

@@ -225,9 +225,7 @@ def launch_search(
     os.makedirs(folder, exist_ok=True)
     if os.path.exists(h.stop_path):
         os.remove(h.stop_path)  # an old stop request must not mark this launch stopped
-    proc = detached.start(cmd, h.log_path, env=env, cwd=cwd or str(paths.work_dir()))
-    h.bind(proc)
-    detached.write_json(meta, h.to_json())
+    h.start(meta)
     return h
 
 

@@ -329,3 +329,20 @@ def test_a_search_launch_refuses_extra_options_the_launch_owns(tmp_path, monkeyp
         with pytest.raises(ValueError, match=re.escape(says)):
             SL.launch_search("linear", ["distinct"], trials=2, name="j", store="",
                              runs_dir=runs, extra=extra)  # fmt: skip
+
+
+def test_an_interrupt_between_start_and_record_ends_the_new_process(tmp_path, monkeypatch):
+    """A notebook's stop button landing after the process started but before its handle file
+    was written left it running unrecorded (a second launch was not refused beside it): the
+    launchers' one `Handle.start` ends it and lets the interrupt through."""
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    h = GridHandle(**{**COMMON, "command": sleeper}, grid_dir=str(tmp_path), spec={},
+                   keys=["a"], depths=[2], steps=5)  # fmt: skip
+
+    def interrupted(path, d):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(detached, "write_json", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        h.start(str(tmp_path / "grid.json"))
+    assert h.pid > 0 and not detached.pid_alive(h.pid) and not (tmp_path / "grid.json").exists()
