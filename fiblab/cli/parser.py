@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 
 from fiblab import __version__
 from fiblab.cli.attention import add_attention, add_params
@@ -70,8 +71,12 @@ class FibParser(argparse.ArgumentParser):
         from the top parser, which does not know the command's options)."""
         ns, extra = self.parse_known_args(args, namespace)
         if extra:
+            argv = list(sys.argv[1:] if args is None else args)
+            cmd = getattr(ns, "cmd", None)
+            before = argv[: argv.index(cmd)] if cmd in argv else []
             by_prog = {sp.prog: sp for _, sp in walk(self)}
-            by_prog.get(getattr(ns, "_prog", None), self).error(
+            ours = self if any(e in before for e in extra) else None  # `fiblab --bogus doctor`
+            (ours or by_prog.get(getattr(ns, "_prog", None), self)).error(
                 f"unrecognized arguments: {' '.join(extra)}"
             )
         return ns

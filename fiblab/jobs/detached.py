@@ -205,13 +205,15 @@ def log_tail(path: str, lines: int = 20) -> str:
 def kill_group(pid: int, alive, timeout: float = 10.0) -> bool:
     """SIGTERM to the process group of `pid`, SIGKILL to what is left of it after `timeout` s;
     ``alive()`` tells whether the leader still runs.  Returns False when there was nothing to
-    kill.
+    kill (the leader had exited).
 
     The whole group counts, not the leader alone: a leader that exits on SIGTERM may leave a
     child that is slow to, or never does (a data loader, a torchrun rank, a Ray worker with a
     handler of its own), still writing the job's files beside a resume.  It returns when every
     member has exited (or ``timeout`` more seconds after the SIGKILL: one in uninterruptible
-    sleep cannot be waited for)."""
+    sleep cannot be waited for).  The group is followed from a live leader only: while it has
+    a member Linux gives its number to no new process, but once it emptied, a later group may
+    hold that number (a stale handle must not signal it)."""
 
     def running() -> bool:
         if alive():  # first: it reaps a leader this process started
@@ -220,7 +222,7 @@ def kill_group(pid: int, alive, timeout: float = 10.0) -> bool:
             return False
         return bool(group_members(pid))
 
-    if not running():
+    if not alive():
         return False
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:

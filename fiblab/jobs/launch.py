@@ -261,6 +261,8 @@ def resume(h: RunHandle, **changes) -> RunHandle:
     spec = {"env": h.env or None, "cwd": h.cwd, **h.spec, **changes}
     # a change of a field the first launch gave as an override replaces that override
     over = {k: v for k, v in split_overrides(spec.get("overrides")).items() if k not in changes}
+    if "overrides" not in changes:  # an older launch kept a run_dir it then dropped: the
+        over.pop("run_dir", None)  # run is where runs_dir put it
     spec["overrides"] = over
     preset = spec.pop("preset")
     return launch(preset, resume=True, **spec)
@@ -302,6 +304,14 @@ def _last_event(h: RunHandle, st: Store) -> str | None:
     return None if ev.empty else str(ev["kind"].iloc[-1])
 
 
+def _started_at(row: dict | None) -> float:
+    """When the row's run last went 'running' (epoch seconds; 0 when never)."""
+    try:
+        return float((row or {})["started_at"].timestamp())
+    except (KeyError, AttributeError, TypeError, ValueError):  # no row, None, NaT
+        return 0.0
+
+
 def state(
     h: RunHandle, _row: dict | None = None, _event: str | None = None, _alive: bool | None = None
 ) -> str:
@@ -316,8 +326,12 @@ def state(
             _row, _event = _store_row(h, st), _last_event(h, st)
     status = (_row or {}).get("status")
     ph = read_phase(h.run_dir) or {}
-    # this launch's loop is over (the loop writes it after its last store write)
-    ended = ph.get("phase") == EXITING and float(ph.get("since", 0)) >= h.started - 5
+    # this launch's loop is over: its exit phase (written after its last store write), or the
+    # store's row started by this launch (a Ray task's, replayed from its journal, writes no
+    # phase here)
+    ended = (ph.get("phase") == EXITING and float(ph.get("since", 0)) >= h.started - 5) or (
+        status in TERMINAL and _started_at(_row) >= h.started - 5
+    )
     if alive:
         if os.path.exists(os.path.join(h.run_dir, STOP_FILE)):
             return "stopping"

@@ -125,20 +125,20 @@ def search_command(
 
 
 def _cli_args(h: SearchHandle):
-    """The search's command, parsed by the CLI; a ValueError with the parser's one line (a
-    notebook catching ValueError would miss argparse's SystemExit)."""
-    import io
+    """The search's command, parsed by the CLI; the parser's one line as a ValueError (a
+    notebook catching ValueError would miss argparse's SystemExit).  Each parser's ``error``
+    raises instead of redirecting stderr, which is the whole process's: a panel's refresh
+    thread would swallow, or keep, another thread's output."""
+    from fiblab.cli.parser import build_parser, walk
 
-    from fiblab.cli.parser import build_parser
+    def refuse(message: str):
+        raise ValueError(message)
 
+    parser = build_parser()
+    for _, sp in walk(parser):
+        sp.error = refuse
     i = h.command.index("search")
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err):
-            return build_parser().parse_args(h.command[i:])
-    except SystemExit:
-        line = err.getvalue().strip().splitlines()[-1:] or ["bad search arguments"]
-        raise ValueError(line[0].removeprefix("fiblab search: error: ")) from None
+    return parser.parse_args(h.command[i:])
 
 
 def search_config(h: SearchHandle):
@@ -203,17 +203,19 @@ def launch_search(
         space=space, objectives=objectives, trials=trials, seed=seed, storage=storage,
         extra=list(extra), started=time.time(), env=dict(env or {}), cwd=cwd,
     )  # fmt: skip
-    owned = sorted(
-        {"--study", "--storage", "--store", "--runs"} & {str(a).split("=")[0] for a in extra}
-    )
-    if owned:  # the handle reads and cleans the study and folders it names itself
-        raise ValueError(
-            f"extra {' '.join(owned)}: the launch sets it (name=, store=, runs_dir=); drop it "
-            f"from extra"
-        )
     from fiblab.cli.search import check_ray_args
 
-    check_ray_args(_cli_args(h))  # --ray reachable, --jobs/--ray-parallel that fit with it
+    args = _cli_args(h)  # argparse takes a prefix (--stud): compare what it parsed
+    given = {"--study": args.study, "--storage": args.storage, "--store": args.store or "",
+             "--runs": args.runs}  # fmt: skip
+    owned = {"--study": name, "--storage": storage, "--store": store or "", "--runs": runs_dir}
+    changed = sorted(k for k in owned if given[k] != owned[k])
+    if changed:  # the handle reads and cleans the study and folders it names itself
+        raise ValueError(
+            f"extra {' '.join(changed)}: the launch sets it (name=, store=, runs_dir=); drop it "
+            f"from extra"
+        )
+    check_ray_args(args)  # --ray reachable, --jobs/--ray-parallel that fit with it
     search_config(h)  # a ValueError (bad space, objective…) before starting
     detached.refuse_if_running(meta, f"search {name!r}")
     old = detached.read_json(meta)
@@ -314,12 +316,13 @@ def state(h: SearchHandle, study=None) -> SearchState:
         st = "stopping" if stop else "running" if done else "starting"
     else:
         rc = h.proc.returncode if h.proc is not None else None
-        if done >= h.trials:  # first: a search that finished as a stop was asked is done
+        # a clean exit, or (attached: no return code) every trial in, is done before a stop
+        # asked as it finished; a stop in its rerun of the best trials (rc from the SIGTERM)
+        # stays stopped
+        if rc == 0 or (rc is None and done >= h.trials):
             st = "done"
         elif stop:
             st = "stopped"
-        elif rc == 0:
-            st = "done"
         else:
             st = "failed"
             message = h.log_tail(8) or "the process exited without a word"

@@ -57,8 +57,14 @@ def pid_alive(pid: int, started: int = 0) -> bool:
     except PermissionError:
         pass
     st = _stat(pid)
-    if st is None:  # gone (reaped) since kill(pid, 0); or no /proc here: kill(pid, 0) is all
-        return not os.path.isdir("/proc/self")  # we can tell
+    if st is None:  # reaped since kill(pid, 0), or unreadable (no /proc, hidepid): ask again
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
     state, ticks = st
     if state in ("Z", "X"):
         return False

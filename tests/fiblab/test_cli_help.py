@@ -214,6 +214,7 @@ BAD = [
         "fiblab doctor: error: unrecognized arguments: --bogus (see: fiblab doctor --help)",
     ),
     (["offsets", "--alpha", "1", "extra"], "(see: fiblab offsets --help)"),
+    (["--bogus", "doctor"], "fiblab: error: unrecognized arguments: --bogus (see: fiblab --help)"),
     (["probe"], "required: task"),
 ]
 

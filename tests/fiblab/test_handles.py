@@ -321,6 +321,7 @@ def test_a_search_launch_refuses_extra_options_the_launch_owns(tmp_path, monkeyp
     bad = [
         (["--study", "other"], "extra --study: the launch sets it"),
         (["--runs=elsewhere"], "extra --runs: the launch sets it"),
+        (["--stud", "other"], "extra --study: the launch sets it"),  # argparse takes a prefix
         (["--ray-parallel", "2"], "--ray-parallel 2 needs --ray ADDRESS"),
         (["--jobs", "2", "--ray", "local"], "--jobs 2 is for trials run here"),
         (["--trials", "0"], "must be an integer >= 1"),

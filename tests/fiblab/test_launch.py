@@ -271,6 +271,9 @@ def test_resume_takes_env_and_cwd_from_the_handle_or_an_older_spec(monkeypatch, 
         ({"A": "1"}, "/here"), ({"A": "2"}, "/there"), ({"A": "3"}, "/here"),
     ]  # fmt: skip
     assert all(kw["resume"] is True for kw in seen)
+    # a launch.json of a version that dropped an override run_dir unseen resumes where it ran
+    L.resume(L.RunHandle(**args, spec={**spec, "overrides": {"run_dir": "/else", "lr": 1e-3}}))
+    assert seen[-1]["overrides"] == {"lr": 1e-3}
 
 
 def test_failed_run_reports_why(runs):
@@ -380,3 +383,12 @@ def test_an_attached_run_whose_resume_died_before_its_loop_reads_failed(tmp_path
     assert L.state(handle(first_end - 1, store="")) == "stopped"  # no store: the phase says
     RP.write_phase(str(run_dir), RP.EXITING, status="done", step=10)
     assert L.state(handle(first_end - 1, store="")) == "done"
+    # a Ray task writes no phase here: its driver replays the journal into the store, and a
+    # row this launch started tells how it ended
+    RP.clear_phase(str(run_dir))
+    ray_run = handle(time.time())
+    with Store(store) as st:
+        st.set_status("r", "running")
+        st.set_status("r", "done")
+    assert L.state(ray_run) == "done"
+    assert L.state(handle(time.time() + 60)) == "failed"  # a later launch: not its row

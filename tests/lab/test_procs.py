@@ -29,17 +29,21 @@ def test_running_zombie_and_reaped_children():
 
 def test_a_process_reaped_between_the_two_reads_is_gone(monkeypatch):
     """`kill(pid, 0)` may find a process that its parent reaps before ``/proc/PID/stat`` is read:
-    it is gone, not alive (a search's clean-up then left its trial RUNNING).  Scripted: the stat
-    file reads as missing right after the kill succeeded."""
+    it is gone, not alive (a search's clean-up then left its trial RUNNING).  Scripted: the
+    process is reaped after the kill succeeded and before its stat file is read.  (A stat file
+    that cannot be read while the process lives, /proc mounted hidepid, still reads alive.)"""
     from lab.machine import procs
 
     p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-    try:
-        monkeypatch.setattr(procs, "_fields", lambda pid: None)  # reaped in between
-        assert not procs.pid_alive(p.pid)
-    finally:
+
+    def reaped_in_between(pid):
         p.kill()
         p.wait()
+        return None  # its stat file: gone
+
+    assert procs.pid_alive(p.pid)
+    monkeypatch.setattr(procs, "_fields", reaped_in_between)
+    assert not procs.pid_alive(p.pid)
 
 
 def test_group_members_are_the_groups_live_processes_only():
