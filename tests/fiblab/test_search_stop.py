@@ -8,6 +8,7 @@ transaction, every time (no timing luck), and Optuna's own reading of the study 
 
 import os
 import select
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -121,6 +122,10 @@ def test_a_search_that_finished_as_its_stop_was_asked_is_done(tmp_path, monkeypa
     study2 = optuna.create_study()
     study2.add_trial(optuna.trial.create_trial(params={}, distributions={}, value=1.0))
     assert SL.state(h, study2).state == "stopped"  # one trial short: the stop holds
+    # launched here, every trial in, ended by the stop's SIGTERM: it was stopped in its rerun
+    # of the best trials on fresh seeds, which a resume still has to do
+    h.proc = type("Exited", (), {"returncode": -signal.SIGTERM})()
+    assert SL.state(h, study).state == "stopped"
 
 
 def test_a_trial_asked_but_not_yet_marked_with_its_driver_is_failed_by_this_launchs_stop(
