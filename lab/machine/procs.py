@@ -43,28 +43,27 @@ def start_ticks(pid: int) -> int:
     return st[1] if st else 0
 
 
+def _exists(pid: int) -> bool:
+    """``kill(pid, 0)``'s answer: a process (or a zombie) holds the PID."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's: it exists
+        pass
+    return True
+
+
 def pid_alive(pid: int, started: int = 0) -> bool:
     """Whether process `pid` exists, is not a zombie (exited, not yet reaped: it has stopped
     working, whatever `kill(pid, 0)` says) and — when ``started`` (its `start_ticks` when it
     was launched) is given and readable — is still that process, not another one that got its
     PID."""
-    if pid <= 0:
+    if pid <= 0 or not _exists(pid):
         return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
     st = _stat(pid)
-    if st is None:  # reaped since kill(pid, 0), or unreadable (no /proc, hidepid): ask again
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            pass
-        return True
+    if st is None:  # reaped since, or unreadable (no /proc, hidepid): ask again
+        return _exists(pid)
     state, ticks = st
     if state in ("Z", "X"):
         return False
