@@ -28,6 +28,7 @@ is built in `fiblab.jobs.train_process`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -206,7 +207,7 @@ def _taken(name: str, run_dir: str, store: str) -> str:
     """Why a new run may not take ``name``, and what works instead."""
     status = None
     if store and os.path.exists(store):
-        with _suppress(), Store(store) as st:
+        with contextlib.suppress(Exception), Store(store) as st:
             row = st.runs().set_index("name")
             status = row.status.get(name)
     if status == "done":
@@ -280,17 +281,9 @@ def terminate(h: RunHandle, timeout: float = 10.0) -> None:
     if not h.kill(timeout):
         return
     if h.store:
-        with _suppress(), Store(h.store) as st:
+        with contextlib.suppress(Exception), Store(h.store) as st:
             st.set_status(h.name, "failed", "terminated by the launcher")
             st.log_event(h.name, "terminated", "SIGTERM from fiblab.jobs.launch.terminate")
-
-
-class _suppress:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return exc[0] is not None and issubclass(exc[0], Exception)
 
 
 def _store_row(h: RunHandle, st: Store) -> dict | None:
