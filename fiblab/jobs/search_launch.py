@@ -203,7 +203,7 @@ def launch_search(
         space=space, objectives=objectives, trials=trials, seed=seed, storage=storage,
         extra=list(extra), started=time.time(), env=dict(env or {}), cwd=cwd,
     )  # fmt: skip
-    from fiblab.cli.search import check_ray_args
+    from fiblab.cli.search import build_config, check_ray_args
 
     args = _cli_args(h)  # argparse takes a prefix (--stud): compare what it parsed
     given = {"--study": args.study, "--storage": args.storage, "--store": args.store or "",
@@ -216,7 +216,7 @@ def launch_search(
             f"from extra"
         )
     check_ray_args(args)  # --ray reachable, --jobs/--ray-parallel that fit with it
-    search_config(h)  # a ValueError (bad space, objective…) before starting
+    build_config(args)  # a ValueError (bad space, objective…) before starting
     detached.refuse_if_running(meta, f"search {name!r}")
     old = detached.read_json(meta)
     if old is not None and (old.get("space"), old.get("objectives")) != (space, objectives):
