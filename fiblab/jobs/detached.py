@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import subprocess
 import time
 from dataclasses import dataclass, field, fields
 from typing import ClassVar
 
-from lab.machine.procs import group_members, pid_alive, start_ticks
+from lab.machine.procs import carries, group_members, pid_alive, start_ticks
 from lab.util import paths
 from lab.util.files import atomic_write
 
@@ -31,6 +32,8 @@ __all__ = [
     "write_json",
     "read_json",
     "refuse_if_running",
+    "strays",
+    "TOKEN_ENV",
     "log_tail",
     "kill_group",
     "wait_exit",
@@ -39,6 +42,10 @@ __all__ = [
 # the states of a detached run, as both launchers report them: alive, then how it ended
 LIVE = ("starting", "running", "stopping")
 TERMINAL = ("done", "stopped", "failed")
+
+# set to the handle's ``token`` in a job's environment, so its children inherit it: what tells
+# a job's strays once their leader is gone (`kill_group`)
+TOKEN_ENV = "FIBLAB_JOB"
 
 
 @dataclass(kw_only=True)
@@ -59,6 +66,7 @@ class Handle:
     started: float = 0.0
     env: dict = field(default_factory=dict)  # extra environment the process was started with
     cwd: str | None = None
+    token: str = ""  # TOKEN_ENV in the process's environment; '' in older handle files
     proc: subprocess.Popen | None = field(default=None, repr=False, compare=False)
 
     KIND: ClassVar[str] = "process"  # how messages name it: "run", "probe grid", "search"
@@ -90,7 +98,9 @@ class Handle:
         between the two (a notebook's stop button) ends the new process: left running and
         unrecorded, no later launch would refuse a second one beside it."""
         cwd = self.cwd or str(paths.work_dir())
-        proc = start(self.command, self.log_path, env=self.env or None, cwd=cwd)
+        self.token = secrets.token_hex(8)
+        env = {**self.env, TOKEN_ENV: self.token}
+        proc = start(self.command, self.log_path, env=env, cwd=cwd)
         try:
             self.bind(proc)
             write_json(meta_path, self.to_json())
@@ -110,8 +120,9 @@ class Handle:
         return log_tail(self.log_path, lines)
 
     def kill(self, timeout: float = 10.0) -> bool:
-        """SIGTERM to the process group, SIGKILL after ``timeout``; False if it was not alive."""
-        return kill_group(self.pid, self.is_alive, timeout)
+        """SIGTERM to the process group, SIGKILL after ``timeout``; False if nothing of it was
+        alive (neither the process nor a child of it left in its group, `kill_group`)."""
+        return kill_group(self.pid, self.is_alive, timeout, self.token)
 
     def wait_exit(self, timeout: float | None, poll: float = 0.5, on_poll=None) -> None:
         """Block while it runs (`wait_exit`); TimeoutError after ``timeout`` seconds."""
@@ -181,13 +192,31 @@ def list_handles(top: str, meta_name: str, cls) -> list:
 
 def refuse_if_running(meta_path: str, what: str) -> None:
     """ValueError if the process recorded in `meta_path` (its ``pid`` and ``pid_start``) still
-    runs."""
+    runs, or a child of it (`strays`) does: it may still write the job's files."""
     old = read_json(meta_path) or {}
     pid = int(old.get("pid", -1))
     if pid_alive(pid, int(old.get("pid_start", 0))):
         raise ValueError(
             f"{what} is already running (pid {pid}): stop it first, or launch under another name"
         )
+    left = strays(pid, str(old.get("token", "")))
+    if left:
+        raise ValueError(
+            f"{what} has ended, but processes it started still run: end them first (kill "
+            f"{' '.join(map(str, left))}), or launch under another name"
+        )
+
+
+def strays(pid: int, token: str) -> list[int]:
+    """The processes left in the group of a job whose leader `pid` is gone: the group's live
+    members, when one of them carries the job's ``token`` (`TOKEN_ENV`).  While a member
+    lives, Linux gives the group's number to no new process, so a member with the token makes
+    every member the job's (its own session: no other process may join).  [] without a token
+    (an older handle file) or while the leader runs."""
+    if not token or pid <= 0 or pid_alive(pid):
+        return []
+    members = group_members(pid)
+    return members if any(carries(m, TOKEN_ENV, token) for m in members) else []
 
 
 def log_tail(path: str, lines: int = 20) -> str:
@@ -202,18 +231,19 @@ def log_tail(path: str, lines: int = 20) -> str:
     return "\n".join(text.replace("\r", "\n").splitlines()[-lines:])
 
 
-def kill_group(pid: int, alive, timeout: float = 10.0) -> bool:
+def kill_group(pid: int, alive, timeout: float = 10.0, token: str = "") -> bool:
     """SIGTERM to the process group of `pid`, SIGKILL to what is left of it after `timeout` s;
     ``alive()`` tells whether the leader still runs.  Returns False when there was nothing to
-    kill (the leader had exited).
+    kill: the leader had exited, and (given the job's ``token``) left no `strays`.
 
     The whole group counts, not the leader alone: a leader that exits on SIGTERM may leave a
     child that is slow to, or never does (a data loader, a torchrun rank, a Ray worker with a
     handler of its own), still writing the job's files beside a resume.  It returns when every
     member has exited (or ``timeout`` more seconds after the SIGKILL: one in uninterruptible
-    sleep cannot be waited for).  The group is followed from a live leader only: while it has
-    a member Linux gives its number to no new process, but once it emptied, a later group may
-    hold that number (a stale handle must not signal it)."""
+    sleep cannot be waited for).  The group is followed from a live leader, or from a member
+    that carries the job's token: while it has a member Linux gives its number to no new
+    process, but once it emptied, a later group may hold that number (a stale handle must not
+    signal it)."""
 
     def running() -> bool:
         if alive():  # first: it reaps a leader this process started
@@ -222,7 +252,7 @@ def kill_group(pid: int, alive, timeout: float = 10.0) -> bool:
             return False
         return bool(group_members(pid))
 
-    if not alive():
+    if not alive() and not strays(pid, token):
         return False
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:

@@ -277,8 +277,10 @@ def request_stop(h: RunHandle) -> str:
 def terminate(h: RunHandle, timeout: float = 10.0) -> None:
     """Hard stop: SIGTERM to the run's process group (SIGKILL after ``timeout``); the run is
     marked failed in the store.  Prefer `request_stop`, which keeps a checkpoint of the last
-    step; this one loses the steps since the last periodic checkpoint."""
-    if not h.kill(timeout):
+    step; this one loses the steps since the last periodic checkpoint.  A run that had ended
+    keeps its state; only what it left running (`detached.strays`) is ended."""
+    ran = h.is_alive()
+    if not h.kill(timeout) or not ran:
         return
     if h.store:
         with contextlib.suppress(Exception), Store(h.store) as st:

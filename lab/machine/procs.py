@@ -14,7 +14,14 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["pid_alive", "start_ticks", "group_members", "process_id", "parse_process_id"]
+__all__ = [
+    "pid_alive",
+    "start_ticks",
+    "group_members",
+    "carries",
+    "process_id",
+    "parse_process_id",
+]
 
 
 def _fields(pid: int | str) -> list[str] | None:
@@ -83,6 +90,19 @@ def group_members(pgid: int) -> list[int]:
             if rest and len(rest) > 2 and rest[2] == str(pgid) and rest[0] not in ("Z", "X"):
                 out.append(int(name))
     return out
+
+
+def carries(pid: int, name: str, value: str) -> bool:
+    """Whether process ``pid`` was started with ``name=value`` in its environment (read from
+    ``/proc/PID/environ``, fixed at exec and inherited by every child).  A job's stray children
+    are told by it once their leader is gone: the group's number alone may by then be another
+    group's.  False where it cannot be read (gone, another user's, no /proc), and for the moment
+    a process execs (the kernel shows no environment until the new program's is set up)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return f"{name}={value}".encode() in f.read().split(b"\0")
+    except OSError:
+        return False
 
 
 def process_id(pid: int | None = None) -> str:

@@ -3,6 +3,7 @@ both launchers share (fiblab.jobs.detached): which runs are listed, which button
 buttons call; launch.json files found again by `fiblab.jobs.launch.list_runs`."""
 
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -252,6 +253,53 @@ def test_kill_group_ends_a_child_that_outlives_its_leader(tmp_path):
             os.killpg(p.pid, signal.SIGKILL)
 
 
+class _Job(detached.Handle):
+    """The smallest handle: a process whose folder is ``runs_dir``."""
+
+    KIND = "job"
+
+    @property
+    def out_dir(self) -> str:
+        return self.runs_dir
+
+
+# a leader that starts a child deaf to SIGTERM, prints its PID and then dies on its own (a
+# crash, not a stop): the child stays in the job's group, writing its files
+CRASHING = LEADER.removesuffix("time.sleep(60)") + "sys.exit(3)"
+
+
+def test_a_stale_handle_ends_what_a_crashed_job_left_running(tmp_path):
+    """A job whose leader died on its own left a child in its group.  A new kernel's handle (no
+    `Popen`, its leader gone) must still end it, and no launch may start beside it: the stop
+    used to be a no-op, and a resume then ran beside the old child.  The child is told by the
+    job's token in its environment; a handle with another token (another job that once had the
+    number) or with none (an older file) leaves it alone."""
+    meta = str(tmp_path / "job.json")
+    h = _Job(
+        name="j", runs_dir=str(tmp_path), store="", pid=0, command=[sys.executable, "-c", CRASHING]
+    )
+    h.start(meta)
+    child = None
+    try:
+        child = _child_of(h.log_path, h.proc)
+        assert h.proc.wait(timeout=30) == 3 and detached.pid_alive(child)  # crashed, reaped
+        stale = _Job(**detached.read_json(meta))  # what a new kernel attaches by
+        assert stale.proc is None and not stale.is_alive() and len(stale.token) == 16
+        for other in ("0" * 16, ""):  # another job's token, an older file's lack of one
+            assert not dataclasses.replace(stale, token=other).kill(timeout=0.5)
+            assert detached.pid_alive(child)
+        with pytest.raises(ValueError, match=rf"^job 'j' has ended, but processes it started "
+                           rf"still run: end them first \(kill {child}\), or launch under"):  # fmt: skip
+            detached.refuse_if_running(meta, "job 'j'")
+        assert stale.kill(timeout=0.5)
+        assert not detached.pid_alive(child)  # deaf to SIGTERM: SIGKILL after the timeout
+        assert not stale.kill(timeout=0.5)  # nothing left
+        detached.refuse_if_running(meta, "job 'j'")  # a launch may start now
+    finally:
+        if child is not None and detached.pid_alive(child):
+            os.kill(child, signal.SIGKILL)
+
+
 def test_a_handle_write_that_fails_leaves_the_old_file_whole(tmp_path):
     """launch.json is what refuses a second launch and what a new kernel attaches by: a write
     that fails part-way must leave the previous file as it was, never a truncated one that reads
@@ -296,3 +344,34 @@ def test_wait_exit_reads_the_process_once_more_after_it_ended():
     detached.wait_exit(lambda: p.poll() is None, "job", p.pid, timeout=30, poll=0.05,
                        on_poll=lambda: seen.append(p.poll()))  # fmt: skip
     assert seen[0] is None and seen[-1] == 0
+
+
+def test_terminate_ends_a_finished_runs_stray_and_keeps_its_state(tmp_path):
+    """`fiblab.jobs.launch.terminate` on a run that had ended (its store row says done) but
+    left a child running ends the child and keeps "done": marking it "failed … terminated"
+    would misreport a run that finished."""
+    from lab.store import Store
+
+    store, runs = str(tmp_path / "s.db"), str(tmp_path / "runs")
+    with Store(store) as st:
+        st.start_run("r", {"steps": 10})
+        st.set_status("r", "done")
+    h = LA.RunHandle(
+        name="r", runs_dir=runs, store=store, pid=0, command=[sys.executable, "-c", CRASHING],
+        preset="tiny", run_dir=os.path.join(runs, "r"), steps=10, tokens_per_step=1,
+        learned=False,
+    )  # fmt: skip
+    h.start(os.path.join(h.run_dir, "launch.json"))
+    child = None
+    try:
+        child = _child_of(h.log_path, h.proc)
+        assert h.proc.wait(timeout=30) == 3
+        LA.terminate(LA.RunHandle(**detached.read_json(os.path.join(h.run_dir, "launch.json"))),
+                     timeout=0.5)  # fmt: skip
+        assert not detached.pid_alive(child)
+        with Store(store) as st:
+            assert st.runs()["status"].tolist() == ["done"]
+            assert "terminated" not in st.events("r")["kind"].tolist()
+    finally:
+        if child is not None and detached.pid_alive(child):
+            os.kill(child, signal.SIGKILL)

@@ -66,3 +66,39 @@ def test_group_members_are_the_groups_live_processes_only():
     while group_members(p.pid) and time.monotonic() < deadline:  # p: a zombie until reaped
         time.sleep(0.02)
     assert group_members(p.pid) == [] and p.poll() is not None
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def test_carries_reads_the_environment_the_process_was_started_with():
+    """What tells a job's strays (`fiblab.jobs.detached.strays`): the variable its launcher set,
+    inherited by a child; not another value, not a name's prefix, not a process that is gone."""
+    from lab.machine.procs import carries
+
+    env = {**os.environ, "FIBLAB_TEST_TOKEN": "abc"}
+    code = (
+        "import subprocess, time; c = subprocess.Popen(['sleep', '30']); print(c.pid, flush=True)"
+    )
+    p = subprocess.Popen([sys.executable, "-c", code + "; time.sleep(30)"], env=env,
+                         stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        child = int(p.stdout.readline())
+        deadline = time.monotonic() + 10  # its exec done: the kernel shows no environment while
+        while _cmdline(child) != b"sleep\x0030\x00" and time.monotonic() < deadline:  # it execs
+            time.sleep(0.01)  # (seen once under load: the child read with none)
+        for pid in (p.pid, child):
+            assert carries(pid, "FIBLAB_TEST_TOKEN", "abc")
+            assert not carries(pid, "FIBLAB_TEST_TOKEN", "ab")
+            assert not carries(pid, "FIBLAB_TEST", "TOKEN=abc")  # its own entry, whole
+        assert not carries(os.getpid(), "FIBLAB_TEST_TOKEN", "abc")
+    finally:
+        os.kill(child, 9)
+        p.kill()
+        p.wait()
+    assert not carries(p.pid, "FIBLAB_TEST_TOKEN", "abc")
