@@ -375,3 +375,27 @@ def test_terminate_ends_a_finished_runs_stray_and_keeps_its_state(tmp_path):
     finally:
         if child is not None and detached.pid_alive(child):
             os.kill(child, signal.SIGKILL)
+
+
+def test_a_search_stop_ends_what_its_crashed_driver_left(tmp_path):
+    """`fiblab.jobs.search_launch.request_stop` on a search whose driver had died (its pool's
+    workers still in trials, a child here) ends them and answers False (it had ended); it
+    returned at once and left them writing the study."""
+    from fiblab.jobs import search_launch as SL
+
+    folder = str(tmp_path / "s")
+    h = SL.SearchHandle(
+        name="s", runs_dir=str(tmp_path), store="", pid=0, folder=folder, space="coarse",
+        objectives=["ppl"], trials=2, seed=0, storage="", command=[sys.executable, "-c", CRASHING],
+    )  # fmt: skip
+    h.start(os.path.join(folder, "search.json"))
+    child = None
+    try:
+        child = _child_of(h.log_path, h.proc)
+        assert h.proc.wait(timeout=30) == 3
+        stale = SL.SearchHandle(**detached.read_json(os.path.join(folder, "search.json")))
+        assert SL.request_stop(stale, timeout=0.5) is False
+        assert not detached.pid_alive(child)
+    finally:
+        if child is not None and detached.pid_alive(child):
+            os.kill(child, signal.SIGKILL)
