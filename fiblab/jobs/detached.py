@@ -10,6 +10,7 @@ again after a kernel restart and killed is here, once.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -19,7 +20,14 @@ import time
 from dataclasses import dataclass, field, fields
 from typing import ClassVar
 
-from lab.machine.procs import carries, group_members, pid_alive, start_ticks
+from lab.machine.procs import (
+    carriers,
+    carries,
+    group_members,
+    pid_alive,
+    signal_carrier,
+    start_ticks,
+)
 from lab.util import paths
 from lab.util.files import atomic_write
 
@@ -33,6 +41,7 @@ __all__ = [
     "read_json",
     "refuse_if_running",
     "strays",
+    "job_group",
     "TOKEN_ENV",
     "log_tail",
     "kill_group",
@@ -105,7 +114,7 @@ class Handle:
             self.bind(proc)
             write_json(meta_path, self.to_json())
         except BaseException:
-            kill_group(proc.pid, lambda: proc.poll() is None, timeout=5)
+            kill_group(proc.pid, lambda: proc.poll() is None, 5, self.token)
             raise
 
     def is_alive(self) -> bool:
@@ -202,21 +211,37 @@ def refuse_if_running(meta_path: str, what: str) -> None:
     left = strays(pid, str(old.get("token", "")))
     if left:
         raise ValueError(
-            f"{what} has ended, but processes it started still run: end them first (kill "
+            f"{what} has ended, but processes it started still run: end them first (kill -9 "
             f"{' '.join(map(str, left))}), or launch under another name"
         )
 
 
 def strays(pid: int, token: str) -> list[int]:
-    """The processes left in the group of a job whose leader `pid` is gone: the group's live
-    members, when one of them carries the job's ``token`` (`TOKEN_ENV`).  While a member
-    lives, Linux gives the group's number to no new process, so a member with the token makes
-    every member the job's (its own session: no other process may join).  [] without a token
-    (an older handle file) or while the leader runs."""
+    """What is left of a job whose leader `pid` is gone: every process that carries its
+    ``token`` (`TOKEN_ENV`) — a child in its group, a torchrun rank in a session of its own —
+    and the rest of its group when one member carries it (`job_group`: a Ray worker renames
+    itself over the environment the kernel shows).  [] without a token (an older handle file)
+    or while the leader runs."""
     if not token or pid <= 0 or pid_alive(pid):
         return []
+    return sorted(set(carriers(TOKEN_ENV, token)) | set(job_group(pid, token)))
+
+
+def job_group(pid: int, token: str, led: bool = False) -> list[int]:
+    """The live members of process group `pid` once its leader is gone, when the group is still
+    the job's: it was followed from a live leader (``led``), or a member carries the job's
+    ``token``.  While a group has a member Linux gives its number to no new process, and only
+    a process of the job's own session may join it, so then every member is the job's; once it
+    emptied, a later group may hold the number (a stale handle must not signal it).  []
+    otherwise."""
+    if pid <= 0:
+        return []
+    if pid_alive(pid):  # the leader lives (the caller asks its handle first), or the number
+        return []  # names another process now
     members = group_members(pid)
-    return members if any(carries(m, TOKEN_ENV, token) for m in members) else []
+    if led or (token and any(carries(m, TOKEN_ENV, token) for m in members)):
+        return members
+    return []
 
 
 def log_tail(path: str, lines: int = 20) -> str:
@@ -232,37 +257,39 @@ def log_tail(path: str, lines: int = 20) -> str:
 
 
 def kill_group(pid: int, alive, timeout: float = 10.0, token: str = "") -> bool:
-    """SIGTERM to the process group of `pid`, SIGKILL to what is left of it after `timeout` s;
+    """SIGTERM to a job — the process group of its leader `pid`, and every process that
+    carries its ``token`` outside it — then SIGKILL to what is left after `timeout` s;
     ``alive()`` tells whether the leader still runs.  Returns False when there was nothing to
-    kill: the leader had exited, and (given the job's ``token``) left no `strays`.
+    kill: the leader had exited and (given the token) left no `strays`.
 
-    The whole group counts, not the leader alone: a leader that exits on SIGTERM may leave a
-    child that is slow to, or never does (a data loader, a torchrun rank, a Ray worker with a
-    handler of its own), still writing the job's files beside a resume.  It returns when every
-    member has exited (or ``timeout`` more seconds after the SIGKILL: one in uninterruptible
-    sleep cannot be waited for).  The group is followed from a live leader, or from a member
-    that carries the job's token: while it has a member Linux gives its number to no new
-    process, but once it emptied, a later group may hold that number (a stale handle must not
-    signal it)."""
+    The whole job counts, not the leader alone: a leader that exits on SIGTERM, or dies on its
+    own, may leave a child that is slow to exit or never does (a data loader, a Ray worker
+    with a handler of its own, in its group; a torchrun rank, in a session of its own) still
+    writing the job's files beside a resume.  It returns when all of them have exited (or
+    ``timeout`` more seconds after the SIGKILL: one in uninterruptible sleep cannot be waited
+    for).  The group is signalled only while it is the job's (`job_group`); a process outside
+    it, only through `signal_carrier`, which checks the token and signals through one pidfd."""
+    led = alive()  # first: it reaps a leader this process started
 
-    def running() -> bool:
-        if alive():  # first: it reaps a leader this process started
-            return True
-        if pid_alive(pid):  # the PID names another process now: the group is not the job's
-            return False
-        return bool(group_members(pid))
+    def group() -> list[int]:
+        return group_members(pid) if alive() else job_group(pid, token, led)
 
-    if not alive() and not strays(pid, token):
+    def outside() -> list[int]:
+        inside = set(group())
+        return [p for p in carriers(TOKEN_ENV, token) if p not in inside] if token else []
+
+    if not led and not strays(pid, token):
         return False
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(pid, sig)
-        except ProcessLookupError:
-            return True
+        if alive() or group():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, sig)
+        for p in outside():
+            signal_carrier(p, TOKEN_ENV, token, sig)
         deadline = time.monotonic() + timeout
-        while running() and time.monotonic() < deadline:
+        while (alive() or group() or outside()) and time.monotonic() < deadline:
             time.sleep(0.05)
-        if not running():
+        if not (alive() or group() or outside()):
             break
     return True
 

@@ -13,12 +13,15 @@ the same for an exiting process: alive until it is a zombie or gone.
 from __future__ import annotations
 
 import os
+import signal
 
 __all__ = [
     "pid_alive",
     "start_ticks",
     "group_members",
     "carries",
+    "carriers",
+    "signal_carrier",
     "process_id",
     "parse_process_id",
 ]
@@ -94,15 +97,51 @@ def group_members(pgid: int) -> list[int]:
 
 def carries(pid: int, name: str, value: str) -> bool:
     """Whether process ``pid`` was started with ``name=value`` in its environment (read from
-    ``/proc/PID/environ``, fixed at exec and inherited by every child).  A job's stray children
-    are told by it once their leader is gone: the group's number alone may by then be another
-    group's.  False where it cannot be read (gone, another user's, no /proc), and for the moment
-    a process execs (the kernel shows no environment until the new program's is set up)."""
+    ``/proc/PID/environ``, set at exec; a child started with its parent's environment, as
+    `subprocess` does by default, has it too).  A job's stray children are told by it once
+    their leader is gone: the group's number alone may by then be another group's.  False
+    where it cannot be read (gone, a zombie, another user's, no /proc), for the moment a
+    process execs (the kernel shows no environment until the new program's is set up), and
+    for a process that renamed itself over it (`setproctitle`, as a Ray worker does)."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:
             return f"{name}={value}".encode() in f.read().split(b"\0")
     except OSError:
         return False
+
+
+def carriers(name: str, value: str) -> list[int]:
+    """Every process (this one left out) that `carries` ``name=value``: a job's processes
+    wherever they are, in its process group or in a session of their own (torchrun starts each
+    rank in one).  [] where there is no /proc."""
+    me = os.getpid()
+    names = os.listdir("/proc") if os.path.isdir("/proc/self") else []
+    return [int(n) for n in names if n.isdigit() and int(n) != me and carries(int(n), name, value)]
+
+
+def signal_carrier(pid: int, name: str, value: str, sig: int) -> bool:
+    """Send ``sig`` to process ``pid`` if it still `carries` ``name=value``; False otherwise.
+    The check and the signal go through one pidfd, so a process that took the PID in between
+    is never signalled (no pidfd, Linux before 5.3: `os.kill` right after the check)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return False
+    except (AttributeError, OSError):
+        fd = None
+    try:
+        if not carries(pid, name, value):
+            return False
+        if fd is None:
+            os.kill(pid, sig)
+        else:
+            signal.pidfd_send_signal(fd, sig)
+        return True
+    except ProcessLookupError:
+        return False
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 def process_id(pid: int | None = None) -> str:

@@ -226,9 +226,11 @@ LEADER = (
 
 def _child_of(log: str, p) -> int:
     deadline = time.monotonic() + 20
-    while "child " not in detached.log_tail(log) and time.monotonic() < deadline:
+    while time.monotonic() < deadline:  # both lines: its PID, and the child's handler is in
+        tail = detached.log_tail(log).splitlines()
+        if "deaf" in tail and any(x.startswith("child ") for x in tail):
+            break
         time.sleep(0.05)
-    tail = detached.log_tail(log).splitlines()
     assert "deaf" in tail, tail  # its handler is installed: SIGTERM alone will not end it
     return int(next(x for x in tail if x.startswith("child ")).split()[1])
 
@@ -264,24 +266,46 @@ class _Job(detached.Handle):
 
 
 # a leader that starts a child deaf to SIGTERM, prints its PID and then dies on its own (a
-# crash, not a stop): the child stays in the job's group, writing its files
+# crash, not a stop): the child stays in the job's group, writing its files; or, as a torchrun
+# rank does, in a session of its own
 CRASHING = LEADER.removesuffix("time.sleep(60)") + "sys.exit(3)"
+OWN_SESSION = "], start_new_session=True); "
+assert LEADER.count("]); ") == 1
 
 
-def test_a_stale_handle_ends_what_a_crashed_job_left_running(tmp_path):
-    """A job whose leader died on its own left a child in its group.  A new kernel's handle (no
-    `Popen`, its leader gone) must still end it, and no launch may start beside it: the stop
-    used to be a no-op, and a resume then ran beside the old child.  The child is told by the
-    job's token in its environment; a handle with another token (another job that once had the
-    number) or with none (an older file) leaves it alone."""
+def _leader(crash: bool, where: str) -> str:
+    code = CRASHING if crash else LEADER
+    return code if where == "group" else code.replace("]); ", OWN_SESSION)
+
+
+def _end(h, child) -> None:
+    """What a failed test must not leave running: the child, and the rest of the job's group."""
+    if child is not None and detached.pid_alive(child):
+        os.kill(child, signal.SIGKILL)
+    if h.proc is not None and h.proc.poll() is None:
+        h.proc.kill()
+        h.proc.wait()
+    if h.pid > 0:  # (0 would name this process's own group)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(h.pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("where", ["group", "session"])
+def test_a_stale_handle_ends_what_a_crashed_job_left_running(tmp_path, where):
+    """A job whose leader died on its own left a child: in its group (a data loader), or in a
+    session of its own (a torchrun rank).  A new kernel's handle (no `Popen`, its leader gone)
+    must still end it, and no launch may start beside it: the stop used to be a no-op, and a
+    resume then ran beside the old child.  The child is told by the job's token in its
+    environment; a handle with another token (another job that once had the number) or with
+    none (an older file) leaves it alone."""
     meta = str(tmp_path / "job.json")
-    h = _Job(
-        name="j", runs_dir=str(tmp_path), store="", pid=0, command=[sys.executable, "-c", CRASHING]
-    )
+    cmd = [sys.executable, "-c", _leader(True, where)]
+    h = _Job(name="j", runs_dir=str(tmp_path), store="", pid=0, command=cmd)
     h.start(meta)
     child = None
     try:
         child = _child_of(h.log_path, h.proc)
+        assert (os.getpgid(child) == h.pid) == (where == "group")
         assert h.proc.wait(timeout=30) == 3 and detached.pid_alive(child)  # crashed, reaped
         stale = _Job(**detached.read_json(meta))  # what a new kernel attaches by
         assert stale.proc is None and not stale.is_alive() and len(stale.token) == 16
@@ -289,15 +313,32 @@ def test_a_stale_handle_ends_what_a_crashed_job_left_running(tmp_path):
             assert not dataclasses.replace(stale, token=other).kill(timeout=0.5)
             assert detached.pid_alive(child)
         with pytest.raises(ValueError, match=rf"^job 'j' has ended, but processes it started "
-                           rf"still run: end them first \(kill {child}\), or launch under"):  # fmt: skip
+                           rf"still run: end them first \(kill -9 {child}\), or launch"):  # fmt: skip
             detached.refuse_if_running(meta, "job 'j'")
         assert stale.kill(timeout=0.5)
         assert not detached.pid_alive(child)  # deaf to SIGTERM: SIGKILL after the timeout
         assert not stale.kill(timeout=0.5)  # nothing left
         detached.refuse_if_running(meta, "job 'j'")  # a launch may start now
     finally:
-        if child is not None and detached.pid_alive(child):
-            os.kill(child, signal.SIGKILL)
+        _end(h, child)
+
+
+def test_a_stop_reaches_a_child_in_a_session_of_its_own(tmp_path):
+    """A live job's stop ends what it started outside its process group too (torchrun starts
+    each rank in a session of its own): SIGTERM to the group alone left a rank deaf to it
+    running after its leader exited, and a SIGKILL to a leader that ignored SIGTERM orphaned
+    its ranks."""
+    cmd = [sys.executable, "-c", _leader(False, "session")]
+    h = _Job(name="j", runs_dir=str(tmp_path), store="", pid=0, command=cmd)
+    h.start(str(tmp_path / "job.json"))
+    child = None
+    try:
+        child = _child_of(h.log_path, h.proc)
+        assert os.getpgid(child) == child != h.pid and h.is_alive()
+        assert h.kill(timeout=0.5)
+        assert h.proc.poll() is not None and not detached.pid_alive(child)
+    finally:
+        _end(h, child)
 
 
 def test_a_handle_write_that_fails_leaves_the_old_file_whole(tmp_path):
@@ -379,9 +420,15 @@ def test_terminate_ends_a_finished_runs_stray_and_keeps_its_state(tmp_path):
 
 def test_a_search_stop_ends_what_its_crashed_driver_left(tmp_path):
     """`fiblab.jobs.search_launch.request_stop` on a search whose driver had died (its pool's
-    workers still in trials, a child here) ends them and answers False (it had ended); it
-    returned at once and left them writing the study."""
+    workers still in trials, a child here) ends them, tells FAIL to the trial the driver left
+    running, and answers False (it had ended); it returned at once, leaving the workers writing
+    the study and the trial "running" for ever."""
+    import socket
+
+    optuna = pytest.importorskip("optuna")
+    from analysis.experiments.search.search import DRIVER_ATTR
     from fiblab.jobs import search_launch as SL
+    from lab.machine.procs import process_id
 
     folder = str(tmp_path / "s")
     h = SL.SearchHandle(
@@ -389,6 +436,11 @@ def test_a_search_stop_ends_what_its_crashed_driver_left(tmp_path):
         objectives=["ppl"], trials=2, seed=0, storage="", command=[sys.executable, "-c", CRASHING],
     )  # fmt: skip
     h.start(os.path.join(folder, "search.json"))
+    h.storage = "sqlite:///" + os.path.join(folder, SL.STUDY_DB)
+    detached.write_json(os.path.join(folder, "search.json"), h.to_json())
+    study = optuna.create_study(study_name="s", storage=h.storage)
+    trial = study.ask()  # asked by the driver, which then dies mid-trial
+    trial.set_user_attr(DRIVER_ATTR, f"{socket.gethostname()}:{process_id(h.pid)}")
     child = None
     try:
         child = _child_of(h.log_path, h.proc)
@@ -396,6 +448,8 @@ def test_a_search_stop_ends_what_its_crashed_driver_left(tmp_path):
         stale = SL.SearchHandle(**detached.read_json(os.path.join(folder, "search.json")))
         assert SL.request_stop(stale, timeout=0.5) is False
         assert not detached.pid_alive(child)
+        states = [t.state for t in optuna.load_study(study_name="s", storage=h.storage).trials]
+        assert states == [optuna.trial.TrialState.FAIL]  # not "running" for ever
     finally:
         if child is not None and detached.pid_alive(child):
             os.kill(child, signal.SIGKILL)

@@ -87,6 +87,7 @@ def test_carries_reads_the_environment_the_process_was_started_with():
     )
     p = subprocess.Popen([sys.executable, "-c", code + "; time.sleep(30)"], env=env,
                          stdout=subprocess.PIPE, text=True)  # fmt: skip
+    child = None
     try:
         child = int(p.stdout.readline())
         deadline = time.monotonic() + 10  # its exec done: the kernel shows no environment while
@@ -98,7 +99,34 @@ def test_carries_reads_the_environment_the_process_was_started_with():
             assert not carries(pid, "FIBLAB_TEST", "TOKEN=abc")  # its own entry, whole
         assert not carries(os.getpid(), "FIBLAB_TEST_TOKEN", "abc")
     finally:
-        os.kill(child, 9)
+        if child is not None:
+            os.kill(child, 9)
         p.kill()
         p.wait()
     assert not carries(p.pid, "FIBLAB_TEST_TOKEN", "abc")
+
+
+def test_carriers_and_signal_carrier_reach_the_carriers_only():
+    """A job's processes outside its group (a torchrun rank, in a session of its own) are found
+    by the token alone and signalled only while they still carry it: against the kernel's
+    answer (the exit signal each process died of)."""
+    from lab.machine.procs import carriers, signal_carrier
+
+    sleep = [sys.executable, "-c", "import time; time.sleep(30)"]
+    ours = subprocess.Popen(sleep, env={**os.environ, "FIBLAB_TEST_TOKEN": "t1"},
+                            start_new_session=True)  # fmt: skip
+    other = subprocess.Popen(sleep, env={**os.environ, "FIBLAB_TEST_TOKEN": "t2"})
+    try:
+        deadline = time.monotonic() + 10  # both exec'd (none shows an environment meanwhile)
+        while carriers("FIBLAB_TEST_TOKEN", "t1") != [ours.pid] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert carriers("FIBLAB_TEST_TOKEN", "t1") == [ours.pid]
+        assert not signal_carrier(other.pid, "FIBLAB_TEST_TOKEN", "t1", 15)
+        assert signal_carrier(ours.pid, "FIBLAB_TEST_TOKEN", "t1", 15)
+        assert ours.wait(timeout=10) == -15 and other.poll() is None
+        assert not signal_carrier(ours.pid, "FIBLAB_TEST_TOKEN", "t1", 15)  # reaped: gone
+        assert carriers("FIBLAB_TEST_TOKEN", "t1") == []
+    finally:
+        for q in (ours, other):
+            q.kill()
+            q.wait()
