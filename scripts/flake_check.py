@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import os
 import re
 import signal
@@ -69,6 +70,22 @@ def pytest_command(files: list[str], workers: str = "2", extra=()) -> list[str]:
             "-p", "no:cacheprovider", *files, *extra]  # fmt: skip
 
 
+def run_repetition(cmd: list[str]) -> subprocess.CompletedProcess:
+    """One repetition's pytest, in a session of its own, so that a stop ends all of it: the
+    SIGKILL `subprocess.run` sends on the way out reached pytest alone, and its xdist workers
+    went on with their tests (a Ray cluster among them) beside the next check (2026-12-06)."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)  # fmt: skip
+    try:
+        out, err = proc.communicate()
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=10, help="repetitions of the set")
@@ -92,15 +109,15 @@ def main(argv=None) -> int:
         )
     failures: collections.Counter[str] = collections.Counter()
     bad_runs = 0
-    # SIGTERM (a `kill`, a session's end) unwinds like Ctrl-C: the repetition's pytest is killed
-    # (subprocess.run does it on the way out) and the load's group in `finally` — the default
-    # action ended this process alone and left the load looping for ever
+    # SIGTERM (a `kill`, a session's end) unwinds like Ctrl-C: the repetition's pytest group is
+    # killed (`run_repetition`) and the load's group in `finally` — the default action ended
+    # this process alone and left the load looping for ever
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     try:
         for i in range(1, args.repeat + 1):
             t0 = time.monotonic()
             cmd = pytest_command(files, args.workers, args.pytest_args)
-            out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+            out = run_repetition(cmd)
             failed = sorted(set(re.findall(r"^(?:FAILED|ERROR) (\S+)", out.stdout, re.M)))
             summary = (out.stdout.strip().splitlines() or ["(no output)"])[-1]
             if out.returncode not in (0, 5):

@@ -70,3 +70,49 @@ def test_a_terminated_flake_check_takes_its_load_with_it():
             proc.wait()
         if load is not None and load.is_running():  # the defect itself: leave no loop behind
             os.killpg(load.pid, signal.SIGKILL)
+
+
+def test_a_terminated_flake_check_takes_its_repetitions_workers_with_it(tmp_path):
+    """`kill` of a running check ends its repetition's pytest whole: the xdist workers too, not
+    pytest alone — one went on with a Ray test beside the next check (2026-12-06).  A test of
+    this file's own (selected by its name) sleeps in a worker; oracle: its PID is gone."""
+    import signal
+    import sys
+    import time
+
+    import psutil
+
+    pid_file = tmp_path / "worker.pid"
+    test = tmp_path / "test_sleeps_in_a_worker.py"
+    test.write_text(
+        "import os, time\n\n\ndef test_sleeps_in_a_worker():\n"
+        f"    open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+        "    end = time.monotonic() + 120\n"
+        "    while time.monotonic() < end:  # deaf to the interrupt xdist sends when its\n"
+        "        try:  # controller goes, as a test waiting in C code is (ray.get)\n"
+        "            time.sleep(1)\n"
+        "        except KeyboardInterrupt:\n"
+        "            pass\n"
+    )
+    cmd = [sys.executable, os.path.join(ROOT, "scripts", "flake_check.py"), "--repeat", "1",
+           "--group", "jobs", "--workers", "1", "--no-load", "--", str(test), "-k",
+           "test_sleeps_in_a_worker", "--rootdir", str(tmp_path)]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = None
+    try:
+        deadline = time.monotonic() + 120
+        while not pid_file.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        assert pid_file.exists(), "no worker started the sleeping test within 120 s"
+        time.sleep(0.2)
+        worker = psutil.Process(int(pid_file.read_text()))
+        assert worker.pid != proc.pid and worker.is_running()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+        worker.wait(timeout=10)  # psutil.TimeoutExpired: the worker outlived the check
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if worker is not None and worker.is_running():  # the defect itself: leave none behind
+            worker.kill()
