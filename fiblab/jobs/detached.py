@@ -129,8 +129,8 @@ class Handle:
         return log_tail(self.log_path, lines)
 
     def kill(self, timeout: float = 10.0) -> bool:
-        """SIGTERM to the process group, SIGKILL after ``timeout``; False if nothing of it was
-        alive (neither the process nor a child of it left in its group, `kill_group`)."""
+        """SIGTERM to the job (its process group and what carries its token outside it,
+        `kill_group`), SIGKILL after ``timeout``; False if nothing of it was alive."""
         return kill_group(self.pid, self.is_alive, timeout, self.token)
 
     def wait_exit(self, timeout: float | None, poll: float = 0.5, on_poll=None) -> None:
@@ -208,7 +208,7 @@ def refuse_if_running(meta_path: str, what: str) -> None:
         raise ValueError(
             f"{what} is already running (pid {pid}): stop it first, or launch under another name"
         )
-    left = strays(pid, str(old.get("token", "")))
+    left = strays(pid, str(old.get("token", "")), int(old.get("pid_start", 0)))
     if left:
         raise ValueError(
             f"{what} has ended, but processes it started still run: end them first (kill -9 "
@@ -216,13 +216,14 @@ def refuse_if_running(meta_path: str, what: str) -> None:
         )
 
 
-def strays(pid: int, token: str) -> list[int]:
+def strays(pid: int, token: str, started: int = 0) -> list[int]:
     """What is left of a job whose leader `pid` is gone: every process that carries its
     ``token`` (`TOKEN_ENV`) — a child in its group, a torchrun rank in a session of its own —
     and the rest of its group when one member carries it (`job_group`: a Ray worker renames
     itself over the environment the kernel shows).  [] without a token (an older handle file)
-    or while the leader runs."""
-    if not token or pid <= 0 or pid_alive(pid):
+    or while the leader runs (``started``: its `start_ticks`, which tell it from a process that
+    took its PID since)."""
+    if not token or pid <= 0 or pid_alive(pid, started):
         return []
     return sorted(set(carriers(TOKEN_ENV, token)) | set(job_group(pid, token)))
 
@@ -260,37 +261,49 @@ def kill_group(pid: int, alive, timeout: float = 10.0, token: str = "") -> bool:
     """SIGTERM to a job — the process group of its leader `pid`, and every process that
     carries its ``token`` outside it — then SIGKILL to what is left after `timeout` s;
     ``alive()`` tells whether the leader still runs.  Returns False when there was nothing to
-    kill: the leader had exited and (given the token) left no `strays`.
+    kill: the leader had exited and (given the token) left nothing running.
 
     The whole job counts, not the leader alone: a leader that exits on SIGTERM, or dies on its
     own, may leave a child that is slow to exit or never does (a data loader, a Ray worker
     with a handler of its own, in its group; a torchrun rank, in a session of its own) still
-    writing the job's files beside a resume.  It returns when all of them have exited (or
-    ``timeout`` more seconds after the SIGKILL: one in uninterruptible sleep cannot be waited
-    for).  The group is signalled only while it is the job's (`job_group`); a process outside
-    it, only through `signal_carrier`, which checks the token and signals through one pidfd."""
-    led = alive()  # first: it reaps a leader this process started
-
-    def group() -> list[int]:
-        return group_members(pid) if alive() else job_group(pid, token, led)
-
-    def outside() -> list[int]:
-        inside = set(group())
-        return [p for p in carriers(TOKEN_ENV, token) if p not in inside] if token else []
-
-    if not led and not strays(pid, token):
+    writing the job's files beside a resume.  It returns when the group has no member left
+    and each carrier seen outside it has exited (or ``timeout`` more seconds after the
+    SIGKILL: one in uninterruptible sleep cannot be waited for).  The group is signalled only
+    while it is the job's (`job_group`); a process outside it, only through `signal_carrier`.
+    Not reached: a process outside the group that hides its environment (`carries`)."""
+    # the group is followed from a live leader, or from a member with the token: it stays the
+    # job's while it has a member, whatever those members carry by then
+    led = alive() or bool(job_group(pid, token))  # alive first: it reaps a leader we started
+    if not led and not (token and carriers(TOKEN_ENV, token)):
         return False
+    outside: dict[int, int] = {}  # carriers seen outside the group: PID -> start ticks
+
+    def state() -> tuple[bool, list[int]]:
+        """(whether the job's group has a live member, the carriers outside it still running);
+        one scan of each a poll.  A carrier is waited on by its PID and start time: an exiting
+        process shows no environment while it still holds its files (and a GPU's memory)."""
+        live = alive()
+        group = set(group_members(pid) if live else job_group(pid, token, led))
+        for p in carriers(TOKEN_ENV, token) if token else ():
+            if p not in group:
+                outside.setdefault(p, start_ticks(p))
+        return live or bool(group), [p for p, t in outside.items() if pid_alive(p, t)]
+
+    grp, rest = state()
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        if alive() or group():
+        if grp:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, sig)
-        for p in outside():
+        for p in rest:
             signal_carrier(p, TOKEN_ENV, token, sig)
         deadline = time.monotonic() + timeout
-        while (alive() or group() or outside()) and time.monotonic() < deadline:
+        while True:
             time.sleep(0.05)
-        if not (alive() or group() or outside()):
-            break
+            grp, rest = state()
+            if not (grp or rest):
+                return True
+            if time.monotonic() >= deadline:
+                break
     return True
 
 

@@ -330,7 +330,7 @@ def state(h: SearchHandle, study=None) -> SearchState:
 
 
 def request_stop(h: SearchHandle, timeout: float = 10.0) -> bool:
-    """Stop the search now: STOP is written, then the process group terminated (the trials in
+    """Stop the search now: STOP is written, then the job terminated (`Handle.kill`: the trials in
     flight are lost; finished ones stay in the study and the store).  False if it had ended;
     what a crashed driver left in its group (its pool's workers, `detached.strays`) is ended
     all the same."""

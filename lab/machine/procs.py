@@ -83,7 +83,7 @@ def pid_alive(pid: int, started: int = 0) -> bool:
 def group_members(pgid: int) -> list[int]:
     """The PIDs of process group ``pgid`` that still run (zombies left out: they have exited,
     and only their parent's wait ends them).  A stop asks a whole job — its leader and every
-    child it started (a data loader, a torchrun rank, a Ray worker) — and the leader may exit
+    child it started in it (a data loader, a Ray worker) — and the leader may exit
     first.  While the group has a member, Linux gives its number to no new process, so the
     members found are the job's.  [] where there is no /proc."""
     out = []
@@ -121,8 +121,9 @@ def carriers(name: str, value: str) -> list[int]:
 
 def signal_carrier(pid: int, name: str, value: str, sig: int) -> bool:
     """Send ``sig`` to process ``pid`` if it still `carries` ``name=value``; False otherwise.
-    The check and the signal go through one pidfd, so a process that took the PID in between
-    is never signalled (no pidfd, Linux before 5.3: `os.kill` right after the check)."""
+    The signal goes through a pidfd opened before the check, so it reaches the very process
+    checked or none: one that took the PID in between is never signalled (no pidfd, Linux
+    before 5.3 or a filter that refuses it: `os.kill` right after the check)."""
     try:
         fd = os.pidfd_open(pid)
     except ProcessLookupError:
@@ -132,10 +133,15 @@ def signal_carrier(pid: int, name: str, value: str, sig: int) -> bool:
     try:
         if not carries(pid, name, value):
             return False
-        if fd is None:
-            os.kill(pid, sig)
-        else:
-            signal.pidfd_send_signal(fd, sig)
+        if fd is not None:
+            try:
+                signal.pidfd_send_signal(fd, sig)
+                return True
+            except ProcessLookupError:
+                return False
+            except OSError:
+                pass
+        os.kill(pid, sig)
         return True
     except ProcessLookupError:
         return False

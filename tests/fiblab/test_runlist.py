@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -323,13 +324,18 @@ def test_a_stale_handle_ends_what_a_crashed_job_left_running(tmp_path, where):
         _end(h, child)
 
 
-def test_a_stop_reaches_a_child_in_a_session_of_its_own(tmp_path):
+@pytest.mark.parametrize("leader", ["exits on SIGTERM", "deaf to SIGTERM"])
+def test_a_stop_reaches_a_child_in_a_session_of_its_own(tmp_path, leader):
     """A live job's stop ends what it started outside its process group too (torchrun starts
     each rank in a session of its own): SIGTERM to the group alone left a rank deaf to it
     running after its leader exited, and a SIGKILL to a leader that ignored SIGTERM orphaned
     its ranks."""
-    cmd = [sys.executable, "-c", _leader(False, "session")]
-    h = _Job(name="j", runs_dir=str(tmp_path), store="", pid=0, command=cmd)
+    code = _leader(False, "session")
+    if leader == "deaf to SIGTERM":
+        code = "import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN); " + code
+    h = _Job(
+        name="j", runs_dir=str(tmp_path), store="", pid=0, command=[sys.executable, "-c", code]
+    )
     h.start(str(tmp_path / "job.json"))
     child = None
     try:
@@ -339,6 +345,104 @@ def test_a_stop_reaches_a_child_in_a_session_of_its_own(tmp_path):
         assert h.proc.poll() is not None and not detached.pid_alive(child)
     finally:
         _end(h, child)
+
+
+def test_a_stop_waits_for_a_rank_that_no_longer_shows_its_token(tmp_path, monkeypatch):
+    """An exiting process shows no environment while it still holds its files (and a GPU's
+    memory): a rank seen once is waited on by its PID and start time, not by its token.
+    Scripted: after the first scan no process shows the token, while the rank, deaf to
+    SIGTERM, still runs; it must get the SIGKILL (the stop had returned with it running)."""
+    real = detached.carriers
+    scans = []
+
+    def hidden_after_the_first(name, value):
+        scans.append(1)
+        return real(name, value) if len(scans) == 1 else []
+
+    cmd = [sys.executable, "-c", _leader(False, "session")]
+    h = _Job(name="j", runs_dir=str(tmp_path), store="", pid=0, command=cmd)
+    h.start(str(tmp_path / "job.json"))
+    child = None
+    try:
+        child = _child_of(h.log_path, h.proc)
+        monkeypatch.setattr(detached, "carriers", hidden_after_the_first)
+        assert h.kill(timeout=0.5)
+        assert len(scans) > 1 and not detached.pid_alive(child)
+    finally:
+        _end(h, child)
+
+
+def test_a_stale_handle_whose_pid_another_process_took_still_ends_the_jobs_rank(tmp_path):
+    """The crashed leader's PID now names another process (its own group's leader): the
+    handle's recorded start time tells them apart.  The job's rank is ended and a launch
+    refused beside it; the other process and its group are left alone.  Asking only whether
+    the PID lived had read "the leader runs": nothing was ended, and a launch started."""
+    meta = str(tmp_path / "job.json")
+    cmd = [sys.executable, "-c", _leader(True, "session")]
+    h = _Job(name="j", runs_dir=str(tmp_path), store="", pid=0, command=cmd)
+    h.start(meta)
+    child = None
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                             start_new_session=True)  # fmt: skip
+    try:
+        child = _child_of(h.log_path, h.proc)
+        assert h.proc.wait(timeout=30) == 3
+        record = {**detached.read_json(meta), "pid": other.pid}  # the number, taken since
+        detached.write_json(meta, record)
+        stale = _Job(**record)
+        assert not stale.is_alive() and detached.pid_alive(other.pid)
+        with pytest.raises(ValueError, match=rf"end them first \(kill -9 {child}\)"):
+            detached.refuse_if_running(meta, "job 'j'")
+        assert stale.kill(timeout=0.5)
+        assert not detached.pid_alive(child) and other.poll() is None
+    finally:
+        _end(h, child)
+        other.kill()
+        other.wait()
+
+
+# a leader that starts two children in its group and dies on its own: one without the job's
+# token in its environment (a Ray worker hides it by renaming itself) and deaf to SIGTERM, one
+# with it that exits on SIGTERM
+MIXED = """
+import os, subprocess, sys, time
+env = {k: v for k, v in os.environ.items() if k != "FIBLAB_JOB"}
+deaf = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "print('deaf', flush=True); time.sleep(60)")
+hidden = subprocess.Popen([sys.executable, "-c", deaf], env=env)
+plain = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+time.sleep(0.5)
+print("child", hidden.pid, flush=True)
+print("plain", plain.pid, flush=True)
+sys.exit(3)
+"""
+
+
+def test_a_stale_stop_follows_the_group_after_its_last_carrier_exits(tmp_path):
+    """A stale handle finds the crashed job's group by the one member with the token; that
+    member exits on SIGTERM, the other, without the token and deaf to it, still belongs to
+    the job and gets SIGKILL.  The group had been followed only while a member carried the
+    token: the stop returned at once, and the deaf member ran on beside the next launch."""
+    meta = str(tmp_path / "job.json")
+    h = _Job(
+        name="j", runs_dir=str(tmp_path), store="", pid=0, command=[sys.executable, "-c", MIXED]
+    )
+    h.start(meta)
+    hidden = plain = None
+    try:
+        hidden = _child_of(h.log_path, h.proc)
+        tail = detached.log_tail(h.log_path).splitlines()
+        plain = int(next(x for x in tail if re.fullmatch(r"plain \d+", x)).split()[1])
+        assert h.proc.wait(timeout=30) == 3
+        assert os.getpgid(hidden) == os.getpgid(plain) == h.pid
+        stale = _Job(**detached.read_json(meta))
+        assert stale.kill(timeout=0.5)
+        assert not detached.pid_alive(plain) and not detached.pid_alive(hidden)
+        detached.refuse_if_running(meta, "job 'j'")
+    finally:
+        _end(h, hidden)
+        if plain is not None and detached.pid_alive(plain):
+            os.kill(plain, signal.SIGKILL)
 
 
 def test_a_handle_write_that_fails_leaves_the_old_file_whole(tmp_path):

@@ -2,6 +2,7 @@
 (a zombie: `kill(pid, 0)` alone would call it alive) and after."""
 
 import os
+import secrets
 import subprocess
 import sys
 import time
@@ -112,20 +113,21 @@ def test_carriers_and_signal_carrier_reach_the_carriers_only():
     answer (the exit signal each process died of)."""
     from lab.machine.procs import carriers, signal_carrier
 
+    t1 = secrets.token_hex(8)  # its own: another run of the suite beside this one has others
     sleep = [sys.executable, "-c", "import time; time.sleep(30)"]
-    ours = subprocess.Popen(sleep, env={**os.environ, "FIBLAB_TEST_TOKEN": "t1"},
+    ours = subprocess.Popen(sleep, env={**os.environ, "FIBLAB_TEST_TOKEN": t1},
                             start_new_session=True)  # fmt: skip
-    other = subprocess.Popen(sleep, env={**os.environ, "FIBLAB_TEST_TOKEN": "t2"})
+    other = subprocess.Popen(sleep, env={**os.environ, "FIBLAB_TEST_TOKEN": t1 + "x"})
     try:
         deadline = time.monotonic() + 10  # both exec'd (none shows an environment meanwhile)
-        while carriers("FIBLAB_TEST_TOKEN", "t1") != [ours.pid] and time.monotonic() < deadline:
+        while carriers("FIBLAB_TEST_TOKEN", t1) != [ours.pid] and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert carriers("FIBLAB_TEST_TOKEN", "t1") == [ours.pid]
-        assert not signal_carrier(other.pid, "FIBLAB_TEST_TOKEN", "t1", 15)
-        assert signal_carrier(ours.pid, "FIBLAB_TEST_TOKEN", "t1", 15)
+        assert carriers("FIBLAB_TEST_TOKEN", t1) == [ours.pid]
+        assert not signal_carrier(other.pid, "FIBLAB_TEST_TOKEN", t1, 15)
+        assert signal_carrier(ours.pid, "FIBLAB_TEST_TOKEN", t1, 15)
         assert ours.wait(timeout=10) == -15 and other.poll() is None
-        assert not signal_carrier(ours.pid, "FIBLAB_TEST_TOKEN", "t1", 15)  # reaped: gone
-        assert carriers("FIBLAB_TEST_TOKEN", "t1") == []
+        assert not signal_carrier(ours.pid, "FIBLAB_TEST_TOKEN", t1, 15)  # reaped: gone
+        assert carriers("FIBLAB_TEST_TOKEN", t1) == []
     finally:
         for q in (ours, other):
             q.kill()
