@@ -334,14 +334,12 @@ def request_stop(h: SearchHandle, timeout: float = 10.0) -> bool:
     flight are lost; finished ones stay in the study and the store).  False if it had ended;
     what a crashed driver left in its group (its pool's workers, `detached.strays`) is ended
     all the same."""
-    if not h.is_alive():
-        if h.kill(timeout):
-            _fail_abandoned(h)
-        return False
-    write_stop(h.folder)
-    h.kill(timeout)
-    _fail_abandoned(h)
-    return True
+    ran = h.is_alive()
+    if ran:
+        write_stop(h.folder)
+    if h.kill(timeout) or ran:
+        _fail_abandoned(h)
+    return ran
 
 
 def _fail_abandoned(h: SearchHandle) -> list[int]:
