@@ -278,14 +278,35 @@ def terminate(h: RunHandle, timeout: float = 10.0) -> None:
     """Hard stop: SIGTERM to the run's process group (SIGKILL after ``timeout``); the run is
     marked failed in the store.  Prefer `request_stop`, which keeps a checkpoint of the last
     step; this one loses the steps since the last periodic checkpoint.  A run that had ended
-    keeps its state; only what it left running (`detached.strays`) is ended."""
-    ran = h.is_alive()
-    if not h.kill(timeout) or not ran:
+    keeps its state; only what it left running (`detached.strays`) is ended.  One whose process
+    died without a final status (SIGKILL, out of memory) is marked failed: its row said
+    "running" for ever."""
+    ran = h.is_alive()  # before the row is read (`state`)
+    killed = h.kill(timeout)
+    if not h.store or not os.path.exists(h.store):
         return
-    if h.store:
-        with contextlib.suppress(Exception), Store(h.store) as st:
+    with contextlib.suppress(Exception), Store(h.store) as st:
+        if ran and killed:
             st.set_status(h.name, "failed", "terminated by the launcher")
             st.log_event(h.name, "terminated", "SIGTERM from fiblab.jobs.launch.terminate")
+        elif not ran and _died_running(h, _store_row(h, st)):
+            st.set_status(h.name, "failed", "its process ended without a final status")
+            st.log_event(h.name, "died", "no final status; found by fiblab.jobs.launch.terminate")
+
+
+def _died_running(h: RunHandle, row: dict | None) -> bool:
+    """Whether the store's row says "running" for a run nothing trains any more: this handle's
+    process has gone (the caller's check), no later launch rewrote its handle file (a resume
+    from another kernel, whose row it would be), and the process that last wrote its phase
+    file (a torchrun rank, or a `fiblab train` from a shell) is gone too."""
+    meta = detached.read_json(os.path.join(h.run_dir, META_NAME)) or {}
+    latest = meta.get("pid") == h.pid and meta.get("started") == h.started
+    writer = int((read_phase(h.run_dir) or {}).get("pid") or 0)
+    return (
+        latest
+        and (row or {}).get("status") == "running"
+        and not (writer > 0 and detached.pid_alive(writer))
+    )
 
 
 def _store_row(h: RunHandle, st: Store) -> dict | None:

@@ -333,18 +333,20 @@ def request_stop(h: SearchHandle, timeout: float = 10.0) -> bool:
     """Stop the search now: STOP is written, then the job terminated (`Handle.kill`: the trials in
     flight are lost; finished ones stay in the study and the store).  False if it had ended;
     what a crashed driver left in its group (its pool's workers, `detached.strays`) is ended
-    all the same."""
+    all the same, and the trials it left running are told FAIL."""
     ran = h.is_alive()
     if ran:
         write_stop(h.folder)
-    if h.kill(timeout) or ran:
-        _fail_abandoned(h)
+    _fail_abandoned(h, ours=h.kill(timeout) or ran)
     return ran
 
 
-def _fail_abandoned(h: SearchHandle) -> list[int]:
+def _fail_abandoned(h: SearchHandle, ours: bool) -> list[int]:
     """The trials the stopped process left running, told FAIL now (in the study and the
-    store), so the panel never shows a stopped search with a trial "running"."""
+    store), so the panel never shows a stopped search with a trial "running": those whose
+    recorded driver has gone, and, when this stop ended the job (``ours``), those asked since
+    this launch but killed before their driver was recorded (otherwise they may be a later
+    launch's, and a stale handle's stop must leave them)."""
     from analysis.experiments.search.search import (
         DRIVER_ATTR,
         fail_abandoned,
@@ -364,7 +366,7 @@ def _fail_abandoned(h: SearchHandle) -> list[int]:
         # a trial asked but killed before its driver was recorded: started by this launch
         for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
             begun = t.datetime_start.timestamp() if t.datetime_start else 0.0
-            if not t.user_attrs.get(DRIVER_ATTR) and begun >= h.started - 1:
+            if ours and not t.user_attrs.get(DRIVER_ATTR) and begun >= h.started - 1:
                 study.tell(t.number, state=optuna.trial.TrialState.FAIL)
                 mark_failed(st, trial_run_name(h.name, t.number), "its search stopped")
                 out.append(t.number)

@@ -522,11 +522,63 @@ def test_terminate_ends_a_finished_runs_stray_and_keeps_its_state(tmp_path):
             os.kill(child, signal.SIGKILL)
 
 
-def test_a_search_stop_ends_what_its_crashed_driver_left(tmp_path):
-    """`fiblab.jobs.search_launch.request_stop` on a search whose driver had died (its pool's
-    workers still in trials, a child here) ends them, tells FAIL to the trial the driver left
-    running, and answers False (it had ended); it returned at once, leaving the workers writing
-    the study and the trial "running" for ever."""
+# a leader that exits (3) once the test has done what it needs while the leader lives
+WAITS_THEN_EXITS = (
+    "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.02)\nsys.exit(3)"
+)
+
+
+@pytest.mark.parametrize("case", ["died alone", "launched again since", "trained from a shell"])
+def test_terminate_marks_failed_a_run_whose_process_died_running(tmp_path, case):
+    """A run killed from outside (SIGKILL, the kernel's OOM killer) writes no final status, and
+    `fiblab.jobs.launch.terminate` left its row "running" for ever (only the run list computed
+    "failed").  It marks it failed now — but not when the row may be another process's: a later
+    launch rewrote the handle file, or a live process writes the run's phase file."""
+    from lab.store import Store
+    from lab.training.phases import TRAINING, write_phase
+
+    store, runs, go = str(tmp_path / "s.db"), str(tmp_path / "runs"), str(tmp_path / "go")
+    h = LA.RunHandle(
+        name="r", runs_dir=runs, store=store, pid=0,
+        command=[sys.executable, "-c", WAITS_THEN_EXITS, go], preset="tiny",
+        run_dir=os.path.join(runs, "r"), steps=10, tokens_per_step=1, learned=False,
+    )  # fmt: skip
+    meta = os.path.join(h.run_dir, "launch.json")
+    h.start(meta)
+    try:
+        with Store(store) as st:
+            st.start_run("r", {"steps": 10})  # what the process writes first
+        open(go, "w").close()
+        assert h.proc.wait(timeout=30) == 3  # gone without a final status
+        stale = LA.RunHandle(**detached.read_json(meta))
+        assert LA.state(stale) == "failed"
+        if case == "launched again since":
+            detached.write_json(meta, {**stale.to_json(), "started": stale.started + 1})
+        elif case == "trained from a shell":
+            write_phase(h.run_dir, TRAINING)  # this test's own (live) PID
+        LA.terminate(stale, timeout=0.5)
+        with Store(store) as st:
+            row = st.runs().iloc[-1]
+            events = st.events("r")["kind"].tolist()
+        if case == "died alone":
+            assert (row["status"], row["message"]) == (
+                "failed", "its process ended without a final status"
+            )  # fmt: skip
+            assert events[-1] == "died"
+        else:
+            assert row["status"] == "running" and "died" not in events
+    finally:
+        _end(h, None)
+
+
+@pytest.mark.parametrize("with_stray", [False, True])
+def test_a_search_stop_fails_the_trial_of_a_driver_that_died_alone(tmp_path, with_stray):
+    """`fiblab.jobs.search_launch.request_stop` on a search whose driver had died answers False
+    (it had ended), ends what it left (its pool's workers, a child here: the stop returned at
+    once, leaving them writing the study) and tells FAIL to the trial it left running — also
+    when nothing was left to kill (it stayed "running" until the next launch).  A trial with no
+    driver recorded is failed only when the stop ended something: otherwise it may be a later
+    launch's."""
     import socket
 
     optuna = pytest.importorskip("optuna")
@@ -534,26 +586,34 @@ def test_a_search_stop_ends_what_its_crashed_driver_left(tmp_path):
     from fiblab.jobs import search_launch as SL
     from lab.machine.procs import process_id
 
-    folder = str(tmp_path / "s")
+    folder, go = str(tmp_path / "s"), str(tmp_path / "go")
     h = SL.SearchHandle(
         name="s", runs_dir=str(tmp_path), store="", pid=0, folder=folder, space="coarse",
-        objectives=["ppl"], trials=2, seed=0, storage="", command=[sys.executable, "-c", CRASHING],
+        objectives=["ppl"], trials=2, seed=0, storage="",
+        command=[sys.executable, "-c", WAITS_THEN_EXITS, go],
     )  # fmt: skip
+    if with_stray:
+        h.command = [sys.executable, "-c", CRASHING]
     h.start(os.path.join(folder, "search.json"))
     h.storage = "sqlite:///" + os.path.join(folder, SL.STUDY_DB)
     detached.write_json(os.path.join(folder, "search.json"), h.to_json())
     study = optuna.create_study(study_name="s", storage=h.storage)
     trial = study.ask()  # asked by the driver, which then dies mid-trial
     trial.set_user_attr(DRIVER_ATTR, f"{socket.gethostname()}:{process_id(h.pid)}")
-    child = None
+    unmarked = study.ask()  # a later launch's, asked a moment ago, its driver not yet recorded
+    child = _child_of(h.log_path, h.proc) if with_stray else None
     try:
-        child = _child_of(h.log_path, h.proc)
+        open(go, "w").close()
         assert h.proc.wait(timeout=30) == 3
         stale = SL.SearchHandle(**detached.read_json(os.path.join(folder, "search.json")))
         assert SL.request_stop(stale, timeout=0.5) is False
-        assert not detached.pid_alive(child)
-        states = [t.state for t in optuna.load_study(study_name="s", storage=h.storage).trials]
-        assert states == [optuna.trial.TrialState.FAIL]  # not "running" for ever
+        assert child is None or not detached.pid_alive(child)  # its pool's worker, ended
+        states = {
+            t.number: t.state for t in optuna.load_study(study_name="s", storage=h.storage).trials
+        }
+        assert states[trial.number] == optuna.trial.TrialState.FAIL  # not "running" for ever
+        # a stop that ended the stray ended the job: its unmarked trial was its own
+        want = optuna.trial.TrialState.FAIL if with_stray else optuna.trial.TrialState.RUNNING
+        assert states[unmarked.number] == want
     finally:
-        if child is not None and detached.pid_alive(child):
-            os.kill(child, signal.SIGKILL)
+        _end(h, child)

@@ -60,7 +60,7 @@ def test_a_search_killed_mid_write_has_its_trial_failed_not_left_running(tmp_pat
         name="killed", runs_dir=str(tmp_path), store="", pid=-1, command=[], folder=str(folder),
         space="linear", objectives=["distinct"], trials=1, seed=0, storage=url,
     )  # fmt: skip
-    assert SL._fail_abandoned(h) == [number]
+    assert SL._fail_abandoned(h, ours=False) == [number]  # its driver is gone: whoever stops
     study = optuna.load_study(study_name="killed", storage=url)
     assert [t.state.name for t in study.get_trials()] == ["FAIL"]
 
@@ -133,7 +133,8 @@ def test_a_trial_asked_but_not_yet_marked_with_its_driver_is_failed_by_this_laun
 ):
     """A stop can land between `study.ask()` and the driver's mark on the trial: no driver to
     check, so the stop fails the RUNNING trials begun since this launch started — and only
-    those (one begun before it is no trial of this process's)."""
+    those (one begun before it is no trial of this process's), and only when the stop ended
+    the job (a stale handle's stop of a crashed search may be beside a later launch)."""
     import time
 
     folder = tmp_path / "searches" / "unmarked"
@@ -149,11 +150,13 @@ def test_a_trial_asked_but_not_yet_marked_with_its_driver_is_failed_by_this_laun
             storage=url, started=started,
         )  # fmt: skip
 
-    assert SL._fail_abandoned(handle(time.time() + 60)) == []  # begun before that launch
+    assert SL._fail_abandoned(handle(time.time() + 60), ours=True) == []  # begun before it
+    # a stop that ended nothing (a stale handle's) cannot tell it from a later launch's trial
+    assert SL._fail_abandoned(handle(time.time() - 60), ours=False) == []
     assert [t.state.name for t in optuna.load_study(study_name="unmarked", storage=url).trials] == [
         "RUNNING"
     ]
-    assert SL._fail_abandoned(handle(time.time() - 60)) == [number]  # begun after it
+    assert SL._fail_abandoned(handle(time.time() - 60), ours=True) == [number]  # begun after
     assert [t.state.name for t in optuna.load_study(study_name="unmarked", storage=url).trials] == [
         "FAIL"
     ]
