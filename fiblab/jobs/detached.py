@@ -117,6 +117,12 @@ class Handle:
             kill_group(proc.pid, lambda: proc.poll() is None, 5, self.token)
             raise
 
+    def is_latest(self, meta_path: str) -> bool:
+        """Whether ``meta_path`` still records this launch: a later launch under the name (a
+        resume from another kernel) rewrites it, and what the job's files say is then its."""
+        meta = read_json(meta_path) or {}
+        return meta.get("pid") == self.pid and meta.get("started") == self.started
+
     def is_alive(self) -> bool:
         """Whether the process still runs: not exited, and not another program that got its
         PID (`lab.machine.procs.pid_alive`, the same answer the search's clean-up gets)."""

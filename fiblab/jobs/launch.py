@@ -32,6 +32,7 @@ import contextlib
 import json
 import math
 import os
+import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,7 @@ from pathlib import Path
 from fiblab.jobs import detached, train_eta
 from fiblab.jobs.train_process import auto_nproc, gpu_count, train_command
 from lab.lm.typedconfig import split_overrides, with_fields
+from lab.machine.procs import parse_process_id
 from lab.store import Store
 from lab.store.connection import check_file
 from lab.training.checkpoint import list_checkpoints
@@ -289,23 +291,27 @@ def terminate(h: RunHandle, timeout: float = 10.0) -> None:
         if ran and killed:
             st.set_status(h.name, "failed", "terminated by the launcher")
             st.log_event(h.name, "terminated", "SIGTERM from fiblab.jobs.launch.terminate")
-        elif not ran and _died_running(h, _store_row(h, st)):
+        elif _died_running(h, _store_row(h, st)):  # it had died, or died since `ran` was read
             st.set_status(h.name, "failed", "its process ended without a final status")
             st.log_event(h.name, "died", "no final status; found by fiblab.jobs.launch.terminate")
 
 
 def _died_running(h: RunHandle, row: dict | None) -> bool:
     """Whether the store's row says "running" for a run nothing trains any more: this handle's
-    process has gone (the caller's check), no later launch rewrote its handle file (a resume
-    from another kernel, whose row it would be), and the process that last wrote its phase
-    file (a torchrun rank, or a `fiblab train` from a shell) is gone too."""
-    meta = detached.read_json(os.path.join(h.run_dir, META_NAME)) or {}
-    latest = meta.get("pid") == h.pid and meta.get("started") == h.started
-    writer = int((read_phase(h.run_dir) or {}).get("pid") or 0)
+    process has gone (killed or died; the caller's check), no later launch rewrote its handle
+    file (a resume from another kernel, whose row it would be), and the process that last wrote
+    its phase file (a torchrun rank, a `fiblab train` from a shell) is a process of this host
+    that has gone too, without saying its loop was over (a Ray task's journal, not yet replayed
+    into the store, says how it ended: a resume replays it)."""
+    ph = read_phase(h.run_dir) or {}
+    writer = parse_process_id(ph.get("process") or str(ph.get("pid") or ""))
+    here = ph.get("host", socket.gethostname()) == socket.gethostname()
     return (
-        latest
-        and (row or {}).get("status") == "running"
-        and not (writer > 0 and detached.pid_alive(writer))
+        (row or {}).get("status") == "running"
+        and h.is_latest(os.path.join(h.run_dir, META_NAME))
+        and here
+        and ph.get("phase") != EXITING
+        and not (writer is not None and detached.pid_alive(*writer))
     )
 
 

@@ -337,16 +337,17 @@ def request_stop(h: SearchHandle, timeout: float = 10.0) -> bool:
     ran = h.is_alive()
     if ran:
         write_stop(h.folder)
-    _fail_abandoned(h, ours=h.kill(timeout) or ran)
+    ended = h.kill(timeout) or ran
+    _fail_abandoned(h, ours=ended or h.is_latest(os.path.join(h.folder, META_NAME)))
     return ran
 
 
 def _fail_abandoned(h: SearchHandle, ours: bool) -> list[int]:
     """The trials the stopped process left running, told FAIL now (in the study and the
     store), so the panel never shows a stopped search with a trial "running": those whose
-    recorded driver has gone, and, when this stop ended the job (``ours``), those asked since
-    this launch but killed before their driver was recorded (otherwise they may be a later
-    launch's, and a stale handle's stop must leave them)."""
+    recorded driver has gone, and, when they are this launch's (``ours``: this stop ended it,
+    or no later launch has rewritten its handle file), those asked since it started but left
+    before their driver was recorded (a later launch's must be left alone)."""
     from analysis.experiments.search.search import (
         DRIVER_ATTR,
         fail_abandoned,

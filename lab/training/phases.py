@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import time
 
+from lab.machine.procs import process_id
 from lab.util.files import atomic_write
 
 PHASE_FILE = "phase.json"
@@ -60,13 +62,15 @@ __all__ = [
 
 def write_phase(run_dir: str, phase: str, **extra) -> None:
     """Record ``phase`` (and ``extra`` facts, merged into what the file already holds) with the
-    time and this process's id; written atomically, never raises (a full disk must not stop a
+    time and this process's id (its PID, and its host and start time, which tell a launcher on
+    another machine, or after the PID was taken, that this is no process of its own); written atomically, never raises (a full disk must not stop a
     training run over a progress note).  Only into a folder that exists (a launched run's, made
     by the launcher; the loop makes its own when the run really starts): a run refused while its
     data loads must leave no folder behind."""
     if os.path.isdir(run_dir):
         now = time.time()
         facts = {**extra, "phase": phase, "since": now, "pid": os.getpid()}
+        facts.update(host=socket.gethostname(), process=process_id())
         if phase == TRAINING:  # back to training after an evaluation: the first start stays
             old = read_phase(run_dir) or {}
             mine = old.get("pid") == os.getpid() and "training_since" in old

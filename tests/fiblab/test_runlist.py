@@ -528,39 +528,77 @@ WAITS_THEN_EXITS = (
 )
 
 
-@pytest.mark.parametrize("case", ["died alone", "launched again since", "trained from a shell"])
+# a training process as far as its launcher can tell: its phase file (argv 2: its run folder,
+# argv 3: the phase), then a wait for the test's word (argv 1), then an exit with no final status
+WRITES_PHASE_THEN_DIES = (
+    "import sys\n"
+    "from lab.training.phases import write_phase\n"
+    "write_phase(sys.argv[2], sys.argv[3])\n" + WAITS_THEN_EXITS
+)
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["died alone", "died between the checks", "launched again since", "trained from a shell",
+     "trained on another host", "its loop had ended"],
+)  # fmt: skip
 def test_terminate_marks_failed_a_run_whose_process_died_running(tmp_path, case):
     """A run killed from outside (SIGKILL, the kernel's OOM killer) writes no final status, and
     `fiblab.jobs.launch.terminate` left its row "running" for ever (only the run list computed
-    "failed").  It marks it failed now — but not when the row may be another process's: a later
-    launch rewrote the handle file, or a live process writes the run's phase file."""
+    "failed"); so did a run that died between the stop's liveness check and its kill.  It marks
+    it failed now — but not when the row may be another process's (a later launch rewrote the
+    handle file; a live process, or one on another host, writes the run's phase file) or its
+    loop said it was over (a Ray task's journal says how it ended; a resume replays it)."""
     from lab.store import Store
-    from lab.training.phases import TRAINING, write_phase
+    from lab.training.phases import EXITING, PHASE_FILE, TRAINING, read_phase, write_phase
 
     store, runs, go = str(tmp_path / "s.db"), str(tmp_path / "runs"), str(tmp_path / "go")
+    run_dir = os.path.join(runs, "r")
+    os.makedirs(run_dir)
+    phase = EXITING if case == "its loop had ended" else TRAINING
     h = LA.RunHandle(
-        name="r", runs_dir=runs, store=store, pid=0,
-        command=[sys.executable, "-c", WAITS_THEN_EXITS, go], preset="tiny",
-        run_dir=os.path.join(runs, "r"), steps=10, tokens_per_step=1, learned=False,
+        name="r", runs_dir=runs, store=store, pid=0, preset="tiny", run_dir=run_dir, steps=10,
+        command=[sys.executable, "-c", WRITES_PHASE_THEN_DIES, go, run_dir, phase],
+        tokens_per_step=1, learned=False, started=time.time(),
     )  # fmt: skip
     meta = os.path.join(h.run_dir, "launch.json")
     h.start(meta)
     try:
         with Store(store) as st:
             st.start_run("r", {"steps": 10})  # what the process writes first
-        open(go, "w").close()
-        assert h.proc.wait(timeout=30) == 3  # gone without a final status
-        stale = LA.RunHandle(**detached.read_json(meta))
-        assert LA.state(stale) == "failed"
-        if case == "launched again since":
-            detached.write_json(meta, {**stale.to_json(), "started": stale.started + 1})
-        elif case == "trained from a shell":
-            write_phase(h.run_dir, TRAINING)  # this test's own (live) PID
-        LA.terminate(stale, timeout=0.5)
+        deadline = time.monotonic() + 30
+        while (read_phase(run_dir) or {}).get("pid") != h.pid:
+            assert time.monotonic() < deadline, h.log_tail()
+            time.sleep(0.02)
+        if case == "died between the checks":  # alive when asked, gone when killed
+
+            def dies_first(timeout):
+                open(go, "w").close()
+                h.proc.wait(timeout=30)
+                return False  # nothing of it was alive to kill
+
+            h.kill = dies_first
+            LA.terminate(h, timeout=0.5)
+        else:
+            open(go, "w").close()
+            assert h.proc.wait(timeout=30) == 3  # gone without a final status
+            stale = LA.RunHandle(**detached.read_json(meta))
+            assert LA.state(stale) == "failed"
+            if case == "launched again since":
+                detached.write_json(meta, {**stale.to_json(), "started": stale.started + 1})
+            elif case == "trained from a shell":
+                write_phase(h.run_dir, TRAINING)  # this test's own (live) PID
+            elif case == "trained on another host":
+                path = os.path.join(run_dir, PHASE_FILE)
+                with open(path) as f:
+                    facts = json.load(f)
+                with open(path, "w") as f:
+                    json.dump({**facts, "host": "elsewhere"}, f)
+            LA.terminate(stale, timeout=0.5)
         with Store(store) as st:
             row = st.runs().iloc[-1]
             events = st.events("r")["kind"].tolist()
-        if case == "died alone":
+        if case in ("died alone", "died between the checks"):
             assert (row["status"], row["message"]) == (
                 "failed", "its process ended without a final status"
             )  # fmt: skip
@@ -571,14 +609,14 @@ def test_terminate_marks_failed_a_run_whose_process_died_running(tmp_path, case)
         _end(h, None)
 
 
-@pytest.mark.parametrize("with_stray", [False, True])
-def test_a_search_stop_fails_the_trial_of_a_driver_that_died_alone(tmp_path, with_stray):
+@pytest.mark.parametrize("case", ["died alone", "left a stray", "launched again since"])
+def test_a_search_stop_fails_the_trial_of_a_driver_that_died(tmp_path, case):
     """`fiblab.jobs.search_launch.request_stop` on a search whose driver had died answers False
     (it had ended), ends what it left (its pool's workers, a child here: the stop returned at
-    once, leaving them writing the study) and tells FAIL to the trial it left running — also
-    when nothing was left to kill (it stayed "running" until the next launch).  A trial with no
-    driver recorded is failed only when the stop ended something: otherwise it may be a later
-    launch's."""
+    once, leaving them writing the study) and tells FAIL to the trials it left running — also
+    when nothing was left to kill (they stayed "running" until the next launch).  A trial with
+    no driver recorded yet is failed only while the handle is the search's latest launch: a
+    later launch's must be left alone."""
     import socket
 
     optuna = pytest.importorskip("optuna")
@@ -587,33 +625,34 @@ def test_a_search_stop_fails_the_trial_of_a_driver_that_died_alone(tmp_path, wit
     from lab.machine.procs import process_id
 
     folder, go = str(tmp_path / "s"), str(tmp_path / "go")
+    meta = os.path.join(folder, "search.json")
+    code = CRASHING if case == "left a stray" else WAITS_THEN_EXITS
     h = SL.SearchHandle(
         name="s", runs_dir=str(tmp_path), store="", pid=0, folder=folder, space="coarse",
-        objectives=["ppl"], trials=2, seed=0, storage="",
-        command=[sys.executable, "-c", WAITS_THEN_EXITS, go],
+        objectives=["ppl"], trials=2, seed=0, storage="", command=[sys.executable, "-c", code, go],
+        started=time.time() - 1,
     )  # fmt: skip
-    if with_stray:
-        h.command = [sys.executable, "-c", CRASHING]
-    h.start(os.path.join(folder, "search.json"))
+    h.start(meta)
     h.storage = "sqlite:///" + os.path.join(folder, SL.STUDY_DB)
-    detached.write_json(os.path.join(folder, "search.json"), h.to_json())
+    detached.write_json(meta, h.to_json())
     study = optuna.create_study(study_name="s", storage=h.storage)
     trial = study.ask()  # asked by the driver, which then dies mid-trial
     trial.set_user_attr(DRIVER_ATTR, f"{socket.gethostname()}:{process_id(h.pid)}")
-    unmarked = study.ask()  # a later launch's, asked a moment ago, its driver not yet recorded
-    child = _child_of(h.log_path, h.proc) if with_stray else None
+    unmarked = study.ask()  # asked, its driver not yet recorded
+    child = _child_of(h.log_path, h.proc) if case == "left a stray" else None
     try:
         open(go, "w").close()
         assert h.proc.wait(timeout=30) == 3
-        stale = SL.SearchHandle(**detached.read_json(os.path.join(folder, "search.json")))
+        stale = SL.SearchHandle(**detached.read_json(meta))
+        if case == "launched again since":  # the unmarked trial may be the later launch's
+            detached.write_json(meta, {**stale.to_json(), "started": stale.started + 1})
         assert SL.request_stop(stale, timeout=0.5) is False
         assert child is None or not detached.pid_alive(child)  # its pool's worker, ended
-        states = {
-            t.number: t.state for t in optuna.load_study(study_name="s", storage=h.storage).trials
-        }
+        trials = optuna.load_study(study_name="s", storage=h.storage).trials
+        states = {t.number: t.state for t in trials}
         assert states[trial.number] == optuna.trial.TrialState.FAIL  # not "running" for ever
-        # a stop that ended the stray ended the job: its unmarked trial was its own
-        want = optuna.trial.TrialState.FAIL if with_stray else optuna.trial.TrialState.RUNNING
+        later = case == "launched again since"
+        want = optuna.trial.TrialState.RUNNING if later else optuna.trial.TrialState.FAIL
         assert states[unmarked.number] == want
     finally:
         _end(h, child)
