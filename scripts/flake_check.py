@@ -20,6 +20,7 @@ import collections
 import contextlib
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -70,17 +71,30 @@ def pytest_command(files: list[str], workers: str = "2", extra=()) -> list[str]:
             "-p", "no:cacheprovider", *files, *extra]  # fmt: skip
 
 
+# in the environment of each repetition's processes, so a stop finds those that left its group
+FLAKE_ENV = "FIBLAB_FLAKE_CHECK"
+
+
 def run_repetition(cmd: list[str]) -> subprocess.CompletedProcess:
     """One repetition's pytest, in a session of its own, so that a stop ends all of it: the
     SIGKILL `subprocess.run` sends on the way out reached pytest alone, and its xdist workers
-    went on with their tests (a Ray cluster among them) beside the next check (2026-12-06)."""
+    went on with their tests (a Ray cluster among them) beside the next check (2026-12-06).
+    What left the group (a browser test's JupyterLab server, its kernel, the job a notebook
+    launched: each in a session of its own) is found by a token in its environment
+    (`lab.machine.procs.carriers`): three of them outlived a stopped check the same day."""
+    from lab.machine.procs import carriers, signal_carrier
+
+    token = secrets.token_hex(8)
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)  # fmt: skip
+                            text=True, start_new_session=True,
+                            env={**os.environ, FLAKE_ENV: token})  # fmt: skip
     try:
         out, err = proc.communicate()
     except BaseException:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
+        for pid in carriers(FLAKE_ENV, token):
+            signal_carrier(pid, FLAKE_ENV, token, signal.SIGKILL)
         proc.wait()
         raise
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)

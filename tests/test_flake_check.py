@@ -74,8 +74,10 @@ def test_a_terminated_flake_check_takes_its_load_with_it():
 
 def test_a_terminated_flake_check_takes_its_repetitions_workers_with_it(tmp_path):
     """`kill` of a running check ends its repetition's pytest whole: the xdist workers too, not
-    pytest alone — one went on with a Ray test beside the next check (2026-12-06).  A test of
-    this file's own (selected by its name) sleeps in a worker; oracle: its PID is gone."""
+    pytest alone — one went on with a Ray test beside the next check — and what a test started
+    in a session of its own (a browser test's JupyterLab server and the job its notebook
+    launched outlived a stopped check; 2026-12-06).  A test of this file's own (selected by its
+    name) starts such a process and sleeps in a worker; oracle: both PIDs are gone."""
     import signal
     import sys
     import time
@@ -85,8 +87,11 @@ def test_a_terminated_flake_check_takes_its_repetitions_workers_with_it(tmp_path
     pid_file = tmp_path / "worker.pid"
     test = tmp_path / "test_sleeps_in_a_worker.py"
     test.write_text(
-        "import os, time\n\n\ndef test_sleeps_in_a_worker():\n"
-        f"    open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+        "import os, subprocess, sys, time\n\n\ndef test_sleeps_in_a_worker():\n"
+        "    server = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'],\n"
+        "                              start_new_session=True)\n"
+        f"    open({str(pid_file)!r} + '.tmp', 'w').write(f'{{os.getpid()}} {{server.pid}}')\n"
+        f"    os.rename({str(pid_file)!r} + '.tmp', {str(pid_file)!r})\n"
         "    end = time.monotonic() + 120\n"
         "    while time.monotonic() < end:  # deaf to the interrupt xdist sends when its\n"
         "        try:  # controller goes, as a test waiting in C code is (ray.get)\n"
@@ -98,21 +103,24 @@ def test_a_terminated_flake_check_takes_its_repetitions_workers_with_it(tmp_path
            "--group", "jobs", "--workers", "1", "--no-load", "--", str(test), "-k",
            "test_sleeps_in_a_worker", "--rootdir", str(tmp_path)]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    worker = None
+    worker = server = None
     try:
         deadline = time.monotonic() + 120
         while not pid_file.exists() and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.1)
         assert pid_file.exists(), "no worker started the sleeping test within 120 s"
         time.sleep(0.2)
-        worker = psutil.Process(int(pid_file.read_text()))
-        assert worker.pid != proc.pid and worker.is_running()
+        worker, server = (psutil.Process(int(p)) for p in pid_file.read_text().split())
+        assert worker.pid != proc.pid and worker.is_running() and server.is_running()
+        assert os.getsid(server.pid) == server.pid  # outside the repetition's group
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 128 + signal.SIGTERM
         worker.wait(timeout=10)  # psutil.TimeoutExpired: the worker outlived the check
+        server.wait(timeout=10)  # … or what it started in a session of its own did
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        if worker is not None and worker.is_running():  # the defect itself: leave none behind
-            worker.kill()
+        for p in (worker, server):  # the defect itself: leave none behind
+            if p is not None and p.is_running():
+                p.kill()
