@@ -24,6 +24,10 @@ What a live process is doing (``phase``: starting, preparing the data, the first
 evaluating) comes from the file it writes beside its checkpoints (`lab.training.phases`), and its ETA
 from its own measured step and evaluation times (`fiblab.jobs.train_eta`).  The command line itself
 is built in `fiblab.jobs.train_process`.
+
+One module (480 lines): launch, state, snapshot, stop, terminate and resume all read the same
+three records (the handle file, the store's row, the phase file) under one rule of which is
+newer; split, each part would import the others' private readers.
 """
 
 from __future__ import annotations
