@@ -21,9 +21,11 @@ import contextlib
 import os
 import re
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -52,14 +54,15 @@ GROUPS = {
         "tests/fiblab/test_browser_wait_idle.py",
     ],
 }
-LOAD = (  # a tiny training run, again and again, in a runs folder of its own
-    "import os, subprocess, sys, tempfile\n"
-    "env = {**os.environ, 'FIBLAB_RUNS': tempfile.mkdtemp(prefix='flake-load-')}\n"
+LOAD = (  # a tiny training run, again and again, in the runs folder given as its argument
+    "import os, shutil, subprocess, sys\n"
+    "runs = sys.argv[1]\n"
     "for i in range(10**6):\n"
     "    subprocess.run([sys.executable, '-m', 'fiblab.cli', 'train', '--preset', 'tiny',\n"
     "                    '--steps', '40', '--store', '', '--name', f'load{i}',\n"
-    "                    '--override', 'run_dir=' + env['FIBLAB_RUNS']], env=env,\n"
+    "                    '--override', 'run_dir=' + runs], env={**os.environ, 'FIBLAB_RUNS': runs},\n"
     "                   capture_output=True)\n"
+    "    shutil.rmtree(os.path.join(runs, f'load{i}'), ignore_errors=True)  # disk use stays flat\n"
 )
 
 
@@ -113,9 +116,12 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     files = [f for g in args.group for f in GROUPS[g]]
     load = None
+    # the load's runs folder goes with it: one folder a check, 0.3–0.5 GB each, had been left in
+    # /tmp by every check until 2026-12-06
+    load_runs = tempfile.mkdtemp(prefix="flake-load-")
     if not args.no_load:
         load = subprocess.Popen(
-            [sys.executable, "-c", LOAD],
+            [sys.executable, "-c", LOAD, load_runs],
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -149,6 +155,7 @@ def main(argv=None) -> int:
         if load is not None:
             os.killpg(load.pid, 9)
             load.wait()
+        shutil.rmtree(load_runs, ignore_errors=True)
     print(
         f"\n{bad_runs} of {args.repeat} repetitions failed "
         f"({'loaded by a tiny training loop' if load else 'no load'}, -n {args.workers}; "

@@ -36,7 +36,10 @@ def test_a_repetition_runs_the_slow_marked_tests_of_its_files_too():
 def test_a_terminated_flake_check_takes_its_load_with_it():
     """`kill` (SIGTERM) of a running check ends its load job too; before, the default action
     ended the script alone and its tiny-training loop ran on, loading the machine for ever.
-    Oracle: psutil — the load is the check's child running the script's LOAD, and it is gone."""
+    Its runs folder goes too: every check had left one in /tmp (0.3–0.5 GB).  Oracle: psutil —
+    the load is the check's child running the script's LOAD, and it is gone; the folder named
+    on its command line is gone from the disk."""
+    import shutil
     import signal
     import sys
     import time
@@ -48,7 +51,7 @@ def test_a_terminated_flake_check_takes_its_load_with_it():
     cmd = [sys.executable, os.path.join(ROOT, "scripts", "flake_check.py"), "--repeat", "1000",
            "--group", "jobs", "--workers", "0", "--", "-k", "no_test_has_this_name"]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    load = None
+    load = runs = None
     try:
         deadline = time.monotonic() + 60
         while load is None and time.monotonic() < deadline:
@@ -60,16 +63,21 @@ def test_a_terminated_flake_check_takes_its_load_with_it():
                     continue
             time.sleep(0.1)
         assert load is not None, "the check started no load within 60 s"
+        runs = next(a for a in load.cmdline() if os.path.basename(a).startswith("flake-load-"))
+        assert os.path.isdir(runs)
         time.sleep(1.0)  # inside a repetition (or between two): either way the load must go
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 128 + signal.SIGTERM
         assert not load.is_running(), "the load outlived the check"  # reaped by the check
+        assert not os.path.exists(runs), "the load's runs folder outlived the check"
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
         if load is not None and load.is_running():  # the defect itself: leave no loop behind
             os.killpg(load.pid, signal.SIGKILL)
+        if runs is not None:  # … nor its folder
+            shutil.rmtree(runs, ignore_errors=True)
 
 
 def test_a_terminated_flake_check_takes_its_repetitions_workers_with_it(tmp_path):
