@@ -116,7 +116,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     files = [f for g in args.group for f in GROUPS[g]]
     load = None
-    # the load's runs folder goes with it: one folder a check, 0.3–0.5 GB each, had been left in
+    # the load's runs folder goes with it: one folder a check, up to 0.5 GB each, had been left in
     # /tmp by every check until 2026-12-06
     load_runs = tempfile.mkdtemp(prefix="flake-load-")
     if not args.no_load:

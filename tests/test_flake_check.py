@@ -36,7 +36,7 @@ def test_a_repetition_runs_the_slow_marked_tests_of_its_files_too():
 def test_a_terminated_flake_check_takes_its_load_with_it():
     """`kill` (SIGTERM) of a running check ends its load job too; before, the default action
     ended the script alone and its tiny-training loop ran on, loading the machine for ever.
-    Its runs folder goes too: every check had left one in /tmp (0.3–0.5 GB).  Oracle: psutil —
+    Its runs folder goes too: every check had left one in /tmp (up to 0.5 GB).  Oracle: psutil —
     the load is the check's child running the script's LOAD, and it is gone; the folder named
     on its command line is gone from the disk."""
     import shutil
