@@ -368,6 +368,17 @@ def test_bad_ray_input_is_one_line(tmp_path, capsys):
     assert json.dumps(cfgs[0].to_dict())  # a config a task can carry
 
 
+def test_a_ray_process_imports_no_iri_grammar():
+    """Every Ray process (the raylet's agents, each worker) imports jsonschema; from 4.25 that
+    import builds rfc3987-syntax's Earley parsers (2–3 s of CPU here), and under load the
+    dashboard agent then misses the raylet's fixed 15 s wait for its port files: the node dies
+    at start-up (ray#65983). pyproject's notebooks extra bounds jsonschema below 4.25; this
+    fails when an upgrade brings the eager import back."""
+    probe = "import sys, ray; print(sorted(m for m in sys.modules if m.startswith('rfc3987')))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
 def test_two_processes_preparing_one_cache_entry_take_turns(tmp_path):
     """The runs of a sweep start at once and share the token cache: both get the same entry,
     built once (before the lock, the second cleared the first one's files mid-way)."""
