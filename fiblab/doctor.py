@@ -14,7 +14,8 @@ What it runs (≈ 10–30 s on a 2-core CPU once the C++ kernel is built; the fi
 (``cpu-stagger``: forward, backward, AdamW on one synthetic batch) in fp32 and in bf16, and a
 few training steps of the retrieval probe at the demo's scale (depths 2 and 4) and the paper's
 (depths 2, 4, 8).  The attention and blur choices are made (or read from the cache) by those
-steps themselves, so what is printed is what a real run does.
+steps themselves, so what is printed is what a real run does.  Last, `import jsonschema` in a
+fresh interpreter (`jsonschema_import`): every Ray process and Jupyter server pays its cost.
 
 A busy machine: each step is timed ``reps`` times and the *fastest* counts (load only ever
 adds time), with its spread shown; the CPU other processes took meanwhile is measured
@@ -32,6 +33,10 @@ benchmarks/RESULTS.md).  They are estimates: a busy machine is slower.
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
+import subprocess
+import sys
 import time
 
 import torch
@@ -151,6 +156,65 @@ def _kernels() -> dict:
     }
 
 
+#: run in a fresh interpreter: the seconds `import jsonschema` takes there, and whether it built
+#: rfc3987-syntax's IRI grammar (any `rfc3987_syntax` module loaded); JSON null when not installed
+_JSONSCHEMA_PROBE = """
+import json, sys, time
+from importlib import metadata
+t = time.perf_counter()
+try:
+    import jsonschema
+except ImportError:
+    print("null")
+    raise SystemExit
+s = time.perf_counter() - t
+try:
+    v = metadata.version("jsonschema")
+except metadata.PackageNotFoundError:
+    v = "?"
+iri = any(m.split(".")[0] == "rfc3987_syntax" for m in sys.modules)
+print(json.dumps({"jsonschema": v, "seconds": s, "iri_grammar": iri}))
+"""
+
+
+def jsonschema_import(env: dict | None = None) -> dict:
+    """How long a fresh interpreter takes to import jsonschema, and whether that built
+    rfc3987-syntax's IRI grammar (jsonschema >= 4.25 does where jupyter-events installed it).
+
+    Why: every Ray process (driver, agents, each worker) and every Jupyter server imports
+    jsonschema; the grammar costs each 2-3 s of CPU, and under load a Ray node's agent then
+    misses the raylet's fixed wait and the node dies at start (benchmarks/RESULTS.md, "The AVX2
+    EPYC an eighth time"). Measured, not read from the version: what matters is the import.
+    ``env``: the interpreter's environment (default: this one's)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _JSONSCHEMA_PROBE],
+        capture_output=True,
+        text=True,
+        env=os.environ if env is None else env,
+        timeout=120,
+    )
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"jsonschema": None, "seconds": None, "iri_grammar": False, "error": tail}
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    return found or {"jsonschema": None, "seconds": None, "iri_grammar": False}
+
+
+def imports_line(i: dict) -> str:
+    """The doctor's line for a `jsonschema_import` answer: the fix where the import is slow."""
+    if i.get("error"):
+        return f"could not import jsonschema: {i['error']}"
+    if i["jsonschema"] is None:
+        return "jsonschema not installed (Ray and the notebooks install it)"
+    if i["iri_grammar"]:
+        return (
+            f"SLOW — import jsonschema took {i['seconds']:.1f} s: jsonschema {i['jsonschema']} "
+            "builds rfc3987-syntax's IRI grammar at import, in every Ray process and Jupyter "
+            "server (under load a Ray node can die at start): pip install 'jsonschema<4.25'"
+        )
+    return f"import jsonschema {i['seconds']:.2f} s ({i['jsonschema']}, no IRI grammar built)"
+
+
 # --------------------------------------------------------------------------------------------
 # the report
 # --------------------------------------------------------------------------------------------
@@ -230,6 +294,7 @@ def diagnose(reps: int = 3, retune: bool = False) -> dict:
             "quality_delta": delta,
         },  # fmt: skip
         "choices": _choices(),
+        "imports": jsonschema_import(),
         "autotune": {
             "enabled": autotune.enabled(),
             "cache": str(autotune.cache_path()),
@@ -300,6 +365,7 @@ def format_doctor(r: dict) -> str:
         f"  GPU         {gpu}",
         f"  C++ kernel  {cpp_line}",
         f"  Triton      {tri}",
+        f"  imports     {imports_line(r['imports'])}",
         f"  precision   {prec}; linear layer fp32 {mm['fp32']:.1f} ms, bf16 {mm['bf16']:.1f} ms"
         f" ({mm['bf16'] / mm['fp32']:.1f}×); the demo LM's step under bf16 takes "
         f"{lm16:.2f}× its fp32 step (--precision bf16 opts in)",

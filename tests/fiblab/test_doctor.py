@@ -16,7 +16,14 @@ import time
 
 import pytest
 
-from fiblab.doctor import LM_EVAL_FACTOR, estimates, format_doctor, precision_answer
+from fiblab.doctor import (
+    LM_EVAL_FACTOR,
+    estimates,
+    format_doctor,
+    imports_line,
+    jsonschema_import,
+    precision_answer,
+)
 from lab.machine import autotune
 from lab.machine.hardware import machine
 from lab.machine.measure import ROOT
@@ -103,6 +110,9 @@ def test_doctor_json_has_every_field_and_runs_under_a_minute(tmp_path):
     est = r["estimates"]
     assert est["demo_s"] > 0 and est["table2_grid_s"] > est["table2_by_depth_s"]["8"] > 0
     assert r["seconds"] <= wall
+    i = r["imports"]  # the real interpreter's jsonschema, as a fresh process imports it
+    assert i["seconds"] is None or 0 < i["seconds"] < r["seconds"]
+    assert isinstance(i["iri_grammar"], bool) and "error" not in i
 
 
 def test_the_precision_answer_on_each_cpu(cpu_profile):
@@ -162,6 +172,7 @@ def test_format_names_the_machine_choices_and_times(other):
             }
         ],
         "autotune": {"enabled": True, "cache": "/x/choices.json", "forgotten": 0},
+        "imports": {"jsonschema": "4.24.1", "seconds": 0.21, "iri_grammar": False},
         "load": {"before": _load(0.0), "timing": _load(other)},
         "busy": busy,
         "steps_spread": {"lm_cpu_stagger": 1.1, "probe_paper_d8": 1.4},
@@ -188,6 +199,7 @@ def test_format_names_the_machine_choices_and_times(other):
     assert "measured while busy (1.2 cores used by others)" in text
     assert "Table 2 grid" in text and "≈ 233 min" in text  # 14,000 s
     assert "under bf16 takes 1.50× its fp32 step" in text and "was 1.40× the fastest" in text
+    assert "  imports     import jsonschema 0.21 s (4.24.1, no IRI grammar built)" in text
     assert (
         "  auto (LM)   fp32: this CPU has no native bf16 units; one batch's loss bf16 − fp32: "
         "0.0021 nats (the check allows 0.01)" in text
@@ -202,6 +214,41 @@ def test_format_names_the_machine_choices_and_times(other):
             " while doctor timed"
         )
         assert "BUSY" not in text and "(busy)" not in text
+
+
+def _fake_jsonschema(root, grammar: bool):
+    """A stand-in jsonschema package on ``root``; with ``grammar`` its import loads a stand-in
+    rfc3987_syntax that takes 0.3 s, as 4.25+ does with the real one (2-3 s)."""
+    (root / "jsonschema").mkdir()
+    imp = "import rfc3987_syntax.syntax_helpers\n" if grammar else ""
+    (root / "jsonschema" / "__init__.py").write_text(imp)
+    (root / "rfc3987_syntax").mkdir()
+    (root / "rfc3987_syntax" / "__init__.py").write_text("")
+    (root / "rfc3987_syntax" / "syntax_helpers.py").write_text("import time; time.sleep(0.3)\n")
+    return {**os.environ, "PYTHONPATH": str(root)}
+
+
+@pytest.mark.parametrize("grammar", [False, True])
+def test_doctor_says_when_importing_jsonschema_builds_the_iri_grammar(tmp_path, grammar):
+    """Oracle: a planted package whose import does (or does not) load rfc3987_syntax, timed by
+    its own sleep; the advice line appears only when it does."""
+    i = jsonschema_import(_fake_jsonschema(tmp_path, grammar))
+    assert i["iri_grammar"] is grammar and i["jsonschema"] is not None
+    assert (i["seconds"] >= 0.3) is grammar
+    line = imports_line(i)
+    assert ("pip install 'jsonschema<4.25'" in line) is grammar
+    assert line.startswith("SLOW — import jsonschema took") is grammar
+
+
+def test_doctor_says_when_jsonschema_is_missing(tmp_path):
+    (tmp_path / "jsonschema.py").write_text("raise ImportError('planted: not installed')\n")
+    i = jsonschema_import({**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert i == {"jsonschema": None, "seconds": None, "iri_grammar": False}
+    assert imports_line(i) == "jsonschema not installed (Ray and the notebooks install it)"
+    (tmp_path / "jsonschema.py").write_text("raise RuntimeError('planted: broken')\n")
+    i = jsonschema_import({**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert i["error"] == "RuntimeError: planted: broken" and i["iri_grammar"] is False
+    assert imports_line(i) == "could not import jsonschema: RuntimeError: planted: broken"
 
 
 def test_retune_forgets_only_this_machines_choices(tmp_path, monkeypatch):
