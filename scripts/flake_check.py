@@ -115,25 +115,25 @@ def main(argv=None) -> int:
     ap.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
     args = ap.parse_args(argv)
     files = [f for g in args.group for f in GROUPS[g]]
-    load = None
-    # the load's runs folder goes with it: one folder a check, up to 0.5 GB each, had been left in
-    # /tmp by every check until 2026-12-06
-    load_runs = tempfile.mkdtemp(prefix="flake-load-")
-    if not args.no_load:
-        load = subprocess.Popen(
-            [sys.executable, "-c", LOAD, load_runs],
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+    load = load_runs = None
     failures: collections.Counter[str] = collections.Counter()
     bad_runs = 0
     # SIGTERM (a `kill`, a session's end) unwinds like Ctrl-C: the repetition's pytest group is
     # killed (`run_repetition`) and the load's group in `finally` — the default action ended
     # this process alone and left the load looping for ever
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     try:
+        # the load's runs folder goes with it (up to 0.5 GB; every check had left one in /tmp
+        # until 2026-12-06), made inside `try` so that a load that cannot start leaves none
+        load_runs = tempfile.mkdtemp(prefix="flake-load-")
+        if not args.no_load:
+            load = subprocess.Popen(
+                [sys.executable, "-c", LOAD, load_runs],
+                cwd=ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         for i in range(1, args.repeat + 1):
             t0 = time.monotonic()
             cmd = pytest_command(files, args.workers, args.pytest_args)
@@ -155,7 +155,9 @@ def main(argv=None) -> int:
         if load is not None:
             os.killpg(load.pid, 9)
             load.wait()
-        shutil.rmtree(load_runs, ignore_errors=True)
+        if load_runs is not None:
+            shutil.rmtree(load_runs, ignore_errors=True)
+        signal.signal(signal.SIGTERM, previous)
     print(
         f"\n{bad_runs} of {args.repeat} repetitions failed "
         f"({'loaded by a tiny training loop' if load else 'no load'}, -n {args.workers}; "

@@ -132,3 +132,26 @@ def test_a_terminated_flake_check_takes_its_repetitions_workers_with_it(tmp_path
         for p in (worker, server):  # the defect itself: leave none behind
             if p is not None and p.is_running():
                 p.kill()
+
+
+def test_a_load_that_cannot_start_leaves_no_runs_folder(tmp_path, monkeypatch):
+    """The load's runs folder is made inside the check's `try`: a load whose start fails (here
+    Popen raising, as for a missing interpreter) leaves no folder, and the check puts back the
+    SIGTERM handler it found.  Oracle: the temporary directory's listing."""
+    import signal
+    import tempfile
+
+    import pytest
+
+    fc = _script()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    def no_start(*a, **k):
+        raise OSError("planted: the load cannot start")
+
+    monkeypatch.setattr(fc.subprocess, "Popen", no_start)
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(OSError, match="planted"):
+        fc.main(["--repeat", "1"])
+    assert list(tmp_path.iterdir()) == []
+    assert signal.getsignal(signal.SIGTERM) is before
