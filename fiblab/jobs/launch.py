@@ -284,7 +284,8 @@ def terminate(h: RunHandle, timeout: float = 10.0) -> None:
     """Hard stop: SIGTERM to the run's process group (SIGKILL after ``timeout``); the run is
     marked failed in the store.  Prefer `request_stop`, which keeps a checkpoint of the last
     step; this one loses the steps since the last periodic checkpoint.  A run that had ended
-    keeps its state; only what it left running (`detached.strays`) is ended.  One whose process
+    keeps its state, also one killed in its exit after its final status (`_loop_ended`); only
+    what it left running (`detached.strays`) is ended.  One whose process
     died without a final status (SIGKILL, out of memory) is marked failed: its row said
     "running" for ever."""
     ran = h.is_alive()  # before the row is read (`state`)
@@ -292,10 +293,14 @@ def terminate(h: RunHandle, timeout: float = 10.0) -> None:
     if not h.store or not os.path.exists(h.store):
         return
     with contextlib.suppress(Exception), Store(h.store) as st:
-        if ran and killed:
+        row = _store_row(h, st)  # read after the kill: nothing of the run writes it any more
+        # a process killed in its exit had written its final status ("done", a served stop):
+        # it keeps it (marked failed before, for a stop that came as the run finished)
+        final = (row or {}).get("status") in TERMINAL and _loop_ended(h, row)
+        if ran and killed and not final:
             st.set_status(h.name, "failed", "terminated by the launcher")
             st.log_event(h.name, "terminated", "SIGTERM from fiblab.jobs.launch.terminate")
-        elif _died_running(h, _store_row(h, st)):  # it had died, or died since `ran` was read
+        elif _died_running(h, row):  # it had died, or died since `ran` was read
             st.set_status(h.name, "failed", "its process ended without a final status")
             st.log_event(h.name, "died", "no final status; found by fiblab.jobs.launch.terminate")
 
@@ -330,6 +335,16 @@ def _last_event(h: RunHandle, st: Store) -> str | None:
     return None if ev.empty else str(ev["kind"].iloc[-1])
 
 
+def _loop_ended(h: RunHandle, row: dict | None, ph: dict | None = None) -> bool:
+    """Whether this launch's training loop is over: its exit phase (written after its last
+    store write), or the store's row ended and started by this launch (a Ray task's, replayed
+    from its journal, writes no phase here).  ``ph``: the run's phase file, read if not given."""
+    ph = (read_phase(h.run_dir) or {}) if ph is None else ph
+    return (ph.get("phase") == EXITING and float(ph.get("since", 0)) >= h.started - 5) or (
+        (row or {}).get("status") in TERMINAL and _started_at(row) >= h.started - 5
+    )
+
+
 def _started_at(row: dict | None) -> float:
     """When the row's run last went 'running' (epoch seconds; 0 when never)."""
     try:
@@ -352,12 +367,7 @@ def state(
             _row, _event = _store_row(h, st), _last_event(h, st)
     status = (_row or {}).get("status")
     ph = read_phase(h.run_dir) or {}
-    # this launch's loop is over: its exit phase (written after its last store write), or the
-    # store's row started by this launch (a Ray task's, replayed from its journal, writes no
-    # phase here)
-    ended = (ph.get("phase") == EXITING and float(ph.get("since", 0)) >= h.started - 5) or (
-        status in TERMINAL and _started_at(_row) >= h.started - 5
-    )
+    ended = _loop_ended(h, _row, ph)
     if alive:
         if os.path.exists(os.path.join(h.run_dir, STOP_FILE)):
             return "stopping"

@@ -613,6 +613,52 @@ def test_terminate_marks_failed_a_run_whose_process_died_running(tmp_path, case)
         _end(h, None)
 
 
+@pytest.mark.parametrize("final", ["done", "stopped", None])
+def test_terminate_keeps_the_final_status_of_a_run_killed_in_its_exit(tmp_path, final):
+    """A run whose loop had written its final status ("done", or "stopped" for a served stop)
+    and its exit phase, killed while its process was still shutting down, was marked "failed ·
+    terminated by the launcher": a finished run listed as failed.  It keeps its status now; one
+    killed while it trained (``None``: its row "running", its phase "training") is still marked
+    failed.  The process is held in its exit (it waits for a word that never comes), so the
+    kill always lands in that window."""
+    from lab.store import Store
+    from lab.training.phases import EXITING, TRAINING, read_phase
+
+    store, runs = str(tmp_path / "s.db"), str(tmp_path / "runs")
+    run_dir = os.path.join(runs, "r")
+    os.makedirs(run_dir)
+    never = str(tmp_path / "never")
+    h = LA.RunHandle(
+        name="r", runs_dir=runs, store=store, pid=0, preset="tiny", run_dir=run_dir, steps=10,
+        command=[sys.executable, "-c", WRITES_PHASE_THEN_DIES, never, run_dir,
+                 EXITING if final else TRAINING],
+        tokens_per_step=1, learned=False, started=time.time(),
+    )  # fmt: skip
+    with Store(store) as st:  # what the run wrote: its start, then its final status
+        st.start_run("r", {"steps": 10})
+        if final:
+            st.set_status("r", final)
+    h.start(os.path.join(run_dir, "launch.json"))
+    try:
+        deadline = time.monotonic() + 30
+        while (read_phase(run_dir) or {}).get("pid") != h.pid:
+            assert time.monotonic() < deadline, h.log_tail()
+            time.sleep(0.02)
+        assert h.is_alive()
+        LA.terminate(h, timeout=0.5)
+        assert not h.is_alive()
+        with Store(store) as st:
+            row = st.runs().iloc[-1]
+            events = st.events("r")["kind"].tolist()
+        if final:
+            assert row["status"] == final and "terminated" not in events
+        else:
+            assert (row["status"], row["message"]) == ("failed", "terminated by the launcher")
+            assert events[-1] == "terminated"
+    finally:
+        _end(h, None)
+
+
 @pytest.mark.parametrize("case", ["died alone", "left a stray", "launched again since"])
 def test_a_search_stop_fails_the_trial_of_a_driver_that_died(tmp_path, case):
     """`fiblab.jobs.search_launch.request_stop` on a search whose driver had died answers False
