@@ -47,6 +47,7 @@ from lab.lm.typedconfig import split_overrides, with_fields
 from lab.machine.procs import parse_process_id
 from lab.store import Store
 from lab.store.connection import check_file
+from lab.store.journal import JOURNAL_NAME, read_journal, replay
 from lab.training.checkpoint import list_checkpoints
 from lab.training.phases import EXITING, STARTING, TRAINING, clear_phase, read_phase
 from lab.training.stop import STOP_FILE
@@ -293,6 +294,8 @@ def terminate(h: RunHandle, timeout: float = 10.0) -> None:
     if not h.store or not os.path.exists(h.store):
         return
     with contextlib.suppress(Exception), Store(h.store) as st:
+        if h.spec.get("ray"):  # what its killed driver had not yet copied from the task
+            _replay_journal(h, st)
         row = _store_row(h, st)  # read after the kill: nothing of the run writes it any more
         # a process killed in its exit had written its final status ("done", a served stop):
         # it keeps it (marked failed before, for a stop that came as the run finished)
@@ -303,6 +306,15 @@ def terminate(h: RunHandle, timeout: float = 10.0) -> None:
         elif _died_running(h, row):  # it had died, or died since `ran` was read
             st.set_status(h.name, "failed", "its process ended without a final status")
             st.log_event(h.name, "died", "no final status; found by fiblab.jobs.launch.terminate")
+
+
+def _replay_journal(h: RunHandle, st: Store) -> None:
+    """A Ray run's journal (written by its task) into the store, as its driver would have: a
+    driver killed after the task returned, before it copied the last lines, left "running"
+    over a run that had ended (then marked failed).  Replaying is idempotent
+    (`lab.store.journal.replay`); a missing or unreadable journal changes nothing."""
+    with contextlib.suppress(Exception):
+        replay(read_journal(os.path.join(h.run_dir, JOURNAL_NAME)), st)
 
 
 def _died_running(h: RunHandle, row: dict | None) -> bool:
@@ -340,9 +352,15 @@ def _loop_ended(h: RunHandle, row: dict | None, ph: dict | None = None) -> bool:
     store write), or the store's row ended and started by this launch (a Ray task's, replayed
     from its journal, writes no phase here).  ``ph``: the run's phase file, read if not given."""
     ph = (read_phase(h.run_dir) or {}) if ph is None else ph
-    return (ph.get("phase") == EXITING and float(ph.get("since", 0)) >= h.started - 5) or (
+    return _exit_phase_written(h, ph) or (
         (row or {}).get("status") in TERMINAL and _started_at(row) >= h.started - 5
     )
+
+
+def _exit_phase_written(h: RunHandle, ph: dict) -> bool:
+    """Whether this launch's loop wrote its exit phase, after its last store write (`launch`
+    clears an older launch's phase file)."""
+    return ph.get("phase") == EXITING and float(ph.get("since", 0)) >= h.started - 5
 
 
 def _started_at(row: dict | None) -> float:
@@ -375,7 +393,11 @@ def state(
             return "done" if status == "done" else "stopping"  # its loop is over: shutting down
         return "running" if status == "running" else "starting"
     rc = h.proc.returncode if h.proc is not None else None
-    if rc not in (None, 0):  # e.g. a resume that failed before it reached the store
+    # a non-zero exit fails the run (e.g. a resume that failed before it reached the store),
+    # unless this process's loop had written its final status and its exit phase: killed in
+    # its exit (`terminate`), or a crash in teardown after it, read "failed" in the launching
+    # kernel and that status in every other
+    if rc not in (None, 0) and not (_exit_phase_written(h, ph) and status in ("done", "stopped")):
         return "failed"
     if rc is None and not ended:  # attached, and this launch never ended its loop: the row is
         return "failed"  # a crash's, or an earlier launch's ("stopped" before a resume that died)

@@ -197,7 +197,7 @@ class RunWatch:
 
     def close(self, status: str, stopped_at: int | None) -> None:
         """Release the cores, close the bar and the sink, the run's status in the store, the
-        exit phase; a served stop request is removed last."""
+        exit phase; a stop request, served or moot, is removed last."""
         if self.share is not None:
             self.share.unregister()
         if self.bar:
@@ -212,10 +212,12 @@ class RunWatch:
             self.store.close()
         last = {} if self.last is None else {"step": self.last}
         self.phase(phases.EXITING, status=status, **last)
-        if status == "stopped" and self.main:
+        if self.main:
             # the request is served — only now: until the store and the phase say so, the STOP
             # file is what tells a watcher the run is stopping (removed earlier, a panel read
-            # "running" in that gap: a clean-clone CI run caught it)
+            # "running" in that gap: a clean-clone CI run caught it).  One that came too late
+            # (at the last step, in the final evaluation) or before a failure is moot: it goes
+            # too, or a resume from a shell stopped after its first step
             with contextlib.suppress(FileNotFoundError):
                 os.remove(os.path.join(self.run_dir, STOP_FILE))
 

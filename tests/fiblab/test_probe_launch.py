@@ -436,6 +436,23 @@ def test_a_grid_that_ends_between_the_two_reads_is_never_failed(tmp_path, monkey
     assert PL.state(h) == "stopped"  # and then with its end
 
 
+@pytest.mark.parametrize("end", ["done", "stopped", None])
+def test_a_grid_killed_after_writing_its_end_reads_its_end_where_it_was_launched(
+    tmp_path, monkeypatch, end
+):
+    """A grid killed in its exit, after it wrote how it ended (`terminate`; its SIGTERM handler
+    exits 143), read "failed" in the kernel that launched it (an exit code is known there) and
+    its end in every other.  Its end counts now; without one it is still failed.  Scripted:
+    the process gone with exit code -15, its progress as written."""
+    import types
+
+    h, _ = _scripted_grid(tmp_path)
+    h.proc = types.SimpleNamespace(returncode=-15)
+    monkeypatch.setattr(type(h), "is_alive", lambda self: False)
+    monkeypatch.setattr(PL, "_progress", lambda _h: {"lanes": 1, **({"exit": end} if end else {})})
+    assert PL.state(h) == (end or "failed")
+
+
 def test_a_resume_with_changed_settings_launches_with_them(tmp_path, monkeypatch):
     """``resume(h, jobs=2)`` must run the grid with two jobs, not the old spec again (the
     changes go over the recorded spec, not under it), and a new store or env reaches the launch;

@@ -638,7 +638,8 @@ def test_terminate_keeps_the_final_status_of_a_run_killed_in_its_exit(tmp_path, 
         st.start_run("r", {"steps": 10})
         if final:
             st.set_status("r", final)
-    h.start(os.path.join(run_dir, "launch.json"))
+    h_meta = os.path.join(run_dir, "launch.json")
+    h.start(h_meta)
     try:
         deadline = time.monotonic() + 30
         while (read_phase(run_dir) or {}).get("pid") != h.pid:
@@ -655,6 +656,53 @@ def test_terminate_keeps_the_final_status_of_a_run_killed_in_its_exit(tmp_path, 
         else:
             assert (row["status"], row["message"]) == ("failed", "terminated by the launcher")
             assert events[-1] == "terminated"
+        # the launching kernel knows the exit code (SIGTERM's); it read "failed" regardless
+        assert h.proc.returncode == -signal.SIGTERM
+        assert LA.state(h) == (final or "failed")
+        assert LA.state(LA.RunHandle(**detached.read_json(h_meta))) == (final or "failed")
+    finally:
+        _end(h, None)
+
+
+def test_terminate_writes_the_end_a_ray_runs_journal_holds(tmp_path):
+    """A `--ray` run whose task had returned (its journal says "done"; its exit phase written)
+    while its driver had not yet copied the journal's last lines into the store: a terminate
+    then marked the run failed over a clean finish.  It replays the journal first, as the
+    driver would have (`lab.store.journal.replay`), and the run reads done.  Oracle: the store's
+    row and events; the held process stands in for the driver."""
+    from lab.store import Store
+    from lab.store.journal import JOURNAL_NAME, StoreJournal
+    from lab.training.phases import EXITING, read_phase
+
+    store, runs = str(tmp_path / "s.db"), str(tmp_path / "runs")
+    run_dir = os.path.join(runs, "r")
+    os.makedirs(run_dir)
+    h = LA.RunHandle(
+        name="r", runs_dir=runs, store=store, pid=0, preset="tiny", run_dir=run_dir, steps=10,
+        command=[sys.executable, "-c", WRITES_PHASE_THEN_DIES, str(tmp_path / "never"), run_dir,
+                 EXITING],
+        tokens_per_step=1, learned=False, started=time.time(), spec={"ray": "local"},
+    )  # fmt: skip
+    task = StoreJournal(os.path.join(run_dir, JOURNAL_NAME))  # what the task wrote
+    task.start_run("r", {"steps": 10})
+    task.log_metrics("r", 10, {"loss": 2.5})
+    task.set_status("r", "done")
+    with Store(store) as st:  # what the driver had copied: the start only
+        st.start_run("r", {"steps": 10})
+    h.start(os.path.join(run_dir, "launch.json"))
+    try:
+        deadline = time.monotonic() + 30
+        while (read_phase(run_dir) or {}).get("pid") != h.pid:
+            assert time.monotonic() < deadline, h.log_tail()
+            time.sleep(0.02)
+        LA.terminate(h, timeout=0.5)
+        assert not h.is_alive()
+        with Store(store) as st:
+            row = st.runs().iloc[-1]
+            events = st.events("r")["kind"].tolist()
+            steps = st.metrics("r")["step"].tolist()
+        assert row["status"] == "done" and "terminated" not in events and steps == [10]
+        assert LA.state(h) == "done"
     finally:
         _end(h, None)
 

@@ -373,3 +373,37 @@ def test_resume_refuses_another_precision_and_the_run_records_it(runs):
         make_config("tiny", {**over, "precision": "fp32"}), resume=True, quiet=True, data=data
     )
     assert out["status"] == "done"
+
+
+def test_a_stop_request_that_comes_too_late_is_removed_with_the_run_done(runs, monkeypatch):
+    """A stop asked for in the final evaluation (after the loop's last check) cannot be served:
+    the run ends done.  Its STOP file was left behind, so the run read "stopping" to the end
+    and a later `fiblab train --resume` from a shell stopped after its first step.  The run
+    removes it at its end now.  Oracle: the folder's listing and the store's row."""
+    import lab.training.train as T
+    from lab.training.stop import STOP_FILE, request_stop
+
+    cfg = make_config(
+        "tiny", {"steps": 2, "eval_every": 0, "run_dir": str(runs), "name": "late-stop"}
+    )
+    run_dir = os.path.join(str(runs), "late-stop")
+    real = T._evaluator
+
+    def asks_in_the_final_evaluation(*a, **k):
+        evaluate = real(*a, **k)
+
+        def wrapped(step, kind, limit):
+            if step == cfg.steps:
+                request_stop(run_dir)
+                assert os.path.exists(os.path.join(run_dir, STOP_FILE))
+            return evaluate(step, kind, limit)
+
+        return wrapped
+
+    monkeypatch.setattr(T, "_evaluator", asks_in_the_final_evaluation)
+    data = prepare("bible", vocab_size=512, cache_dir=str(runs / "data"))
+    out = train(cfg, store_path=str(runs / "store.db"), quiet=True, data=data)
+    assert sorted(out["losses"]) == [1, 2]
+    assert not os.path.exists(os.path.join(run_dir, STOP_FILE))
+    with Store(runs / "store.db") as st:
+        assert st.runs().set_index("name").loc["late-stop"].status == "done"
