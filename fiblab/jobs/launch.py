@@ -25,7 +25,7 @@ evaluating) comes from the file it writes beside its checkpoints (`lab.training.
 from its own measured step and evaluation times (`fiblab.jobs.train_eta`).  The command line itself
 is built in `fiblab.jobs.train_process`.
 
-One module (480 lines): launch, state, snapshot, stop, terminate and resume all read the same
+One module (512 lines): launch, state, snapshot, stop, terminate and resume all read the same
 three records (the handle file, the store's row, the phase file) under one rule of which is
 newer; split, each part would import the others' private readers.
 """
