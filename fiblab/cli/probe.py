@@ -164,6 +164,7 @@ def cmd_probe(args) -> int:
                 live=live,
             )
     except StopRequested:
+        _ending(live)
         finished = {r["key"] for r in G.load_records(out)} & set(keys)
         msg = (
             f"stopped by request: {len(finished)} of {plural(len(keys), 'cell')} finished "
@@ -178,12 +179,24 @@ def cmd_probe(args) -> int:
             why = "ended by SIGTERM" if isinstance(e, SystemExit) else f"{type(e).__name__}: {e}"
             write_progress(live.folder, exit="failed", message=why)
         raise
+    _ending(live)
     wall = time.perf_counter() - t0
     if live is not None:
         what = f"done: {plural(len(records), 'cell')} in {wall:.0f} s"
         write_progress(live.folder, exit="done", done=len(records), message=what)
     _print_records(args, cells, records, settings, out, wall)
     return 0
+
+
+def _ending(live) -> None:
+    """The grid's work is over (every cell finished, or a stop served): a SIGTERM now
+    (`fiblab.jobs.probe_launch.terminate`, milliseconds after the stop) would end it before it
+    wrote how it ended, and a stopped grid read "failed".  Ignored from here: the end is
+    written, and the process exits, in milliseconds."""
+    if live is not None:
+        import signal
+
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def _earlier_records(out: str) -> dict[str, dict]:

@@ -11,6 +11,7 @@ again after a kernel restart and killed is here, once.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import secrets
@@ -39,6 +40,8 @@ __all__ = [
     "start",
     "write_json",
     "read_json",
+    "claim",
+    "launch_lock",
     "refuse_if_running",
     "strays",
     "job_group",
@@ -203,6 +206,34 @@ def list_handles(top: str, meta_name: str, cls) -> list:
                 except TypeError:  # another version's file: not ours to show
                     continue
     return sorted(out, key=lambda h: h.started, reverse=True)
+
+
+CLAIM_NAME = ".launching.lock"  # beside the jobs' folders: one launch at a time claims a name
+
+
+@contextlib.contextmanager
+def launch_lock(meta_path: str):
+    """An exclusive lock on launching the job whose handle file is ``meta_path`` (``flock`` on
+    `CLAIM_NAME` in the folder that holds the job's folder); it goes with the file's close, or
+    with a killed kernel.  `claim` holds it from the liveness check to the new handle file; a
+    stop's clean-up holds it to tell its launch's trials from a resume's (`search_launch`)."""
+    parent = os.path.dirname(os.path.dirname(os.path.abspath(meta_path)))
+    os.makedirs(parent, exist_ok=True)
+    with open(os.path.join(parent, CLAIM_NAME), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+@contextlib.contextmanager
+def claim(meta_path: str, what: str):
+    """Launch the job whose handle file is ``meta_path`` alone: `refuse_if_running`, then the
+    caller's writes and `Handle.start`, under `launch_lock`.  Two kernels launching one name in
+    the same milliseconds both passed the check before either wrote its handle, and two
+    processes wrote one folder; now the second waits the first one's few milliseconds, then
+    sees it running."""
+    with launch_lock(meta_path):
+        refuse_if_running(meta_path, what)
+        yield
 
 
 def refuse_if_running(meta_path: str, what: str) -> None:

@@ -25,7 +25,7 @@ evaluating) comes from the file it writes beside its checkpoints (`lab.training.
 from its own measured step and evaluation times (`fiblab.jobs.train_eta`).  The command line itself
 is built in `fiblab.jobs.train_process`.
 
-One module (512 lines): launch, state, snapshot, stop, terminate and resume all read the same
+One module (530 lines): launch, state, snapshot, stop, terminate and resume all read the same
 three records (the handle file, the store's row, the phase file) under one rule of which is
 newer; split, each part would import the others' private readers.
 """
@@ -49,7 +49,15 @@ from lab.store import Store
 from lab.store.connection import check_file
 from lab.store.journal import JOURNAL_NAME, read_journal, replay
 from lab.training.checkpoint import list_checkpoints
-from lab.training.phases import EXITING, STARTING, TRAINING, clear_phase, read_phase
+from lab.training.phases import (
+    EXITING,
+    RESUME_EVENT,
+    START_EVENT,
+    STARTING,
+    TRAINING,
+    clear_phase,
+    read_phase,
+)
 from lab.training.stop import STOP_FILE
 from lab.training.stop import request_stop as _touch_stop
 from lab.training.trainconfig import make_config
@@ -166,47 +174,47 @@ def launch(
         )
     run_dir = os.path.join(runs_dir, cfg.name)
     meta = os.path.join(run_dir, META_NAME)
-    detached.refuse_if_running(meta, f"run {cfg.name!r}")
-    if list_checkpoints(run_dir) and not resume:
-        raise ValueError(_taken(cfg.name, run_dir, store))
-    os.makedirs(run_dir, exist_ok=True)
-    stale = os.path.join(run_dir, STOP_FILE)
-    if os.path.exists(stale):  # an old request must not fire
-        os.remove(stale)
-    clear_phase(run_dir)  # nor an old process's phase be shown as this one's
-    config = os.path.abspath(os.path.join(run_dir, CONFIG_NAME))  # the process reads it
-    atomic_write(config, json.dumps(cfg.to_dict(), indent=1))
-    cmd = train_command(
-        config=config, store=store, runs_dir=None, resume=resume, nproc=nproc, ray=ray
-    )
-    spec = dict(
-        preset=preset,
-        name=cfg.name,
-        steps=steps,
-        data=data,
-        overrides=over,
-        store=store,
-        runs_dir=runs_dir,
-        nproc=nproc,
-        **({"ray": ray} if ray else {}),  # a resume goes to the same cluster
-    )
-    h = RunHandle(
-        name=cfg.name,
-        preset=preset,
-        run_dir=run_dir,
-        runs_dir=runs_dir,
-        store=store,
-        pid=-1,
-        command=cmd,
-        steps=cfg.steps,
-        tokens_per_step=cfg.tokens_per_step,
-        learned=cfg.model.learned,
-        spec=spec,
-        started=time.time(),
-        env=dict(env or {}),  # as the grid's and the search's handles record them
-        cwd=cwd,
-    )
-    h.start(meta)
+    with detached.claim(meta, f"run {cfg.name!r}"):  # alone from the check to the handle file
+        if list_checkpoints(run_dir) and not resume:
+            raise ValueError(_taken(cfg.name, run_dir, store))
+        os.makedirs(run_dir, exist_ok=True)
+        stale = os.path.join(run_dir, STOP_FILE)
+        if os.path.exists(stale):  # an old request must not fire
+            os.remove(stale)
+        clear_phase(run_dir)  # nor an old process's phase be shown as this one's
+        config = os.path.abspath(os.path.join(run_dir, CONFIG_NAME))  # the process reads it
+        atomic_write(config, json.dumps(cfg.to_dict(), indent=1))
+        cmd = train_command(
+            config=config, store=store, runs_dir=None, resume=resume, nproc=nproc, ray=ray
+        )
+        spec = dict(
+            preset=preset,
+            name=cfg.name,
+            steps=steps,
+            data=data,
+            overrides=over,
+            store=store,
+            runs_dir=runs_dir,
+            nproc=nproc,
+            **({"ray": ray} if ray else {}),  # a resume goes to the same cluster
+        )
+        h = RunHandle(
+            name=cfg.name,
+            preset=preset,
+            run_dir=run_dir,
+            runs_dir=runs_dir,
+            store=store,
+            pid=-1,
+            command=cmd,
+            steps=cfg.steps,
+            tokens_per_step=cfg.tokens_per_step,
+            learned=cfg.model.learned,
+            spec=spec,
+            started=time.time(),
+            env=dict(env or {}),  # as the grid's and the search's handles record them
+            cwd=cwd,
+        )
+        h.start(meta)
     return h
 
 
@@ -337,9 +345,19 @@ def _died_running(h: RunHandle, row: dict | None) -> bool:
 
 
 def _store_row(h: RunHandle, st: Store) -> dict | None:
+    """The run's row, with ``began_at``: when its latest attempt's loop began (its last start
+    or resume event; the row's ``started_at`` where it logged none).  ``started_at`` alone
+    cannot say it: a resume keeps the first one, so a resumed run's final status read as an
+    earlier attempt's (killed in its exit, a finished resume was marked failed)."""
     runs = st.runs()
     row = runs[runs["name"] == h.name]
-    return None if row.empty else row.iloc[-1].to_dict()
+    if row.empty:
+        return None
+    out = row.iloc[-1].to_dict()
+    ev = st.events(h.name)
+    began = ev[ev["kind"].isin((START_EVENT, RESUME_EVENT))]["time"]
+    out["began_at"] = began.iloc[-1] if len(began) else out.get("started_at")
+    return out
 
 
 def _last_event(h: RunHandle, st: Store) -> str | None:
@@ -349,11 +367,11 @@ def _last_event(h: RunHandle, st: Store) -> str | None:
 
 def _loop_ended(h: RunHandle, row: dict | None, ph: dict | None = None) -> bool:
     """Whether this launch's training loop is over: its exit phase (written after its last
-    store write), or the store's row ended and started by this launch (a Ray task's, replayed
+    store write), or the store's row ended and begun by this launch (a Ray task's, replayed
     from its journal, writes no phase here).  ``ph``: the run's phase file, read if not given."""
     ph = (read_phase(h.run_dir) or {}) if ph is None else ph
     return _exit_phase_written(h, ph) or (
-        (row or {}).get("status") in TERMINAL and _started_at(row) >= h.started - 5
+        (row or {}).get("status") in TERMINAL and _began_at(row) >= h.started - 5
     )
 
 
@@ -363,10 +381,10 @@ def _exit_phase_written(h: RunHandle, ph: dict) -> bool:
     return ph.get("phase") == EXITING and float(ph.get("since", 0)) >= h.started - 5
 
 
-def _started_at(row: dict | None) -> float:
-    """When the row's run last went 'running' (epoch seconds; 0 when never)."""
+def _began_at(row: dict | None) -> float:
+    """When the row's run last began a loop (`_store_row`; epoch seconds; 0 when never)."""
     try:
-        return float((row or {})["started_at"].timestamp())
+        return float((row or {})["began_at"].timestamp())
     except (KeyError, AttributeError, TypeError, ValueError):  # no row, None, NaT
         return 0.0
 
@@ -394,10 +412,10 @@ def state(
         return "running" if status == "running" else "starting"
     rc = h.proc.returncode if h.proc is not None else None
     # a non-zero exit fails the run (e.g. a resume that failed before it reached the store),
-    # unless this process's loop had written its final status and its exit phase: killed in
-    # its exit (`terminate`), or a crash in teardown after it, read "failed" in the launching
+    # unless this launch's loop had written its final status (`_loop_ended`): killed in its
+    # exit (`terminate`), or a crash in teardown after it, read "failed" in the launching
     # kernel and that status in every other
-    if rc not in (None, 0) and not (_exit_phase_written(h, ph) and status in ("done", "stopped")):
+    if rc not in (None, 0) and not (ended and status in ("done", "stopped")):
         return "failed"
     if rc is None and not ended:  # attached, and this launch never ended its loop: the row is
         return "failed"  # a crash's, or an earlier launch's ("stopped" before a resume that died)

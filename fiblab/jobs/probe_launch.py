@@ -240,34 +240,34 @@ def launch_grid(
     name = folder_name(name or default_name(spec, runs_dir), "grid", "marked-quick")
     folder = os.path.join(grids_dir(runs_dir), name)
     meta = os.path.join(folder, META_NAME)
-    detached.refuse_if_running(meta, f"probe grid {name!r}")
-    old = detached.read_json(meta)
-    if old is not None and not same_grid(old, spec):
-        raise ValueError(
-            f"probe grid {name!r} already exists with other settings "
-            f"({GridSpec.from_dict(old.get('spec', {})).describe()}): choose another name, "
-            f"or attach it to see it"
+    with detached.claim(meta, f"probe grid {name!r}"):  # alone from the check to the handle file
+        old = detached.read_json(meta)
+        if old is not None and not same_grid(old, spec):
+            raise ValueError(
+                f"probe grid {name!r} already exists with other settings "
+                f"({GridSpec.from_dict(old.get('spec', {})).describe()}): choose another name, "
+                f"or attach it to see it"
+            )
+        os.makedirs(folder, exist_ok=True)
+        LV.clear(folder)  # an old stop request must not fire, old live files must not show
+        adopt_records(os.path.join(folder, RESULTS_NAME), spec, runs_dir)
+        cmd = grid_command(spec, os.path.join(folder, RESULTS_NAME), folder, store or "")
+        h = GridHandle(
+            name=name,
+            grid_dir=folder,
+            runs_dir=runs_dir,
+            store=store or "",
+            pid=-1,
+            command=cmd,
+            spec=spec.to_dict(),
+            keys=keys,
+            depths=[c.depth for c in cells],
+            steps=settings.steps,
+            started=time.time(),
+            env=dict(env or {}),
+            cwd=cwd,
         )
-    os.makedirs(folder, exist_ok=True)
-    LV.clear(folder)  # an old stop request must not fire, old live files must not show
-    adopt_records(os.path.join(folder, RESULTS_NAME), spec, runs_dir)
-    cmd = grid_command(spec, os.path.join(folder, RESULTS_NAME), folder, store or "")
-    h = GridHandle(
-        name=name,
-        grid_dir=folder,
-        runs_dir=runs_dir,
-        store=store or "",
-        pid=-1,
-        command=cmd,
-        spec=spec.to_dict(),
-        keys=keys,
-        depths=[c.depth for c in cells],
-        steps=settings.steps,
-        started=time.time(),
-        env=dict(env or {}),
-        cwd=cwd,
-    )
-    h.start(meta)
+        h.start(meta)
     return h
 
 

@@ -217,17 +217,17 @@ def launch_search(
         )
     check_ray_args(args)  # --ray reachable, --jobs/--ray-parallel that fit with it
     build_config(args)  # a ValueError (bad space, objective…) before starting
-    detached.refuse_if_running(meta, f"search {name!r}")
-    old = detached.read_json(meta)
-    if old is not None and (old.get("space"), old.get("objectives")) != (space, objectives):
-        raise ValueError(
-            f"search {name!r} already exists for {old.get('space')} / "
-            f"{'+'.join(old.get('objectives') or [])}: choose another name, or attach it"
-        )
-    os.makedirs(folder, exist_ok=True)
-    if os.path.exists(h.stop_path):
-        os.remove(h.stop_path)  # an old stop request must not mark this launch stopped
-    h.start(meta)
+    with detached.claim(meta, f"search {name!r}"):  # alone from the check to the handle file
+        old = detached.read_json(meta)
+        if old is not None and (old.get("space"), old.get("objectives")) != (space, objectives):
+            raise ValueError(
+                f"search {name!r} already exists for {old.get('space')} / "
+                f"{'+'.join(old.get('objectives') or [])}: choose another name, or attach it"
+            )
+        os.makedirs(folder, exist_ok=True)
+        if os.path.exists(h.stop_path):
+            os.remove(h.stop_path)  # an old stop request must not mark this launch stopped
+        h.start(meta)
     return h
 
 
@@ -337,17 +337,21 @@ def request_stop(h: SearchHandle, timeout: float = 10.0) -> bool:
     ran = h.is_alive()
     if ran:
         write_stop(h.folder)
-    ended = h.kill(timeout) or ran
-    _fail_abandoned(h, ours=ended or h.is_latest(os.path.join(h.folder, META_NAME)))
+    h.kill(timeout)
+    meta = os.path.join(h.folder, META_NAME)
+    # no launch between "is it ours" and the clean-up: a resume from another kernel in that
+    # moment asked a trial this stop then failed (it waits on the lock for these milliseconds)
+    with detached.launch_lock(meta):
+        _fail_abandoned(h, ours=h.is_latest(meta))
     return ran
 
 
 def _fail_abandoned(h: SearchHandle, ours: bool) -> list[int]:
     """The trials the stopped process left running, told FAIL now (in the study and the
     store), so the panel never shows a stopped search with a trial "running": those whose
-    recorded driver has gone, and, when they are this launch's (``ours``: this stop ended it,
-    or no later launch has rewritten its handle file), those asked since it started but left
-    before their driver was recorded (a later launch's must be left alone)."""
+    recorded driver has gone, and, when they are this launch's (``ours``: no later launch has
+    rewritten its handle file), those asked since it started but left before their driver was
+    recorded (a later launch's must be left alone)."""
     from analysis.experiments.search.search import (
         DRIVER_ATTR,
         fail_abandoned,

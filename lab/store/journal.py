@@ -9,7 +9,10 @@ folder, on the storage the nodes share), appended durably, so a retried task (a 
 to the lines of its earlier attempt.  `replay` then writes them into a `lab.store.Store`:
 metrics, evaluations and α are upserts (replaying twice changes nothing), and events already in
 the store for the run (an earlier, interrupted replay of the same journal) are not appended
-again, so nothing is duplicated or lost.
+again, so nothing is duplicated or lost.  Each line carries when its call was made (``t``), and
+a replayed start, status or event is stamped with that time: a resumed run's driver replays
+the earlier attempt's lines too, and stamped "now" they looked like this attempt's (its row
+restarted and ended as the resume began: "stopping" in every view).
 """
 
 from __future__ import annotations
@@ -22,10 +25,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from lab.store.evalkind import modern_text
+from lab.store.writers import utc_now
 from lab.util.jsonio import append_line
 
 JOURNAL_NAME = "store-journal.jsonl"
 METHODS = ("start_run", "set_status", "log_metrics", "log_eval", "log_alphas", "log_event")
+STAMPED = ("start_run", "set_status", "log_event")  # the store writes that stamp a time (``at``)
 
 
 def _plain(x: Any) -> Any:
@@ -43,13 +48,18 @@ def _plain(x: Any) -> Any:
 
 class StoreJournal:
     """The write methods `lab.training.train.train` calls on a store, appended to ``path`` as
-    ``{"call": method, "args": [...], "kwargs": {...}}`` lines."""
+    ``{"call": method, "args": [...], "kwargs": {...}, "t": ISO time}`` lines."""
 
     def __init__(self, path: str):
         self.path = os.fspath(path)
 
     def _log(self, method: str, *args: Any, **kwargs: Any) -> None:
-        line = {"call": method, "args": _plain(list(args)), "kwargs": _plain(kwargs)}
+        line = {
+            "call": method,
+            "args": _plain(list(args)),
+            "kwargs": _plain(kwargs),
+            "t": utc_now(),
+        }
         append_line(self.path, json.dumps(line, default=str))
 
     def start_run(self, name: str, config: Mapping[str, Any], **kwargs: Any) -> None:
@@ -139,6 +149,8 @@ def replay(entries: list[dict], store, start: int = 0) -> int:
             args[2] = _nan(args[2])
         if e["call"] == "log_eval" and "kind" in kwargs:  # a journal from before schema 4
             kwargs["kind"] = modern_text(kwargs["kind"])
+        if e["call"] in STAMPED and e.get("t"):  # when it happened (lines before 2026-12: now)
+            kwargs["at"] = e["t"]
         getattr(store, e["call"])(*args, **kwargs)
         written += 1
     return written

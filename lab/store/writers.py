@@ -21,8 +21,23 @@ from lab.store.connection import StoreConnection
 STATUSES = ("pending", "running", "done", "failed", "stopped")
 
 
-def _now() -> str:
+def utc_now() -> str:
+    """Now as the store writes times: ISO-8601, UTC, microseconds."""
     return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def _stamp(at: str | None) -> str:
+    """``at`` (an ISO-8601 time with its zone: when a journal's call was made, `lab.store.journal`)
+    as the store writes times; now when None."""
+    if at is None:
+        return utc_now()
+    try:
+        t = datetime.fromisoformat(str(at))
+    except ValueError:
+        t = None
+    if t is None or t.tzinfo is None:
+        raise ValueError(f"at must be an ISO-8601 time with its zone, got {at!r}")
+    return t.astimezone(timezone.utc).isoformat(timespec="microseconds")
 
 
 def _json_default(obj: Any) -> Any:
@@ -78,12 +93,15 @@ class StoreWriters(StoreConnection):
         run_dir: str | os.PathLike | None = None,
         git_rev: str | None = None,
         resume: bool = False,
+        at: str | None = None,
     ) -> int:
         """Create run ``name`` (or restart it: same row, new config) with status 'running'.
 
         ``resume=True`` continues the run from a checkpoint: its first ``started_at`` is kept
         (a restart from scratch stamps a new one).  ``git_rev`` defaults to this checkout's
-        commit (None outside git).  Returns the run's id.
+        commit (None outside git).  ``at``: when the start happened (a journal's replay passes
+        the line's time, so a replayed old start does not look new); default now.  Returns the
+        run's id.
 
         Two writers starting the same name (two processes, or two Store objects) share this
         one row: the later start's config wins, their metrics / evaluations / α at the same key
@@ -98,7 +116,7 @@ class StoreWriters(StoreConnection):
         seed_ = None if seed is None else _int(seed, "seed")
         rev = git_rev if git_rev is not None else self._default_git_rev()
         rd = None if run_dir is None else os.fspath(run_dir)
-        now = _now()
+        now = _stamp(at)
         with self._write() as conn:
             conn.execute(
                 """INSERT INTO runs (name, kind, status, config_json, preset, seed, git_rev,
@@ -116,14 +134,17 @@ class StoreWriters(StoreConnection):
             )
             return self._run_id(conn, name)
 
-    def set_status(self, name: str, status: str, message: str | None = None) -> None:
+    def set_status(
+        self, name: str, status: str, message: str | None = None, at: str | None = None
+    ) -> None:
         """Set a run's status; 'running' stamps started_at, 'done'/'failed' stamp finished_at.
 
-        ``message`` (e.g. the failure reason) replaces the run's message when given.
+        ``message`` (e.g. the failure reason) replaces the run's message when given; ``at`` is
+        the stamp's time (as `start_run`'s; default now).
         """
         if status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
-        now = _now()
+        now = _stamp(at)
         started = "?" if status == "running" else "started_at"
         finished = (
             "?"
@@ -198,7 +219,7 @@ class StoreWriters(StoreConnection):
                     loss_,
                     _real(ppl, "perplexity"),
                     tokens_,
-                    _now(),
+                    utc_now(),
                 ),
             )
         return ppl
@@ -258,7 +279,7 @@ class StoreWriters(StoreConnection):
                 if k not in ("acc", "trajectory", "loss", "alphas", "seconds")
             }
         )
-        now = _now()
+        now = utc_now()
         with self._write() as conn:
             row = conn.execute("SELECT kind FROM runs WHERE name = ?", (name,)).fetchone()
             if row is not None and row[0] != "probe":
@@ -335,7 +356,7 @@ class StoreWriters(StoreConnection):
             _int(r["version"], "version"),
             _dumps(dict(r["settings"])),
             _dumps({str(k): _real(v, f"accuracy at {k}") for k, v in dict(r["by_length"]).items()}),
-            _now(),
+            utc_now(),
         )
         with self._write() as conn:
             rid = self._run_id(conn, run)
@@ -355,12 +376,16 @@ class StoreWriters(StoreConnection):
                 (rid, *row),
             )
 
-    def log_event(self, run: str | None, kind: str, message: str | None = None) -> int:
-        """Append an event for ``run`` (None: a store-wide event); returns its id."""
+    def log_event(
+        self, run: str | None, kind: str, message: str | None = None, at: str | None = None
+    ) -> int:
+        """Append an event for ``run`` (None: a store-wide event) at ``at`` (as `start_run`'s;
+        default now); returns its id."""
+        stamp = _stamp(at)
         with self._write() as conn:
             rid = None if run is None else self._run_id(conn, run)
             cur = conn.execute(
                 "INSERT INTO events (run_id, time, kind, message) VALUES (?, ?, ?, ?)",
-                (rid, _now(), kind, message),
+                (rid, stamp, kind, message),
             )
             return int(cur.lastrowid)

@@ -41,6 +41,11 @@ EVALUATING = "evaluating"
 FINAL_EVAL = "final evaluation"
 EXITING = "exiting"  # the loop is over (``status`` says how); the process is shutting down
 
+# the store events a loop logs as it begins (`lab.training.watch`): the last one's time is when
+# the run's latest attempt began (a resume keeps the row's first ``started_at``), which a
+# launcher needs to tell this attempt's final status from an earlier one's
+START_EVENT, RESUME_EVENT = "start", "resume"
+
 __all__ = [
     "PHASE_FILE",
     "STARTING",
@@ -52,6 +57,8 @@ __all__ = [
     "EVALUATING",
     "FINAL_EVAL",
     "EXITING",
+    "START_EVENT",
+    "RESUME_EVENT",
     "write_phase",
     "beat",
     "read_phase",

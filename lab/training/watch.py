@@ -85,7 +85,8 @@ class RunWatch:
                 run_dir=self.run_dir,
                 resume=start > 0,  # a resumed run keeps its first started_at
             )
-            self.store.log_event(cfg.name, "resume" if start else "start", f"step {start}")
+            began = phases.RESUME_EVENT if start else phases.START_EVENT
+            self.store.log_event(cfg.name, began, f"step {start}")
         os.makedirs(self.run_dir, exist_ok=True)
         with open(os.path.join(self.run_dir, "config.json"), "w") as f:
             jsonio.dump(cfg.to_dict(), f, indent=1, default=str)

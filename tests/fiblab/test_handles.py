@@ -201,6 +201,59 @@ def test_a_name_whose_process_still_runs_is_not_launched_twice(tmp_path, kind):
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_two_kernels_launching_one_name_at_once_start_one_process(tmp_path, monkeypatch, kind):
+    """Two launches of one name in the same milliseconds (two notebook tabs, a double click)
+    both passed the liveness check before either wrote its handle file, and two processes
+    wrote one folder.  The check and the handle file now share one lock
+    (`fiblab.jobs.detached.claim`).  The window between them is widened here (0.5 s in
+    `Handle.start` before the process starts), so the old code started two every time.
+    Oracle: the processes that ran (each appends its PID to a file) and the second's error."""
+    import threading
+    import time
+
+    ran = tmp_path / "ran"
+    sleeper = [sys.executable, "-c",
+               f"import os, time; open({str(ran)!r}, 'a').write(f'{{os.getpid()}}\\n'); "
+               "time.sleep(60)"]  # fmt: skip
+    start = detached.Handle.start
+
+    def slow_start(self, meta_path):
+        time.sleep(0.5)
+        self.command = sleeper
+        start(self, meta_path)
+
+    monkeypatch.setattr(detached.Handle, "start", slow_start)
+    _, launch, _ = _launcher(kind, str(tmp_path))
+    barrier, out = threading.Barrier(2), []
+
+    def one():
+        barrier.wait()
+        try:
+            out.append(launch(env=ENV))
+        except ValueError as e:
+            out.append(e)
+
+    threads = [threading.Thread(target=one) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    handles = [h for h in out if isinstance(h, detached.Handle)]
+    try:
+        errors = [str(e) for e in out if isinstance(e, ValueError)]
+        assert len(handles) == 1 and len(errors) == 1, out
+        assert re.search(r"already running \(pid \d+\)", errors[0]), errors[0]
+        deadline = time.monotonic() + 30
+        while not ran.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # a second process, had one started, has written by now
+        assert [int(p) for p in ran.read_text().split()] == [handles[0].pid]
+    finally:
+        for h in handles:
+            h.kill(timeout=5)
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_a_stop_request_left_from_before_does_not_reach_the_new_process(tmp_path, kind):
     """A STOP left in the folder (asked after the last process had already ended) would stop
     the new launch at its first check, reading "stopping" at once: each launch removes it."""

@@ -475,3 +475,66 @@ def test_a_resume_with_changed_settings_launches_with_them(tmp_path, monkeypatch
         with pytest.raises(ValueError, match=rf"cannot change {next(iter(wrong))}: it may"):
             PL.resume(h, **wrong)
     assert seen == {}
+
+
+# a grid process whose stop is served at once, held inside its stop's handling before it
+# writes how it ended (argv 1: the word that lets it go on; argv 2: where it says it is held;
+# the rest: the grid's command line)
+HELD_IN_ITS_STOP = """
+import os, sys, time
+from fiblab.cli import main
+from probes import grid as G
+from probes.live import StopRequested
+
+go, held = sys.argv[1], sys.argv[2]
+real = G.load_records
+
+def stopped(*a, **k):
+    G.load_records = slow  # what the stop's handling reads first
+    raise StopRequested("stop requested at step 3")
+
+def slow(path):
+    open(held, "w").close()
+    while not os.path.exists(go):
+        time.sleep(0.01)
+    return real(path)
+
+G.run_grid = stopped
+sys.exit(main(sys.argv[3:]))
+"""
+
+
+def test_a_grid_terminated_while_it_writes_its_stop_reads_stopped(tmp_path):
+    """A terminate that lands while a grid serves a stop (after its stop, before it wrote
+    "stopped": milliseconds) ended it by its SIGTERM handler with no end written, and the
+    stopped grid read "failed".  Once its work is over the grid ignores SIGTERM: it writes
+    its end and exits.  The process is held inside that window, so the signal always lands
+    there.  Oracle: the progress file's end and `state`, in this kernel and a fresh one."""
+    spec = GridSpec(scale="tiny", mechanisms=("blur",), depths=(2,), seeds=(0,), steps=5)
+    folder = tmp_path / PL.GRIDS_DIR / "g"
+    folder.mkdir(parents=True)
+    cmd = PL.grid_command(spec, str(folder / PL.RESULTS_NAME), str(folder))
+    go, held = str(tmp_path / "go"), str(tmp_path / "held")
+    h = PL.GridHandle(
+        name="g", grid_dir=str(folder), runs_dir=str(tmp_path), store="", pid=-1,
+        command=[sys.executable, "-c", HELD_IN_ITS_STOP, go, held, *cmd[3:]],
+        spec=spec.to_dict(), keys=spec.keys(), depths=[2, 2], steps=5, started=time.time(),
+    )  # fmt: skip
+    meta = str(folder / PL.META_NAME)
+    h.start(meta)
+    try:
+        deadline = time.monotonic() + 60
+        while not os.path.exists(held):
+            assert time.monotonic() < deadline and h.is_alive(), h.log_tail()
+            time.sleep(0.02)
+        os.killpg(h.pid, 15)  # `terminate`'s SIGTERM, inside the window
+        time.sleep(0.3)  # its handler has run by now, had it one
+        with open(go, "w"):
+            pass
+        h.proc.wait(timeout=60)
+        assert PL.state(h) == "stopped", (h.proc.returncode, PL._progress(h), h.log_tail())
+        assert PL.state(PL.GridHandle(**json.load(open(meta)))) == "stopped"
+        assert "stopped by request: 0 of 2 cells finished" in h.log_tail()
+    finally:
+        if h.proc.poll() is None:
+            h.proc.kill()

@@ -254,6 +254,32 @@ def test_a_replay_keeps_every_journal_event_beside_events_written_by_others(tmp_
     assert kinds == ["start", "note", "terminated", "resume", "start"]
 
 
+def test_a_replay_stamps_each_line_with_when_it_was_written(tmp_path):
+    """A journal line carries its call's time; replayed, a start, status or event is stamped
+    with it, not with the replay's (a resumed run's driver replays the earlier attempt's lines:
+    stamped "now" they read as this attempt's; `fiblab.jobs.launch` then said "stopping").
+    Lines from before (no time) are stamped at the replay, as they were."""
+    import pandas as pd
+
+    j = StoreJournal(str(tmp_path / "j.jsonl"))
+    j.start_run("r", {"x": 1}, kind="lm", seed=0, resume=False)
+    j.log_event("r", "start", "step 0")
+    j.set_status("r", "stopped", "by request")
+    entries = read_journal(j.path)
+    when = [pd.Timestamp(e["t"]) for e in entries]
+    assert when == sorted(when) and len(set(when)) == 3
+    with Store(str(tmp_path / "s.db")) as st:
+        replay(entries, st)
+        replay(entries, st)  # a resumed run's driver, later: nothing moves
+        row, ev = st.runs().iloc[0], st.events("r")
+        assert (row["started_at"], ev["time"].tolist()) == (when[0], [when[1]])
+    old = [{k: v for k, v in e.items() if k != "t"} for e in entries]
+    with Store(str(tmp_path / "old.db")) as st:
+        before = pd.Timestamp.now(tz="UTC")
+        replay(old, st)
+        assert st.runs().iloc[0]["started_at"] >= before
+
+
 def test_a_journal_from_before_schema_4_replays_with_todays_kind_words(tmp_path):
     """A journal written when the store said 'full' / 'frozen' replays as 'recompute' /
     'freeze', and its final perplexity is still found."""

@@ -707,6 +707,130 @@ def test_terminate_writes_the_end_a_ray_runs_journal_holds(tmp_path):
         _end(h, None)
 
 
+def _earlier(seconds: float) -> str:
+    """An ISO time ``seconds`` ago: when an earlier attempt of the run wrote its rows."""
+    from datetime import datetime, timedelta, timezone
+
+    return (datetime.now(timezone.utc) - timedelta(seconds=seconds)).isoformat()
+
+
+@pytest.mark.parametrize("final", ["done", "stopped"])
+def test_a_resume_killed_between_its_final_status_and_its_exit_phase_keeps_its_end(tmp_path, final):
+    """A resumed run killed after its loop wrote its final status, before its exit phase: the
+    row's ``started_at`` is the first attempt's (a resume keeps it), so that end read as the
+    earlier attempt's — `terminate` marked the finished resume "failed · terminated by the
+    launcher".  The resume's own "resume" event dates this attempt now (`_store_row`'s
+    ``began_at``).  The process is held with its phase "training", so the kill always lands in
+    that window.  Oracle: the store's row and events, and `state` in both kernels."""
+    from lab.store import Store
+    from lab.training.phases import TRAINING, read_phase
+
+    store, runs = str(tmp_path / "s.db"), str(tmp_path / "runs")
+    run_dir = os.path.join(runs, "r")
+    os.makedirs(run_dir)
+    with Store(store) as st:  # the first attempt, ten minutes ago: started, stopped by request
+        st.start_run("r", {"steps": 10}, at=_earlier(600))
+        st.log_event("r", "start", "step 0", at=_earlier(600))
+        st.set_status("r", "stopped", "stopped at step 4 by request", at=_earlier(590))
+    h = LA.RunHandle(
+        name="r", runs_dir=runs, store=store, pid=0, preset="tiny", run_dir=run_dir, steps=10,
+        command=[sys.executable, "-c", WRITES_PHASE_THEN_DIES, str(tmp_path / "never"), run_dir,
+                 TRAINING],
+        tokens_per_step=1, learned=False, started=time.time(),
+    )  # fmt: skip
+    meta = os.path.join(run_dir, "launch.json")
+    h.start(meta)
+    try:
+        deadline = time.monotonic() + 30
+        while (read_phase(run_dir) or {}).get("pid") != h.pid:
+            assert time.monotonic() < deadline, h.log_tail()
+            time.sleep(0.02)
+        with Store(store) as st:  # what the resume wrote, up to its final status
+            st.start_run("r", {"steps": 10}, resume=True)
+            st.log_event("r", "resume", "step 4")
+            st.set_status("r", final)
+        # alive, its loop over: shutting down ("done" says so for a finished run)
+        assert LA.state(h) == ("done" if final == "done" else "stopping")
+        LA.terminate(h, timeout=0.5)
+        assert not h.is_alive() and h.proc.returncode == -signal.SIGTERM
+        with Store(store) as st:
+            row = st.runs().iloc[-1]
+            events = st.events("r")["kind"].tolist()
+        assert row["status"] == final and "terminated" not in events
+        assert LA.state(h) == final
+        assert LA.state(LA.RunHandle(**detached.read_json(meta))) == final
+    finally:
+        _end(h, None)
+
+
+def test_a_resumed_ray_run_reads_starting_until_its_task_begins(tmp_path):
+    """A resumed `--ray` run's driver replays the task's journal from its first line, the
+    earlier attempt's start and stop among them.  Stamped at the replay, they looked like this
+    launch's: the row "started" and "stopped" as the resume began, and every view read
+    "stopping" until the new task's first lines came.  The journal's times go with its lines
+    now.  Oracle: `state` at each stage of what the driver has replayed (a held process
+    stands in for the driver), and the row's ``started_at`` (the first attempt's)."""
+    import pandas as pd
+
+    from lab.store import Store
+    from lab.store.journal import JOURNAL_NAME, StoreJournal, read_journal, replay
+
+    store, runs = str(tmp_path / "s.db"), str(tmp_path / "runs")
+    run_dir = os.path.join(runs, "r")
+    os.makedirs(run_dir)
+    path = os.path.join(run_dir, JOURNAL_NAME)
+    task = StoreJournal(path)  # the first attempt's task
+    task.start_run("r", {"steps": 10}, kind="lm", resume=False)
+    task.log_event("r", "start", "step 0")
+    task.log_metrics("r", 4, {"loss": 2.5})
+    task.log_event("r", "stopped", "stopped at step 4 by request")
+    task.set_status("r", "stopped", "stopped at step 4 by request")
+    lines = read_journal(path)
+    for e in lines:  # ... ten minutes ago
+        e["t"] = _earlier(600)
+    with open(path, "w") as f:
+        f.writelines(json.dumps(e) + "\n" for e in lines)
+    with Store(store) as st:  # the first driver copied it all
+        replay(read_journal(path), st)
+        first = st.runs().iloc[-1]["started_at"]
+    go = str(tmp_path / "go")
+    h = LA.RunHandle(
+        name="r", runs_dir=runs, store=store, pid=0, preset="tiny", run_dir=run_dir, steps=10,
+        command=[sys.executable, "-c", WAITS_THEN_EXITS, go], tokens_per_step=1,
+        learned=False, started=time.time(), spec={"ray": "local"},
+    )  # fmt: skip
+    meta = os.path.join(run_dir, "launch.json")
+    h.start(meta)
+    try:
+
+        def driver_polls() -> str:
+            with Store(store) as st:
+                replay(read_journal(path), st)
+            return LA.state(h)
+
+        assert driver_polls() == "starting"  # was "stopping": the old lines re-stamped
+        with Store(store) as st:
+            assert st.runs().iloc[-1]["started_at"] == first == pd.Timestamp(_at(lines[0]))
+        task.start_run("r", {"steps": 10}, kind="lm", resume=True)  # the resumed task
+        task.log_event("r", "resume", "step 4")
+        assert driver_polls() == "running"
+        task.set_status("r", "done")
+        assert driver_polls() == "done"  # its loop over, the driver still shutting down
+        with open(go, "w"):
+            pass
+        h.proc.wait(timeout=30)
+        assert LA.state(h) == "done" and h.proc.returncode == 3  # the launching kernel
+        assert LA.state(LA.RunHandle(**detached.read_json(meta))) == "done"
+    finally:
+        _end(h, None)
+
+
+def _at(entry: dict):
+    from datetime import datetime
+
+    return datetime.fromisoformat(entry["t"])
+
+
 @pytest.mark.parametrize("case", ["died alone", "left a stray", "launched again since"])
 def test_a_search_stop_fails_the_trial_of_a_driver_that_died(tmp_path, case):
     """`fiblab.jobs.search_launch.request_stop` on a search whose driver had died answers False
@@ -754,3 +878,59 @@ def test_a_search_stop_fails_the_trial_of_a_driver_that_died(tmp_path, case):
         assert states[unmarked.number] == want
     finally:
         _end(h, child)
+
+
+def test_a_resume_launched_during_a_search_stops_clean_up_keeps_its_trial(tmp_path, monkeypatch):
+    """A search's stop kills its process, then fails the trials it left "running".  A resume
+    from another kernel landing in between (its handle written, its first trial asked before
+    its driver is recorded) had that trial failed too: the stop counted every trial asked
+    since its own launch as its own.  The clean-up now holds the launch lock
+    (`detached.launch_lock`), so the resume waits for it.  The window is widened here: the
+    clean-up's study read lets the other kernel go first, for up to 0.5 s.  Oracle: the
+    study's trial states."""
+    import socket
+    import threading
+
+    optuna = pytest.importorskip("optuna")
+    from analysis.experiments.search.search import DRIVER_ATTR
+    from fiblab.jobs import search_launch as SL
+    from lab.machine.procs import process_id
+
+    folder, go = str(tmp_path / "s"), str(tmp_path / "never")
+    meta = os.path.join(folder, "search.json")
+    h = SL.SearchHandle(
+        name="s", runs_dir=str(tmp_path), store="", pid=0, folder=folder, space="coarse",
+        objectives=["ppl"], trials=2, seed=0, storage="",
+        command=[sys.executable, "-c", WAITS_THEN_EXITS, go], started=time.time() - 1,
+    )  # fmt: skip
+    h.start(meta)
+    h.storage = "sqlite:///" + os.path.join(folder, SL.STUDY_DB)
+    detached.write_json(meta, h.to_json())
+    study = optuna.create_study(study_name="s", storage=h.storage)
+    trial = study.ask()  # the stopped search's trial in flight, its driver recorded
+    trial.set_user_attr(DRIVER_ATTR, f"{socket.gethostname()}:{process_id(h.pid)}")
+    later = []
+
+    def second_kernel():  # a resume: its handle, then its process asks a trial
+        with detached.claim(meta, "search 's'"):
+            detached.write_json(meta, {**h.to_json(), "started": time.time()})
+        later.append(optuna.load_study(study_name="s", storage=h.storage).ask().number)
+
+    other = threading.Thread(target=second_kernel)
+    real = SL.load_study
+
+    def read_while_another_kernel_launches(hh, storage=None):
+        if not other.is_alive() and not later:
+            other.start()
+            other.join(0.5)  # the resume lands now, unless it must wait for the stop
+        return real(hh, storage)
+
+    monkeypatch.setattr(SL, "load_study", read_while_another_kernel_launches)
+    try:
+        assert SL.request_stop(h, timeout=5) is True and not h.is_alive()
+        other.join(30)
+        states = {t.number: t.state for t in real(h).trials}
+        assert states[trial.number] == optuna.trial.TrialState.FAIL
+        assert states[later[0]] == optuna.trial.TrialState.RUNNING  # the resume's, left alone
+    finally:
+        _end(h, None)

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -186,20 +187,28 @@ def test_evals_left_counts_the_multiples_below_the_last_step():
     assert [evals_left(0, 12, 6), evals_left(5, 300, 100), evals_left(7, 300, 0)] == [1, 2, 0]
 
 
-def _fake_run(tmp_path, status):
-    """A store with run 'fake': a first process trained steps 10–40 and was stopped, a second
-    one started at step 40 and logged 50–70; a `sleep` stands in for the live process."""
+def _fake_run(tmp_path, status, resumed=True):
+    """A store with run 'fake': a first process (ten minutes ago) trained steps 10–40 and was
+    stopped, a second one resumed at step 40 and logged 50–70, then wrote ``status``; a `sleep`
+    stands in for the live process.  ``resumed=False``: the second one died before it reached
+    the store, and ``status`` is the first one's."""
     store = str(tmp_path / "store.db")
+    then = (datetime.now(timezone.utc) - timedelta(minutes=10)).isoformat()
     with Store(store) as st:
-        st.start_run("fake", {"steps": 100}, kind="lm")
+        st.start_run("fake", {"steps": 100}, kind="lm", at=then)
+        st.log_event("fake", "start", "step 0", at=then)
         for step, rate in [(10, 500), (20, 1000), (30, 1000), (40, 1000)]:  # first process
             st.log_metrics("fake", step, {"loss": 5.0, "tokens_per_s": rate})
         st.log_metrics("fake", 20, {"eval_s": 4.0})
         st.log_metrics("fake", 40, {"eval_s": 6.0})
-        for step, rate in [(50, 100), (60, 2000), (70, 4000)]:  # second: 50 holds the kernel build
-            st.log_metrics("fake", step, {"loss": 4.0, "tokens_per_s": rate})
-        st.log_metrics("fake", 60, {"eval_s": 3.0})
-        st.set_status("fake", status)
+        st.set_status("fake", "stopped" if resumed else status, at=then)
+        if resumed:
+            st.start_run("fake", {"steps": 100}, kind="lm", resume=True)
+            st.log_event("fake", "resume", "step 40")
+            for step, rate in [(50, 100), (60, 2000), (70, 4000)]:  # 50 holds the kernel build
+                st.log_metrics("fake", step, {"loss": 4.0, "tokens_per_s": rate})
+            st.log_metrics("fake", 60, {"eval_s": 3.0})
+            st.set_status("fake", status)
     run_dir = tmp_path / "fake"
     proc = subprocess.Popen(["sleep", "60"])
     h = LA.RunHandle(
@@ -432,7 +441,7 @@ def test_a_resume_that_dies_before_reaching_the_store_reads_failed_not_stopped(t
     """The store still holds the last launch's "stopped" when a resume's process dies before
     it writes (a corrupt checkpoint, a missing data file): its exit code says it failed, and
     the view must say so with its log — not "stopped" again, as if resume had done nothing."""
-    h, proc = _fake_run(tmp_path, "stopped")
+    h, proc = _fake_run(tmp_path, "stopped", resumed=False)
     proc.kill()
     proc.wait()  # this launch's own process, ended by an error
     (tmp_path / "fake" / LA.LOG_NAME).write_text("RuntimeError: checkpoint is corrupt\n")

@@ -192,6 +192,28 @@ def test_runs_round_trip_rerun_upserts_and_status(store, tmp_path):
     assert list(store.runs(kind="probe")["name"]) == ["probe-x"]
 
 
+def test_a_replayed_write_keeps_the_time_it_was_made(store):
+    """``at`` stamps a start, a status and an event with when they happened elsewhere (a Ray
+    task's journal, `lab.store.journal.replay`), in UTC whatever zone it names; a resume keeps
+    the first start.  A time without its zone, or not a time, is refused naming the value."""
+    t0, t1 = "2026-01-02T03:04:05.000006+00:00", "2026-01-02T05:00:00+02:00"
+    store.start_run("r", {}, at=t0)
+    store.log_event("r", "start", "step 0", at=t0)
+    store.set_status("r", "stopped", at=t1)
+    store.start_run("r", {}, resume=True, at="2026-01-03T00:00:00+00:00")
+    store.set_status("r", "done", at=t1)
+    r, ev = store.runs().iloc[0], store.events("r")
+    assert r["started_at"] == pd.Timestamp(t0) and r["finished_at"] == pd.Timestamp(t1)
+    assert str(r["finished_at"]) == "2026-01-02 03:00:00+00:00"  # stored in UTC
+    assert ev["time"].tolist() == [pd.Timestamp(t0)]
+    for bad in ("2026-01-02T03:04:05", "yesterday"):
+        with pytest.raises(
+            ValueError, match=f"at must be an ISO-8601 time with its zone, got {bad!r}"
+        ):
+            store.set_status("r", "done", at=bad)
+    assert store.runs().iloc[0]["finished_at"] == pd.Timestamp(t1)  # nothing written
+
+
 def test_unknown_runs_and_bad_values_raise_clearly(store):
     for call in (
         lambda: store.set_status("nope", "done"),
