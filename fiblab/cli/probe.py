@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import time
 
 from fiblab.cli.argtypes import nonneg_int, positive_float, positive_int, scheme_arg, store_arg
@@ -164,39 +166,59 @@ def cmd_probe(args) -> int:
                 live=live,
             )
     except StopRequested:
-        _ending(live)
-        finished = {r["key"] for r in G.load_records(out)} & set(keys)
-        msg = (
-            f"stopped by request: {len(finished)} of {plural(len(keys), 'cell')} finished "
-            f"(kept in {out}); run the same command again to train the others"
-        )
-        if live is not None:
-            write_progress(live.folder, exit="stopped", message=msg, done=len(finished))
-        print(msg)
+        with _TERM.held():  # its end is written first
+            finished = {r["key"] for r in G.load_records(out)} & set(keys)
+            msg = (
+                f"stopped by request: {len(finished)} of {plural(len(keys), 'cell')} finished "
+                f"(kept in {out}); run the same command again to train the others"
+            )
+            if live is not None:
+                write_progress(live.folder, exit="stopped", message=msg, done=len(finished))
+            print(msg, flush=True)
         return 0
     except BaseException as e:
         if live is not None:
             why = "ended by SIGTERM" if isinstance(e, SystemExit) else f"{type(e).__name__}: {e}"
             write_progress(live.folder, exit="failed", message=why)
         raise
-    _ending(live)
     wall = time.perf_counter() - t0
-    if live is not None:
-        what = f"done: {plural(len(records), 'cell')} in {wall:.0f} s"
-        write_progress(live.folder, exit="done", done=len(records), message=what)
+    with _TERM.held():
+        if live is not None:
+            what = f"done: {plural(len(records), 'cell')} in {wall:.0f} s"
+            write_progress(live.folder, exit="done", done=len(records), message=what)
     _print_records(args, cells, records, settings, out, wall)
     return 0
 
 
-def _ending(live) -> None:
-    """The grid's work is over (every cell finished, or a stop served): a SIGTERM now
-    (`fiblab.jobs.probe_launch.terminate`, milliseconds after the stop) would end it before it
-    wrote how it ended, and a stopped grid read "failed".  Ignored from here: the end is
-    written, and the process exits, in milliseconds."""
-    if live is not None:
-        import signal
+class _Term:
+    """A grid's SIGTERM (with ``--live``: `fiblab.jobs.probe_launch.terminate`) ends it through
+    Python, so its progress file says how it ended — except while that end is being written
+    (`held`: a stop served, or every cell finished): a SIGTERM then (milliseconds after a stop)
+    ended it with no end, and a stopped grid read "failed".  It waits for the end, then ends
+    the process as it would have.  The handler runs in the main thread, whichever thread the
+    signal reached."""
 
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    def __init__(self):
+        self.holding = self.pending = False
+
+    def __call__(self, signum, frame):
+        if self.holding:
+            self.pending = True
+            return
+        raise SystemExit(128 + signum)
+
+    @contextlib.contextmanager
+    def held(self):
+        self.holding = True
+        try:
+            yield
+        finally:
+            self.holding = False
+            if self.pending:
+                raise SystemExit(128 + signal.SIGTERM)
+
+
+_TERM = _Term()
 
 
 def _earlier_records(out: str) -> dict[str, dict]:
@@ -339,17 +361,12 @@ def _store_writer(store: str, live=None):
 
 def _live_start(args, keys: list[str], out: str):
     """With ``--live DIR``: the grid's progress file and the cells' live spec (`probes.live`);
-    SIGTERM then ends the grid through Python, so the progress file says how it ended."""
+    SIGTERM then ends the grid through Python (`_Term`), so the progress file says how it ended."""
     if not args.live:
         return None
-    import signal
-
     from probes.live import LiveSpec, write_progress
 
-    def term(signum, frame):
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, term)
+    signal.signal(signal.SIGTERM, _TERM)
     write_progress(
         args.live,
         pid=os.getpid(),

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import secrets
 import signal
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field, fields
 from typing import ClassVar
@@ -208,19 +210,43 @@ def list_handles(top: str, meta_name: str, cls) -> list:
     return sorted(out, key=lambda h: h.started, reverse=True)
 
 
-CLAIM_NAME = ".launching.lock"  # beside the jobs' folders: one launch at a time claims a name
+CLAIM_WAIT_S = 30.0  # how long a launch waits for another one of the same folder
+
+
+def lock_path(meta_path: str) -> str:
+    """The lock file of launches into the folder that holds ``meta_path``'s job folder: on this
+    host's disk (the per-user temp folder), keyed by that folder's real path.  Not beside the
+    jobs: ``flock`` fails on some shared storage (NFS without lockd, Lustre), where a Ray
+    cluster's runs folder lives, and `refuse_if_running` sees this host's processes only, so a
+    lock of this host's launches is the whole of what it can guard."""
+    parent = os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(meta_path))))
+    folder = os.path.join(tempfile.gettempdir(), f"fiblab-launch-{os.getuid()}")
+    os.makedirs(folder, exist_ok=True)
+    return os.path.join(folder, hashlib.sha1(parent.encode()).hexdigest()[:16] + ".lock")
 
 
 @contextlib.contextmanager
 def launch_lock(meta_path: str):
     """An exclusive lock on launching the job whose handle file is ``meta_path`` (``flock`` on
-    `CLAIM_NAME` in the folder that holds the job's folder); it goes with the file's close, or
-    with a killed kernel.  `claim` holds it from the liveness check to the new handle file; a
-    stop's clean-up holds it to tell its launch's trials from a resume's (`search_launch`)."""
-    parent = os.path.dirname(os.path.dirname(os.path.abspath(meta_path)))
-    os.makedirs(parent, exist_ok=True)
-    with open(os.path.join(parent, CLAIM_NAME), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    `lock_path`); it goes with the file's close, or with a killed kernel.  `claim` holds it from
+    the liveness check to the new handle file; a search's stop holds it to tell its launch's
+    trials from a resume's.  A holder that never lets go (a kernel paused in a debugger, a
+    process forked from one) fails the wait after `CLAIM_WAIT_S` with a line naming the file."""
+    path = lock_path(meta_path)
+    with open(path, "a") as lock:
+        deadline = time.monotonic() + CLAIM_WAIT_S
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise ValueError(
+                        f"another launch or stop under {os.path.dirname(os.path.dirname(meta_path))} "
+                        f"has held {path} for {CLAIM_WAIT_S:.0f} s: let it finish, or end the "
+                        f"process that holds it (fuser {path})"
+                    ) from None
+                time.sleep(0.01)
         yield
 
 

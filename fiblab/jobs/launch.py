@@ -25,7 +25,7 @@ evaluating) comes from the file it writes beside its checkpoints (`lab.training.
 from its own measured step and evaluation times (`fiblab.jobs.train_eta`).  The command line itself
 is built in `fiblab.jobs.train_process`.
 
-One module (530 lines): launch, state, snapshot, stop, terminate and resume all read the same
+One module (547 lines): launch, state, snapshot, stop, terminate and resume all read the same
 three records (the handle file, the store's row, the phase file) under one rule of which is
 newer; split, each part would import the others' private readers.
 """
@@ -101,6 +101,9 @@ class RunHandle(detached.Handle):
     tokens_per_step: int
     learned: bool
     spec: dict = field(default_factory=dict)  # launch() arguments but env and cwd, for resume()
+    # the store's last event id as this launch began (`Store.last_event_id`): its loop's start or
+    # resume event comes after it.  -1: not known (a launch.json written before)
+    events_before: int = -1
 
     KIND = "run"
     LOG_NAME = LOG_NAME
@@ -213,6 +216,7 @@ def launch(
             started=time.time(),
             env=dict(env or {}),  # as the grid's and the search's handles record them
             cwd=cwd,
+            events_before=_events_now(store),
         )
         h.start(meta)
     return h
@@ -344,19 +348,32 @@ def _died_running(h: RunHandle, row: dict | None) -> bool:
     )
 
 
+def _events_now(store: str) -> int:
+    """The store's last event id now (`RunHandle.events_before`); 0 for a store not yet made."""
+    if not store or not os.path.exists(store):
+        return 0
+    with Store(store) as st:
+        return st.last_event_id()
+
+
 def _store_row(h: RunHandle, st: Store) -> dict | None:
-    """The run's row, with ``began_at``: when its latest attempt's loop began (its last start
-    or resume event; the row's ``started_at`` where it logged none).  ``started_at`` alone
-    cannot say it: a resume keeps the first one, so a resumed run's final status read as an
-    earlier attempt's (killed in its exit, a finished resume was marked failed)."""
+    """The run's row, with ``began_here``: whether this launch's loop has begun (its start or
+    resume event came after the launch, `RunHandle.events_before`).  ``started_at`` cannot say
+    it: a resume keeps the first one (a resumed run's final status read as an earlier
+    attempt's), and a Ray task's clock is its node's.  A handle from before the mark goes by
+    the time of the last such event (or ``started_at``), as it did."""
     runs = st.runs()
     row = runs[runs["name"] == h.name]
     if row.empty:
         return None
     out = row.iloc[-1].to_dict()
     ev = st.events(h.name)
-    began = ev[ev["kind"].isin((START_EVENT, RESUME_EVENT))]["time"]
-    out["began_at"] = began.iloc[-1] if len(began) else out.get("started_at")
+    began = ev[ev["kind"].isin((START_EVENT, RESUME_EVENT))]
+    if h.events_before >= 0:
+        out["began_here"] = bool((began["id"] > h.events_before).any())
+    else:
+        at = began["time"].iloc[-1] if len(began) else out.get("started_at")
+        out["began_here"] = _seconds(at) >= h.started - 5
     return out
 
 
@@ -371,7 +388,7 @@ def _loop_ended(h: RunHandle, row: dict | None, ph: dict | None = None) -> bool:
     from its journal, writes no phase here).  ``ph``: the run's phase file, read if not given."""
     ph = (read_phase(h.run_dir) or {}) if ph is None else ph
     return _exit_phase_written(h, ph) or (
-        (row or {}).get("status") in TERMINAL and _began_at(row) >= h.started - 5
+        (row or {}).get("status") in TERMINAL and bool((row or {}).get("began_here"))
     )
 
 
@@ -381,11 +398,11 @@ def _exit_phase_written(h: RunHandle, ph: dict) -> bool:
     return ph.get("phase") == EXITING and float(ph.get("since", 0)) >= h.started - 5
 
 
-def _began_at(row: dict | None) -> float:
-    """When the row's run last began a loop (`_store_row`; epoch seconds; 0 when never)."""
+def _seconds(at) -> float:
+    """A store time (a Timestamp) as epoch seconds; 0 for none."""
     try:
-        return float((row or {})["began_at"].timestamp())
-    except (KeyError, AttributeError, TypeError, ValueError):  # no row, None, NaT
+        return float(at.timestamp())
+    except (AttributeError, TypeError, ValueError):  # None, NaT
         return 0.0
 
 

@@ -396,7 +396,8 @@ def resume(h: GridHandle, **changes) -> GridHandle:
 
 def terminate(h: GridHandle, timeout: float = 10.0) -> None:
     """Hard stop: SIGTERM to the grid's process group (SIGKILL after ``timeout``); the grid
-    reads "failed".  Prefer `request_stop`: both keep the finished cells."""
+    reads "failed" (one writing its end, a stop served, ends after it and reads that end).
+    Prefer `request_stop`: both keep the finished cells."""
     h.kill(timeout)
 
 

@@ -22,6 +22,7 @@ requested), then ``done`` (every trial finished), ``stopped`` (by request) or ``
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 import time
@@ -339,19 +340,22 @@ def request_stop(h: SearchHandle, timeout: float = 10.0) -> bool:
         write_stop(h.folder)
     h.kill(timeout)
     meta = os.path.join(h.folder, META_NAME)
-    # no launch between "is it ours" and the clean-up: a resume from another kernel in that
-    # moment asked a trial this stop then failed (it waits on the lock for these milliseconds)
+    # no launch during the clean-up: a resume from another kernel in that moment asked a
+    # trial this stop then failed (it waits on the lock for these milliseconds); one that came
+    # before it bounds which unmarked trials were this launch's
     with detached.launch_lock(meta):
-        _fail_abandoned(h, ours=h.is_latest(meta))
+        later = detached.read_json(meta) or {}
+        until = math.inf if h.is_latest(meta) else float(later.get("started") or 0.0)
+        _fail_abandoned(h, until)
     return ran
 
 
-def _fail_abandoned(h: SearchHandle, ours: bool) -> list[int]:
+def _fail_abandoned(h: SearchHandle, until: float) -> list[int]:
     """The trials the stopped process left running, told FAIL now (in the study and the
     store), so the panel never shows a stopped search with a trial "running": those whose
-    recorded driver has gone, and, when they are this launch's (``ours``: no later launch has
-    rewritten its handle file), those asked since it started but left before their driver was
-    recorded (a later launch's must be left alone)."""
+    recorded driver has gone, and those asked by this launch but left before their driver was
+    recorded — begun after it started and before ``until`` (the next launch's start, when one
+    has rewritten the handle file; its trials must be left alone)."""
     from analysis.experiments.search.search import (
         DRIVER_ATTR,
         fail_abandoned,
@@ -371,7 +375,7 @@ def _fail_abandoned(h: SearchHandle, ours: bool) -> list[int]:
         # a trial asked but killed before its driver was recorded: started by this launch
         for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
             begun = t.datetime_start.timestamp() if t.datetime_start else 0.0
-            if ours and not t.user_attrs.get(DRIVER_ATTR) and begun >= h.started - 1:
+            if not t.user_attrs.get(DRIVER_ATTR) and h.started - 1 <= begun < until:
                 study.tell(t.number, state=optuna.trial.TrialState.FAIL)
                 mark_failed(st, trial_run_name(h.name, t.number), "its search stopped")
                 out.append(t.number)

@@ -185,6 +185,13 @@ class StoreReaders(StoreConnection):
             },
         )
 
+    def last_event_id(self) -> int:
+        """The id of the store's latest event (0 when there is none).  Ids only grow, so a
+        launcher that notes it knows which events came after its launch, whatever the clocks
+        of the machines that wrote them (`fiblab.jobs.launch`)."""
+        rows = self._read("SELECT max(id) FROM events", ())
+        return int(rows[0][0] or 0)
+
     def events(self, run: str | Iterable[str] | None = None) -> pd.DataFrame:
         """The event log in order: id, run (None for store-wide events), time, kind, message."""
         where, params = self._where([("r.name", _names(run))])

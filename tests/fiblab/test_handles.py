@@ -3,12 +3,14 @@ back as JSON, tells a live process from a dead one (and from a reused PID), tail
 and names itself in a timeout.  Oracles: real processes (`sleep`, `python -m fiblab.cli`),
 the JSON written and read back, a log written by hand."""
 
+import contextlib
 import io
 import os
 import re
 import socket
 import subprocess
 import sys
+import tempfile
 
 import optuna
 import pytest
@@ -205,9 +207,9 @@ def test_two_kernels_launching_one_name_at_once_start_one_process(tmp_path, monk
     """Two launches of one name in the same milliseconds (two notebook tabs, a double click)
     both passed the liveness check before either wrote its handle file, and two processes
     wrote one folder.  The check and the handle file now share one lock
-    (`fiblab.jobs.detached.claim`).  The window between them is widened here (0.5 s in
-    `Handle.start` before the process starts), so the old code started two every time.
-    Oracle: the processes that ran (each appends its PID to a file) and the second's error."""
+    (`fiblab.jobs.detached.claim`).  Scripted: each launch, its check passed, waits up to 1 s
+    for the other to pass it too, so the old code started two every time.  Oracle: the
+    processes that ran (each appends its PID to a file) and the second launch's error."""
     import threading
     import time
 
@@ -215,14 +217,20 @@ def test_two_kernels_launching_one_name_at_once_start_one_process(tmp_path, monk
     sleeper = [sys.executable, "-c",
                f"import os, time; open({str(ran)!r}, 'a').write(f'{{os.getpid()}}\\n'); "
                "time.sleep(60)"]  # fmt: skip
-    start = detached.Handle.start
+    start, check = detached.Handle.start, detached.refuse_if_running
+    both_checked = threading.Barrier(2)
 
-    def slow_start(self, meta_path):
-        time.sleep(0.5)
+    def checked(meta_path, what):
+        check(meta_path, what)
+        with contextlib.suppress(threading.BrokenBarrierError):
+            both_checked.wait(1.0)  # the old code: both pass; with the lock, the other waits
+
+    def start_sleeper(self, meta_path):
         self.command = sleeper
         start(self, meta_path)
 
-    monkeypatch.setattr(detached.Handle, "start", slow_start)
+    monkeypatch.setattr(detached, "refuse_if_running", checked)
+    monkeypatch.setattr(detached.Handle, "start", start_sleeper)
     _, launch, _ = _launcher(kind, str(tmp_path))
     barrier, out = threading.Barrier(2), []
 
@@ -251,6 +259,25 @@ def test_two_kernels_launching_one_name_at_once_start_one_process(tmp_path, monk
     finally:
         for h in handles:
             h.kill(timeout=5)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_launch_whose_lock_is_never_let_go_fails_naming_it(tmp_path, monkeypatch, kind):
+    """A lock holder that never lets go (a kernel paused in a debugger mid-launch, a process
+    forked from one) made every later launch of the folder wait for ever, silently.  It waits
+    `CLAIM_WAIT_S`, then fails with one line naming the lock file; nothing starts and no
+    handle file is written.  The lock lives in this host's temp folder, not among the runs
+    (``flock`` fails on some shared storage)."""
+    folder, launch, _ = _launcher(kind, str(tmp_path / "runs"))
+    meta = os.path.join(folder, "launch.json")
+    monkeypatch.setattr(detached, "CLAIM_WAIT_S", 1.0)
+    started = []
+    monkeypatch.setattr(detached, "start", lambda *a, **kw: started.append(a))
+    with detached.launch_lock(meta):  # another kernel holds it
+        with pytest.raises(ValueError, match=r"has held .+\.lock for 1 s: let it finish"):
+            launch(env=ENV)
+    assert started == [] and not os.path.exists(tmp_path / "runs")  # nothing written there
+    assert detached.lock_path(meta).startswith(tempfile.gettempdir())
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -507,9 +507,10 @@ sys.exit(main(sys.argv[3:]))
 def test_a_grid_terminated_while_it_writes_its_stop_reads_stopped(tmp_path):
     """A terminate that lands while a grid serves a stop (after its stop, before it wrote
     "stopped": milliseconds) ended it by its SIGTERM handler with no end written, and the
-    stopped grid read "failed".  Once its work is over the grid ignores SIGTERM: it writes
-    its end and exits.  The process is held inside that window, so the signal always lands
-    there.  Oracle: the progress file's end and `state`, in this kernel and a fresh one."""
+    stopped grid read "failed".  A SIGTERM while the grid writes its end now waits for it, then
+    ends the process.  The process is held inside that window, so the signal always lands
+    there.  Oracle: the exit code, the progress file's end and `state`, in this kernel and a
+    fresh one."""
     spec = GridSpec(scale="tiny", mechanisms=("blur",), depths=(2,), seeds=(0,), steps=5)
     folder = tmp_path / PL.GRIDS_DIR / "g"
     folder.mkdir(parents=True)
@@ -531,7 +532,7 @@ def test_a_grid_terminated_while_it_writes_its_stop_reads_stopped(tmp_path):
         time.sleep(0.3)  # its handler has run by now, had it one
         with open(go, "w"):
             pass
-        h.proc.wait(timeout=60)
+        assert h.proc.wait(timeout=60) == 143  # the SIGTERM ended it, once its end was written
         assert PL.state(h) == "stopped", (h.proc.returncode, PL._progress(h), h.log_tail())
         assert PL.state(PL.GridHandle(**json.load(open(meta)))) == "stopped"
         assert "stopped by request: 0 of 2 cells finished" in h.log_tail()

@@ -737,6 +737,7 @@ def test_a_resume_killed_between_its_final_status_and_its_exit_phase_keeps_its_e
         command=[sys.executable, "-c", WRITES_PHASE_THEN_DIES, str(tmp_path / "never"), run_dir,
                  TRAINING],
         tokens_per_step=1, learned=False, started=time.time(),
+        events_before=LA._events_now(store),  # as `launch` notes it
     )  # fmt: skip
     meta = os.path.join(run_dir, "launch.json")
     h.start(meta)
@@ -798,6 +799,7 @@ def test_a_resumed_ray_run_reads_starting_until_its_task_begins(tmp_path):
         name="r", runs_dir=runs, store=store, pid=0, preset="tiny", run_dir=run_dir, steps=10,
         command=[sys.executable, "-c", WAITS_THEN_EXITS, go], tokens_per_step=1,
         learned=False, started=time.time(), spec={"ray": "local"},
+        events_before=LA._events_now(store),
     )  # fmt: skip
     meta = os.path.join(run_dir, "launch.json")
     h.start(meta)
@@ -823,6 +825,47 @@ def test_a_resumed_ray_run_reads_starting_until_its_task_begins(tmp_path):
         assert LA.state(LA.RunHandle(**detached.read_json(meta))) == "done"
     finally:
         _end(h, None)
+
+
+@pytest.mark.parametrize("case", ["a resume dead at once", "a Ray node an hour behind"])
+def test_which_attempt_ended_is_told_by_the_stores_order_not_by_clocks(tmp_path, case):
+    """Whether the row's end is this launch's was told by times within 5 s: a resume that
+    died before reaching the store, seconds after the attempt before it began, read that
+    attempt's "stopped"; and a Ray task on a node whose clock is an hour behind (its journal's
+    times) read "failed" after a clean finish.  The handle notes the store's last event id as
+    it launches; this attempt's start or resume event comes after it.  Oracle: `state` of an
+    attached handle (no exit code) after the process has gone."""
+    from lab.store import Store
+    from lab.store.journal import JOURNAL_NAME, StoreJournal, read_journal, replay
+    from lab.training.stop import mark_stopped
+
+    store, runs = str(tmp_path / "s.db"), str(tmp_path / "runs")
+    run_dir = os.path.join(runs, "r")
+    os.makedirs(run_dir)
+    with Store(store) as st:  # the attempt before: began two seconds ago, stopped by request
+        st.start_run("r", {"steps": 10})
+        st.log_event("r", "start", "step 0", at=_earlier(2))
+        mark_stopped(st, "r", 4)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    h = LA.RunHandle(
+        name="r", runs_dir=runs, store=store, pid=dead.pid, preset="tiny", run_dir=run_dir,
+        steps=10, command=[], tokens_per_step=1, learned=False, started=time.time(),
+        spec={"ray": "local"} if "Ray" in case else {}, events_before=LA._events_now(store),
+    )  # fmt: skip
+    if case == "a resume dead at once":
+        assert LA.state(h) == "failed"
+        return
+    task = StoreJournal(os.path.join(run_dir, JOURNAL_NAME))
+    task.start_run("r", {"steps": 10}, resume=True)
+    task.log_event("r", "resume", "step 4")
+    task.set_status("r", "done")
+    lines = read_journal(task.path)
+    for e in lines:
+        e["t"] = _earlier(3600)
+    with Store(store) as st:  # the driver copied it all, then exited
+        replay(lines, st)
+    assert LA.state(h) == "done"
 
 
 def _at(entry: dict):
@@ -880,14 +923,16 @@ def test_a_search_stop_fails_the_trial_of_a_driver_that_died(tmp_path, case):
         _end(h, child)
 
 
-def test_a_resume_launched_during_a_search_stops_clean_up_keeps_its_trial(tmp_path, monkeypatch):
+@pytest.mark.parametrize("when", ["during its clean-up", "between its kill and its clean-up"])
+def test_a_resume_launched_as_a_search_stops_keeps_its_trial(tmp_path, monkeypatch, when):
     """A search's stop kills its process, then fails the trials it left "running".  A resume
-    from another kernel landing in between (its handle written, its first trial asked before
-    its driver is recorded) had that trial failed too: the stop counted every trial asked
-    since its own launch as its own.  The clean-up now holds the launch lock
-    (`detached.launch_lock`), so the resume waits for it.  The window is widened here: the
-    clean-up's study read lets the other kernel go first, for up to 0.5 s.  Oracle: the
-    study's trial states."""
+    from another kernel landing in that moment (its handle written, its first trial asked
+    before its driver is recorded) had that trial failed too: the stop counted every trial
+    asked since its own launch as its own.  The clean-up now holds the launch lock
+    (`detached.launch_lock`: a resume waits for it), and a resume that came before it bounds
+    the stopped launch's trials by its start.  Scripted: the other kernel acts inside the
+    clean-up's study read (it had 3 s, enough for it unlocked) or right after the kill.
+    Oracle: the study's trial states."""
     import socket
     import threading
 
@@ -909,6 +954,8 @@ def test_a_resume_launched_during_a_search_stops_clean_up_keeps_its_trial(tmp_pa
     study = optuna.create_study(study_name="s", storage=h.storage)
     trial = study.ask()  # the stopped search's trial in flight, its driver recorded
     trial.set_user_attr(DRIVER_ATTR, f"{socket.gethostname()}:{process_id(h.pid)}")
+    unmarked = study.ask()  # and one asked as the stop came, its driver not yet recorded
+    time.sleep(0.01)  # the resume starts after it, as a launch after a dead process does
     later = []
 
     def second_kernel():  # a resume: its handle, then its process asks a trial
@@ -917,20 +964,30 @@ def test_a_resume_launched_during_a_search_stops_clean_up_keeps_its_trial(tmp_pa
         later.append(optuna.load_study(study_name="s", storage=h.storage).ask().number)
 
     other = threading.Thread(target=second_kernel)
-    real = SL.load_study
+    real_load, real_kill = SL.load_study, type(h).kill
 
     def read_while_another_kernel_launches(hh, storage=None):
-        if not other.is_alive() and not later:
+        if not other.ident:  # once
             other.start()
-            other.join(0.5)  # the resume lands now, unless it must wait for the stop
-        return real(hh, storage)
+            other.join(3.0)  # the resume lands now, unless it must wait for the stop
+        return real_load(hh, storage)
 
-    monkeypatch.setattr(SL, "load_study", read_while_another_kernel_launches)
+    def kill_then_another_kernel_launches(self, timeout=10.0):
+        out = real_kill(self, timeout)
+        second_kernel()
+        return out
+
+    if when == "during its clean-up":
+        monkeypatch.setattr(SL, "load_study", read_while_another_kernel_launches)
+    else:
+        monkeypatch.setattr(type(h), "kill", kill_then_another_kernel_launches)
     try:
         assert SL.request_stop(h, timeout=5) is True and not h.is_alive()
-        other.join(30)
-        states = {t.number: t.state for t in real(h).trials}
+        if other.ident:
+            other.join(30)
+        states = {t.number: t.state for t in real_load(h).trials}
         assert states[trial.number] == optuna.trial.TrialState.FAIL
+        assert states[unmarked.number] == optuna.trial.TrialState.FAIL  # the stopped launch's
         assert states[later[0]] == optuna.trial.TrialState.RUNNING  # the resume's, left alone
     finally:
         _end(h, None)

@@ -60,7 +60,7 @@ def test_a_search_killed_mid_write_has_its_trial_failed_not_left_running(tmp_pat
         name="killed", runs_dir=str(tmp_path), store="", pid=-1, command=[], folder=str(folder),
         space="linear", objectives=["distinct"], trials=1, seed=0, storage=url,
     )  # fmt: skip
-    assert SL._fail_abandoned(h, ours=False) == [number]  # its driver is gone: whoever stops
+    assert SL._fail_abandoned(h, until=0.0) == [number]  # its driver is gone: whoever stops
     study = optuna.load_study(study_name="killed", storage=url)
     assert [t.state.name for t in study.get_trials()] == ["FAIL"]
 
@@ -133,8 +133,8 @@ def test_a_trial_asked_but_not_yet_marked_with_its_driver_is_failed_by_this_laun
 ):
     """A stop can land between `study.ask()` and the driver's mark on the trial: no driver to
     check, so the stop fails the RUNNING trials begun since this launch started — and only
-    those (one begun before it is no trial of this process's), and only when the stop ended
-    the job (a stale handle's stop of a crashed search may be beside a later launch)."""
+    those (one begun before it is no trial of this process's), and only until a later launch
+    started (a stale handle's stop of a crashed search may be beside one)."""
     import time
 
     folder = tmp_path / "searches" / "unmarked"
@@ -150,13 +150,14 @@ def test_a_trial_asked_but_not_yet_marked_with_its_driver_is_failed_by_this_laun
             storage=url, started=started,
         )  # fmt: skip
 
-    assert SL._fail_abandoned(handle(time.time() + 60), ours=True) == []  # begun before it
-    # a stop that ended nothing (a stale handle's) cannot tell it from a later launch's trial
-    assert SL._fail_abandoned(handle(time.time() - 60), ours=False) == []
+    inf = float("inf")
+    assert SL._fail_abandoned(handle(time.time() + 60), until=inf) == []  # begun before it
+    # begun after a later launch started: that launch's trial
+    assert SL._fail_abandoned(handle(time.time() - 60), until=time.time() - 30) == []
     assert [t.state.name for t in optuna.load_study(study_name="unmarked", storage=url).trials] == [
         "RUNNING"
     ]
-    assert SL._fail_abandoned(handle(time.time() - 60), ours=True) == [number]  # begun after
+    assert SL._fail_abandoned(handle(time.time() - 60), until=inf) == [number]  # begun after
     assert [t.state.name for t in optuna.load_study(study_name="unmarked", storage=url).trials] == [
         "FAIL"
     ]

@@ -202,6 +202,7 @@ def _fake_run(tmp_path, status, resumed=True):
         st.log_metrics("fake", 20, {"eval_s": 4.0})
         st.log_metrics("fake", 40, {"eval_s": 6.0})
         st.set_status("fake", "stopped" if resumed else status, at=then)
+        mark = st.last_event_id()  # the second launch: what its handle notes
         if resumed:
             st.start_run("fake", {"steps": 100}, kind="lm", resume=True)
             st.log_event("fake", "resume", "step 40")
@@ -224,6 +225,7 @@ def _fake_run(tmp_path, status, resumed=True):
         learned=False,
         started=time.time() - 1,
         proc=proc,
+        events_before=mark,
     )
     run_dir.mkdir()  # as the launcher makes it (a phase goes only into an existing folder)
     write_phase(str(run_dir), TRAINING, start_step=40, eval_every=20)
