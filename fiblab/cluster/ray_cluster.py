@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -105,6 +107,7 @@ def connect(address: str, num_cpus: int | None = None) -> Iterator[object]:
     if ray.is_initialized():
         yield ray
         return
+    own = signal.getsignal(signal.SIGTERM)  # before `ray.init` puts its own in
     if address == "local":
         path = os.pathsep.join(p for p in (_code_root(), os.environ.get("PYTHONPATH")) if p)
         ray.init(
@@ -116,6 +119,10 @@ def connect(address: str, num_cpus: int | None = None) -> Iterator[object]:
         )
     else:
         ray.init(address=address, log_to_driver=False)
+    if callable(own) and threading.current_thread() is threading.main_thread():
+        # a handler the caller put in stays (a probe grid's writes how it ended; Ray's exits
+        # at once, and a grid terminated in its Ray work or its stop read "failed" with no end)
+        signal.signal(signal.SIGTERM, own)
     try:
         yield ray
     finally:

@@ -11,6 +11,7 @@ again after a kernel restart and killed is here, once.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -210,19 +211,27 @@ def list_handles(top: str, meta_name: str, cls) -> list:
     return sorted(out, key=lambda h: h.started, reverse=True)
 
 
+CLAIM_NAME = ".launching.lock"  # beside the jobs' folders
 CLAIM_WAIT_S = 30.0  # how long a launch waits for another one of the same folder
+# what ``flock`` answers on storage that cannot lock (NFS without lockd, Lustre mounted noflock)
+NO_LOCKS = {errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL}
 
 
-def lock_path(meta_path: str) -> str:
-    """The lock file of launches into the folder that holds ``meta_path``'s job folder: on this
-    host's disk (the per-user temp folder), keyed by that folder's real path.  Not beside the
-    jobs: ``flock`` fails on some shared storage (NFS without lockd, Lustre), where a Ray
-    cluster's runs folder lives, and `refuse_if_running` sees this host's processes only, so a
-    lock of this host's launches is the whole of what it can guard."""
-    parent = os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(meta_path))))
+def lock_path(meta_path: str, local: bool = False) -> str:
+    """The lock file of launches into the folder that holds ``meta_path``'s job folder:
+    `CLAIM_NAME` there (every kernel, whatever its temp folder, finds it), or with ``local``
+    one in this user's temp folder keyed by that folder's real path — where the runs folder's
+    storage cannot lock (`refuse_if_running` sees this host's processes only, so a lock of this
+    host's launches is what it guards)."""
+    parent = os.path.dirname(os.path.dirname(os.path.abspath(meta_path)))
+    if not local:
+        return os.path.join(parent, CLAIM_NAME)
     folder = os.path.join(tempfile.gettempdir(), f"fiblab-launch-{os.getuid()}")
-    os.makedirs(folder, exist_ok=True)
-    return os.path.join(folder, hashlib.sha1(parent.encode()).hexdigest()[:16] + ".lock")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    if os.stat(folder).st_mode & 0o077:  # no other user may take (and keep) these locks
+        os.chmod(folder, 0o700)
+    key = hashlib.sha1(os.path.realpath(parent).encode()).hexdigest()[:16]
+    return os.path.join(folder, key + ".lock")
 
 
 @contextlib.contextmanager
@@ -233,21 +242,41 @@ def launch_lock(meta_path: str):
     trials from a resume's.  A holder that never lets go (a kernel paused in a debugger, a
     process forked from one) fails the wait after `CLAIM_WAIT_S` with a line naming the file."""
     path = lock_path(meta_path)
-    with open(path, "a") as lock:
-        deadline = time.monotonic() + CLAIM_WAIT_S
-        while True:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise ValueError(
-                        f"another launch or stop under {os.path.dirname(os.path.dirname(meta_path))} "
-                        f"has held {path} for {CLAIM_WAIT_S:.0f} s: let it finish, or end the "
-                        f"process that holds it (fuser {path})"
-                    ) from None
-                time.sleep(0.01)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        lock = open(path, "a")
+        _take(lock, path)
+    except OSError as e:
+        if e.errno not in NO_LOCKS | {errno.EACCES, errno.EPERM}:
+            raise
+        path = lock_path(meta_path, local=True)  # storage that cannot lock, or not ours
+        lock = open(path, "a")
+        _take(lock, path)
+    try:
         yield
+    finally:
+        lock.close()
+
+
+def _take(lock, path: str) -> None:
+    """``flock`` ``lock`` exclusively, polling until `CLAIM_WAIT_S` has passed."""
+    deadline = time.monotonic() + CLAIM_WAIT_S
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                lock.close()
+                raise ValueError(
+                    f"another launch or stop of a job beside this one has held {path} for "
+                    f"{CLAIM_WAIT_S:.0f} s: let it finish, or end the process that holds it "
+                    f"(fuser {path})"
+                ) from None
+            time.sleep(0.01)
+        except OSError:
+            lock.close()
+            raise
 
 
 @contextlib.contextmanager

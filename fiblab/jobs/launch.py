@@ -25,7 +25,7 @@ evaluating) comes from the file it writes beside its checkpoints (`lab.training.
 from its own measured step and evaluation times (`fiblab.jobs.train_eta`).  The command line itself
 is built in `fiblab.jobs.train_process`.
 
-One module (547 lines): launch, state, snapshot, stop, terminate and resume all read the same
+One module (552 lines): launch, state, snapshot, stop, terminate and resume all read the same
 three records (the handle file, the store's row, the phase file) under one rule of which is
 newer; split, each part would import the others' private readers.
 """
@@ -216,7 +216,7 @@ def launch(
             started=time.time(),
             env=dict(env or {}),  # as the grid's and the search's handles record them
             cwd=cwd,
-            events_before=_events_now(store),
+            events_before=_events_now(store, run_dir if ray else None),
         )
         h.start(meta)
     return h
@@ -307,7 +307,7 @@ def terminate(h: RunHandle, timeout: float = 10.0) -> None:
         return
     with contextlib.suppress(Exception), Store(h.store) as st:
         if h.spec.get("ray"):  # what its killed driver had not yet copied from the task
-            _replay_journal(h, st)
+            _replay_journal(h.run_dir, st)
         row = _store_row(h, st)  # read after the kill: nothing of the run writes it any more
         # a process killed in its exit had written its final status ("done", a served stop):
         # it keeps it (marked failed before, for a stop that came as the run finished)
@@ -320,13 +320,13 @@ def terminate(h: RunHandle, timeout: float = 10.0) -> None:
             st.log_event(h.name, "died", "no final status; found by fiblab.jobs.launch.terminate")
 
 
-def _replay_journal(h: RunHandle, st: Store) -> None:
+def _replay_journal(run_dir: str, st: Store) -> None:
     """A Ray run's journal (written by its task) into the store, as its driver would have: a
     driver killed after the task returned, before it copied the last lines, left "running"
     over a run that had ended (then marked failed).  Replaying is idempotent
     (`lab.store.journal.replay`); a missing or unreadable journal changes nothing."""
     with contextlib.suppress(Exception):
-        replay(read_journal(os.path.join(h.run_dir, JOURNAL_NAME)), st)
+        replay(read_journal(os.path.join(run_dir, JOURNAL_NAME)), st)
 
 
 def _died_running(h: RunHandle, row: dict | None) -> bool:
@@ -348,11 +348,16 @@ def _died_running(h: RunHandle, row: dict | None) -> bool:
     )
 
 
-def _events_now(store: str) -> int:
-    """The store's last event id now (`RunHandle.events_before`); 0 for a store not yet made."""
+def _events_now(store: str, journal_of: str | None = None) -> int:
+    """The store's last event id now (`RunHandle.events_before`); 0 for a store not yet made.
+    ``journal_of``: a Ray run's folder, whose journal is copied in first — lines an earlier
+    attempt's killed driver left uncopied would otherwise land after the mark and read as
+    this attempt's start."""
     if not store or not os.path.exists(store):
         return 0
     with Store(store) as st:
+        if journal_of:
+            _replay_journal(journal_of, st)
         return st.last_event_id()
 
 

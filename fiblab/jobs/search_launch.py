@@ -228,6 +228,8 @@ def launch_search(
         os.makedirs(folder, exist_ok=True)
         if os.path.exists(h.stop_path):
             os.remove(h.stop_path)  # an old stop request must not mark this launch stopped
+        # after the check: a stop of the search before bounds its trials by this time
+        h.started = time.time()
         h.start(meta)
     return h
 

@@ -22,6 +22,7 @@ import math
 import os
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from lab.store.evalkind import modern_text
@@ -123,9 +124,12 @@ def replay(entries: list[dict], store, start: int = 0) -> int:
     skipped, so replaying again duplicates nothing; ``start`` lets a driver follow a growing
     journal (replay what it had, later ``start=len(what it had)``).
 
-    An event is "already held" by its kind and message, each held one consumed once: others
-    write events for the run too (the launcher's "terminated"), and a count of the store's
-    events then skipped as many of the journal's real ones."""
+    An event is "already held" by its kind, message and time (the line's ``t``; kind and
+    message alone for a line written before lines had one), each held one consumed once:
+    others write events for the run too (the launcher's "terminated"), and a count of the
+    store's events then skipped as many of the journal's real ones; and a run trained again
+    under a finished one's name logs the same words ("start", "step 0"), which by words alone
+    were never copied (its launcher then could not tell that it had begun)."""
     runs = {e["args"][0] for e in entries if e["call"] == "start_run"}
     held: dict[str, Counter] = {}
     for run in runs:
@@ -133,15 +137,20 @@ def replay(entries: list[dict], store, start: int = 0) -> int:
             ev = store.events(run)
         except KeyError:  # not in the store yet (UnknownRunError is a KeyError)
             ev = None
-        pairs = [] if ev is None else zip(ev["kind"], ev["message"])
-        held[run] = Counter((str(k), _text(m)) for k, m in pairs)
+        rows = [] if ev is None else zip(ev["kind"], ev["message"], ev["time"])
+        held[run] = Counter()
+        for k, m, t in rows:
+            held[run][(str(k), _text(m), None)] += 1  # a line without a time matches by words
+            held[run][(str(k), _text(m), _micros(t))] += 1
     written = 0
     for i, e in enumerate(entries):
         args, kwargs = list(e["args"]), dict(e.get("kwargs") or {})
         if e["call"] == "log_event" and args[0] in held:
-            key = (str(args[1]), _text(args[2] if len(args) > 2 else kwargs.get("message")))
+            words = (str(args[1]), _text(args[2] if len(args) > 2 else kwargs.get("message")))
+            key = (*words, _micros(e["t"]) if e.get("t") else None)
             if held[args[0]][key] > 0:
                 held[args[0]][key] -= 1
+                held[args[0]][(*words, None)] -= 1
                 continue
         if i < start:
             continue
@@ -154,6 +163,19 @@ def replay(entries: list[dict], store, start: int = 0) -> int:
         getattr(store, e["call"])(*args, **kwargs)
         written += 1
     return written
+
+
+def _micros(t: Any) -> int:
+    """A time (an ISO string, a datetime or a pandas Timestamp) as integer microseconds since
+    the epoch: one key for a journal line's time and the store's copy of it."""
+    if isinstance(t, str):
+        t = datetime.fromisoformat(t)
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=timezone.utc)
+    return (t - _EPOCH) // timedelta(microseconds=1)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def _text(message: Any) -> str:

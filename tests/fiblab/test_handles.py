@@ -266,18 +266,67 @@ def test_a_launch_whose_lock_is_never_let_go_fails_naming_it(tmp_path, monkeypat
     """A lock holder that never lets go (a kernel paused in a debugger mid-launch, a process
     forked from one) made every later launch of the folder wait for ever, silently.  It waits
     `CLAIM_WAIT_S`, then fails with one line naming the lock file; nothing starts and no
-    handle file is written.  The lock lives in this host's temp folder, not among the runs
-    (``flock`` fails on some shared storage)."""
+    handle file is written."""
     folder, launch, _ = _launcher(kind, str(tmp_path / "runs"))
     meta = os.path.join(folder, "launch.json")
     monkeypatch.setattr(detached, "CLAIM_WAIT_S", 1.0)
     started = []
     monkeypatch.setattr(detached, "start", lambda *a, **kw: started.append(a))
     with detached.launch_lock(meta):  # another kernel holds it
-        with pytest.raises(ValueError, match=r"has held .+\.lock for 1 s: let it finish"):
+        lock = re.escape(detached.lock_path(meta))
+        with pytest.raises(ValueError, match=rf"has held {lock} for 1 s: let it finish"):
             launch(env=ENV)
-    assert started == [] and not os.path.exists(tmp_path / "runs")  # nothing written there
-    assert detached.lock_path(meta).startswith(tempfile.gettempdir())
+    assert started == [] and not os.path.exists(folder)
+
+
+def test_where_the_runs_folder_cannot_lock_the_launch_lock_is_this_hosts(tmp_path, monkeypatch):
+    """``flock`` fails on some shared storage (ENOLCK: NFS without lockd; a Ray cluster's
+    runs folder lives there): a launch then locks a file in this user's temp folder, keyed by
+    the runs folder, instead of failing.  Scripted: ``flock`` refuses the runs folder's file."""
+    import errno
+    import fcntl
+
+    real = fcntl.flock
+    runs = str(tmp_path / "runs")
+
+    def no_locks_there(f, op):
+        if f.name.startswith(runs):
+            raise OSError(errno.ENOLCK, "No locks available")
+        return real(f, op)
+
+    monkeypatch.setattr(detached.fcntl, "flock", no_locks_there)
+    meta = os.path.join(runs, "j", "launch.json")
+    with detached.launch_lock(meta):
+        local = detached.lock_path(meta, local=True)
+        assert local.startswith(tempfile.gettempdir())
+        assert os.stat(os.path.dirname(local)).st_mode & 0o777 == 0o700  # this user's only
+        with open(local, "a") as other, pytest.raises(BlockingIOError):  # it is held
+            real(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_handles_start_time_is_taken_after_its_claim(tmp_path, monkeypatch, kind):
+    """A handle's ``started`` bounds what its launch did (a search's stop fails the unmarked
+    trials begun after it and before the next launch's).  Taken before the claim, a launch that
+    waited there (the search before it still stopping) recorded a start earlier than the
+    other's last trials.  Oracle: the time the claim was entered."""
+    import time
+
+    entered = []
+    real = detached.claim
+
+    @contextlib.contextmanager
+    def timed(meta_path, what):
+        with real(meta_path, what):
+            entered.append(time.time())
+            yield
+
+    monkeypatch.setattr(detached, "claim", timed)
+    monkeypatch.setattr(detached, "start", lambda *a, **kw: subprocess.Popen(["true"]))
+    _, launch, _ = _launcher(kind, str(tmp_path))
+    h = launch(env=ENV)
+    h.proc.wait()
+    assert h.started >= entered[0]
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -717,3 +717,40 @@ def test_the_gpu_checks_tiny_ray_sweep_compares_on_the_cpu(cluster, tmp_path, on
     assert all(r["exact"] and r["rel_err"] == 0.0 for r in rec["runs"]), rec
     assert compare({"x": 1.0}, {"x": 1.25}) == (pytest.approx(0.2), False)
     assert compare({"x": 1.0}, {"y": 1.0})[0] == math.inf
+
+
+def test_connect_keeps_a_sigterm_handler_its_caller_put_in(monkeypatch):
+    """`ray.init` puts in its own SIGTERM handler (an immediate ``sys.exit``, ray's
+    `_private/worker.py`), over the probe grid's, which writes how the grid ended: a grid
+    terminated in its Ray work or while it served a stop read "failed" with no end.  `connect`
+    puts the caller's handler back; where there was none (the default), Ray's stays.  A
+    stand-in ``ray`` module does what ``ray.init`` does to the handler."""
+    import signal
+    import sys
+    import types
+
+    from fiblab.cluster import ray_cluster
+
+    def rays(signum, frame):
+        sys.exit(signum)
+
+    fake = types.SimpleNamespace(
+        is_initialized=lambda: False,
+        init=lambda **kw: signal.signal(signal.SIGTERM, rays),
+        shutdown=lambda: None,
+    )
+    monkeypatch.setattr(ray_cluster, "import_ray", lambda: fake)
+
+    def grids(signum, frame):
+        raise SystemExit(128 + signum)
+
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        signal.signal(signal.SIGTERM, grids)
+        with ray_cluster.connect("local", num_cpus=1):
+            assert signal.getsignal(signal.SIGTERM) is grids
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        with ray_cluster.connect("local", num_cpus=1):
+            assert signal.getsignal(signal.SIGTERM) is rays
+    finally:
+        signal.signal(signal.SIGTERM, before)

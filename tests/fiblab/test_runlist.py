@@ -868,6 +868,49 @@ def test_which_attempt_ended_is_told_by_the_stores_order_not_by_clocks(tmp_path,
     assert LA.state(h) == "done"
 
 
+@pytest.mark.parametrize("case", ["trained again under its name", "its last driver copied nothing"])
+def test_a_ray_runs_start_is_found_in_the_store_however_its_journal_was_copied(tmp_path, case):
+    """Two ways a Ray run's start reached the store wrongly for its launcher's mark
+    (`RunHandle.events_before`).  A run trained again under a finished one's name (its folder
+    deleted, the store kept) logs the same words ("start", "step 0"); replay matched events by
+    words only and never copied its start, so it read "failed" after a clean finish.  And a
+    resume after a driver killed before it copied anything: the earlier attempt's start landed
+    after the mark at the resume's first poll, and a resume that died at once read that
+    attempt's "stopped".  Replay matches by time too now, and a Ray launch copies the journal
+    in before it takes its mark.  Oracle: `state` of an attached handle after the process."""
+    from lab.store import Store
+    from lab.store.journal import JOURNAL_NAME, StoreJournal, read_journal, replay
+
+    store, runs = str(tmp_path / "s.db"), str(tmp_path / "runs")
+    run_dir = os.path.join(runs, "r")
+    os.makedirs(run_dir)
+    path = os.path.join(run_dir, JOURNAL_NAME)
+    task = StoreJournal(path)
+    task.start_run("r", {"steps": 10}, resume=False)
+    task.log_event("r", "start", "step 0")
+    task.set_status("r", "done" if case == "trained again under its name" else "stopped")
+    with Store(store) as st:
+        st.start_run("other", {})  # the store holds more than this run
+        if case == "trained again under its name":  # the first training, copied; then its
+            replay(read_journal(path), st)  # folder (journal and all) deleted
+            os.remove(path)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    h = LA.RunHandle(
+        name="r", runs_dir=runs, store=store, pid=dead.pid, preset="tiny", run_dir=run_dir,
+        steps=10, command=[], tokens_per_step=1, learned=False, started=time.time(),
+        spec={"ray": "local"}, events_before=LA._events_now(store, run_dir),
+    )  # fmt: skip
+    if case == "trained again under its name":
+        task.start_run("r", {"steps": 10}, resume=False)  # the new training, to its end
+        task.log_event("r", "start", "step 0")
+        task.set_status("r", "done")
+    with Store(store) as st:  # the driver's polls
+        replay(read_journal(path), st)
+        replay(read_journal(path), st)
+    assert LA.state(h) == ("done" if case == "trained again under its name" else "failed")
+
+
 def _at(entry: dict):
     from datetime import datetime
 
