@@ -25,7 +25,7 @@ evaluating) comes from the file it writes beside its checkpoints (`lab.training.
 from its own measured step and evaluation times (`fiblab.jobs.train_eta`).  The command line itself
 is built in `fiblab.jobs.train_process`.
 
-One module (552 lines): launch, state, snapshot, stop, terminate and resume all read the same
+One module (551 lines): launch, state, snapshot, stop, terminate and resume all read the same
 three records (the handle file, the store's row, the phase file) under one rule of which is
 newer; split, each part would import the others' private readers.
 """
@@ -362,8 +362,9 @@ def _events_now(store: str, journal_of: str | None = None) -> int:
 
 
 def _store_row(h: RunHandle, st: Store) -> dict | None:
-    """The run's row, with ``began_here``: whether this launch's loop has begun (its start or
-    resume event came after the launch, `RunHandle.events_before`).  ``started_at`` cannot say
+    """The run's row, with ``last_event`` (its newest event's kind) and ``began_here``: whether
+    this launch's loop has begun (its start or resume event came after the launch,
+    `RunHandle.events_before`).  ``started_at`` cannot say
     it: a resume keeps the first one (a resumed run's final status read as an earlier
     attempt's), and a Ray task's clock is its node's.  A handle from before the mark goes by
     the time of the last such event (or ``started_at``), as it did."""
@@ -372,7 +373,8 @@ def _store_row(h: RunHandle, st: Store) -> dict | None:
     if row.empty:
         return None
     out = row.iloc[-1].to_dict()
-    ev = st.events(h.name)
+    ev = st.events(h.name)  # read once a poll: the last one's kind too
+    out["last_event"] = None if ev.empty else str(ev["kind"].iloc[-1])
     began = ev[ev["kind"].isin((START_EVENT, RESUME_EVENT))]
     if h.events_before >= 0:
         out["began_here"] = bool((began["id"] > h.events_before).any())
@@ -380,11 +382,6 @@ def _store_row(h: RunHandle, st: Store) -> dict | None:
         at = began["time"].iloc[-1] if len(began) else out.get("started_at")
         out["began_here"] = _seconds(at) >= h.started - 5
     return out
-
-
-def _last_event(h: RunHandle, st: Store) -> str | None:
-    ev = st.events(h.name)
-    return None if ev.empty else str(ev["kind"].iloc[-1])
 
 
 def _loop_ended(h: RunHandle, row: dict | None, ph: dict | None = None) -> bool:
@@ -422,7 +419,8 @@ def state(
     alive = h.is_alive() if _alive is None else _alive
     if h.store and _row is None and os.path.exists(h.store):
         with Store(h.store) as st:
-            _row, _event = _store_row(h, st), _last_event(h, st)
+            _row = _store_row(h, st)
+            _event = (_row or {}).get("last_event")
     status = (_row or {}).get("status")
     ph = read_phase(h.run_dir) or {}
     ended = _loop_ended(h, _row, ph)
@@ -476,7 +474,8 @@ def snapshot(h: RunHandle) -> dict:
     alive = h.is_alive()  # before the store: a row read after it is never older (`state`)
     if h.store and os.path.exists(h.store):
         with Store(h.store) as st, st.snapshot():
-            row, event = _store_row(h, st), _last_event(h, st)
+            row = _store_row(h, st)
+            event = (row or {}).get("last_event")
             if row is not None:
                 m = st.metrics(h.name, names=["loss", "tokens_per_s", "eval_s"])
                 loss, tok, ev_s = (
