@@ -415,8 +415,12 @@ def state(
 
     A caller passing the store's ``_row`` passes ``_alive`` from *before* it read the row: a
     process that writes its final status and exits between the two reads would otherwise be
-    seen dead with a stale "running" row — "failed" for a run stopped by request."""
+    seen dead with a stale "running" row — "failed" for a run stopped by request.  The STOP
+    file is looked for before the phase is read, the reverse of the run's order (its exit
+    phase, then the file removed: `RunWatch.close`): read after, a stop served between the
+    two reads read "running" (the flake check caught it once in 5 repetitions)."""
     alive = h.is_alive() if _alive is None else _alive
+    stop_asked = os.path.exists(os.path.join(h.run_dir, STOP_FILE))
     if h.store and _row is None and os.path.exists(h.store):
         with Store(h.store) as st:
             _row = _store_row(h, st)
@@ -425,7 +429,7 @@ def state(
     ph = read_phase(h.run_dir) or {}
     ended = _loop_ended(h, _row, ph)
     if alive:
-        if os.path.exists(os.path.join(h.run_dir, STOP_FILE)):
+        if stop_asked:
             return "stopping"
         if ended:
             return "done" if status == "done" else "stopping"  # its loop is over: shutting down

@@ -868,6 +868,55 @@ def test_which_attempt_ended_is_told_by_the_stores_order_not_by_clocks(tmp_path,
     assert LA.state(h) == "done"
 
 
+@pytest.mark.parametrize("read", ["state", "snapshot"])
+def test_a_stop_served_while_the_run_is_read_reads_stopping_never_running(
+    tmp_path, monkeypatch, read
+):
+    """A run serves a stop request in this order: its final status, its exit phase, then the
+    STOP file removed (`RunWatch.close`).  `state` looked for the file after reading the
+    phase: a stop served between the two reads read "running" (the flake check on the AVX2
+    EPYC, 1 in 5 repetitions, `test_run_finishes_and_a_stopped_run_resumes_exactly`).  Here the
+    run serves it exactly there, in the reader's phase read; the process is this one (alive).
+    Oracle: the run's own order — the file gone means its exit phase is on disk."""
+    from lab.store import Store
+    from lab.training import phases as RP
+    from lab.training.stop import STOP_FILE, mark_stopped, request_stop
+
+    store, runs = str(tmp_path / "s.db"), str(tmp_path / "runs")
+    run_dir = os.path.join(runs, "r")
+    os.makedirs(run_dir)
+    h = LA.RunHandle(
+        name="r", runs_dir=runs, store=store, pid=os.getpid(), preset="tiny", run_dir=run_dir,
+        steps=80, command=[], tokens_per_step=1, learned=False, started=time.time(),
+        events_before=LA._events_now(store),
+    )  # fmt: skip
+    with Store(store) as st:
+        st.start_run("r", {"steps": 80})
+        st.log_event("r", RP.START_EVENT, "step 0")
+    RP.write_phase(run_dir, RP.TRAINING, step=2)
+    monkeypatch.setattr(h, "is_alive", lambda: True)
+    assert LA.state(h) == "running"
+    request_stop(run_dir)
+    real, served = LA.read_phase, []
+
+    def read_phase_while_the_run_serves_the_stop(d):
+        ph = real(d)  # the reader has the training phase; now the run ends its loop
+        if not served:
+            served.append(1)
+            with Store(store) as st:
+                mark_stopped(st, "r", 3)
+            RP.write_phase(run_dir, RP.EXITING, status="stopped", step=3)
+            os.remove(os.path.join(run_dir, STOP_FILE))
+        return ph
+
+    monkeypatch.setattr(LA, "read_phase", read_phase_while_the_run_serves_the_stop)
+    got = LA.state(h) if read == "state" else LA.snapshot(h)["state"]
+    assert served and got == "stopping"
+    assert LA.state(h) == "stopping"  # read again: its loop is over, the process exiting
+    monkeypatch.setattr(h, "is_alive", lambda: False)
+    assert LA.state(h) == "stopped"
+
+
 @pytest.mark.parametrize("case", ["trained again under its name", "its last driver copied nothing"])
 def test_a_ray_runs_start_is_found_in_the_store_however_its_journal_was_copied(tmp_path, case):
     """Two ways a Ray run's start reached the store wrongly for its launcher's mark
