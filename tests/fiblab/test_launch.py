@@ -185,7 +185,9 @@ def test_run_finishes_and_a_stopped_run_resumes_exactly(runs):
         assert time.monotonic() < deadline, "the run logged no steps in 120 s"
         time.sleep(0.05)
     L.request_stop(stopped)
-    assert L.state(stopped) == "stopping"
+    # at once "stopping", never "running" (read while the run serves the stop: test_runlist);
+    # "stopped" if it had served it and exited before this read, on a busy machine
+    assert L.state(stopped) in ("stopping", "stopped")
     assert L.wait(stopped, timeout=120) == "stopped", stopped.log_tail()
     assert stopped.proc.returncode == 0  # a clean exit
     snap = L.snapshot(stopped)
