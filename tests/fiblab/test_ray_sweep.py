@@ -308,7 +308,31 @@ def _sweep_cli(spec, runs, store, address, **kw):
 
 
 def _checkpoints(folder) -> list[str]:
-    return [n for n in os.listdir(folder) if n.startswith("ckpt_")] if folder.is_dir() else []
+    """The complete checkpoints in ``folder``, by the product's own definition (a ``.pt`` under
+    its name).  A bare ``ckpt_`` prefix also matched the checksum sidecar, which
+    `save_checkpoint` renames in before the checkpoint: a kill then could still lose the
+    checkpoint the test believed was there (the flake check's failure, 2026-12-07)."""
+    from lab.training.checkpoint import list_checkpoints
+
+    return [os.path.basename(p) for p in list_checkpoints(str(folder))]
+
+
+def test_the_checkpoint_helper_counts_a_checkpoint_only_once_it_is_whole(tmp_path, monkeypatch):
+    """The kill tests wait for `_checkpoints`: at the moment the sidecar is on disk and the
+    checkpoint not yet renamed in, it must see none (a kill there loses the checkpoint)."""
+    from lab.training.checkpoint import save_checkpoint
+
+    seen, real = [], os.replace
+
+    def spy(src, dst):  # the listing just before each rename: sidecar's, then checkpoint's
+        seen.append((os.path.basename(dst), _checkpoints(tmp_path), sorted(os.listdir(tmp_path))))
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", spy)
+    save_checkpoint(str(tmp_path), 20, {"x": 1}, keep=2)
+    name, counted, listed = seen[-1]
+    assert name == "ckpt_0000020.pt" and "ckpt_0000020.pt.json" in listed and counted == []
+    assert _checkpoints(tmp_path) == ["ckpt_0000020.pt"]
 
 
 @pytest.mark.slow
