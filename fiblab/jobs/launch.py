@@ -418,7 +418,7 @@ def state(
     seen dead with a stale "running" row — "failed" for a run stopped by request.  The STOP
     file is looked for before the phase is read, the reverse of the run's order (its exit
     phase, then the file removed: `RunWatch.close`): read after, a stop served between the
-    two reads read "running" (the flake check caught it once in 5 repetitions)."""
+    two reads read "running" (a race the flake check found; RESULTS, issue 38)."""
     alive = h.is_alive() if _alive is None else _alive
     stop_asked = os.path.exists(os.path.join(h.run_dir, STOP_FILE))
     if h.store and _row is None and os.path.exists(h.store):
